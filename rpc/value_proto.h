@@ -1,0 +1,57 @@
+// Conversion between Value/Tensor and their wire messages (proto/value.proto).
+//
+// Decoding validates everything a peer could get wrong and reports
+// INVALID_ARGUMENT with the path of the offending field, e.g.
+// "args[1].shape: shape[0]: negative dimension -2". Encoding checks what the
+// C++ types cannot rule out (nesting depth, UTF-8 strings).
+//
+// Tensor bytes: decoding from a mutable message moves the bytes out of it
+// (no copy); encoding copies them once into the message.
+#ifndef FERRY_RPC_VALUE_PROTO_H_
+#define FERRY_RPC_VALUE_PROTO_H_
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/value.pb.h"
+#include "rpc/tensor.h"
+#include "rpc/value.h"
+
+namespace ferry {
+
+// How RRefs inside a Value cross the wire. The rref/ layer implements it so
+// that sending an RRef forks it and receiving one registers the copy.
+// Without a codec, RRefs travel as their descriptors.
+class RRefCodec {
+ public:
+  virtual ~RRefCodec() = default;
+  virtual absl::StatusOr<proto::RRefHandle> Encode(
+      const Value::RRefPtr& rref) = 0;
+  virtual absl::StatusOr<Value::RRefPtr> Decode(
+      const proto::RRefHandle& handle) = 0;
+};
+
+void TensorToProto(const Tensor& tensor, proto::Tensor* out);
+
+// Consumes `in`'s bytes. `path` prefixes error messages.
+absl::StatusOr<Tensor> TensorFromProto(proto::Tensor* in,
+                                       absl::string_view path);
+
+absl::Status ValueToProto(const Value& value, proto::Value* out,
+                          RRefCodec* codec = nullptr);
+
+// Consumes `in`'s tensor bytes. `path` names the value in errors ("args[0]").
+absl::StatusOr<Value> ValueFromProto(proto::Value* in, absl::string_view path,
+                                     RRefCodec* codec = nullptr);
+
+// As above for a message that must not be modified (copies tensor bytes).
+absl::StatusOr<Value> ValueFromProtoCopy(const proto::Value& in,
+                                         absl::string_view path,
+                                         RRefCodec* codec = nullptr);
+
+proto::RRefHandle DescriptorToProto(const RRefDescriptor& descriptor);
+RRefDescriptor DescriptorFromProto(const proto::RRefHandle& handle);
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_VALUE_PROTO_H_
