@@ -1,0 +1,423 @@
+#include "rpc/agent.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+#include "rpc/builtins.h"
+#include "rpc/net_util.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+
+namespace {
+
+uint64_t RandomIncarnation() {
+  absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen) | 1;  // Never 0.
+}
+
+// gRPC's standard health and reflection services on every server.
+void EnableStandardServices() {
+  static const bool once = [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    return true;
+  }();
+  (void)once;
+}
+
+}  // namespace
+
+RpcAgent::RpcAgent(AgentOptions options)
+    : options_(std::move(options)),
+      security_(options_.security ? options_.security : Security::Insecure()),
+      incarnation_(RandomIncarnation()),
+      started_(absl::Now()),
+      timers_(std::make_unique<Timers>()),
+      executor_(std::make_unique<Executor>(options_.executor_threads)),
+      channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
+  if (options_.name.empty())
+    options_.name = absl::StrCat("worker", options_.rank);
+  absl::Status s = RegisterBuiltins(&registry_, timers_.get());
+  (void)s;  // Built-in names are valid and unique.
+  membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
+    OnNodeDown(node, reason);
+  });
+}
+
+RpcAgent::~RpcAgent() {
+  Stop();
+  std::thread t;
+  {
+    absl::MutexLock lock(&mu_);
+    t = std::move(shutdown_thread_);
+  }
+  if (t.joinable()) t.join();
+}
+
+void RpcAgent::AddService(grpc::Service* service) {
+  services_.push_back(service);
+}
+void RpcAgent::AddExtension(AgentExtension* e) { extensions_.push_back(e); }
+void RpcAgent::SetCallCodecs(CallCodecs* codecs) { codecs_ = codecs; }
+
+absl::StatusOr<std::string> RpcAgent::Listen() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kNew) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.name, ": already started"));
+    }
+    state_ = State::kListening;
+  }
+  absl::Status s = StartServer();
+  if (!s.ok()) {
+    Stop();
+    return Annotate(s, options_.name);
+  }
+  return address_;
+}
+
+absl::Status RpcAgent::Start() {
+  bool listening;
+  {
+    absl::MutexLock lock(&mu_);
+    listening = state_ == State::kListening;
+    if (state_ != State::kNew && !listening) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.name, ": Start() may be called once"));
+    }
+  }
+  if (!listening) {
+    absl::StatusOr<std::string> address = Listen();
+    if (!address.ok()) return address.status();
+  }
+  absl::Status s = JoinAndWatch();
+  if (!s.ok()) {
+    Stop();
+    return Annotate(s, options_.name);
+  }
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kListening) {
+    return absl::CancelledError(
+        absl::StrCat(options_.name, " was stopped while starting"));
+  }
+  state_ = State::kRunning;
+  return absl::OkStatus();
+}
+
+absl::Status RpcAgent::StartServer() {
+  if (options_.world_size < 1 || options_.rank < 0 ||
+      options_.rank >= options_.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options_.rank, " is out of range for world_size ",
+                     options_.world_size));
+  }
+  caller_ = std::make_unique<Caller>(
+      channels_.get(), &membership_,
+      CallerIdentity{WorkerNode(options_.rank), options_.name});
+  std::string listen = options_.listen;
+  std::string master_host = "127.0.0.1";
+  if (!options_.master.empty()) {
+    FERRY_ASSIGN_OR_RETURN(HostPort master, ParseHostPort(options_.master));
+    master_host = master.host;
+    if (options_.rank == 0) {
+      listen = JoinHostPort(
+          IsLoopbackHost(master.host) ? master.host : "0.0.0.0", master.port);
+    }
+  } else if (options_.rank != 0) {
+    return absl::InvalidArgumentError("no master address (set --master)");
+  }
+  if (listen.empty()) {
+    listen =
+        JoinHostPort(IsLoopbackHost(master_host) ? master_host : "0.0.0.0", 0);
+  }
+  FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
+
+  EnableStandardServices();
+  call_service_ = std::make_unique<CallService>(CallService::Options{
+      .worker_name = options_.name,
+      .registry = &registry_,
+      .executor = executor_.get(),
+      .security = security_,
+      .codecs = codecs_,
+      .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
+      .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
+  });
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(listen, security_->ServerCredentials(), &port);
+  std::string local;
+  if (options_.local_socket && !security_->tls()) {
+    absl::BitGen gen;
+    local = absl::StrFormat("unix-abstract:ferry-%d-%s-%016x", getpid(),
+                            options_.name, absl::Uniform<uint64_t>(gen));
+    builder.AddListeningPort(local, grpc::InsecureServerCredentials());
+  }
+  builder.SetMaxReceiveMessageSize(options_.channels.max_message_bytes);
+  builder.SetMaxSendMessageSize(options_.channels.max_message_bytes);
+  // Peers ping idle connections to detect death; let them.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.RegisterService(call_service_.get());
+  if (options_.rank == 0) {
+    rendezvous_ = std::make_unique<RendezvousService>(
+        RendezvousOptions{options_.world_size, options_.heartbeat_timeout},
+        security_, timers_.get());
+    builder.RegisterService(rendezvous_.get());
+  }
+  for (grpc::Service* s : services_) builder.RegisterService(s);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));
+  }
+  std::string host = bind.host;
+  if (IsWildcardHost(host)) {
+    host = options_.rank == 0 && !options_.master.empty()
+               ? master_host
+               : LocalAddressFacing(master_host);
+  }
+  address_ = JoinHostPort(host, port);
+  master_address_ = options_.master.empty() ? address_ : options_.master;
+  self_local_address_ = local;
+  return absl::OkStatus();
+}
+
+absl::Status RpcAgent::JoinAndWatch() {
+  proto::JoinRequest request;
+  WorkerInfo me{options_.name,       options_.rank,   address_,
+                self_local_address_, LocalHostName(), getpid()};
+  *request.mutable_worker() = WorkerInfoToProto(me);
+  request.set_world_size(options_.world_size);
+  request.set_incarnation(incarnation_);
+  auto master = channels_->Get(master_address_);
+  FERRY_ASSIGN_OR_RETURN(
+      std::vector<WorkerInfo> workers,
+      JoinJob(master, master_address_, request, options_.startup_timeout));
+  directory_ = Directory(std::move(workers));
+  membership_client_ = MembershipClient::Create(
+      master, &membership_, timers_.get(), options_.membership);
+  membership_client_->Start(WorkerNode(options_.rank), incarnation_,
+                            [this](const absl::Status& s) { OnFenced(s); });
+  return absl::OkStatus();
+}
+
+void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
+  if (caller_ != nullptr) caller_->FailNode(node, reason);
+}
+
+void RpcAgent::OnFenced(const absl::Status& reason) {
+  // Called on a gRPC thread: stopping here would wait on ourselves.
+  (void)reason;
+  RequestShutdown(absl::ZeroDuration());
+}
+
+std::string RpcAgent::NodeLabel(uint64_t node) const {
+  if (IsWorkerNode(node) && static_cast<int>(node) < directory_.world_size()) {
+    return directory_.at(static_cast<int>(node)).name;
+  }
+  return absl::StrCat("client", node - kFirstClientNode);
+}
+
+absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
+  absl::Duration t = options.timeout.value_or(options_.default_timeout);
+  return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
+}
+
+Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
+                                 std::vector<Value> args, CallOptions options) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kRunning && state_ != State::kStopping) {
+      return Future<Value>::Ready(absl::FailedPreconditionError(
+          absl::StrCat(options_.name, " is not running")));
+    }
+  }
+  absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
+  if (!peer.ok()) return Future<Value>::Ready(peer.status());
+  return caller_->Call(**peer, fn, std::move(args), Resolve(options),
+                       options.codec);
+}
+
+absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
+                                        const std::string& fn,
+                                        std::vector<Value> args,
+                                        CallOptions options) {
+  // The call carries its own deadline (and fails when the peer dies), so
+  // this wait ends; the extra second only guards against a lost callback.
+  absl::Duration wait = Resolve(options);
+  if (wait != absl::InfiniteDuration()) wait += absl::Seconds(1);
+  return RpcAsync(to, fn, std::move(args), options).Wait(wait);
+}
+
+absl::Status RpcAgent::Drain(absl::Time deadline) {
+  absl::Status status;
+  if (!caller_->WaitIdle(deadline)) {
+    status = absl::DeadlineExceededError(
+        absl::StrCat(caller_->inflight(), " outgoing call(s) still running"));
+  }
+  for (AgentExtension* e : extensions_) {
+    absl::Status s = e->Drain(deadline);
+    if (status.ok()) status = s;
+  }
+  if (!call_service_->WaitIdle(deadline) && status.ok()) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        call_service_->inflight(), " incoming call(s) still running"));
+  }
+  return status;
+}
+
+void RpcAgent::WaitOthersGone(absl::Time deadline) {
+  while (absl::Now() < deadline) {
+    int gone = 0;
+    for (int r = 1; r < options_.world_size; ++r) {
+      if (membership_.DownReason(WorkerNode(r)).has_value()) ++gone;
+    }
+    if (gone == options_.world_size - 1) return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kRunning) return absl::OkStatus();
+    state_ = State::kStopping;
+  }
+  const absl::Duration t = timeout.value_or(options_.shutdown_timeout);
+  absl::Status status =
+      Annotate(membership_client_->Barrier("shutdown.enter", t),
+               "shutdown: waiting for all workers");
+  absl::Status drained = Annotate(Drain(absl::Now() + t), "shutdown: draining");
+  if (status.ok()) status = drained;
+  absl::Status agreed =
+      Annotate(membership_client_->Barrier("shutdown.drained", t),
+               "shutdown: waiting for all workers to drain");
+  if (status.ok()) status = agreed;
+  call_service_->StopAccepting();
+  if (options_.rank == 0) {
+    WaitOthersGone(absl::Now() + t);  // They still need the master to leave.
+  } else {
+    membership_client_->Leave(absl::Seconds(2)).IgnoreError();
+  }
+  StopServing();
+  return Annotate(status, options_.name);
+}
+
+absl::Status RpcAgent::Leave() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kRunning) return absl::OkStatus();
+    state_ = State::kStopping;
+  }
+  call_service_->StopAccepting();
+  absl::Status status = Drain(absl::Now() + options_.shutdown_timeout);
+  membership_client_->Leave(absl::Seconds(2)).IgnoreError();
+  StopServing();
+  return Annotate(status, absl::StrCat(options_.name, ": leave"));
+}
+
+void RpcAgent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kNew) {
+      state_ = State::kStopped;
+      return;
+    }
+  }
+  StopServing();
+}
+
+void RpcAgent::StopServing() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (teardown_started_) {
+      auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return state_ == State::kStopped;
+      };
+      mu_.Await(absl::Condition(&stopped));
+      return;
+    }
+    teardown_started_ = true;
+    state_ = State::kStopping;
+  }
+  const absl::Status stopped =
+      absl::UnavailableError(absl::StrCat(options_.name, " stopped"));
+  if (membership_client_ != nullptr) membership_client_->Stop();
+  for (AgentExtension* e : extensions_) e->Stop();
+  if (call_service_ != nullptr) call_service_->Abort(stopped);
+  if (rendezvous_ != nullptr) rendezvous_->Shutdown();
+  if (caller_ != nullptr) caller_->CancelAll(stopped);
+  if (server_ != nullptr) {
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  }
+  executor_->Stop(absl::Now() + absl::Seconds(2));
+  if (caller_ != nullptr) caller_->WaitIdle(absl::Now() + absl::Seconds(2));
+  timers_->Stop();
+  absl::MutexLock lock(&mu_);
+  state_ = State::kStopped;
+}
+
+void RpcAgent::RequestShutdown(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kRunning || shutdown_thread_.joinable()) return;
+  shutdown_thread_ = std::thread([this, timeout] {
+    if (timeout == absl::ZeroDuration()) {
+      Stop();
+    } else {
+      Shutdown(timeout).IgnoreError();
+    }
+  });
+}
+
+bool RpcAgent::WaitStopped(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto stopped = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return state_ == State::kStopped;
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&stopped), timeout);
+}
+
+bool RpcAgent::stopped() const {
+  absl::MutexLock lock(&mu_);
+  return state_ == State::kStopped;
+}
+
+proto::WorkerStatus RpcAgent::Status() const {
+  proto::WorkerStatus s;
+  s.set_name(options_.name);
+  s.set_rank(options_.rank);
+  s.set_address(address_);
+  s.set_pid(getpid());
+  s.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  int64_t in = call_service_ ? call_service_->inflight() : 0;
+  int64_t out = caller_ ? caller_->inflight() : 0;
+  s.set_inflight(in + out);
+  s.set_inflight_incoming(in);
+  s.set_inflight_outgoing(out);
+  s.set_calls_served(call_service_ ? call_service_->served() : 0);
+  s.set_functions(registry_.size());
+  for (uint64_t node : membership_.DownNodes()) {
+    s.add_dead_peers(NodeLabel(node));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    static constexpr const char* kNames[] = {"new", "starting", "running",
+                                             "stopping", "stopped"};
+    s.set_state(kNames[static_cast<int>(state_)]);
+  }
+  for (const AgentExtension* e : extensions_) e->FillStatus(&s);
+  return s;
+}
+
+}  // namespace ferry

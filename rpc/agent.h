@@ -1,0 +1,207 @@
+// RpcAgent: one worker of a job. It runs a gRPC server (callback API) with
+// the function registry, joins the job at the master (rank 0, which also
+// hosts the rendezvous), keeps membership by long polling, and calls other
+// workers over one reused channel each.
+//
+//   AgentOptions o;
+//   o.rank = 1; o.world_size = 3; o.master = "10.0.0.1:29500";
+//   RpcAgent agent(o);
+//   agent.registry().Register("scale", [](const Tensor& t, double k) {…});
+//   FERRY_RETURN_IF_ERROR(agent.Start());            // returns when all joined
+//   absl::StatusOr<Value> r = agent.RpcSync("worker2", "add", {a, b});
+//   agent.Shutdown();                                // graceful, collective
+//
+// Layers above (RRefs, collectives) plug in through AddService/AddExtension
+// before Start().
+#ifndef FERRY_RPC_AGENT_H_
+#define FERRY_RPC_AGENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "rpc/call_service.h"
+#include "rpc/caller.h"
+#include "rpc/channels.h"
+#include "rpc/directory.h"
+#include "rpc/executor.h"
+#include "rpc/future.h"
+#include "rpc/membership_client.h"
+#include "rpc/registry.h"
+#include "rpc/rendezvous_service.h"
+#include "rpc/security.h"
+#include "rpc/timers.h"
+
+namespace ferry {
+
+struct AgentOptions {
+  std::string name;  // Default "worker<rank>".
+  int rank = 0;
+  int world_size = 1;
+  // host:port of rank 0. Rank 0 listens there; if empty, rank 0 listens on
+  // `listen` and is its own master.
+  std::string master;
+  // host:port to listen on; port 0 picks one. Default: the master's host
+  // (or 127.0.0.1) with port 0.
+  std::string listen;
+  absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
+  absl::Duration startup_timeout = absl::Seconds(60);
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  int executor_threads = 8;
+  // Master side: a node silent for this long is declared dead.
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  MembershipOptions membership;
+  std::shared_ptr<const Security> security;  // Null: plaintext.
+  ChannelOptions channels;
+  // Also listen on a unix-abstract socket for same-host peers.
+  bool local_socket = true;
+};
+
+// A layer above RPC that lives inside the agent (RRefs, collectives).
+class AgentExtension {
+ public:
+  virtual ~AgentExtension() = default;
+  // Waits (until `deadline`) for the extension's outstanding messages.
+  virtual absl::Status Drain(absl::Time /*deadline*/) {
+    return absl::OkStatus();
+  }
+  // Stops: after this, no callbacks into the agent.
+  virtual void Stop() {}
+  virtual void FillStatus(proto::WorkerStatus* /*status*/) const {}
+};
+
+struct CallOptions {
+  // Unset: the agent's default; 0: no timeout.
+  std::optional<absl::Duration> timeout;
+  // Encodes RRefs in the arguments / decodes them in the result.
+  RRefCodec* codec = nullptr;
+};
+
+class RpcAgent {
+ public:
+  explicit RpcAgent(AgentOptions options);
+  // Stops abruptly if still running.
+  ~RpcAgent();
+
+  RpcAgent(const RpcAgent&) = delete;
+  RpcAgent& operator=(const RpcAgent&) = delete;
+
+  // ---- Before Start ----
+  Registry& registry() { return registry_; }
+  void AddService(grpc::Service* service);
+  void AddExtension(AgentExtension* extension);
+  void SetCallCodecs(CallCodecs* codecs);
+
+  // Starts the server (if Listen() was not called), joins the job and
+  // starts membership. Returns when all world_size workers joined.
+  // DEADLINE_EXCEEDED names missing ranks (or the unreachable master);
+  // ALREADY_EXISTS/INVALID_ARGUMENT for a clash.
+  absl::Status Start();
+
+  // Starts only the server and returns the address it listens on (so rank
+  // 0's picked port can be handed to the others before they join).
+  absl::StatusOr<std::string> Listen();
+
+  // ---- After Start ----
+  const Directory& directory() const { return directory_; }
+  const WorkerInfo& self() const { return directory_.at(options_.rank); }
+  const std::string& name() const { return options_.name; }
+  int rank() const { return options_.rank; }
+  int world_size() const { return options_.world_size; }
+  const std::string& master_address() const { return master_address_; }
+  const std::string& address() const { return address_; }
+
+  // Calls `fn` on `to` (a worker name or rank number).
+  Future<Value> RpcAsync(const std::string& to, const std::string& fn,
+                         std::vector<Value> args, CallOptions options = {});
+  absl::StatusOr<Value> RpcSync(const std::string& to, const std::string& fn,
+                                std::vector<Value> args,
+                                CallOptions options = {});
+
+  // Graceful, collective shutdown (like torch's rpc.shutdown()): waits
+  // (bounded) until every worker called it, drains outstanding calls and
+  // extension messages, then stops. Never hangs: each phase is bounded by
+  // `timeout` (default shutdown_timeout); DEADLINE_EXCEEDED reports which
+  // phase gave up (the worker still stops).
+  absl::Status Shutdown(std::optional<absl::Duration> timeout = std::nullopt);
+  // Graceful leave of this worker alone (SIGTERM): drains its own work,
+  // tells the master it leaves (peers see "left", not "died"), stops.
+  absl::Status Leave();
+  // Abrupt local stop: cancels everything now.
+  void Stop();
+
+  // Asks for Shutdown on a background thread (used by the Shutdown RPC).
+  void RequestShutdown(absl::Duration timeout);
+  // Waits until the agent stopped (by any path) or `timeout` passed.
+  bool WaitStopped(absl::Duration timeout);
+  bool stopped() const;
+
+  proto::WorkerStatus Status() const;
+
+  // Shared plumbing for layers above.
+  Timers& timers() { return *timers_; }
+  Executor& executor() { return *executor_; }
+  ChannelPool& channels() { return *channels_; }
+  Membership& membership() { return membership_; }
+  Caller& caller() { return *caller_; }
+  MembershipClient& membership_client() { return *membership_client_; }
+  const std::shared_ptr<const Security>& security() const { return security_; }
+  absl::Duration default_timeout() const { return options_.default_timeout; }
+
+ private:
+  absl::Status StartServer();
+  absl::Status JoinAndWatch();
+  void OnNodeDown(uint64_t node, const absl::Status& reason);
+  void OnFenced(const absl::Status& reason);
+  absl::Status Drain(absl::Time deadline);
+  void WaitOthersGone(absl::Time deadline);
+  void StopServing() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Duration Resolve(const CallOptions& options) const;
+  // A node's name for messages: "worker2", "client3".
+  std::string NodeLabel(uint64_t node) const;
+
+  AgentOptions options_;
+  std::shared_ptr<const Security> security_;
+  const uint64_t incarnation_;
+  const absl::Time started_;
+
+  Registry registry_;
+  Membership membership_;
+  std::unique_ptr<Timers> timers_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<ChannelPool> channels_;
+  std::unique_ptr<Caller> caller_;
+  std::unique_ptr<CallService> call_service_;
+  std::unique_ptr<RendezvousService> rendezvous_;
+  std::shared_ptr<MembershipClient> membership_client_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<grpc::Service*> services_;
+  std::vector<AgentExtension*> extensions_;
+  CallCodecs* codecs_ = nullptr;
+
+  // Set by Start, then constant.
+  Directory directory_;
+  std::string master_address_;
+  std::string address_;
+  std::string self_local_address_;
+
+  mutable absl::Mutex mu_;
+  enum class State { kNew, kListening, kRunning, kStopping, kStopped };
+  State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
+  bool teardown_started_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread shutdown_thread_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_AGENT_H_

@@ -1,0 +1,225 @@
+#include "rpc/call_service.h"
+
+#include <unistd.h>
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rpc/grpc_status.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+
+namespace {
+
+// A unary reactor that reports cancellation and deletes itself when done.
+class CallReactor final : public grpc::ServerUnaryReactor {
+ public:
+  CallReactor() : cancelled_(std::make_shared<std::atomic<bool>>(false)) {}
+  void OnCancel() override { cancelled_->store(true); }
+  void OnDone() override { delete this; }
+  const std::shared_ptr<std::atomic<bool>>& cancelled() const {
+    return cancelled_;
+  }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> cancelled_;
+};
+
+}  // namespace
+
+struct CallService::ActiveCall {
+  CallReactor* reactor = nullptr;
+  proto::CallResponse* response = nullptr;
+  std::shared_ptr<const RegisteredFunction> function;
+  CallContext context;
+  std::vector<Value> args;
+  std::unique_ptr<RRefCodec> codec;
+  std::atomic<bool> claimed{false};
+};
+
+CallService::CallService(Options options) : options_(std::move(options)) {}
+
+CallService::~CallService() {
+  Abort(absl::UnavailableError(
+      absl::StrCat(options_.worker_name, " is shutting down")));
+}
+
+grpc::ServerUnaryReactor* CallService::Call(
+    grpc::CallbackServerContext* context, const proto::CallRequest* request,
+    proto::CallResponse* response) {
+  auto* reactor = new CallReactor();
+  auto fail = [&](absl::Status s) {
+    reactor->Finish(ToGrpcStatus(Annotate(
+        s, absl::StrCat(options_.worker_name, ": ", request->function()))));
+    return reactor;
+  };
+  grpc::Status auth = options_.security->Check(*context);
+  if (!auth.ok()) return fail(FromGrpcStatus(auth));
+  auto call = std::make_shared<ActiveCall>();
+  call->function = options_.registry->Find(request->function());
+  if (call->function == nullptr) {
+    return fail(
+        absl::NotFoundError("no such function (see `ferryctl functions`)"));
+  }
+  call->reactor = reactor;
+  call->response = response;
+  call->context.worker = options_.worker_name;
+  call->context.function = request->function();
+  call->context.caller = request->caller_name();
+  call->context.caller_node = request->caller_node();
+  call->context.deadline = absl::FromChrono(context->deadline());
+  call->context.cancelled = reactor->cancelled();
+  if (options_.codecs != nullptr) {
+    call->codec = options_.codecs->ForCall(request->caller_node());
+  }
+  // The request is ours until we finish; decoding moves tensor bytes out of
+  // it instead of copying them.
+  auto* args = const_cast<proto::CallRequest*>(request)->mutable_args();
+  call->args.reserve(args->size());
+  for (int i = 0; i < args->size(); ++i) {
+    absl::StatusOr<Value> v = ValueFromProto(
+        args->Mutable(i), absl::StrCat("args[", i, "]"), call->codec.get());
+    if (!v.ok()) return fail(v.status());
+    call->args.push_back(*std::move(v));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (!accepting_) {
+      return fail(absl::UnavailableError(
+          absl::StrCat(options_.worker_name, " is shutting down")));
+    }
+    active_.insert(call);
+  }
+  if (options_.codecs == nullptr) {
+    Run(std::move(call));
+  } else {
+    // A function receiving RRefs starts only once they are confirmed.
+    options_.codecs->ArgumentsReady(call->codec.get())
+        .Then([this, call](const absl::StatusOr<Done>& ready) {
+          if (ready.ok()) {
+            Run(call);
+          } else {
+            Answer(call, ready.status());
+          }
+        });
+  }
+  return reactor;
+}
+
+void CallService::Run(std::shared_ptr<ActiveCall> call) {
+  auto execute = [this, call]() {
+    Future<Value> result =
+        InvokeFunction(*call->function, call->context, std::move(call->args));
+    result.Then(
+        [this, call](const absl::StatusOr<Value>& r) { Answer(call, r); });
+  };
+  if (call->function->run_inline) {
+    execute();
+    return;
+  }
+  if (!options_.executor->Submit(execute)) {
+    Answer(call, absl::UnavailableError(
+                     absl::StrCat(options_.worker_name, " is shutting down")));
+  }
+}
+
+bool CallService::Claim(const std::shared_ptr<ActiveCall>& call) {
+  if (call->claimed.exchange(true)) return false;
+  absl::MutexLock lock(&mu_);
+  active_.erase(call);
+  return true;
+}
+
+void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
+                         const absl::StatusOr<Value>& result) {
+  if (!Claim(call)) return;  // Already aborted.
+  served_.fetch_add(1);
+  absl::Status status = result.status();
+  if (status.ok()) {
+    status = ValueToProto(*result, call->response->mutable_result(),
+                          call->codec.get());
+    status = Annotate(status, "result");
+  }
+  if (!status.ok()) {
+    status = Annotate(status, absl::StrCat(options_.worker_name, ": ",
+                                           call->context.function));
+  }
+  call->reactor->Finish(ToGrpcStatus(status));
+}
+
+void CallService::StopAccepting() {
+  absl::MutexLock lock(&mu_);
+  accepting_ = false;
+}
+
+void CallService::Abort(const absl::Status& status) {
+  std::vector<std::shared_ptr<ActiveCall>> calls;
+  {
+    absl::MutexLock lock(&mu_);
+    accepting_ = false;
+    calls.assign(active_.begin(), active_.end());
+  }
+  for (auto& call : calls) {
+    if (!Claim(call)) continue;
+    call->reactor->Finish(
+        ToGrpcStatus(Annotate(status, absl::StrCat(options_.worker_name, ": ",
+                                                   call->context.function))));
+  }
+}
+
+bool CallService::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return active_.empty();
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+int64_t CallService::inflight() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(active_.size());
+}
+
+grpc::ServerUnaryReactor* CallService::GetStatus(
+    grpc::CallbackServerContext* context, const proto::StatusRequest*,
+    proto::WorkerStatus* response) {
+  auto* reactor = context->DefaultReactor();
+  grpc::Status auth = options_.security->Check(*context);
+  if (auth.ok() && options_.fill_status) options_.fill_status(response);
+  reactor->Finish(auth);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CallService::ListFunctions(
+    grpc::CallbackServerContext* context, const proto::ListFunctionsRequest*,
+    proto::ListFunctionsResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  grpc::Status auth = options_.security->Check(*context);
+  if (auth.ok()) {
+    for (const auto& fn : options_.registry->List()) {
+      proto::FunctionInfo* info = response->add_functions();
+      info->set_name(fn->name);
+      info->set_signature(fn->signature);
+      info->set_doc(fn->doc);
+    }
+  }
+  reactor->Finish(auth);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* CallService::Shutdown(
+    grpc::CallbackServerContext* context, const proto::ShutdownRequest* request,
+    proto::ShutdownResponse*) {
+  auto* reactor = context->DefaultReactor();
+  grpc::Status auth = options_.security->Check(*context);
+  if (auth.ok() && options_.on_shutdown_request) {
+    options_.on_shutdown_request(absl::Milliseconds(request->timeout_ms()));
+  }
+  reactor->Finish(auth);
+  return reactor;
+}
+
+}  // namespace ferry

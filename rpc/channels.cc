@@ -1,0 +1,99 @@
+#include "rpc/channels.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/support/client_interceptor.h"
+#include "rpc/net_util.h"
+
+namespace ferry {
+
+namespace {
+
+// Attaches the shared-secret token to every call on the channel, so no call
+// site can forget it.
+class TokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;
+};
+
+class TokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string token)
+      : header_(absl::StrCat("Bearer ", token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+}  // namespace
+
+ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
+                         ChannelOptions options)
+    : security_(std::move(security)),
+      options_(options),
+      host_(LocalHostName()) {}
+
+std::shared_ptr<grpc::Channel> ChannelPool::Get(const std::string& target) {
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(target);
+  if (it != channels_.end()) return it->second;
+  auto channel = Create(target);
+  channels_.emplace(target, channel);
+  return channel;
+}
+
+std::shared_ptr<grpc::Channel> ChannelPool::ForWorker(
+    const WorkerInfo& worker) {
+  // Not with TLS: certificates name network hosts, not socket names.
+  if (options_.use_local_sockets && !security_->tls() &&
+      !worker.local_address.empty() && worker.host == host_) {
+    return Get(worker.local_address);
+  }
+  return Get(worker.address);
+}
+
+std::shared_ptr<grpc::Channel> ChannelPool::Create(
+    const std::string& target) const {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options_.max_message_bytes);
+  args.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Detect dead peers on idle connections too (a crashed host sends no RST).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Reconnect quickly after a peer restarts; failures surface as errors.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  security_->ConfigureChannel(&args);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (security_->has_token()) {
+    interceptors.push_back(
+        std::make_unique<TokenInterceptorFactory>(security_->token()));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      target, security_->ChannelCredentials(), args, std::move(interceptors));
+}
+
+}  // namespace ferry
