@@ -83,6 +83,7 @@ absl::StatusOr<std::string> RpcAgent::Listen() {
     Stop();
     return Annotate(s, options_.name);
   }
+  Emit("listening", address_);
   return address_;
 }
 
@@ -111,6 +112,8 @@ absl::Status RpcAgent::Start() {
         absl::StrCat(options_.name, " was stopped while starting"));
   }
   state_ = State::kRunning;
+  Emit("joined", absl::StrCat("world_size=", options_.world_size,
+                              " master=", master_address_));
   return absl::OkStatus();
 }
 
@@ -188,7 +191,9 @@ absl::Status RpcAgent::StartServer() {
                : LocalAddressFacing(master_host);
   }
   address_ = JoinHostPort(host, port);
-  master_address_ = options_.master.empty() ? address_ : options_.master;
+  // Rank 0 is the master: dial what it actually listens on (its port may
+  // have been picked).
+  master_address_ = options_.rank == 0 ? address_ : options_.master;
   self_local_address_ = local;
   return absl::OkStatus();
 }
@@ -212,14 +217,19 @@ absl::Status RpcAgent::JoinAndWatch() {
   return absl::OkStatus();
 }
 
+void RpcAgent::Emit(absl::string_view event, absl::string_view detail) const {
+  if (options_.on_event) options_.on_event(event, detail);
+}
+
 void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   if (caller_ != nullptr) caller_->FailNode(node, reason);
+  Emit("peer_down", absl::StrCat(NodeLabel(node), ": ", reason.message()));
 }
 
 void RpcAgent::OnFenced(const absl::Status& reason) {
+  Emit("fenced", reason.message());
   // Called on a gRPC thread: stopping here would wait on ourselves.
-  (void)reason;
-  RequestShutdown(absl::ZeroDuration());
+  RunInBackground([this] { Stop(); });
 }
 
 std::string RpcAgent::NodeLabel(uint64_t node) const {
@@ -295,6 +305,8 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
     state_ = State::kStopping;
   }
   const absl::Duration t = timeout.value_or(options_.shutdown_timeout);
+  Emit("shutting_down",
+       absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(t)));
   absl::Status status =
       Annotate(membership_client_->Barrier("shutdown.enter", t),
                "shutdown: waiting for all workers");
@@ -320,6 +332,7 @@ absl::Status RpcAgent::Leave() {
     if (state_ != State::kRunning) return absl::OkStatus();
     state_ = State::kStopping;
   }
+  Emit("leaving", "");
   call_service_->StopAccepting();
   absl::Status status = Drain(absl::Now() + options_.shutdown_timeout);
   membership_client_->Leave(absl::Seconds(2)).IgnoreError();
@@ -364,20 +377,22 @@ void RpcAgent::StopServing() {
   executor_->Stop(absl::Now() + absl::Seconds(2));
   if (caller_ != nullptr) caller_->WaitIdle(absl::Now() + absl::Seconds(2));
   timers_->Stop();
+  Emit("stopped", "");
   absl::MutexLock lock(&mu_);
   state_ = State::kStopped;
 }
 
 void RpcAgent::RequestShutdown(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration()) timeout = options_.shutdown_timeout;
+  Emit("shutdown_requested",
+       absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(timeout)));
+  RunInBackground([this, timeout] { Shutdown(timeout).IgnoreError(); });
+}
+
+void RpcAgent::RunInBackground(std::function<void()> work) {
   absl::MutexLock lock(&mu_);
   if (state_ != State::kRunning || shutdown_thread_.joinable()) return;
-  shutdown_thread_ = std::thread([this, timeout] {
-    if (timeout == absl::ZeroDuration()) {
-      Stop();
-    } else {
-      Shutdown(timeout).IgnoreError();
-    }
-  });
+  shutdown_thread_ = std::thread(std::move(work));
 }
 
 bool RpcAgent::WaitStopped(absl::Duration timeout) {
@@ -408,7 +423,7 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_calls_served(call_service_ ? call_service_->served() : 0);
   s.set_functions(registry_.size());
   for (uint64_t node : membership_.DownNodes()) {
-    s.add_dead_peers(NodeLabel(node));
+    if (IsWorkerNode(node)) s.add_dead_peers(NodeLabel(node));
   }
   {
     absl::MutexLock lock(&mu_);

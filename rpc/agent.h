@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,11 @@ struct AgentOptions {
   ChannelOptions channels;
   // Also listen on a unix-abstract socket for same-host peers.
   bool local_socket = true;
+  // Told of lifecycle events: "listening", "joined", "peer_down", "fenced",
+  // "shutdown_requested", "shutting_down", "leaving", "stopped". Called on
+  // whichever thread the event happens; must be quick and thread-safe.
+  std::function<void(absl::string_view event, absl::string_view detail)>
+      on_event;
 };
 
 // A layer above RPC that lives inside the agent (RRefs, collectives).
@@ -78,13 +84,6 @@ class AgentExtension {
   // Stops: after this, no callbacks into the agent.
   virtual void Stop() {}
   virtual void FillStatus(proto::WorkerStatus* /*status*/) const {}
-};
-
-struct CallOptions {
-  // Unset: the agent's default; 0: no timeout.
-  std::optional<absl::Duration> timeout;
-  // Encodes RRefs in the arguments / decodes them in the result.
-  RRefCodec* codec = nullptr;
 };
 
 class RpcAgent {
@@ -140,7 +139,8 @@ class RpcAgent {
   // Abrupt local stop: cancels everything now.
   void Stop();
 
-  // Asks for Shutdown on a background thread (used by the Shutdown RPC).
+  // Starts Shutdown(timeout) on a background thread (the Shutdown RPC);
+  // a timeout <= 0 means shutdown_timeout.
   void RequestShutdown(absl::Duration timeout);
   // Waits until the agent stopped (by any path) or `timeout` passed.
   bool WaitStopped(absl::Duration timeout);
@@ -162,7 +162,10 @@ class RpcAgent {
   absl::Status StartServer();
   absl::Status JoinAndWatch();
   void OnNodeDown(uint64_t node, const absl::Status& reason);
+  void Emit(absl::string_view event, absl::string_view detail) const;
   void OnFenced(const absl::Status& reason);
+  // Runs `work` on the shutdown thread unless one already runs.
+  void RunInBackground(std::function<void()> work) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Drain(absl::Time deadline);
   void WaitOthersGone(absl::Time deadline);
   void StopServing() ABSL_LOCKS_EXCLUDED(mu_);

@@ -97,7 +97,12 @@ absl::StatusOr<Value> SumFn(const Value& x) {
     return absl::InvalidArgumentError(absl::StrCat(
         "args[0]: expected a tensor or a non-empty list, got ", x.kind_name()));
   }
-  Value acc = x.as_list()[0];
+  const Value& first = x.as_list()[0];
+  if (!first.is_tensor() && !first.is_number() && !first.is_bool()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "args[0][0]: expected a tensor or number, got ", first.kind_name()));
+  }
+  Value acc = first;
   for (size_t i = 1; i < x.as_list().size(); ++i) {
     absl::StatusOr<Value> next =
         Arithmetic(BinaryOp::kAdd, acc, x.as_list()[i]);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,14 @@ namespace ferry {
 struct CallerIdentity {
   uint64_t node = 0;
   std::string name;
+};
+
+// Options of one call through an agent or client.
+struct CallOptions {
+  // Unset: the default timeout; 0: no timeout.
+  std::optional<absl::Duration> timeout;
+  // Encodes RRefs in the arguments / decodes them in the result.
+  RRefCodec* codec = nullptr;
 };
 
 class Caller {

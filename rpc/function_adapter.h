@@ -30,7 +30,7 @@
 namespace ferry {
 namespace adapter_internal {
 
-absl::Status KindMismatch(size_t index, absl::string_view expected,
+absl::Status KindMismatch(const std::string& where, absl::string_view expected,
                           const Value& got);
 
 template <typename T>
@@ -39,14 +39,16 @@ struct Arg;
 template <>
 struct Arg<Value> {
   static std::string Name() { return "value"; }
-  static absl::StatusOr<Value> From(Value& v, size_t) { return std::move(v); }
+  static absl::StatusOr<Value> From(Value& v, const std::string&) {
+    return std::move(v);
+  }
 };
 
 template <>
 struct Arg<Tensor> {
   static std::string Name() { return "tensor"; }
-  static absl::StatusOr<Tensor> From(Value& v, size_t i) {
-    if (!v.is_tensor()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<Tensor> From(Value& v, const std::string& where) {
+    if (!v.is_tensor()) return KindMismatch(where, Name(), v);
     return v.as_tensor();
   }
 };
@@ -54,8 +56,8 @@ struct Arg<Tensor> {
 template <>
 struct Arg<int64_t> {
   static std::string Name() { return "int"; }
-  static absl::StatusOr<int64_t> From(Value& v, size_t i) {
-    if (!v.is_int()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<int64_t> From(Value& v, const std::string& where) {
+    if (!v.is_int()) return KindMismatch(where, Name(), v);
     return v.as_int();
   }
 };
@@ -63,11 +65,11 @@ struct Arg<int64_t> {
 template <>
 struct Arg<int> {
   static std::string Name() { return "int"; }
-  static absl::StatusOr<int> From(Value& v, size_t i) {
-    if (!v.is_int()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<int> From(Value& v, const std::string& where) {
+    if (!v.is_int()) return KindMismatch(where, Name(), v);
     if (v.as_int() < INT32_MIN || v.as_int() > INT32_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "args[", i, "]: ", v.as_int(), " does not fit in int32"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", v.as_int(), " does not fit in int32"));
     }
     return static_cast<int>(v.as_int());
   }
@@ -76,8 +78,8 @@ struct Arg<int> {
 template <>
 struct Arg<double> {
   static std::string Name() { return "number"; }
-  static absl::StatusOr<double> From(Value& v, size_t i) {
-    if (!v.is_number()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<double> From(Value& v, const std::string& where) {
+    if (!v.is_number()) return KindMismatch(where, Name(), v);
     return v.as_number();
   }
 };
@@ -85,8 +87,8 @@ struct Arg<double> {
 template <>
 struct Arg<bool> {
   static std::string Name() { return "bool"; }
-  static absl::StatusOr<bool> From(Value& v, size_t i) {
-    if (!v.is_bool()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<bool> From(Value& v, const std::string& where) {
+    if (!v.is_bool()) return KindMismatch(where, Name(), v);
     return v.as_bool();
   }
 };
@@ -94,8 +96,8 @@ struct Arg<bool> {
 template <>
 struct Arg<std::string> {
   static std::string Name() { return "string"; }
-  static absl::StatusOr<std::string> From(Value& v, size_t i) {
-    if (!v.is_string()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<std::string> From(Value& v, const std::string& where) {
+    if (!v.is_string()) return KindMismatch(where, Name(), v);
     return v.as_string();
   }
 };
@@ -103,8 +105,8 @@ struct Arg<std::string> {
 template <>
 struct Arg<Bytes> {
   static std::string Name() { return "bytes"; }
-  static absl::StatusOr<Bytes> From(Value& v, size_t i) {
-    if (!v.is_bytes()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<Bytes> From(Value& v, const std::string& where) {
+    if (!v.is_bytes()) return KindMismatch(where, Name(), v);
     return v.as_bytes();
   }
 };
@@ -112,8 +114,8 @@ struct Arg<Bytes> {
 template <>
 struct Arg<Value::List> {
   static std::string Name() { return "list"; }
-  static absl::StatusOr<Value::List> From(Value& v, size_t i) {
-    if (!v.is_list()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<Value::List> From(Value& v, const std::string& where) {
+    if (!v.is_list()) return KindMismatch(where, Name(), v);
     return std::move(v.as_list());
   }
 };
@@ -121,8 +123,8 @@ struct Arg<Value::List> {
 template <>
 struct Arg<Value::Map> {
   static std::string Name() { return "map"; }
-  static absl::StatusOr<Value::Map> From(Value& v, size_t i) {
-    if (!v.is_map()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<Value::Map> From(Value& v, const std::string& where) {
+    if (!v.is_map()) return KindMismatch(where, Name(), v);
     return std::move(v.as_map());
   }
 };
@@ -133,17 +135,15 @@ struct Arg<std::vector<E>> {
   static std::string Name() {
     return absl::StrCat("list[", Arg<E>::Name(), "]");
   }
-  static absl::StatusOr<std::vector<E>> From(Value& v, size_t i) {
-    if (!v.is_list()) return KindMismatch(i, Name(), v);
+  static absl::StatusOr<std::vector<E>> From(Value& v,
+                                             const std::string& where) {
+    if (!v.is_list()) return KindMismatch(where, Name(), v);
     std::vector<E> out;
     out.reserve(v.as_list().size());
     for (size_t k = 0; k < v.as_list().size(); ++k) {
-      absl::StatusOr<E> e = Arg<E>::From(v.as_list()[k], i);
-      if (!e.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("args[", i, "][", k, "]: expected ", Arg<E>::Name(),
-                         ", got ", v.as_list()[k].kind_name()));
-      }
+      absl::StatusOr<E> e =
+          Arg<E>::From(v.as_list()[k], absl::StrCat(where, "[", k, "]"));
+      if (!e.ok()) return e.status();
       out.push_back(*std::move(e));
     }
     return out;
@@ -154,9 +154,10 @@ template <typename T>
 struct Arg<std::optional<T>> {
   static constexpr bool kOptional = true;
   static std::string Name() { return Arg<T>::Name(); }
-  static absl::StatusOr<std::optional<T>> From(Value& v, size_t i) {
+  static absl::StatusOr<std::optional<T>> From(Value& v,
+                                               const std::string& where) {
     if (v.is_null()) return std::optional<T>();
-    absl::StatusOr<T> t = Arg<T>::From(v, i);
+    absl::StatusOr<T> t = Arg<T>::From(v, where);
     if (!t.ok()) return t.status();
     return std::optional<T>(*std::move(t));
   }
@@ -272,7 +273,7 @@ absl::StatusOr<Params> ConvertArgs([[maybe_unused]] std::vector<Value>& args,
     using P = Bare<decltype(slot)>;
     if (!status.ok()) return;
     if (i >= args.size()) return;  // Optional parameter left absent.
-    absl::StatusOr<P> v = Arg<P>::From(args[i], i);
+    absl::StatusOr<P> v = Arg<P>::From(args[i], absl::StrCat("args[", i, "]"));
     if (!v.ok()) {
       status = v.status();
       return;

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <system_error>
 #include <utility>
 
@@ -21,6 +22,21 @@ absl::Status ErrorAt(const JsonNode& node, absl::string_view message) {
       "json: line ", node.line, ", column ", node.column, ": ", message));
 }
 
+// Inverse of ErrorAt's format (every parse error goes through it).
+void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out) {
+  out->message = std::string(message);
+  int line = 0, column = 0;
+  int taken = 0;
+  std::string text(message);
+  if (std::sscanf(text.c_str(), "json: line %d, column %d: %n", &line, &column,
+                  &taken) == 2 &&
+      taken > 0) {
+    out->line = line;
+    out->column = column;
+    out->message = text.substr(taken);
+  }
+}
+
 namespace {
 
 // Tensor data nests below the value nesting limit, so the text may nest a
@@ -36,7 +52,11 @@ class Parser {
     SkipSpace();
     FERRY_ASSIGN_OR_RETURN(JsonNode root, ParseValue(0));
     SkipSpace();
-    if (pos_ != text_.size()) return Error("unexpected text after the value");
+    if (options_.consumed != nullptr) {
+      *options_.consumed = pos_;
+    } else if (pos_ != text_.size()) {
+      return Error("unexpected text after the value");
+    }
     return root;
   }
 
@@ -565,8 +585,13 @@ void AppendValue(const Value& value, std::string* out) {
 absl::StatusOr<Value> ParseJson(absl::string_view text,
                                 const JsonParseOptions& options) {
   json_internal::Parser parser(text, options);
-  FERRY_ASSIGN_OR_RETURN(json_internal::JsonNode root, parser.ParseDocument());
-  return json_internal::ToValue(root, 0);
+  absl::StatusOr<json_internal::JsonNode> root = parser.ParseDocument();
+  absl::StatusOr<Value> value =
+      root.ok() ? json_internal::ToValue(*root, 0) : root.status();
+  if (!value.ok() && options.error != nullptr) {
+    json_internal::ParseErrorPosition(value.status().message(), options.error);
+  }
+  return value;
 }
 
 std::string ToJson(const Value& value) {

@@ -24,11 +24,23 @@
 
 namespace ferry {
 
+// Where a parse failed (1-based), for callers that embed JSON in other text.
+struct JsonErrorPosition {
+  int line = 0;
+  int column = 0;
+  std::string message;  // Without the "json: line L, column C: " prefix.
+};
+
 struct JsonParseOptions {
   // Resolves `$NAME` tokens written where a JSON value may stand (outside
   // strings). Unset: `$` is a syntax error. An error it returns is reported
   // with the token's position.
   std::function<absl::StatusOr<Value>(absl::string_view name)> resolve_variable;
+  // If set, parsing stops after the first value and stores how many bytes
+  // it (and the spaces after it) took; text after it is not an error.
+  size_t* consumed = nullptr;
+  // If set, receives the position of a parse error.
+  JsonErrorPosition* error = nullptr;
 };
 
 absl::StatusOr<Value> ParseJson(absl::string_view text,
@@ -36,6 +48,9 @@ absl::StatusOr<Value> ParseJson(absl::string_view text,
 
 // Compact, deterministic (map keys sorted) JSON.
 std::string ToJson(const Value& value);
+
+// The JSON of element `index` (row-major) of `tensor`, e.g. "5", "[1,2]".
+std::string TensorElementJson(const Tensor& tensor, int64_t index);
 
 // Shortest decimal text that reads back as exactly `value` (no ".0" added).
 std::string FormatDouble(double value);

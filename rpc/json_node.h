@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "rpc/json.h"
 #include "rpc/value.h"
 
 namespace ferry {
@@ -47,6 +48,9 @@ struct JsonNode {
 
 // INVALID_ARGUMENT "json: line L, column C: <message>".
 absl::Status ErrorAt(const JsonNode& node, absl::string_view message);
+
+// Fills `out` from an ErrorAt message.
+void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out);
 
 // Interprets an object with a "dtype" key as a tensor.
 absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node);

@@ -87,10 +87,10 @@ int Registry::size() const {
 namespace ferry {
 namespace adapter_internal {
 
-absl::Status KindMismatch(size_t index, absl::string_view expected,
+absl::Status KindMismatch(const std::string& where, absl::string_view expected,
                           const Value& got) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "args[", index, "]: expected ", expected, ", got ", got.kind_name()));
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": expected ", expected, ", got ", got.kind_name()));
 }
 
 }  // namespace adapter_internal

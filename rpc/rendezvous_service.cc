@@ -297,16 +297,16 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   }
   n.last_seen = absl::Now();
   held->node = r.node();
-  held->since = std::max<int64_t>(0, r.since());
+  held->since = std::max<int64_t>(r.since(), events_base_);
+  n.seen = held->since;
   Finishes finishes;
   if (r.leaving()) {
     finishes = MarkDown(r.node(), proto::NodeEvent::LEFT, "left the job");
   }
-  if (r.leaving() || static_cast<int64_t>(events_.size()) > held->since) {
-    for (size_t k = held->since; k < events_.size(); ++k) {
-      *held->poll->add_events() = events_[k];
-    }
+  if (r.leaving() || EventsEnd() > held->since) {
+    FillEvents(held->since, held->poll);
     finishes.emplace_back(held, grpc::Status::OK);
+    TrimEvents();
     return finishes;
   }
   if (n.held_poll != 0) {  // Superseded by this one.
@@ -326,12 +326,32 @@ RendezvousService::Finishes RendezvousService::ReleasePolls() {
   }
   for (uint64_t id : polls) {
     Held* held = Take(id);
-    for (size_t k = held->since; k < events_.size(); ++k) {
-      *held->poll->add_events() = events_[k];
-    }
+    FillEvents(held->since, held->poll);
     finishes.emplace_back(held, grpc::Status::OK);
   }
   return finishes;
+}
+
+void RendezvousService::FillEvents(int64_t since,
+                                   proto::PollResponse* out) const {
+  for (int64_t k = std::max(since, events_base_); k < EventsEnd(); ++k) {
+    *out->add_events() = events_[k - events_base_];
+  }
+}
+
+void RendezvousService::TrimEvents() {
+  int64_t seen_by_all = EventsEnd();
+  for (const auto& [node, n] : nodes_) {
+    if (!n.down) seen_by_all = std::min(seen_by_all, n.seen);
+  }
+  // Workers stay known (for fencing); departed clients are forgotten once
+  // their event is trimmed.
+  while (events_base_ < seen_by_all) {
+    const proto::NodeEvent& e = events_.front();
+    if (!IsWorkerNode(e.node())) nodes_.erase(e.node());
+    events_.pop_front();
+    ++events_base_;
+  }
 }
 
 RendezvousService::Finishes RendezvousService::MarkDown(

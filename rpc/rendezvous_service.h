@@ -15,6 +15,7 @@
 #define FERRY_RPC_RENDEZVOUS_SERVICE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <utility>
@@ -79,6 +80,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
     bool down = false;
     std::string down_reason;
     uint64_t held_poll = 0;  // Id of the held poll, 0 if none.
+    int64_t seen = 0;        // Events this node has acknowledged.
   };
   struct BarrierState {
     absl::flat_hash_set<uint64_t> arrived;
@@ -99,6 +101,13 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   Finishes MarkDown(uint64_t node, proto::NodeEvent::Kind kind,
                     std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes ReleasePolls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds events [since, end) to a poll reply.
+  void FillEvents(int64_t since, proto::PollResponse* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t EventsEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return events_base_ + static_cast<int64_t>(events_.size());
+  }
+  void TrimEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CheckBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillDirectory(google::protobuf::RepeatedPtrField<proto::WorkerInfo>* out)
       const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -131,7 +140,11 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   // Every held call, by id.
   absl::flat_hash_map<uint64_t, Held*> held_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
-  std::vector<proto::NodeEvent> events_ ABSL_GUARDED_BY(mu_);
+  // Events numbered from events_base_; older ones (seen by every live
+  // node) are trimmed, with the clients they announced, so a long job with
+  // many short-lived clients does not grow the master without bound.
+  std::deque<proto::NodeEvent> events_ ABSL_GUARDED_BY(mu_);
+  int64_t events_base_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
   Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
 };

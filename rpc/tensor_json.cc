@@ -313,4 +313,14 @@ void AppendTensorJson(const Tensor& tensor, std::string* out) {
 }
 
 }  // namespace json_internal
+
+std::string TensorElementJson(const Tensor& tensor, int64_t index) {
+  std::string out;
+  VisitDType(tensor.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    json_internal::AppendElement(tensor.data_as<T>()[index], &out);
+  });
+  return out;
+}
+
 }  // namespace ferry

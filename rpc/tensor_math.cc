@@ -101,6 +101,19 @@ DType TensorScalarDType(DType tensor, const Value& scalar) {
   return sk == DTypeKind::kInteger ? DType::kInt64 : DType::kFloat32;
 }
 
+// torch: a 0-d tensor, like a scalar, sets the dtype only when it is of a
+// higher family than the dimensioned operand.
+DType TensorTensorDType(const Tensor& a, const Tensor& b) {
+  if ((a.rank() == 0) != (b.rank() == 0)) {
+    const Tensor& zero = a.rank() == 0 ? a : b;
+    const Tensor& dimensioned = a.rank() == 0 ? b : a;
+    if (KindOf(zero.dtype()) <= KindOf(dimensioned.dtype())) {
+      return dimensioned.dtype();
+    }
+  }
+  return PromoteTypes(a.dtype(), b.dtype());
+}
+
 absl::StatusOr<Value> ScalarArithmetic(BinaryOp op, const Value& a,
                                        const Value& b) {
   auto as_int = [](const Value& v) {
@@ -136,7 +149,7 @@ absl::StatusOr<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b) {
           absl::StrCat("shapes ", ShapeString(ta.shape()), " and ",
                        ShapeString(tb.shape()), " differ"));
     }
-    dtype = PromoteTypes(ta.dtype(), tb.dtype());
+    dtype = TensorTensorDType(ta, tb);
   } else {
     const Tensor& t = a.is_tensor() ? a.as_tensor() : b.as_tensor();
     dtype = TensorScalarDType(t.dtype(), a.is_tensor() ? b : a);

@@ -1,0 +1,160 @@
+#include "rpc/client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/client_context.h"
+#include "rpc/grpc_status.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+
+RpcClient::RpcClient(ClientOptions options)
+    : options_(std::move(options)),
+      security_(options_.security ? options_.security : Security::Insecure()),
+      timers_(std::make_unique<Timers>()),
+      channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
+  membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
+    if (caller_ != nullptr) caller_->FailNode(node, reason);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
+    ClientOptions options) {
+  if (options.master.empty()) {
+    return absl::InvalidArgumentError("no master address given");
+  }
+  auto client = std::unique_ptr<RpcClient>(new RpcClient(std::move(options)));
+  auto master = client->channels_->Get(client->options_.master);
+  FERRY_ASSIGN_OR_RETURN(proto::RegisterClientResponse registered,
+                         RegisterClient(master, client->options_.master,
+                                        client->options_.description,
+                                        client->options_.connect_timeout));
+  std::vector<WorkerInfo> workers;
+  for (const auto& w : registered.workers())
+    workers.push_back(WorkerInfoFromProto(w));
+  client->directory_ = Directory(std::move(workers));
+  client->node_ = registered.node();
+  client->name_ = absl::StrCat("client", registered.node() - kFirstClientNode);
+  client->caller_ =
+      std::make_unique<Caller>(client->channels_.get(), &client->membership_,
+                               CallerIdentity{client->node_, client->name_});
+  client->membership_client_ = MembershipClient::Create(
+      master, &client->membership_, client->timers_.get(),
+      client->options_.membership);
+  client->membership_client_->Start(client->node_, 0,
+                                    [](const absl::Status&) {});
+  return client;
+}
+
+RpcClient::~RpcClient() { Close(); }
+
+void RpcClient::Close(bool leave) {
+  if (closed_) return;
+  closed_ = true;
+  if (membership_client_ != nullptr) {
+    if (leave) {
+      membership_client_->Leave(absl::Seconds(2)).IgnoreError();
+    }
+    membership_client_->Stop();
+  }
+  if (caller_ != nullptr) {
+    caller_->CancelAll(absl::CancelledError(absl::StrCat(name_, " closed")));
+    caller_->WaitIdle(absl::Now() + absl::Seconds(2));
+  }
+  timers_->Stop();
+}
+
+absl::Duration RpcClient::Resolve(const CallOptions& options) const {
+  absl::Duration t = options.timeout.value_or(options_.default_timeout);
+  return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
+}
+
+Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
+                                  std::vector<Value> args,
+                                  CallOptions options) {
+  if (closed_) {
+    return Future<Value>::Ready(
+        absl::FailedPreconditionError("client is closed"));
+  }
+  absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
+  if (!peer.ok()) return Future<Value>::Ready(peer.status());
+  return caller_->Call(**peer, fn, std::move(args), Resolve(options),
+                       options.codec);
+}
+
+absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
+                                         const std::string& fn,
+                                         std::vector<Value> args,
+                                         CallOptions options) {
+  absl::Duration wait = Resolve(options);
+  if (wait != absl::InfiniteDuration()) wait += absl::Seconds(1);
+  return RpcAsync(to, fn, std::move(args), options).Wait(wait);
+}
+
+std::unique_ptr<proto::Worker::Stub> RpcClient::StubFor(
+    const std::string& worker, absl::Status* error) {
+  absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(worker);
+  if (!peer.ok()) {
+    *error = peer.status();
+    return nullptr;
+  }
+  if (auto down = membership_.DownReason(WorkerNode((*peer)->rank))) {
+    *error = *down;
+    return nullptr;
+  }
+  return proto::Worker::NewStub(channels_->ForWorker(**peer));
+}
+
+namespace {
+
+void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+absl::StatusOr<proto::WorkerStatus> RpcClient::GetStatus(
+    const std::string& worker, absl::Duration timeout) {
+  absl::Status error;
+  auto stub = StubFor(worker, &error);
+  if (stub == nullptr) return error;
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  proto::WorkerStatus status;
+  absl::Status s = FromGrpcStatus(stub->GetStatus(&context, {}, &status));
+  if (!s.ok()) return CallError(worker, "status", s, timeout);
+  return status;
+}
+
+absl::StatusOr<std::vector<proto::FunctionInfo>> RpcClient::ListFunctions(
+    const std::string& worker, absl::Duration timeout) {
+  absl::Status error;
+  auto stub = StubFor(worker, &error);
+  if (stub == nullptr) return error;
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  proto::ListFunctionsResponse response;
+  absl::Status s = FromGrpcStatus(stub->ListFunctions(&context, {}, &response));
+  if (!s.ok()) return CallError(worker, "functions", s, timeout);
+  return std::vector<proto::FunctionInfo>(response.functions().begin(),
+                                          response.functions().end());
+}
+
+absl::Status RpcClient::RequestShutdown(const std::string& worker,
+                                        absl::Duration shutdown_timeout,
+                                        absl::Duration timeout) {
+  absl::Status error;
+  auto stub = StubFor(worker, &error);
+  if (stub == nullptr) return error;
+  grpc::ClientContext context;
+  SetTimeout(&context, timeout);
+  proto::ShutdownRequest request;
+  request.set_timeout_ms(absl::ToInt64Milliseconds(shutdown_timeout));
+  proto::ShutdownResponse response;
+  absl::Status s = FromGrpcStatus(stub->Shutdown(&context, request, &response));
+  if (!s.ok()) return CallError(worker, "shutdown", s, timeout);
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

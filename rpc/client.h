@@ -1,0 +1,102 @@
+// RpcClient: drives a job from outside without being a rank (ferryctl, a
+// launcher, a notebook). It registers with the master, learns the
+// directory, keeps a membership poll (its liveness, and news of dead
+// workers), and calls any worker.
+//
+//   ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect({.master =
+//   "h:29500"})); absl::StatusOr<Value> r = client->RpcSync("worker1", "add",
+//   {1, 2});
+#ifndef FERRY_RPC_CLIENT_H_
+#define FERRY_RPC_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/caller.h"
+#include "rpc/channels.h"
+#include "rpc/directory.h"
+#include "rpc/membership_client.h"
+#include "rpc/security.h"
+#include "rpc/timers.h"
+
+namespace ferry {
+
+struct ClientOptions {
+  std::string master;       // host:port of rank 0.
+  std::string description;  // Shown in the master's events ("ferryctl").
+  // How long to wait for the master and the job to be formed.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  absl::Duration default_timeout = absl::Seconds(60);
+  std::shared_ptr<const Security> security;  // Null: plaintext.
+  ChannelOptions channels;
+  MembershipOptions membership;
+};
+
+class RpcClient {
+ public:
+  // DEADLINE_EXCEEDED if the master cannot be reached or the job is not
+  // formed within connect_timeout.
+  static absl::StatusOr<std::unique_ptr<RpcClient>> Connect(
+      ClientOptions options);
+  // Close().
+  ~RpcClient();
+
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
+
+  const Directory& directory() const { return directory_; }
+  uint64_t node() const { return node_; }
+  const std::string& name() const { return name_; }
+  const std::string& master() const { return options_.master; }
+
+  Future<Value> RpcAsync(const std::string& to, const std::string& fn,
+                         std::vector<Value> args, CallOptions options = {});
+  absl::StatusOr<Value> RpcSync(const std::string& to, const std::string& fn,
+                                std::vector<Value> args,
+                                CallOptions options = {});
+
+  absl::StatusOr<proto::WorkerStatus> GetStatus(const std::string& worker,
+                                                absl::Duration timeout);
+  absl::StatusOr<std::vector<proto::FunctionInfo>> ListFunctions(
+      const std::string& worker, absl::Duration timeout);
+  // Asks `worker` to shut down gracefully (it returns at once).
+  absl::Status RequestShutdown(const std::string& worker,
+                               absl::Duration shutdown_timeout,
+                               absl::Duration timeout);
+
+  // Leaves the job (so the master records a departure, not a death) and
+  // cancels what is in flight. With `leave` false, only stops locally.
+  void Close(bool leave = true);
+
+  Timers& timers() { return *timers_; }
+  ChannelPool& channels() { return *channels_; }
+  Membership& membership() { return membership_; }
+  Caller& caller() { return *caller_; }
+  absl::Duration default_timeout() const { return options_.default_timeout; }
+
+ private:
+  explicit RpcClient(ClientOptions options);
+  absl::Duration Resolve(const CallOptions& options) const;
+  std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
+                                               absl::Status* error);
+
+  const ClientOptions options_;
+  std::shared_ptr<const Security> security_;
+  Membership membership_;
+  std::unique_ptr<Timers> timers_;
+  std::unique_ptr<ChannelPool> channels_;
+  std::unique_ptr<Caller> caller_;
+  std::shared_ptr<MembershipClient> membership_client_;
+  Directory directory_;
+  uint64_t node_ = 0;
+  std::string name_;
+  bool closed_ = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_CLIENT_H_

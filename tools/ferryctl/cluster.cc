@@ -1,0 +1,269 @@
+#include "tools/ferryctl/cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "rpc/json.h"
+#include "rpc/net_util.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+namespace ctl {
+
+namespace {
+
+bool IsExecutable(const std::string& path) {
+  return access(path.c_str(), X_OK) == 0;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A pid that exists and is not a zombie.
+bool Alive(int64_t pid) {
+  if (pid <= 0) return false;
+  if (kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return false;
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ||
+         stat[paren + 2] != 'Z';
+}
+
+// Runs `argv` as a daemon: its own session, stdin from /dev/null, output to
+// `log`. Double fork, so the daemon is not our child and outlives us.
+absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
+                                  const std::string& log) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  pid_t child = fork();
+  if (child < 0) return absl::InternalError("fork failed");
+  if (child == 0) {
+    close(pipe_fds[0]);
+    setsid();
+    pid_t daemon = fork();
+    if (daemon == 0) {
+      close(pipe_fds[1]);
+      int in = open("/dev/null", O_RDONLY);
+      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(in, 0);
+      dup2(out, 1);
+      dup2(out, 2);
+      for (int fd = 3; fd < 1024; ++fd) close(fd);
+      std::vector<char*> args;
+      for (const std::string& a : argv)
+        args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    ssize_t ignored = write(pipe_fds[1], &daemon, sizeof(daemon));
+    (void)ignored;
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  pid_t daemon = -1;
+  ssize_t n = read(pipe_fds[0], &daemon, sizeof(daemon));
+  close(pipe_fds[0]);
+  waitpid(child, nullptr, 0);
+  if (n != sizeof(daemon) || daemon <= 0) {
+    return absl::InternalError("could not start a daemon");
+  }
+  return daemon;
+}
+
+// The error a ferryd reported ("ferryd: CODE: message") in its log, or a
+// generic one with the log's tail.
+absl::Status DaemonFailure(const std::string& log, const std::string& who) {
+  std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(log), '\n', absl::SkipEmpty());
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    absl::string_view line = *it;
+    if (!absl::ConsumePrefix(&line, "ferryd: ")) continue;
+    size_t colon = line.find(": ");
+    absl::StatusCode code;
+    if (colon != absl::string_view::npos &&
+        ParseStatusCodeName(line.substr(0, colon), &code)) {
+      return absl::Status(code,
+                          absl::StrCat(who, " failed: ", line.substr(colon + 2),
+                                       " (log: ", log, ")"));
+    }
+  }
+  std::string tail = lines.empty() ? "(empty log)" : lines.back();
+  return absl::UnavailableError(
+      absl::StrCat(who, " exited: ", tail, " (log: ", log, ")"));
+}
+
+// Waits for `path` to appear (written atomically by ferryd) while `pid` lives.
+absl::StatusOr<std::string> WaitForFile(const std::string& path, pid_t pid,
+                                        const std::string& log,
+                                        const std::string& who,
+                                        absl::Time deadline) {
+  while (true) {
+    if (access(path.c_str(), R_OK) == 0) {
+      return std::string(absl::StripAsciiWhitespace(ReadFile(path)));
+    }
+    if (!Alive(pid)) return DaemonFailure(log, who);
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(who, " did not get ready in time (log: ", log, ")"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+std::string DefaultDir(int port) {
+  const char* tmp = std::getenv("TMPDIR");
+  return absl::StrCat(
+      tmp && *tmp ? tmp : "/tmp", "/ferry-", getuid(), "-",
+      port != 0 ? absl::StrCat(port) : absl::StrCat("p", getpid()));
+}
+
+void KillAll(const std::vector<pid_t>& pids) {
+  for (pid_t p : pids) kill(p, SIGKILL);
+}
+
+absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
+                                   const std::string& ferryd,
+                                   std::vector<pid_t>* pids) {
+  const absl::Time deadline = absl::Now() + o.timeout;
+  std::string master = absl::StrCat("127.0.0.1:", o.port);
+  Value::List workers;
+  for (int rank = 0; rank < o.world_size; ++rank) {
+    std::string base = absl::StrCat(dir, "/worker", rank);
+    for (const char* ext : {".addr", ".ready"}) unlink((base + ext).c_str());
+    std::vector<std::string> argv = {
+        ferryd,
+        absl::StrCat("--rank=", rank),
+        absl::StrCat("--world_size=", o.world_size),
+        absl::StrCat("--master=", master),
+        absl::StrCat("--address_file=", base, ".addr"),
+        absl::StrCat("--ready_file=", base, ".ready"),
+        absl::StrCat("--startup_timeout_ms=",
+                     absl::ToInt64Milliseconds(o.timeout))};
+    argv.insert(argv.end(), o.ferryd_flags.begin(), o.ferryd_flags.end());
+    FERRY_ASSIGN_OR_RETURN(pid_t pid, SpawnDaemon(argv, base + ".log"));
+    pids->push_back(pid);
+    if (rank == 0) {  // Its picked or given port is the master for the rest.
+      FERRY_ASSIGN_OR_RETURN(
+          master,
+          WaitForFile(base + ".addr", pid, base + ".log", "worker0", deadline));
+    }
+  }
+  for (int rank = 0; rank < o.world_size; ++rank) {
+    std::string base = absl::StrCat(dir, "/worker", rank);
+    FERRY_ASSIGN_OR_RETURN(
+        std::string ready,
+        WaitForFile(base + ".ready", (*pids)[rank], base + ".log",
+                    absl::StrCat("worker", rank), deadline));
+    FERRY_ASSIGN_OR_RETURN(Value info, ParseJson(ready));
+    workers.push_back(std::move(info));
+  }
+  return Value(Value::Map{
+      {"master", master}, {"dir", dir}, {"workers", std::move(workers)}});
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> FindFerryd() {
+  if (const char* env = std::getenv("FERRYD"); env && *env) {
+    if (IsExecutable(env)) return std::string(env);
+    return absl::NotFoundError(
+        absl::StrCat("FERRYD=", env, " is not executable"));
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string path(self, n);
+    std::string sibling = path.substr(0, path.rfind('/') + 1) + "ferryd";
+    if (IsExecutable(sibling)) return sibling;
+  }
+  if (const char* path = std::getenv("PATH")) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      std::string candidate = absl::StrCat(dir, "/ferryd");
+      if (IsExecutable(candidate)) return candidate;
+    }
+  }
+  return absl::NotFoundError(
+      "cannot find ferryd (set FERRYD, or put it next to ferryctl or on PATH)");
+}
+
+absl::StatusOr<Value> Up(const UpOptions& o) {
+  if (o.world_size < 1) {
+    return absl::InvalidArgumentError("--world_size must be >= 1");
+  }
+  FERRY_ASSIGN_OR_RETURN(std::string ferryd, FindFerryd());
+  std::string dir = o.dir.empty() ? DefaultDir(o.port) : o.dir;
+  mkdir(dir.c_str(), 0755);
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dir: cannot create '", dir, "'"));
+  }
+  std::vector<pid_t> pids;
+  absl::StatusOr<Value> result = StartDaemons(o, dir, ferryd, &pids);
+  if (!result.ok()) KillAll(pids);
+  return result;
+}
+
+namespace {
+
+// Waits for `pid` to exit; escalates to SIGTERM, then SIGKILL.
+std::string AwaitExit(int64_t pid, absl::Time deadline) {
+  while (Alive(pid) && absl::Now() < deadline)
+    absl::SleepFor(absl::Milliseconds(20));
+  if (!Alive(pid)) return "graceful";
+  kill(static_cast<pid_t>(pid), SIGTERM);
+  absl::Time term_deadline = absl::Now() + absl::Seconds(3);
+  while (Alive(pid) && absl::Now() < term_deadline)
+    absl::SleepFor(absl::Milliseconds(20));
+  if (!Alive(pid)) return "terminated";
+  kill(static_cast<pid_t>(pid), SIGKILL);
+  absl::Time kill_deadline = absl::Now() + absl::Seconds(3);
+  while (Alive(pid) && absl::Now() < kill_deadline)
+    absl::SleepFor(absl::Milliseconds(20));
+  return "killed";
+}
+
+}  // namespace
+
+absl::StatusOr<Value> Down(Session& session) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  const std::vector<WorkerInfo> workers = client->rpc().directory().workers();
+  const absl::Duration grace = std::min(session.bound(), absl::Seconds(20));
+  for (const WorkerInfo& w : workers) {
+    // A worker already gone has nothing to shut down.
+    client->rpc()
+        .RequestShutdown(w.name, grace / 2, absl::Seconds(5))
+        .IgnoreError();
+  }
+  client->Close();
+  const absl::Time deadline = absl::Now() + grace;
+  const std::string host = LocalHostName();
+  Value::List stopped;
+  for (const WorkerInfo& w : workers) {
+    std::string how = w.host == host ? AwaitExit(w.pid, deadline) : "remote";
+    stopped.push_back(Value(Value::Map{
+        {"name", w.name}, {"rank", w.rank}, {"pid", w.pid}, {"how", how}}));
+  }
+  return Value(Value::Map{{"stopped", std::move(stopped)}});
+}
+
+}  // namespace ctl
+}  // namespace ferry

@@ -1,0 +1,123 @@
+#include "tools/ferryctl/commands.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/reflection.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+namespace ctl {
+
+namespace {
+
+using google::protobuf::FieldDescriptor;
+
+Value FieldValue(const google::protobuf::Message& m, const FieldDescriptor* f,
+                 int index) {
+  const auto* r = m.GetReflection();
+  const bool repeated = f->is_repeated();
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      return Value(repeated ? r->GetRepeatedInt32(m, f, index)
+                            : r->GetInt32(m, f));
+    case FieldDescriptor::CPPTYPE_INT64:
+      return Value(repeated ? r->GetRepeatedInt64(m, f, index)
+                            : r->GetInt64(m, f));
+    case FieldDescriptor::CPPTYPE_UINT32:
+      return Value(int64_t{repeated ? r->GetRepeatedUInt32(m, f, index)
+                                    : r->GetUInt32(m, f)});
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return Value(static_cast<int64_t>(
+          repeated ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f)));
+    case FieldDescriptor::CPPTYPE_BOOL:
+      return Value(repeated ? r->GetRepeatedBool(m, f, index)
+                            : r->GetBool(m, f));
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      return Value(repeated ? r->GetRepeatedDouble(m, f, index)
+                            : r->GetDouble(m, f));
+    case FieldDescriptor::CPPTYPE_FLOAT:
+      return Value(double{repeated ? r->GetRepeatedFloat(m, f, index)
+                                   : r->GetFloat(m, f)});
+    case FieldDescriptor::CPPTYPE_STRING:
+      return Value(repeated ? r->GetRepeatedString(m, f, index)
+                            : r->GetString(m, f));
+    case FieldDescriptor::CPPTYPE_ENUM:
+      return Value(
+          (repeated ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))
+              ->name());
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      return MessageToValue(repeated ? r->GetRepeatedMessage(m, f, index)
+                                     : r->GetMessage(m, f));
+  }
+  return Value();
+}
+
+}  // namespace
+
+Value MessageToValue(const google::protobuf::Message& message) {
+  Value::Map out;
+  const auto* d = message.GetDescriptor();
+  const auto* r = message.GetReflection();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->is_repeated()) {
+      Value::List items;
+      for (int k = 0; k < r->FieldSize(message, f); ++k) {
+        items.push_back(FieldValue(message, f, k));
+      }
+      out.emplace(f->name(), std::move(items));
+    } else {
+      out.emplace(f->name(), FieldValue(message, f, 0));
+    }
+  }
+  return Value(std::move(out));
+}
+
+absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
+                                  const std::string& fn,
+                                  std::vector<Value> args) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  return client->rpc().RpcSync(worker, fn, std::move(args),
+                               {.timeout = session.timeout()});
+}
+
+absl::StatusOr<Value> StatusCommand(Session& session) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  Value::List workers;
+  for (const WorkerInfo& w : client->rpc().directory().workers()) {
+    absl::StatusOr<proto::WorkerStatus> s = client->rpc().GetStatus(
+        w.name, std::min(session.bound(), absl::Seconds(10)));
+    if (s.ok()) {
+      workers.push_back(MessageToValue(*s));
+      continue;
+    }
+    workers.push_back(Value(Value::Map{
+        {"name", w.name},
+        {"rank", w.rank},
+        {"address", w.address},
+        {"pid", w.pid},
+        {"state", "unreachable"},
+        {"error", s.status().ToString()},
+    }));
+  }
+  return Value(Value::Map{{"workers", std::move(workers)}});
+}
+
+absl::StatusOr<Value> FunctionsCommand(Session& session,
+                                       const std::string& worker) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(
+      std::vector<proto::FunctionInfo> fns,
+      client->rpc().ListFunctions(
+          worker, std::min(session.bound(), absl::Seconds(10))));
+  FERRY_ASSIGN_OR_RETURN(const WorkerInfo* w,
+                         client->rpc().directory().Resolve(worker));
+  Value::List list;
+  for (const auto& f : fns) list.push_back(MessageToValue(f));
+  return Value(Value::Map{{"worker", w->name}, {"functions", std::move(list)}});
+}
+
+}  // namespace ctl
+}  // namespace ferry

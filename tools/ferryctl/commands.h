@@ -1,0 +1,36 @@
+// ferryctl's commands that talk to a running job. Each returns the Value
+// printed as JSON (DESIGN.md "ferryctl contract").
+#ifndef FERRY_TOOLS_FERRYCTL_COMMANDS_H_
+#define FERRY_TOOLS_FERRYCTL_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "rpc/value.h"
+#include "tools/ferryctl/session.h"
+
+namespace ferry {
+namespace ctl {
+
+// The result of `fn(args…)` on `worker` (a name or a rank).
+absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
+                                  const std::string& fn,
+                                  std::vector<Value> args);
+
+// {"workers":[{name, rank, address, owned_rrefs, user_rrefs, inflight, …}]};
+// an unreachable worker is listed with "state":"unreachable" and "error".
+absl::StatusOr<Value> StatusCommand(Session& session);
+
+// {"worker": W, "functions":[{name, signature, doc}]}.
+absl::StatusOr<Value> FunctionsCommand(Session& session,
+                                       const std::string& worker);
+
+// A message's fields as a map (snake_case names; repeated fields as lists).
+Value MessageToValue(const google::protobuf::Message& message);
+
+}  // namespace ctl
+}  // namespace ferry
+
+#endif  // FERRY_TOOLS_FERRYCTL_COMMANDS_H_

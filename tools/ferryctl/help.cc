@@ -1,0 +1,122 @@
+#include "tools/ferryctl/help.h"
+
+#include <map>
+
+namespace ferry {
+namespace ctl {
+
+namespace {
+
+constexpr char kGeneral[] = R"(usage: ferryctl [global flags] COMMAND [ARGS]
+
+Drive a ferry job: start and stop local clusters, call functions, script.
+
+commands:
+  up          start a local cluster of ferryd daemons
+  down        shut every worker down gracefully and wait for them to exit
+  status      every worker's state (JSON)
+  functions   the functions a worker offers
+  call        call a function on a worker
+  run         run a script of statements
+
+global flags:
+  --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
+  --timeout_ms=N       bound on each operation (default 60000; 0 = none)
+  --local=N            run the command against a fresh in-process job of N workers
+  -h, --help           help (also: ferryctl COMMAND --help)
+
+Results are JSON on stdout. Errors print "ferryctl: CODE: message" on stderr
+and exit 1; usage errors exit 2.
+
+examples:
+  ferryctl up --world_size=3
+  ferryctl call worker1 add '[{"dtype":"float32","data":[1,2]}, 3]'
+  ferryctl status
+  ferryctl down
+  ferryctl --local=2 run demo.ferry
+)";
+
+const std::map<std::string, std::string>& Texts() {
+  static const auto* texts = new std::map<std::string, std::string>{
+      {"up",
+       R"(usage: ferryctl up --world_size=N [--port=P] [--dir=D] [-- FERRYD FLAGS]
+
+Starts N ferryd daemons on 127.0.0.1 (rank 0 on port P, default 29500; 0
+picks a free port), waits until all joined, and prints
+  {"master":"127.0.0.1:P","dir":D,"workers":[{"name","rank","address","pid"},...]}
+The daemons outlive ferryctl; logs are in D (default $TMPDIR/ferry-UID-P).
+Flags after -- go to every ferryd.
+
+examples:
+  ferryctl up --world_size=4
+  ferryctl up --world_size=2 --port=0 -- --heartbeat_timeout_ms=1000
+)"},
+      {"down", R"(usage: ferryctl down
+
+Asks every worker of the job to shut down gracefully (all agree, drain, stop)
+and returns when their processes have exited (daemons that do not exit in
+time are terminated, then killed). Prints {"stopped":[{name,rank,pid,how}]}.
+
+example:
+  ferryctl --master=127.0.0.1:29500 down
+)"},
+      {"status", R"(usage: ferryctl status
+
+Prints {"workers":[{name, rank, address, owned_rrefs, user_rrefs, inflight,
+...}]} for every worker; an unreachable worker shows "state":"unreachable".
+
+example:
+  ferryctl status
+)"},
+      {"functions", R"(usage: ferryctl functions [WORKER]
+
+Lists the functions WORKER (default worker0) offers, with signatures:
+  {"worker":W,"functions":[{"name","signature","doc"}]}
+
+example:
+  ferryctl functions worker1
+)"},
+      {"call", R"(usage: ferryctl call WORKER FUNC [ARGS]
+
+Calls FUNC on WORKER (a name or a rank) with ARGS, a JSON array (default
+[]), and prints the result as JSON. Tensors are written
+{"dtype":"float32","shape":[2,2],"data":[1,2,3,4]} (shape optional for 1-D).
+
+examples:
+  ferryctl call worker1 add '[{"dtype":"float32","data":[1,1]}, 3]'
+  ferryctl call 2 arange '[5]'
+  ferryctl --timeout_ms=500 call worker1 sleep_ms '[2000]'   # DEADLINE_EXCEEDED
+)"},
+      {"run", R"(usage: ferryctl run FILE     (FILE "-" reads stdin)
+
+Runs a script, one statement per line:
+  # comment
+  [NAME =] call WORKER FUNC [ARGS]
+  [NAME =] status
+  [NAME =] functions [WORKER]
+  print VALUE
+  expect VALUE JSON          (fails with a diff if unequal)
+  sleep MS
+$NAME stands for a value anywhere inside JSON (and for WORKER). A JSON
+argument may span lines while brackets are open. Unassigned results are
+printed as JSON lines.
+
+example:
+  X = call worker1 add [{"dtype":"int64","data":[1,2]}, 1]
+  expect $X {"dtype":"int64","data":[2,3]}
+  print $X
+)"},
+  };
+  return *texts;
+}
+
+}  // namespace
+
+std::string HelpText(const std::string& command) {
+  if (command.empty()) return kGeneral;
+  auto it = Texts().find(command);
+  return it == Texts().end() ? "" : it->second;
+}
+
+}  // namespace ctl
+}  // namespace ferry

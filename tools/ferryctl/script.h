@@ -1,0 +1,74 @@
+// ferryctl scripts (`ferryctl run FILE`): one statement per line,
+//
+//   # comment
+//   [NAME =] call WORKER FUNC [ARGS]      ARGS: a JSON array
+//   [NAME =] status | functions [WORKER]
+//   print VALUE                           VALUE: JSON, may use $NAME
+//   expect VALUE JSON                     exit 1 with a diff if unequal
+//   sleep MS
+//
+// `$NAME` may stand for a value anywhere inside JSON (and for WORKER). A
+// JSON argument may continue over several lines while brackets are open.
+// Unbound results are printed as JSON lines. The whole script is checked
+// (syntax, unknown commands, variables used before being set) before any
+// statement runs; errors name the file, line and column and show the line.
+#ifndef FERRY_TOOLS_FERRYCTL_SCRIPT_H_
+#define FERRY_TOOLS_FERRYCTL_SCRIPT_H_
+
+#include <functional>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "rpc/value.h"
+
+namespace ferry {
+namespace ctl {
+
+class Session;
+
+struct Statement {
+  int line = 0;  // 1-based position of the statement's first character.
+  int column = 0;
+  std::string target;              // The NAME in "NAME = …", or "".
+  std::string command;             // call, status, print, …
+  std::vector<std::string> words;  // Plain words after the command.
+  // The JSON arguments, with where each starts in the file.
+  struct Json {
+    std::string text;
+    int line = 0;
+    int column = 0;
+  };
+  std::vector<Json> json;
+  std::string source;  // The statement's first line, for messages.
+};
+
+class Script {
+ public:
+  // Parses and checks `text`. INVALID_ARGUMENT "file:line:col: …".
+  static absl::StatusOr<Script> Parse(const std::string& file,
+                                      const std::string& text);
+
+  // Runs every statement in order against `session`, writing printed
+  // values to `out`. Stops at the first failure.
+  absl::Status Run(Session& session, std::ostream& out);
+
+  const std::vector<Statement>& statements() const { return statements_; }
+
+ private:
+  absl::StatusOr<Value> Execute(const Statement& s, Session& session,
+                                std::ostream& out);
+  absl::StatusOr<Value> EvalJson(const Statement& s, size_t index) const;
+
+  std::string file_;
+  std::vector<std::string> lines_;
+  std::vector<Statement> statements_;
+  std::map<std::string, Value> vars_;
+};
+
+}  // namespace ctl
+}  // namespace ferry
+
+#endif  // FERRY_TOOLS_FERRYCTL_SCRIPT_H_

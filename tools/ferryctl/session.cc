@@ -1,0 +1,51 @@
+#include "tools/ferryctl/session.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+namespace ctl {
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Open(const CommandLine& cl) {
+  auto s = std::unique_ptr<Session>(new Session());
+  FERRY_ASSIGN_OR_RETURN(int64_t timeout_ms, cl.IntFlag("timeout_ms", 60000));
+  s->timeout_ = absl::Milliseconds(timeout_ms);
+  FERRY_ASSIGN_OR_RETURN(int64_t local, cl.IntFlag("local", 0));
+  if (local > 0) {
+    FERRY_ASSIGN_OR_RETURN(s->local_, LocalJob::Start(static_cast<int>(local)));
+    s->master_ = s->local_->master();
+  } else if (auto m = cl.Flag("master")) {
+    s->master_ = *m;
+  } else if (const char* env = std::getenv("FERRY_MASTER"); env && *env) {
+    s->master_ = env;
+  } else {
+    s->master_ = kDefaultMaster;
+  }
+  return s;
+}
+
+Session::~Session() {
+  if (client_ != nullptr) client_->Close();
+  client_.reset();
+  if (local_ != nullptr) local_->ShutdownAll().IgnoreError();
+}
+
+absl::StatusOr<Client*> Session::client() {
+  if (client_ == nullptr) {
+    ClientOptions o;
+    o.master = master_;
+    o.description = absl::StrCat("ferryctl pid ", getpid());
+    o.connect_timeout = std::min(bound(), absl::Seconds(30));
+    o.default_timeout = timeout_;
+    FERRY_ASSIGN_OR_RETURN(client_, Client::Connect(o));
+  }
+  return client_.get();
+}
+
+}  // namespace ctl
+}  // namespace ferry

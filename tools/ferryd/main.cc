@@ -1,0 +1,201 @@
+// ferryd: one worker of a ferry job, as a daemon.
+//
+//   ferryd --rank=1 --world_size=4 --master=10.0.0.1:29500
+//   RANK=1 WORLD_SIZE=4 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 ferryd
+//
+// Logs one line per lifecycle event to stderr. SIGTERM/SIGINT = graceful
+// leave. Exit status 0 after a clean stop, 1 if it could not start.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "rpc/security.h"
+#include "rpc/status_util.h"
+#include "tools/ferryd/launch_env.h"
+#include "tools/runtime/worker.h"
+
+ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
+          "worker name (env FERRY_NAME; default worker<rank>)");
+ABSL_FLAG(std::optional<int>, rank, std::nullopt,
+          "rank (env FERRY_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)");
+ABSL_FLAG(std::optional<int>, world_size, std::nullopt,
+          "number of workers (env FERRY_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, "
+          "OMPI_COMM_WORLD_SIZE)");
+ABSL_FLAG(std::optional<std::string>, master, std::nullopt,
+          "HOST:PORT of rank 0 (env FERRY_MASTER, MASTER_ADDR:MASTER_PORT)");
+ABSL_FLAG(std::string, listen, "", "HOST:PORT to listen on (port 0 = pick)");
+ABSL_FLAG(int64_t, timeout_ms, 60000, "default call timeout (0 = none)");
+ABSL_FLAG(int64_t, startup_timeout_ms, 60000,
+          "how long to wait for every worker to join");
+ABSL_FLAG(int64_t, shutdown_timeout_ms, 10000,
+          "bound on each phase of a graceful shutdown");
+ABSL_FLAG(int64_t, heartbeat_timeout_ms, 3000,
+          "rank 0: declare a silent worker dead after this long");
+ABSL_FLAG(int, executor_threads, 8, "threads running registered functions");
+ABSL_FLAG(int64_t, max_message_mb, 0, "largest message in MiB (0 = no limit)");
+ABSL_FLAG(bool, local_socket, true,
+          "also serve same-host peers on a unix-abstract socket");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key (mutual TLS)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name to expect in peers' certificates");
+ABSL_FLAG(std::string, token_file, "", "file holding a shared secret token");
+ABSL_FLAG(std::string, address_file, "",
+          "write the listening address here once listening");
+ABSL_FLAG(std::string, ready_file, "",
+          "write {name, rank, address, pid} (JSON) here once joined");
+
+namespace ferry {
+namespace {
+
+absl::Mutex log_mu;
+std::string log_name = "ferryd";
+
+void Log(absl::string_view event, absl::string_view detail) {
+  absl::MutexLock lock(&log_mu);
+  std::string line = absl::StrCat(
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(),
+                       absl::UTCTimeZone()),
+      " ", log_name, " ", event, detail.empty() ? "" : " ", detail, "\n");
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+// Written via a temporary file and a rename, so readers never see half.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& text) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) {
+      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AgentOptions> BuildOptions() {
+  PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
+                       absl::GetFlag(FLAGS_world_size),
+                       absl::GetFlag(FLAGS_master)};
+  FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
+  AgentOptions o;
+  o.name = p.name;
+  o.rank = p.rank;
+  o.world_size = p.world_size;
+  o.master = p.master;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.default_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  o.startup_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_startup_timeout_ms));
+  o.shutdown_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_timeout_ms));
+  o.heartbeat_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
+  o.executor_threads = absl::GetFlag(FLAGS_executor_threads);
+  int64_t mb = absl::GetFlag(FLAGS_max_message_mb);
+  o.channels.max_message_bytes =
+      mb > 0 ? static_cast<int>(std::min<int64_t>(mb << 20, INT32_MAX)) : -1;
+  o.local_socket = absl::GetFlag(FLAGS_local_socket);
+  SecurityOptions security{
+      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+      absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_server_name),
+      absl::GetFlag(FLAGS_token_file)};
+  FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
+  o.on_event = Log;
+  Log("starting",
+      absl::StrCat("rank=", p.rank, " world_size=", p.world_size,
+                   " master=", p.master.empty() ? "(self)" : p.master,
+                   " placement=", p.source, " pid=", getpid()));
+  return o;
+}
+
+// SIGTERM/SIGINT are blocked in every thread and taken here, so the leave
+// runs on an ordinary thread, not in a signal handler.
+void WatchSignals(Worker* worker) {
+  RpcAgent* agent = &worker->rpc();
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  if (sigwait(&set, &sig) != 0 || agent->stopped()) return;
+  Log("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  if (agent->Status().state() != "running") {
+    // Still joining: nothing to drain, and joining may wait long.
+    Log("stopped", "signalled before the job was formed");
+    std::_Exit(128 + sig);
+  }
+  agent->Leave().IgnoreError();
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "ferryd: %s: %s\n",
+               StatusCodeName(status.code()).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+int Run() {
+  absl::StatusOr<AgentOptions> options = BuildOptions();
+  if (!options.ok()) return Fail(options.status());
+  log_name = options->name;
+  Worker worker(*options);
+  RpcAgent& agent = worker.rpc();
+  absl::StatusOr<std::string> address = worker.Listen();
+  if (!address.ok()) return Fail(address.status());
+  if (!absl::GetFlag(FLAGS_address_file).empty()) {
+    absl::Status s =
+        WriteFileAtomically(absl::GetFlag(FLAGS_address_file), *address);
+    if (!s.ok()) return Fail(s);
+  }
+  std::thread signals(WatchSignals, &worker);
+  signals.detach();  // Blocked in sigwait; ends with the process.
+  absl::Status started = worker.Start();
+  if (!started.ok()) return Fail(started);
+  if (!absl::GetFlag(FLAGS_ready_file).empty()) {
+    std::string json = absl::StrCat(
+        "{\"name\":\"", agent.name(), "\",\"rank\":", agent.rank(),
+        ",\"address\":\"", agent.address(), "\",\"pid\":", getpid(), "}\n");
+    absl::Status s = WriteFileAtomically(absl::GetFlag(FLAGS_ready_file), json);
+    if (!s.ok()) return Fail(s);
+  }
+  while (!agent.WaitStopped(absl::Seconds(1))) {
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ferry
+
+int main(int argc, char** argv) {
+  // Block the signals before gRPC starts threads, so only sigwait sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  absl::SetProgramUsageMessage(
+      "one worker of a ferry job\n"
+      "  ferryd --rank=R --world_size=N --master=HOST:PORT [flags]\n"
+      "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)");
+  absl::ParseCommandLine(argc, argv);
+  return ferry::Run();
+}

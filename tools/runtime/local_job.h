@@ -1,0 +1,53 @@
+// A job of N workers inside this process, on 127.0.0.1 with picked ports:
+// `ferryctl --local=N`, in-process tests and benchmarks.
+//
+//   ASSERT_OK_AND_ASSIGN(auto job, LocalJob::Start(3));
+//   ASSERT_OK_AND_ASSIGN(auto client, job->Connect());
+#ifndef FERRY_TOOLS_RUNTIME_LOCAL_JOB_H_
+#define FERRY_TOOLS_RUNTIME_LOCAL_JOB_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tools/runtime/worker.h"
+
+namespace ferry {
+
+class LocalJob {
+ public:
+  struct Options {
+    // Adjusts each worker's options (rank, world_size, master already set).
+    std::function<void(WorkerOptions&)> configure;
+    // Runs on each worker before it starts (register functions, …).
+    std::function<void(Worker&)> setup;
+  };
+
+  // Starts all workers and returns once they joined.
+  static absl::StatusOr<std::unique_ptr<LocalJob>> Start(int n,
+                                                         Options options = {});
+  // Stops any worker still running.
+  ~LocalJob();
+
+  Worker& worker(int rank) { return *workers_[rank]; }
+  int size() const { return static_cast<int>(workers_.size()); }
+  const std::string& master() const { return master_; }
+
+  // A client of this job.
+  absl::StatusOr<std::unique_ptr<Client>> Connect(
+      ClientOptions options = {}) const;
+
+  // Graceful shutdown of every worker at once; the first error, if any.
+  absl::Status ShutdownAll();
+
+ private:
+  LocalJob() = default;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::string master_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_TOOLS_RUNTIME_LOCAL_JOB_H_

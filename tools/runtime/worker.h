@@ -1,0 +1,69 @@
+// The composition layer: a full ferry worker and client, as ferryd,
+// ferryctl, ferry_bench and library users get them. A Worker is an RpcAgent
+// with every layer above RPC plugged in; a Client is an RpcClient likewise.
+//
+//   ferry::Worker w({.rank = 1, .world_size = 2, .master = "10.0.0.1:29500"});
+//   w.registry().Register("scale", …);
+//   FERRY_RETURN_IF_ERROR(w.Start());
+//   absl::StatusOr<Value> r = w.rpc().RpcSync("worker0", "add", {1, 2});
+//   w.Shutdown();
+#ifndef FERRY_TOOLS_RUNTIME_WORKER_H_
+#define FERRY_TOOLS_RUNTIME_WORKER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "rpc/agent.h"
+#include "rpc/client.h"
+
+namespace ferry {
+
+using WorkerOptions = AgentOptions;
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  Registry& registry() { return agent_.registry(); }
+  RpcAgent& rpc() { return agent_; }
+  const std::string& name() const { return agent_.name(); }
+  int rank() const { return agent_.rank(); }
+
+  absl::StatusOr<std::string> Listen() { return agent_.Listen(); }
+  absl::Status Start() { return agent_.Start(); }
+  absl::Status Shutdown(std::optional<absl::Duration> timeout = std::nullopt) {
+    return agent_.Shutdown(timeout);
+  }
+  absl::Status Leave() { return agent_.Leave(); }
+  void Stop() { agent_.Stop(); }
+
+ private:
+  RpcAgent agent_;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+  ~Client();
+
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  RpcClient& rpc() { return *rpc_; }
+  void Close(bool leave = true) { rpc_->Close(leave); }
+
+ private:
+  explicit Client(std::unique_ptr<RpcClient> rpc);
+  std::unique_ptr<RpcClient> rpc_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_TOOLS_RUNTIME_WORKER_H_
