@@ -69,8 +69,16 @@ void RendezvousService::Shutdown() {
     std::vector<uint64_t> ids;
     for (const auto& [id, held] : held_) ids.push_back(id);
     for (uint64_t id : ids) {
-      finishes.emplace_back(Take(id), Error(grpc::StatusCode::UNAVAILABLE,
-                                            "the master is shutting down"));
+      Held* held = Take(id);
+      // Joiners still waiting get the verdict, not a vague "unavailable".
+      grpc::Status status =
+          held->kind == Held::Kind::kJoin
+              ? Error(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("rendezvous: ", MissingRanks(), " of ",
+                                   slots_.size(),
+                                   " did not join before the master gave up"))
+              : Error(grpc::StatusCode::UNAVAILABLE, "the master is shutting down");
+      finishes.emplace_back(held, status);
     }
   }
   if (sweep != 0) timers_->Cancel(sweep);
@@ -474,7 +482,8 @@ void RendezvousService::Expire(uint64_t id) {
           grpc::StatusCode::DEADLINE_EXCEEDED,
           absl::StrCat("rendezvous: ", MissingRanks(), " of ", slots_.size(),
                        " did not join within ", held->timeout_ms, " ms"));
-      slots_[held->rank] = Slot{};  // Let a restarted process take the rank.
+      // Let a restarted process take the rank (the master's own stays).
+      if (held->rank != 0) slots_[held->rank] = Slot{};
     } else if (held->kind == Held::Kind::kBarrier) {
       status = Error(
           grpc::StatusCode::DEADLINE_EXCEEDED,
