@@ -297,20 +297,23 @@ TEST(RendezvousTest, MissingRankTimesOutNamingIt) {
   EXPECT_THAT(s1, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("rank 2")));
 }
 
+// Whichever of two workers named alike joins second is refused.
 TEST(RendezvousTest, DuplicateNameIsRefused) {
   AgentOptions o0 = JoinerOptions("", 0, 3);
   o0.name = "alice";
-  o0.startup_timeout = absl::Seconds(3);
   RpcAgent rank0(o0);
   ASSERT_OK_AND_ASSIGN(std::string master, rank0.Listen());
-  std::thread t([&] { rank0.Start().IgnoreError(); });
   AgentOptions o1 = JoinerOptions(master, 1, 3);
   o1.name = "alice";
   RpcAgent rank1(o1);
-  EXPECT_THAT(rank1.Start(), StatusIs(absl::StatusCode::kAlreadyExists,
-                                      HasSubstr("name 'alice' is already taken by rank 0")));
-  rank0.Stop();
+  absl::Status s0;
+  std::thread t([&] { s0 = rank0.Start(); });
+  absl::Status s1 = rank1.Start();
   t.join();
+  auto refused = StatusIs(absl::StatusCode::kAlreadyExists,
+                          HasSubstr("name 'alice' is already taken by rank"));
+  EXPECT_TRUE(::testing::Matches(refused)(s0) || ::testing::Matches(refused)(s1))
+      << s0 << " / " << s1;
 }
 
 TEST(RendezvousTest, UnreachableMasterIsBounded) {
