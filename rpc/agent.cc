@@ -67,7 +67,8 @@ void RpcAgent::AddService(grpc::Service* service) {
   services_.push_back(service);
 }
 void RpcAgent::AddExtension(AgentExtension* e) { extensions_.push_back(e); }
-void RpcAgent::SetCallCodecs(CallCodecs* codecs) { codecs_ = codecs; }
+void RpcAgent::SetCodecs(CodecFactory* codecs) { codecs_ = codecs; }
+void RpcAgent::SetRemoteHandler(RemoteHandler* remote) { remote_ = remote; }
 
 absl::StatusOr<std::string> RpcAgent::Listen() {
   {
@@ -127,6 +128,7 @@ absl::Status RpcAgent::StartServer() {
   caller_ = std::make_unique<Caller>(
       channels_.get(), &membership_,
       CallerIdentity{WorkerNode(options_.rank), options_.name});
+  caller_->SetCodecs(codecs_);
   std::string listen = options_.listen;
   std::string master_host = "127.0.0.1";
   if (!options_.master.empty()) {
@@ -152,6 +154,7 @@ absl::Status RpcAgent::StartServer() {
       .executor = executor_.get(),
       .security = security_,
       .codecs = codecs_,
+      .remote = remote_,
       .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
       .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
   });
@@ -256,7 +259,7 @@ Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.codec);
+                       options.create_rref);
 }
 
 absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,

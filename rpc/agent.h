@@ -99,7 +99,10 @@ class RpcAgent {
   Registry& registry() { return registry_; }
   void AddService(grpc::Service* service);
   void AddExtension(AgentExtension* extension);
-  void SetCallCodecs(CallCodecs* codecs);
+  // How RRefs in call values cross the wire, and who keeps remote()
+  // results (the RRef layer); both must outlive the agent's calls.
+  void SetCodecs(CodecFactory* codecs);
+  void SetRemoteHandler(RemoteHandler* remote);
 
   // Starts the server (if Listen() was not called), joins the job and
   // starts membership. Returns when all world_size workers joined.
@@ -190,7 +193,8 @@ class RpcAgent {
   std::unique_ptr<grpc::Server> server_;
   std::vector<grpc::Service*> services_;
   std::vector<AgentExtension*> extensions_;
-  CallCodecs* codecs_ = nullptr;
+  CodecFactory* codecs_ = nullptr;
+  RemoteHandler* remote_ = nullptr;
 
   // Set by Start, then constant.
   Directory directory_;

@@ -119,10 +119,18 @@ Future<Value> SleepMs(Timers* timers, const CallContext& ctx, int64_t ms) {
         absl::InvalidArgumentError("args[0]: sleep time must be >= 0"));
   }
   Promise<Value> done;
-  // Wake no later than the caller's deadline: nobody waits beyond it.
-  absl::Time when =
-      std::min(absl::Now() + absl::Milliseconds(ms), ctx.deadline);
-  if (timers->RunAt(when, [done] { done.Set(Value()); }) == 0) {
+  // Wake no later than the caller's deadline: nobody waits beyond it, and a
+  // sleep cut short is a failure, not a result.
+  const absl::Time full = absl::Now() + absl::Milliseconds(ms);
+  const bool cut_short = ctx.deadline < full;
+  auto wake = [done, cut_short] {
+    if (cut_short) {
+      done.Set(absl::DeadlineExceededError("the caller's deadline came first"));
+    } else {
+      done.Set(Value());
+    }
+  };
+  if (timers->RunAt(std::min(full, ctx.deadline), wake) == 0) {
     done.Set(absl::UnavailableError("worker is stopping"));
   }
   return done.future();

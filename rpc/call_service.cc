@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -18,14 +19,20 @@ namespace {
 class CallReactor final : public grpc::ServerUnaryReactor {
  public:
   CallReactor() : cancelled_(std::make_shared<std::atomic<bool>>(false)) {}
-  void OnCancel() override { cancelled_->store(true); }
+  void OnCancel() override {
+    cancelled_->store(true);
+    if (on_cancel_) on_cancel_();
+  }
   void OnDone() override { delete this; }
   const std::shared_ptr<std::atomic<bool>>& cancelled() const {
     return cancelled_;
   }
+  // Set before the call starts running (OnCancel can only follow).
+  void set_on_cancel(std::function<void()> f) { on_cancel_ = std::move(f); }
 
  private:
   std::shared_ptr<std::atomic<bool>> cancelled_;
+  std::function<void()> on_cancel_;
 };
 
 }  // namespace
@@ -37,6 +44,7 @@ struct CallService::ActiveCall {
   CallContext context;
   std::vector<Value> args;
   std::unique_ptr<RRefCodec> codec;
+  std::optional<proto::RRefHandle> remote;  // A remote() call's RRef.
   std::atomic<bool> claimed{false};
 };
 
@@ -47,74 +55,82 @@ CallService::~CallService() {
       absl::StrCat(options_.worker_name, " is shutting down")));
 }
 
-grpc::ServerUnaryReactor* CallService::Call(
-    grpc::CallbackServerContext* context, const proto::CallRequest* request,
-    proto::CallResponse* response) {
-  auto* reactor = new CallReactor();
-  auto fail = [&](absl::Status s) {
-    reactor->Finish(ToGrpcStatus(Annotate(
-        s, absl::StrCat(options_.worker_name, ": ", request->function()))));
-    return reactor;
-  };
-  grpc::Status auth = options_.security->Check(*context);
-  if (!auth.ok()) return fail(FromGrpcStatus(auth));
-  auto call = std::make_shared<ActiveCall>();
+absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
+                                  const proto::CallRequest* request,
+                                  ActiveCall* call) {
+  FERRY_RETURN_IF_ERROR(FromGrpcStatus(options_.security->Check(*context)));
   call->function = options_.registry->Find(request->function());
   if (call->function == nullptr) {
-    return fail(
-        absl::NotFoundError("no such function (see `ferryctl functions`)"));
+    return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
-  call->reactor = reactor;
-  call->response = response;
   call->context.worker = options_.worker_name;
   call->context.function = request->function();
   call->context.caller = request->caller_name();
   call->context.caller_node = request->caller_node();
   call->context.deadline = absl::FromChrono(context->deadline());
-  call->context.cancelled = reactor->cancelled();
+  call->context.cancelled = call->reactor->cancelled();
   if (options_.codecs != nullptr) {
-    call->codec = options_.codecs->ForCall(request->caller_node());
+    call->codec = options_.codecs->ForPeer(request->caller_node());
   }
   // The request is ours until we finish; decoding moves tensor bytes out of
   // it instead of copying them.
   auto* args = const_cast<proto::CallRequest*>(request)->mutable_args();
   call->args.reserve(args->size());
   for (int i = 0; i < args->size(); ++i) {
-    absl::StatusOr<Value> v = ValueFromProto(
-        args->Mutable(i), absl::StrCat("args[", i, "]"), call->codec.get());
-    if (!v.ok()) return fail(v.status());
-    call->args.push_back(*std::move(v));
+    FERRY_ASSIGN_OR_RETURN(Value v, ValueFromProto(args->Mutable(i),
+                                                   absl::StrCat("args[", i, "]"),
+                                                   call->codec.get()));
+    call->args.push_back(std::move(v));
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (!accepting_) {
-      return fail(absl::UnavailableError(
-          absl::StrCat(options_.worker_name, " is shutting down")));
+  if (request->has_create_rref()) {
+    if (options_.remote == nullptr) {
+      return absl::UnimplementedError("this worker keeps no RRefs");
     }
-    active_.insert(call);
+    FERRY_RETURN_IF_ERROR(
+        options_.remote->Begin(request->create_rref(), request->caller_node()));
+    call->remote = request->create_rref();
   }
-  if (options_.codecs == nullptr) {
-    Run(std::move(call));
-  } else {
-    // A function receiving RRefs starts only once they are confirmed.
-    options_.codecs->ArgumentsReady(call->codec.get())
-        .Then([this, call](const absl::StatusOr<Done>& ready) {
-          if (ready.ok()) {
-            Run(call);
-          } else {
-            Answer(call, ready.status());
-          }
-        });
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* CallService::Call(grpc::CallbackServerContext* context,
+                                            const proto::CallRequest* request,
+                                            proto::CallResponse* response) {
+  auto call = std::make_shared<ActiveCall>();
+  call->reactor = new CallReactor();
+  call->response = response;
+  absl::Status prepared = Prepare(context, request, call.get());
+  if (prepared.ok()) {
+    absl::MutexLock lock(&mu_);
+    if (accepting_) {
+      active_.insert(call);
+    } else {
+      prepared = absl::UnavailableError(
+          absl::StrCat(options_.worker_name, " is shutting down"));
+    }
   }
+  if (!prepared.ok()) {
+    if (call->remote) options_.remote->Finish(*call->remote, prepared);
+    call->claimed = true;
+    call->reactor->Finish(ToGrpcStatus(Annotate(
+        prepared, absl::StrCat(options_.worker_name, ": ", request->function()))));
+    return call->reactor;
+  }
+  if (call->remote) {
+    RemoteHandler* remote = options_.remote;
+    proto::RRefHandle rref = *call->remote;
+    call->reactor->set_on_cancel([remote, rref] { remote->Abandon(rref); });
+  }
+  CallReactor* reactor = call->reactor;
+  Run(std::move(call));
   return reactor;
 }
 
 void CallService::Run(std::shared_ptr<ActiveCall> call) {
   auto execute = [this, call]() {
-    Future<Value> result =
-        InvokeFunction(*call->function, call->context, std::move(call->args));
-    result.Then(
-        [this, call](const absl::StatusOr<Value>& r) { Answer(call, r); });
+    Future<Value> result = InvokeFunction(*call->function, call->context,
+                                          std::move(call->args));
+    result.Then([this, call](const absl::StatusOr<Value>& r) { Answer(call, r); });
   };
   if (call->function->run_inline) {
     execute();
@@ -135,19 +151,41 @@ bool CallService::Claim(const std::shared_ptr<ActiveCall>& call) {
 
 void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
                          const absl::StatusOr<Value>& result) {
-  if (!Claim(call)) return;  // Already aborted.
   served_.fetch_add(1);
+  if (call->remote) {
+    // The value stays here as the RRef's; the caller only learns the outcome.
+    options_.remote->Finish(*call->remote, result);
+    Reply(call, result.status());
+    return;
+  }
   absl::Status status = result.status();
   if (status.ok()) {
-    status = ValueToProto(*result, call->response->mutable_result(),
-                          call->codec.get());
-    status = Annotate(status, "result");
+    status = Annotate(ValueToProto(*result, call->response->mutable_result(),
+                                   call->codec.get()),
+                      "result");
   }
-  if (!status.ok()) {
-    status = Annotate(status, absl::StrCat(options_.worker_name, ": ",
-                                           call->context.function));
+  if (!status.ok() || call->codec == nullptr) {
+    Reply(call, status);
+    return;
   }
-  call->reactor->Finish(ToGrpcStatus(status));
+  // RRefs in the result go out only once their owners know the forks.
+  call->codec->ReadyToSend().Then([this, call](const absl::StatusOr<Done>& ready) {
+    Reply(call, ready.status());
+  });
+}
+
+void CallService::Reply(const std::shared_ptr<ActiveCall>& call,
+                        const absl::Status& status) {
+  if (!Claim(call)) {
+    if (call->codec) call->codec->Abandon();  // Aborted meanwhile.
+    return;
+  }
+  if (!status.ok() && call->codec) call->codec->Abandon();
+  absl::Status named =
+      status.ok() ? status
+                  : Annotate(status, absl::StrCat(options_.worker_name, ": ",
+                                                  call->context.function));
+  call->reactor->Finish(ToGrpcStatus(named));
 }
 
 void CallService::StopAccepting() {

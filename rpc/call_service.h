@@ -27,16 +27,20 @@
 
 namespace ferry {
 
-// How values of incoming calls are decoded and results encoded; the RRef
-// layer provides one so RRef arguments and results follow its protocol.
-class CallCodecs {
+// Keeps the results of remote() calls: the callee of such a call becomes
+// the owner of the RRef named in the request (the rref/ layer implements
+// this with its owner table).
+class RemoteHandler {
  public:
-  virtual ~CallCodecs() = default;
-  // A codec for one call from `caller_node`; lives until the call ends.
-  virtual std::unique_ptr<RRefCodec> ForCall(uint64_t caller_node) = 0;
-  // Resolves when every RRef `codec` decoded may be used (confirmed by its
-  // owner), or fails; the function starts only then.
-  virtual Future<Done> ArgumentsReady(RRefCodec* codec) = 0;
+  virtual ~RemoteHandler() = default;
+  // Before the function runs: the RRef exists (pending) from now on, with
+  // the caller's fork. An error refuses the call.
+  virtual absl::Status Begin(const proto::RRefHandle& rref, uint64_t caller) = 0;
+  // The function's result (or error) becomes the RRef's.
+  virtual void Finish(const proto::RRefHandle& rref, absl::StatusOr<Value> result) = 0;
+  // The caller gave up (timeout, cancel, death): its fork is dropped, so a
+  // value produced later is freed.
+  virtual void Abandon(const proto::RRefHandle& rref) = 0;
 };
 
 class CallService final : public proto::Worker::CallbackService {
@@ -46,7 +50,8 @@ class CallService final : public proto::Worker::CallbackService {
     Registry* registry = nullptr;
     Executor* executor = nullptr;
     std::shared_ptr<const Security> security;
-    CallCodecs* codecs = nullptr;  // Optional.
+    CodecFactory* codecs = nullptr;    // Optional: RRefs in values.
+    RemoteHandler* remote = nullptr;   // Optional: remote() calls.
     std::function<void(proto::WorkerStatus*)> fill_status;
     std::function<void(absl::Duration timeout)> on_shutdown_request;
   };
@@ -83,9 +88,13 @@ class CallService final : public proto::Worker::CallbackService {
  private:
   struct ActiveCall;
 
+  // Decodes the request into `call`; the error answers the call.
+  absl::Status Prepare(grpc::CallbackServerContext* context,
+                       const proto::CallRequest* request, ActiveCall* call);
   void Run(std::shared_ptr<ActiveCall> call);
   void Answer(const std::shared_ptr<ActiveCall>& call,
               const absl::StatusOr<Value>& result) ABSL_LOCKS_EXCLUDED(mu_);
+  void Reply(const std::shared_ptr<ActiveCall>& call, const absl::Status& status);
   // Claims `call` (exactly one claimer wins) and drops it from active_.
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -11,15 +11,15 @@
 namespace ferry {
 
 struct Caller::Pending {
-  grpc::ClientContext context;
+  std::shared_ptr<grpc::ClientContext> context =
+      std::make_shared<grpc::ClientContext>();
   proto::CallRequest request;
   proto::CallResponse response;
   Promise<Value> promise;
   WorkerInfo to;
   absl::Duration timeout;
-  RRefCodec* codec = nullptr;
-  // Set (under Caller::mu_) when the call is failed on purpose.
-  absl::Status failure;
+  std::unique_ptr<RRefCodec> codec;
+  InflightCalls::Token token = 0;
 };
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
@@ -38,9 +38,10 @@ absl::Status CallError(const std::string& peer, const std::string& function,
   }
   std::string detail(status.message());
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-    detail = absl::StrCat("no reply within ",
-                          absl::ToInt64Milliseconds(timeout), " ms");
-  } else if (status.code() == absl::StatusCode::kUnavailable) {
+    detail = absl::StrCat("no reply within ", absl::ToInt64Milliseconds(timeout),
+                          " ms");
+  } else if (status.code() == absl::StatusCode::kUnavailable &&
+             !absl::StrContains(detail, peer)) {
     detail = absl::StrCat(peer, " unreachable: ", detail);
   }
   return absl::Status(status.code(),
@@ -49,109 +50,92 @@ absl::Status CallError(const std::string& peer, const std::string& function,
 
 Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
                            std::vector<Value> args, absl::Duration timeout,
-                           RRefCodec* codec) {
-  if (std::optional<absl::Status> down =
-          membership_->DownReason(WorkerNode(to.rank))) {
+                           std::optional<proto::RRefHandle> create_rref) {
+  if (auto down = membership_->DownReason(WorkerNode(to.rank))) {
     return Future<Value>::Ready(CallError(to.name, function, *down, timeout));
   }
   auto call = std::make_shared<Pending>();
   call->to = to;
   call->timeout = timeout;
-  call->codec = codec;
+  if (CodecFactory* codecs = codecs_.load()) {
+    call->codec = codecs->ForPeer(WorkerNode(to.rank));
+  }
   call->request.set_function(function);
   call->request.set_caller_node(self_.node);
   call->request.set_caller_name(self_.name);
+  if (create_rref) *call->request.mutable_create_rref() = *create_rref;
   call->request.mutable_args()->Reserve(static_cast<int>(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::Status s = ValueToProto(args[i], call->request.add_args(), codec);
+    absl::Status s = ValueToProto(args[i], call->request.add_args(), call->codec.get());
     if (!s.ok()) {
-      return Future<Value>::Ready(Annotate(
-          s, absl::StrCat(to.name, ": ", function, ": args[", i, "]")));
+      if (call->codec) call->codec->Abandon();
+      return Future<Value>::Ready(
+          Annotate(s, absl::StrCat(to.name, ": ", function, ": args[", i, "]")));
     }
   }
   if (timeout != absl::InfiniteDuration()) {
-    call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    call->context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
   Future<Value> result = call->promise.future();
-  {
-    absl::MutexLock lock(&mu_);
-    inflight_.emplace(call.get(), call);
+  call->token = inflight_.Add(WorkerNode(to.rank), call->context);
+  if (call->codec == nullptr) {
+    Send(call);
+  } else {
+    // RRefs in the arguments go out only once their owners know the forks.
+    call->codec->ReadyToSend().Then([this, call](const absl::StatusOr<Done>& ready) {
+      if (ready.ok()) {
+        Send(call);
+      } else {
+        Fail(call, ready.status());
+      }
+    });
   }
-  auto stub = proto::Worker::NewStub(channels_->ForWorker(to));
-  stub->async()->Call(
-      &call->context, &call->request, &call->response,
-      [this, call](grpc::Status status) { Complete(call, status); });
   return result;
+}
+
+void Caller::Send(const std::shared_ptr<Pending>& call) {
+  StubFor(call->to)->async()->Call(
+      call->context.get(), &call->request, &call->response,
+      [this, call](grpc::Status status) { Complete(call, status); });
+}
+
+void Caller::Fail(const std::shared_ptr<Pending>& call, const absl::Status& status) {
+  absl::Status failure = inflight_.Remove(call->token);
+  if (call->codec) call->codec->Abandon();
+  call->promise.Set(CallError(call->to.name, call->request.function(),
+                              failure.ok() ? status : failure, call->timeout));
+}
+
+proto::Worker::Stub* Caller::StubFor(const WorkerInfo& to) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<proto::Worker::Stub>& stub = stubs_[to.rank];
+  // A stub registers its methods on the channel: made once per peer.
+  if (stub == nullptr) stub = proto::Worker::NewStub(channels_->ForWorker(to));
+  return stub.get();
 }
 
 void Caller::Complete(const std::shared_ptr<Pending>& call,
                       const grpc::Status& grpc_status) {
-  absl::Status failure;
-  {
-    absl::MutexLock lock(&mu_);
-    failure = call->failure;
-    inflight_.erase(call.get());
-  }
-  const std::string& fn = call->request.function();
-  if (!failure.ok()) {
-    call->promise.Set(CallError(call->to.name, fn, failure, call->timeout));
-    return;
-  }
   if (!grpc_status.ok()) {
-    call->promise.Set(CallError(call->to.name, fn, FromGrpcStatus(grpc_status),
-                                call->timeout));
+    Fail(call, FromGrpcStatus(grpc_status));
     return;
   }
+  absl::Status failure = inflight_.Remove(call->token);
   absl::StatusOr<Value> result =
-      ValueFromProto(call->response.mutable_result(), "result", call->codec);
-  if (!result.ok()) {
+      ValueFromProto(call->response.mutable_result(), "result", call->codec.get());
+  if (!failure.ok()) {
+    result = failure;
+  } else if (!result.ok()) {
     // The peer sent something malformed: not the caller's input at fault.
-    call->promise.Set(absl::InternalError(
-        absl::StrCat(call->to.name, ": ", fn,
-                     ": malformed reply: ", result.status().message())));
+    result = absl::InternalError(
+        absl::StrCat("malformed reply: ", result.status().message()));
+  }
+  if (!result.ok()) {
+    call->promise.Set(CallError(call->to.name, call->request.function(),
+                                result.status(), call->timeout));
     return;
   }
   call->promise.Set(*std::move(result));
-}
-
-void Caller::FailNode(uint64_t node, const absl::Status& reason) {
-  std::vector<std::shared_ptr<Pending>> victims;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [key, call] : inflight_) {
-      if (WorkerNode(call->to.rank) == node && call->failure.ok()) {
-        call->failure = reason;
-        victims.push_back(call);
-      }
-    }
-  }
-  // Cancelling outside the lock: the completion callback takes it.
-  for (auto& call : victims) call->context.TryCancel();
-}
-
-void Caller::CancelAll(const absl::Status& reason) {
-  std::vector<std::shared_ptr<Pending>> victims;
-  {
-    absl::MutexLock lock(&mu_);
-    for (auto& [key, call] : inflight_) {
-      if (call->failure.ok()) call->failure = reason;
-      victims.push_back(call);
-    }
-  }
-  for (auto& call : victims) call->context.TryCancel();
-}
-
-int64_t Caller::inflight() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(inflight_.size());
-}
-
-bool Caller::WaitIdle(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return inflight_.empty();
-  };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #ifndef FERRY_RPC_CALLER_H_
 #define FERRY_RPC_CALLER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "rpc/channels.h"
 #include "rpc/directory.h"
 #include "rpc/future.h"
+#include "rpc/inflight.h"
 #include "rpc/value.h"
 #include "rpc/value_proto.h"
 
@@ -34,8 +36,9 @@ struct CallerIdentity {
 struct CallOptions {
   // Unset: the default timeout; 0: no timeout.
   std::optional<absl::Duration> timeout;
-  // Encodes RRefs in the arguments / decodes them in the result.
-  RRefCodec* codec = nullptr;
+  // remote(): the callee keeps the result as this RRef (it is the owner;
+  // the handle's fork is the caller's) and replies null.
+  std::optional<proto::RRefHandle> create_rref;
 };
 
 class Caller {
@@ -50,41 +53,44 @@ class Caller {
   // (absl::InfiniteDuration() = none). Errors:
   //   the function's own:  "<to>: <function>: <its message>", its code;
   //   peer gone:           UNAVAILABLE "<to>: <function>: <to> died: …";
-  //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within
-  //   N ms".
-  // `codec` (may be null) encodes RRefs in `args` and decodes the result's;
-  // it must outlive the returned future's completion.
+  //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within N ms".
   Future<Value> Call(const WorkerInfo& to, const std::string& function,
                      std::vector<Value> args, absl::Duration timeout,
-                     RRefCodec* codec = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+                     std::optional<proto::RRefHandle> create_rref = std::nullopt);
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).
-  void FailNode(uint64_t node, const absl::Status& reason)
-      ABSL_LOCKS_EXCLUDED(mu_);
-
-  int64_t inflight() const ABSL_LOCKS_EXCLUDED(mu_);
-
-  // Waits until no call is in flight or `deadline` passes; true if idle.
-  bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-
+  void FailNode(uint64_t node, const absl::Status& reason) {
+    inflight_.FailNode(node, reason);
+  }
   // Cancels everything in flight (abrupt stop).
-  void CancelAll(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void CancelAll(const absl::Status& reason) { inflight_.CancelAll(reason); }
+  int64_t inflight() const { return inflight_.size(); }
+  // Waits until no call is in flight or `deadline` passes; true if idle.
+  bool WaitIdle(absl::Time deadline) { return inflight_.WaitIdle(deadline); }
 
   const CallerIdentity& self() const { return self_; }
+
+  // How RRefs in values are sent and received (null: as bare descriptors).
+  // Set before calls start; must outlive them.
+  void SetCodecs(CodecFactory* codecs) { codecs_.store(codecs); }
 
  private:
   struct Pending;
 
-  void Complete(const std::shared_ptr<Pending>& call,
-                const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Send(const std::shared_ptr<Pending>& call);
+  void Complete(const std::shared_ptr<Pending>& call, const grpc::Status& status);
+  void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
+  proto::Worker::Stub* StubFor(const WorkerInfo& to) ABSL_LOCKS_EXCLUDED(mu_);
 
   ChannelPool* const channels_;
   Membership* const membership_;
   const CallerIdentity self_;
+  std::atomic<CodecFactory*> codecs_{nullptr};
+  InflightCalls inflight_;
 
-  mutable absl::Mutex mu_;
-  // Keyed by the call; the value is the callee's node.
-  absl::flat_hash_map<Pending*, std::shared_ptr<Pending>> inflight_
+  absl::Mutex mu_;
+  // One stub per peer rank, made on first use; never removed.
+  absl::flat_hash_map<int, std::unique_ptr<proto::Worker::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

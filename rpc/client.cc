@@ -80,7 +80,7 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.codec);
+                       options.create_rref);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,

@@ -10,25 +10,42 @@
 #ifndef FERRY_RPC_VALUE_PROTO_H_
 #define FERRY_RPC_VALUE_PROTO_H_
 
+#include <cstdint>
+#include <memory>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/value.pb.h"
+#include "rpc/future.h"
 #include "rpc/tensor.h"
 #include "rpc/value.h"
 
 namespace ferry {
 
-// How RRefs inside a Value cross the wire. The rref/ layer implements it so
-// that sending an RRef forks it and receiving one registers the copy.
-// Without a codec, RRefs travel as their descriptors.
+// How RRefs inside a Value cross the wire; the rref/ layer implements it.
+// One codec serves one call with one peer: the sender's codec forks each
+// RRef for the receiver (Encode) and, before the message goes out, waits
+// until the owners registered those forks (ReadyToSend); the receiver's
+// codec turns handles into usable RRefs (Decode). Without a codec, RRefs
+// travel as bare descriptors.
 class RRefCodec {
  public:
   virtual ~RRefCodec() = default;
-  virtual absl::StatusOr<proto::RRefHandle> Encode(
-      const Value::RRefPtr& rref) = 0;
-  virtual absl::StatusOr<Value::RRefPtr> Decode(
-      const proto::RRefHandle& handle) = 0;
+  virtual absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& rref) = 0;
+  virtual absl::StatusOr<Value::RRefPtr> Decode(const proto::RRefHandle& handle) = 0;
+  // Resolves once everything Encode produced may be sent.
+  virtual Future<Done> ReadyToSend() { return Future<Done>::Ready(Done()); }
+  // What was encoded was not delivered (or may not have been): forks the
+  // receiver never confirmed are released.
+  virtual void Abandon() {}
+};
+
+// Makes the codec for one call exchanging values with `peer` (a node id).
+class CodecFactory {
+ public:
+  virtual ~CodecFactory() = default;
+  virtual std::unique_ptr<RRefCodec> ForPeer(uint64_t peer) = 0;
 };
 
 void TensorToProto(const Tensor& tensor, proto::Tensor* out);
