@@ -46,6 +46,9 @@ RpcAgent::RpcAgent(AgentOptions options)
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
+  caller_ = std::make_unique<Caller>(
+      channels_.get(), &membership_,
+      CallerIdentity{WorkerNode(options_.rank), options_.name});
   absl::Status s = RegisterBuiltins(&registry_, timers_.get());
   (void)s;  // Built-in names are valid and unique.
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
@@ -84,7 +87,7 @@ absl::StatusOr<std::string> RpcAgent::Listen() {
     Stop();
     return Annotate(s, options_.name);
   }
-  Emit("listening", address_);
+  ReportEvent("listening", address_);
   return address_;
 }
 
@@ -113,8 +116,8 @@ absl::Status RpcAgent::Start() {
         absl::StrCat(options_.name, " was stopped while starting"));
   }
   state_ = State::kRunning;
-  Emit("joined", absl::StrCat("world_size=", options_.world_size,
-                              " master=", master_address_));
+  ReportEvent("joined", absl::StrCat("world_size=", options_.world_size,
+                                     " master=", master_address_));
   return absl::OkStatus();
 }
 
@@ -125,9 +128,6 @@ absl::Status RpcAgent::StartServer() {
         absl::StrCat("rank ", options_.rank, " is out of range for world_size ",
                      options_.world_size));
   }
-  caller_ = std::make_unique<Caller>(
-      channels_.get(), &membership_,
-      CallerIdentity{WorkerNode(options_.rank), options_.name});
   caller_->SetCodecs(codecs_);
   std::string listen = options_.listen;
   std::string master_host = "127.0.0.1";
@@ -220,17 +220,19 @@ absl::Status RpcAgent::JoinAndWatch() {
   return absl::OkStatus();
 }
 
-void RpcAgent::Emit(absl::string_view event, absl::string_view detail) const {
+void RpcAgent::ReportEvent(absl::string_view event,
+                           absl::string_view detail) const {
   if (options_.on_event) options_.on_event(event, detail);
 }
 
 void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   if (caller_ != nullptr) caller_->FailNode(node, reason);
-  Emit("peer_down", absl::StrCat(NodeLabel(node), ": ", reason.message()));
+  ReportEvent("peer_down",
+              absl::StrCat(NodeLabel(node), ": ", reason.message()));
 }
 
 void RpcAgent::OnFenced(const absl::Status& reason) {
-  Emit("fenced", reason.message());
+  ReportEvent("fenced", reason.message());
   // Called on a gRPC thread: stopping here would wait on ourselves.
   RunInBackground([this] { Stop(); });
 }
@@ -308,8 +310,8 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
     state_ = State::kStopping;
   }
   const absl::Duration t = timeout.value_or(options_.shutdown_timeout);
-  Emit("shutting_down",
-       absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(t)));
+  ReportEvent("shutting_down",
+              absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(t)));
   absl::Status status =
       Annotate(membership_client_->Barrier("shutdown.enter", t),
                "shutdown: waiting for all workers");
@@ -335,7 +337,7 @@ absl::Status RpcAgent::Leave() {
     if (state_ != State::kRunning) return absl::OkStatus();
     state_ = State::kStopping;
   }
-  Emit("leaving", "");
+  ReportEvent("leaving", "");
   call_service_->StopAccepting();
   absl::Status status = Drain(absl::Now() + options_.shutdown_timeout);
   membership_client_->Leave(absl::Seconds(2)).IgnoreError();
@@ -380,15 +382,15 @@ void RpcAgent::StopServing() {
   executor_->Stop(absl::Now() + absl::Seconds(2));
   if (caller_ != nullptr) caller_->WaitIdle(absl::Now() + absl::Seconds(2));
   timers_->Stop();
-  Emit("stopped", "");
+  ReportEvent("stopped", "");
   absl::MutexLock lock(&mu_);
   state_ = State::kStopped;
 }
 
 void RpcAgent::RequestShutdown(absl::Duration timeout) {
   if (timeout <= absl::ZeroDuration()) timeout = options_.shutdown_timeout;
-  Emit("shutdown_requested",
-       absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(timeout)));
+  ReportEvent("shutdown_requested",
+              absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(timeout)));
   RunInBackground([this, timeout] { Shutdown(timeout).IgnoreError(); });
 }
 

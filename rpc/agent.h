@@ -151,6 +151,9 @@ class RpcAgent {
 
   proto::WorkerStatus Status() const;
 
+  // Tells options.on_event (if set) about a lifecycle event.
+  void ReportEvent(absl::string_view event, absl::string_view detail) const;
+
   // Shared plumbing for layers above.
   Timers& timers() { return *timers_; }
   Executor& executor() { return *executor_; }
@@ -165,7 +168,7 @@ class RpcAgent {
   absl::Status StartServer();
   absl::Status JoinAndWatch();
   void OnNodeDown(uint64_t node, const absl::Status& reason);
-  void Emit(absl::string_view event, absl::string_view detail) const;
+
   void OnFenced(const absl::Status& reason);
   // Runs `work` on the shutdown thread unless one already runs.
   void RunInBackground(std::function<void()> work) ABSL_LOCKS_EXCLUDED(mu_);

@@ -77,9 +77,9 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   auto* args = const_cast<proto::CallRequest*>(request)->mutable_args();
   call->args.reserve(args->size());
   for (int i = 0; i < args->size(); ++i) {
-    FERRY_ASSIGN_OR_RETURN(Value v, ValueFromProto(args->Mutable(i),
-                                                   absl::StrCat("args[", i, "]"),
-                                                   call->codec.get()));
+    FERRY_ASSIGN_OR_RETURN(
+        Value v, ValueFromProto(args->Mutable(i), absl::StrCat("args[", i, "]"),
+                                call->codec.get()));
     call->args.push_back(std::move(v));
   }
   if (request->has_create_rref()) {
@@ -93,9 +93,9 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* CallService::Call(grpc::CallbackServerContext* context,
-                                            const proto::CallRequest* request,
-                                            proto::CallResponse* response) {
+grpc::ServerUnaryReactor* CallService::Call(
+    grpc::CallbackServerContext* context, const proto::CallRequest* request,
+    proto::CallResponse* response) {
   auto call = std::make_shared<ActiveCall>();
   call->reactor = new CallReactor();
   call->response = response;
@@ -112,8 +112,9 @@ grpc::ServerUnaryReactor* CallService::Call(grpc::CallbackServerContext* context
   if (!prepared.ok()) {
     if (call->remote) options_.remote->Finish(*call->remote, prepared);
     call->claimed = true;
-    call->reactor->Finish(ToGrpcStatus(Annotate(
-        prepared, absl::StrCat(options_.worker_name, ": ", request->function()))));
+    call->reactor->Finish(
+        ToGrpcStatus(Annotate(prepared, absl::StrCat(options_.worker_name, ": ",
+                                                     request->function()))));
     return call->reactor;
   }
   if (call->remote) {
@@ -128,9 +129,10 @@ grpc::ServerUnaryReactor* CallService::Call(grpc::CallbackServerContext* context
 
 void CallService::Run(std::shared_ptr<ActiveCall> call) {
   auto execute = [this, call]() {
-    Future<Value> result = InvokeFunction(*call->function, call->context,
-                                          std::move(call->args));
-    result.Then([this, call](const absl::StatusOr<Value>& r) { Answer(call, r); });
+    Future<Value> result =
+        InvokeFunction(*call->function, call->context, std::move(call->args));
+    result.Then(
+        [this, call](const absl::StatusOr<Value>& r) { Answer(call, r); });
   };
   if (call->function->run_inline) {
     execute();
@@ -169,9 +171,10 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
     return;
   }
   // RRefs in the result go out only once their owners know the forks.
-  call->codec->ReadyToSend().Then([this, call](const absl::StatusOr<Done>& ready) {
-    Reply(call, ready.status());
-  });
+  call->codec->ReadyToSend().Then(
+      [this, call](const absl::StatusOr<Done>& ready) {
+        Reply(call, ready.status());
+      });
 }
 
 void CallService::Reply(const std::shared_ptr<ActiveCall>& call,

@@ -35,9 +35,11 @@ class RemoteHandler {
   virtual ~RemoteHandler() = default;
   // Before the function runs: the RRef exists (pending) from now on, with
   // the caller's fork. An error refuses the call.
-  virtual absl::Status Begin(const proto::RRefHandle& rref, uint64_t caller) = 0;
+  virtual absl::Status Begin(const proto::RRefHandle& rref,
+                             uint64_t caller) = 0;
   // The function's result (or error) becomes the RRef's.
-  virtual void Finish(const proto::RRefHandle& rref, absl::StatusOr<Value> result) = 0;
+  virtual void Finish(const proto::RRefHandle& rref,
+                      absl::StatusOr<Value> result) = 0;
   // The caller gave up (timeout, cancel, death): its fork is dropped, so a
   // value produced later is freed.
   virtual void Abandon(const proto::RRefHandle& rref) = 0;
@@ -50,8 +52,8 @@ class CallService final : public proto::Worker::CallbackService {
     Registry* registry = nullptr;
     Executor* executor = nullptr;
     std::shared_ptr<const Security> security;
-    CodecFactory* codecs = nullptr;    // Optional: RRefs in values.
-    RemoteHandler* remote = nullptr;   // Optional: remote() calls.
+    CodecFactory* codecs = nullptr;   // Optional: RRefs in values.
+    RemoteHandler* remote = nullptr;  // Optional: remote() calls.
     std::function<void(proto::WorkerStatus*)> fill_status;
     std::function<void(absl::Duration timeout)> on_shutdown_request;
   };
@@ -94,7 +96,8 @@ class CallService final : public proto::Worker::CallbackService {
   void Run(std::shared_ptr<ActiveCall> call);
   void Answer(const std::shared_ptr<ActiveCall>& call,
               const absl::StatusOr<Value>& result) ABSL_LOCKS_EXCLUDED(mu_);
-  void Reply(const std::shared_ptr<ActiveCall>& call, const absl::Status& status);
+  void Reply(const std::shared_ptr<ActiveCall>& call,
+             const absl::Status& status);
   // Claims `call` (exactly one claimer wins) and drops it from active_.
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
 

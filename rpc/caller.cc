@@ -38,8 +38,8 @@ absl::Status CallError(const std::string& peer, const std::string& function,
   }
   std::string detail(status.message());
   if (status.code() == absl::StatusCode::kDeadlineExceeded) {
-    detail = absl::StrCat("no reply within ", absl::ToInt64Milliseconds(timeout),
-                          " ms");
+    detail = absl::StrCat("no reply within ",
+                          absl::ToInt64Milliseconds(timeout), " ms");
   } else if (status.code() == absl::StatusCode::kUnavailable &&
              !absl::StrContains(detail, peer)) {
     detail = absl::StrCat(peer, " unreachable: ", detail);
@@ -66,11 +66,12 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   if (create_rref) *call->request.mutable_create_rref() = *create_rref;
   call->request.mutable_args()->Reserve(static_cast<int>(args.size()));
   for (size_t i = 0; i < args.size(); ++i) {
-    absl::Status s = ValueToProto(args[i], call->request.add_args(), call->codec.get());
+    absl::Status s =
+        ValueToProto(args[i], call->request.add_args(), call->codec.get());
     if (!s.ok()) {
       if (call->codec) call->codec->Abandon();
-      return Future<Value>::Ready(
-          Annotate(s, absl::StrCat(to.name, ": ", function, ": args[", i, "]")));
+      return Future<Value>::Ready(Annotate(
+          s, absl::StrCat(to.name, ": ", function, ": args[", i, "]")));
     }
   }
   if (timeout != absl::InfiniteDuration()) {
@@ -82,13 +83,14 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
     Send(call);
   } else {
     // RRefs in the arguments go out only once their owners know the forks.
-    call->codec->ReadyToSend().Then([this, call](const absl::StatusOr<Done>& ready) {
-      if (ready.ok()) {
-        Send(call);
-      } else {
-        Fail(call, ready.status());
-      }
-    });
+    call->codec->ReadyToSend().Then(
+        [this, call](const absl::StatusOr<Done>& ready) {
+          if (ready.ok()) {
+            Send(call);
+          } else {
+            Fail(call, ready.status());
+          }
+        });
   }
   return result;
 }
@@ -99,9 +101,11 @@ void Caller::Send(const std::shared_ptr<Pending>& call) {
       [this, call](grpc::Status status) { Complete(call, status); });
 }
 
-void Caller::Fail(const std::shared_ptr<Pending>& call, const absl::Status& status) {
+void Caller::Fail(const std::shared_ptr<Pending>& call,
+                  const absl::Status& status) {
   absl::Status failure = inflight_.Remove(call->token);
   if (call->codec) call->codec->Abandon();
+  call->codec.reset();
   call->promise.Set(CallError(call->to.name, call->request.function(),
                               failure.ok() ? status : failure, call->timeout));
 }
@@ -121,8 +125,8 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
     return;
   }
   absl::Status failure = inflight_.Remove(call->token);
-  absl::StatusOr<Value> result =
-      ValueFromProto(call->response.mutable_result(), "result", call->codec.get());
+  absl::StatusOr<Value> result = ValueFromProto(call->response.mutable_result(),
+                                                "result", call->codec.get());
   if (!failure.ok()) {
     result = failure;
   } else if (!result.ok()) {
@@ -130,6 +134,9 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
     result = absl::InternalError(
         absl::StrCat("malformed reply: ", result.status().message()));
   }
+  // Copies lent for the call are returned now, not whenever gRPC drops
+  // the completion callback.
+  call->codec.reset();
   if (!result.ok()) {
     call->promise.Set(CallError(call->to.name, call->request.function(),
                                 result.status(), call->timeout));

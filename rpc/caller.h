@@ -53,10 +53,12 @@ class Caller {
   // (absl::InfiniteDuration() = none). Errors:
   //   the function's own:  "<to>: <function>: <its message>", its code;
   //   peer gone:           UNAVAILABLE "<to>: <function>: <to> died: …";
-  //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within N ms".
-  Future<Value> Call(const WorkerInfo& to, const std::string& function,
-                     std::vector<Value> args, absl::Duration timeout,
-                     std::optional<proto::RRefHandle> create_rref = std::nullopt);
+  //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within
+  //   N ms".
+  Future<Value> Call(
+      const WorkerInfo& to, const std::string& function,
+      std::vector<Value> args, absl::Duration timeout,
+      std::optional<proto::RRefHandle> create_rref = std::nullopt);
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).
   void FailNode(uint64_t node, const absl::Status& reason) {
@@ -78,7 +80,8 @@ class Caller {
   struct Pending;
 
   void Send(const std::shared_ptr<Pending>& call);
-  void Complete(const std::shared_ptr<Pending>& call, const grpc::Status& status);
+  void Complete(const std::shared_ptr<Pending>& call,
+                const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
   proto::Worker::Stub* StubFor(const WorkerInfo& to) ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -18,6 +18,7 @@
 #ifndef FERRY_RPC_FUTURE_H_
 #define FERRY_RPC_FUTURE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -160,6 +161,23 @@ Future<U> Future<T>::Map(F fn) const {
     p.Set(fn(r));
   });
   return p.future();
+}
+
+// Resolves when every future in `all` did, or with the first error.
+inline Future<Done> WhenAll(std::vector<Future<Done>> all) {
+  if (all.empty()) return Future<Done>::Ready(Done());
+  Promise<Done> done;
+  auto left = std::make_shared<std::atomic<size_t>>(all.size());
+  for (const Future<Done>& f : all) {
+    f.Then([done, left](const absl::StatusOr<Done>& r) {
+      if (!r.ok()) {
+        done.Set(r.status());
+      } else if (left->fetch_sub(1) == 1) {
+        done.Set(Done());
+      }
+    });
+  }
+  return done.future();
 }
 
 }  // namespace ferry

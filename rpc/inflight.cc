@@ -30,7 +30,8 @@ void InflightCalls::CancelAll(const absl::Status& reason) {
   Cancel(true, 0, reason);
 }
 
-void InflightCalls::Cancel(bool all, uint64_t node, const absl::Status& reason) {
+void InflightCalls::Cancel(bool all, uint64_t node,
+                           const absl::Status& reason) {
   std::vector<std::shared_ptr<grpc::ClientContext>> victims;
   {
     absl::MutexLock lock(&mu_);
@@ -51,7 +52,8 @@ int64_t InflightCalls::size() const {
 
 bool InflightCalls::WaitIdle(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
+  auto idle = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 

@@ -37,7 +37,8 @@ class InflightCalls {
   absl::Status Remove(Token token) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cancels every call to `node`, recording `reason` for Remove.
-  void FailNode(uint64_t node, const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void FailNode(uint64_t node, const absl::Status& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels every call.
   void CancelAll(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
 

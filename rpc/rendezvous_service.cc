@@ -77,7 +77,8 @@ void RendezvousService::Shutdown() {
                       absl::StrCat("rendezvous: ", MissingRanks(), " of ",
                                    slots_.size(),
                                    " did not join before the master gave up"))
-              : Error(grpc::StatusCode::UNAVAILABLE, "the master is shutting down");
+              : Error(grpc::StatusCode::UNAVAILABLE,
+                      "the master is shutting down");
       finishes.emplace_back(held, status);
     }
   }

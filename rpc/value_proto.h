@@ -32,8 +32,10 @@ namespace ferry {
 class RRefCodec {
  public:
   virtual ~RRefCodec() = default;
-  virtual absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& rref) = 0;
-  virtual absl::StatusOr<Value::RRefPtr> Decode(const proto::RRefHandle& handle) = 0;
+  virtual absl::StatusOr<proto::RRefHandle> Encode(
+      const Value::RRefPtr& rref) = 0;
+  virtual absl::StatusOr<Value::RRefPtr> Decode(
+      const proto::RRefHandle& handle) = 0;
   // Resolves once everything Encode produced may be sent.
   virtual Future<Done> ReadyToSend() { return Future<Done>::Ready(Done()); }
   // What was encoded was not delivered (or may not have been): forks the

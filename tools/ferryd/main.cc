@@ -44,6 +44,10 @@ ABSL_FLAG(int64_t, shutdown_timeout_ms, 10000,
 ABSL_FLAG(int64_t, heartbeat_timeout_ms, 3000,
           "rank 0: declare a silent worker dead after this long");
 ABSL_FLAG(int, executor_threads, 8, "threads running registered functions");
+ABSL_FLAG(int64_t, rref_lease_ms, 10000,
+          "an owner drops the rrefs of a holder silent for this long");
+ABSL_FLAG(int64_t, max_rrefs, 1 << 20,
+          "most live rrefs a node may hold (RESOURCE_EXHAUSTED beyond)");
 ABSL_FLAG(int64_t, max_message_mb, 0, "largest message in MiB (0 = no limit)");
 ABSL_FLAG(bool, local_socket, true,
           "also serve same-host peers on a unix-abstract socket");
@@ -91,12 +95,12 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<AgentOptions> BuildOptions() {
+absl::StatusOr<WorkerOptions> BuildOptions() {
   PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
                        absl::GetFlag(FLAGS_master)};
   FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
-  AgentOptions o;
+  WorkerOptions o;
   o.name = p.name;
   o.rank = p.rank;
   o.world_size = p.world_size;
@@ -114,6 +118,8 @@ absl::StatusOr<AgentOptions> BuildOptions() {
   o.channels.max_message_bytes =
       mb > 0 ? static_cast<int>(std::min<int64_t>(mb << 20, INT32_MAX)) : -1;
   o.local_socket = absl::GetFlag(FLAGS_local_socket);
+  o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
+  o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);
   SecurityOptions security{
       absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
       absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_server_name),
@@ -154,7 +160,7 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  absl::StatusOr<AgentOptions> options = BuildOptions();
+  absl::StatusOr<WorkerOptions> options = BuildOptions();
   if (!options.ok()) return Fail(options.status());
   log_name = options->name;
   Worker worker(*options);

@@ -6,6 +6,7 @@
 //   w.registry().Register("scale", …);
 //   FERRY_RETURN_IF_ERROR(w.Start());
 //   absl::StatusOr<Value> r = w.rpc().RpcSync("worker0", "add", {1, 2});
+//   absl::StatusOr<RRef> ref = w.rrefs().Remote("worker0", "ones", {{2}});
 //   w.Shutdown();
 #ifndef FERRY_TOOLS_RUNTIME_WORKER_H_
 #define FERRY_TOOLS_RUNTIME_WORKER_H_
@@ -18,10 +19,19 @@
 #include "absl/status/statusor.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
+#include "rref/rref_context.h"
 
 namespace ferry {
 
-using WorkerOptions = AgentOptions;
+// Everything a worker is configured with: the RPC agent's options plus
+// those of each layer above it.
+struct WorkerOptions : AgentOptions {
+  RRefOptions rref;
+};
+
+struct ClientLayerOptions {
+  RRefOptions rref;
+};
 
 class Worker {
  public:
@@ -33,6 +43,7 @@ class Worker {
 
   Registry& registry() { return agent_.registry(); }
   RpcAgent& rpc() { return agent_; }
+  RRefContext& rrefs() { return *rrefs_; }
   const std::string& name() const { return agent_.name(); }
   int rank() const { return agent_.rank(); }
 
@@ -45,23 +56,29 @@ class Worker {
   void Stop() { agent_.Stop(); }
 
  private:
+  // Declared first, destroyed last: the layers plug into the agent.
   RpcAgent agent_;
+  std::shared_ptr<RRefContext> rrefs_;
 };
 
 class Client {
  public:
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(ClientOptions options);
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(
+      ClientOptions options, ClientLayerOptions layers = {});
   ~Client();
 
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
   RpcClient& rpc() { return *rpc_; }
-  void Close(bool leave = true) { rpc_->Close(leave); }
+  RRefContext& rrefs() { return *rrefs_; }
+  // Releases this client's RRefs, then leaves the job (see RpcClient).
+  void Close(bool leave = true);
 
  private:
-  explicit Client(std::unique_ptr<RpcClient> rpc);
+  Client(std::unique_ptr<RpcClient> rpc, ClientLayerOptions layers);
   std::unique_ptr<RpcClient> rpc_;
+  std::shared_ptr<RRefContext> rrefs_;
 };
 
 }  // namespace ferry

@@ -1,0 +1,116 @@
+#include "rref/fork_codec.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+
+namespace {
+
+proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
+  proto::ForkRequest r;
+  r.set_rref_creator(rref.node);
+  r.set_rref_local(rref.local);
+  r.set_fork_creator(fork.node);
+  r.set_fork_local(fork.local);
+  r.set_holder(holder);
+  return r;
+}
+
+}  // namespace
+
+absl::Status ForkCodec::AddLocalFork(GlobalId rref, GlobalId fork,
+                                     uint64_t holder) {
+  auto added = std::make_shared<absl::Status>(absl::NotFoundError(
+      absl::StrCat("rref ", GlobalIdString(rref), " is gone")));
+  OwnerTable::WaitId parked = context_->owner_table()->AddFork(
+      rref, fork, holder, absl::Now(), [added](absl::Status s) { *added = s; });
+  if (parked != 0) context_->owner_table()->CancelWait(parked);  // Not ours.
+  return *added;
+}
+
+ForkCodec::ForkCodec(std::shared_ptr<RRefContext> context, uint64_t peer)
+    : context_(std::move(context)), peer_(peer) {}
+
+absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
+    const Value::RRefPtr& rref) {
+  auto state = std::dynamic_pointer_cast<const RRefState>(rref);
+  if (state == nullptr ||
+      state->core().lock().get() != static_cast<RRefCore*>(context_.get())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rref ", GlobalIdString(rref->descriptor().rref_id),
+        " is not a live reference of this node (parsed from JSON?)"));
+  }
+  const RRefDescriptor& d = state->descriptor();
+  proto::RRefHandle handle = DescriptorToProto(d);
+  const bool created = state->created().IsReady() &&
+                       state->created().Wait(absl::ZeroDuration()).ok();
+  if (peer_ == WorkerNode(d.owner_rank) && created) {
+    lent_.push_back(state);  // Our copy keeps the value alive for the call.
+    handle.set_borrowed(true);
+    return handle;
+  }
+  GlobalId fork = context_->NewId();
+  handle.set_fork_creator(fork.node);
+  handle.set_fork_local(fork.local);
+  registered_.push_back({d.rref_id, fork, d.owner_rank});
+  if (context_->owns(d.owner_rank)) {
+    // The entry exists while our copy does, so this completes at once.
+    FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, fork, peer_));
+  } else {
+    adds_.push_back(context_->owner_client().AddFork(
+        d.owner_rank, Request(d.rref_id, fork, peer_),
+        context_->Timeout(std::nullopt)));
+  }
+  return handle;
+}
+
+absl::StatusOr<Value::RRefPtr> ForkCodec::DecodeOnOwner(
+    const proto::RRefHandle& handle) {
+  RRefDescriptor d = DescriptorFromProto(handle);
+  OwnerTable* table = context_->owner_table();
+  const uint64_t self = context_->host().node;
+  if (handle.borrowed()) {
+    // The sender lends its copy for the call; take one of our own.
+    d.fork_id = context_->NewId();
+    FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, d.fork_id, self));
+  }
+  absl::Status confirmed = table->ConfirmFork(d.rref_id, d.fork_id, self);
+  if (!confirmed.ok()) return confirmed;
+  return context_->Adopt(std::move(d), Future<Done>::Ready(Done()));
+}
+
+absl::StatusOr<Value::RRefPtr> ForkCodec::Decode(
+    const proto::RRefHandle& handle) {
+  if (context_->owns(handle.owner_rank())) return DecodeOnOwner(handle);
+  if (handle.borrowed()) {
+    return absl::InvalidArgumentError(
+        "a lent rref reached a node that does not own it");
+  }
+  RRefDescriptor d = DescriptorFromProto(handle);
+  absl::StatusOr<std::shared_ptr<const RRefState>> state =
+      context_->Adopt(d, Future<Done>::Ready(Done()));
+  if (!state.ok()) return state.status();
+  context_->owner_client().Confirm(
+      d.owner_rank, Request(d.rref_id, d.fork_id, context_->host().node));
+  return Value::RRefPtr(*std::move(state));
+}
+
+void ForkCodec::Abandon() {
+  for (const Registered& r : registered_) {
+    if (context_->owns(r.owner)) {
+      context_->owner_table()->DeleteFork(r.rref, r.fork,
+                                          /*only_unconfirmed=*/true);
+    } else {
+      proto::ForkRequest req = Request(r.rref, r.fork, peer_);
+      req.set_only_unconfirmed(true);
+      context_->owner_client().Delete(r.owner, std::move(req));
+    }
+  }
+  registered_.clear();
+  lent_.clear();
+}
+
+}  // namespace ferry

@@ -1,0 +1,447 @@
+#include "rref/owner_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+OwnerTable::OwnerTable(uint64_t self_node, Clock* clock, OwnerOptions options,
+                       NodeNamer namer)
+    : self_(self_node),
+      clock_(clock),
+      options_(options),
+      namer_(std::move(namer)) {}
+
+std::string OwnerTable::Name(uint64_t node) const {
+  return namer_ ? namer_(node) : absl::StrCat("node ", node);
+}
+
+void OwnerTable::Run(Deferred& later) {
+  for (auto& f : later) std::move(f)();
+  later.clear();
+}
+
+absl::Status OwnerTable::GoneError(GlobalId rref) const {
+  return absl::NotFoundError(absl::StrCat(
+      "rref ", GlobalIdString(rref), " was already released on its owner"));
+}
+
+absl::Status OwnerTable::RegisterForkLocked(Entry& entry, GlobalId fork,
+                                            uint64_t holder, bool confirmed) {
+  if (entry.forks.contains(fork)) return absl::OkStatus();  // Idempotent.
+  int64_t& count = forks_per_holder_[holder];
+  if (count >= options_.max_forks_per_holder) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        Name(holder), " already holds ", count, " rrefs here (limit ",
+        options_.max_forks_per_holder, "); release some first"));
+  }
+  ++count;
+  entry.forks.emplace(fork, Fork{holder, confirmed, clock_->Now()});
+  // A holder's lease starts with its first fork.
+  if (holder != self_)
+    lease_expiry_.try_emplace(holder, clock_->Now() + options_.lease);
+  return absl::OkStatus();
+}
+
+void OwnerTable::RemoveForkLocked(GlobalId rref, Entry& entry, GlobalId fork,
+                                  Deferred* later) {
+  auto it = entry.forks.find(fork);
+  if (it == entry.forks.end()) return;
+  auto count = forks_per_holder_.find(it->second.holder);
+  if (count != forks_per_holder_.end() && --count->second <= 0) {
+    forks_per_holder_.erase(count);
+  }
+  entry.forks.erase(it);
+  MaybeFreeLocked(rref, later);
+}
+
+void OwnerTable::MaybeFreeLocked(GlobalId rref, Deferred* later) {
+  auto it = entries_.find(rref);
+  if (it == entries_.end() || !it->second.forks.empty()) return;
+  // A value still being computed is freed when it resolves.
+  if (it->second.state == State::kPending) return;
+  // The value is destroyed outside the lock (it may be large).
+  later->push_back(
+      [v = std::move(it->second.value)]() mutable { v = Value(); });
+  entries_.erase(it);
+  tombstones_[rref] = clock_->Now() + options_.tombstone_ttl;
+}
+
+absl::Status OwnerTable::Create(GlobalId rref, GlobalId fork,
+                                uint64_t creator) {
+  Deferred later;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (tombstones_.contains(rref)) return GoneError(rref);
+    auto [it, inserted] = entries_.try_emplace(rref);
+    if (inserted) {
+      it->second.creator = creator;
+      it->second.created = clock_->Now();
+    }
+    status = RegisterForkLocked(it->second, fork, creator, true);
+    if (!status.ok() && inserted) entries_.erase(it);
+    if (status.ok()) UnparkLocked(rref, &later);
+  }
+  Run(later);
+  return status;
+}
+
+void OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(rref);
+    if (it == entries_.end() || it->second.state != State::kPending) return;
+    Entry& e = it->second;
+    if (result.ok()) {
+      e.state = State::kReady;
+      e.value = *std::move(result);
+    } else {
+      e.state = State::kError;
+      e.error = result.status();
+    }
+    std::vector<WaitId> fetchers;
+    fetchers.swap(e.fetchers);
+    for (WaitId id : fetchers) {
+      auto w = waits_.find(id);
+      if (w == waits_.end()) continue;
+      FinishFetchLocked(w->second, e, &later);
+      waits_.erase(w);
+    }
+    MaybeFreeLocked(rref, &later);  // Abandoned meanwhile: freed now.
+  }
+  Run(later);
+}
+
+absl::Status OwnerTable::AddLocal(GlobalId rref, GlobalId fork, Value value) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = entries_.try_emplace(rref);
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("rref ", GlobalIdString(rref), " already exists"));
+  }
+  it->second.state = State::kReady;
+  it->second.value = std::move(value);
+  it->second.creator = self_;
+  it->second.created = clock_->Now();
+  return RegisterForkLocked(it->second, fork, self_, true);
+}
+
+OwnerTable::WaitId OwnerTable::ParkLocked(Wait wait) {
+  WaitId id = next_wait_++;
+  GlobalId rref = wait.rref;
+  bool fetch = wait.fetch;
+  waits_.emplace(id, std::move(wait));
+  auto e = entries_.find(rref);
+  if (fetch && e != entries_.end()) {
+    e->second.fetchers.push_back(id);  // Waiting for the value.
+  } else {
+    parked_[rref].push_back(id);  // Waiting for the entry.
+  }
+  return id;
+}
+
+OwnerTable::WaitId OwnerTable::AddFork(GlobalId rref, GlobalId fork,
+                                       uint64_t holder, absl::Time deadline,
+                                       Done done) {
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(rref);
+    if (it != entries_.end()) {
+      status = RegisterForkLocked(it->second, fork, holder, false);
+    } else if (tombstones_.contains(rref)) {
+      status = GoneError(rref);
+    } else {
+      Wait w;
+      w.rref = rref;
+      w.fork = fork;
+      w.holder = holder;
+      w.deadline = deadline;
+      w.done = std::move(done);
+      return ParkLocked(std::move(w));
+    }
+  }
+  std::move(done)(status);
+  return 0;
+}
+
+absl::Status OwnerTable::ConfirmFork(GlobalId rref, GlobalId fork,
+                                     uint64_t holder) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(rref);
+  if (it == entries_.end()) return GoneError(rref);
+  auto f = it->second.forks.find(fork);
+  if (f == it->second.forks.end() || f->second.holder != holder) {
+    return absl::NotFoundError(
+        absl::StrCat("rref ", GlobalIdString(rref), ": copy ",
+                     GlobalIdString(fork), " is not registered for ",
+                     Name(holder), " (it expired before it was confirmed)"));
+  }
+  f->second.confirmed = true;
+  if (holder != self_) lease_expiry_[holder] = clock_->Now() + options_.lease;
+  return absl::OkStatus();
+}
+
+void OwnerTable::DeleteFork(GlobalId rref, GlobalId fork,
+                            bool only_unconfirmed) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(rref);
+    if (it == entries_.end()) return;
+    auto f = it->second.forks.find(fork);
+    if (f == it->second.forks.end()) return;
+    if (only_unconfirmed && f->second.confirmed) return;
+    RemoveForkLocked(rref, it->second, fork, &later);
+  }
+  Run(later);
+}
+
+void OwnerTable::FinishFetchLocked(Wait& wait, const Entry& entry,
+                                   Deferred* later) {
+  absl::StatusOr<Value> result = entry.state == State::kReady
+                                     ? absl::StatusOr<Value>(entry.value)
+                                     : absl::StatusOr<Value>(entry.error);
+  later->push_back([done = std::move(wait.fetch_done),
+                    result = std::move(result)]() mutable {
+    std::move(done)(std::move(result));
+  });
+}
+
+OwnerTable::WaitId OwnerTable::Fetch(GlobalId rref, GlobalId fork,
+                                     absl::Time deadline, FetchDone done) {
+  Deferred later;
+  WaitId id = 0;
+  absl::StatusOr<Value> immediate = absl::UnknownError("");
+  bool answered = true;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(rref);
+    if (it == entries_.end() && tombstones_.contains(rref)) {
+      immediate = GoneError(rref);
+    } else if (it != entries_.end() && fork != GlobalId{} &&
+               !it->second.forks.contains(fork)) {
+      immediate = absl::NotFoundError(absl::StrCat(
+          "rref ", GlobalIdString(rref), ": copy ", GlobalIdString(fork),
+          " is not registered on the owner"));
+    } else if (it != entries_.end() && it->second.state != State::kPending) {
+      Wait w;
+      w.fetch_done = std::move(done);
+      FinishFetchLocked(w, it->second, &later);
+    } else {
+      Wait w;
+      w.fetch = true;
+      w.rref = rref;
+      w.fork = fork;
+      w.deadline = deadline;
+      w.fetch_done = std::move(done);
+      id = ParkLocked(std::move(w));
+      answered = false;
+    }
+  }
+  if (answered && later.empty()) std::move(done)(std::move(immediate));
+  Run(later);
+  return id;
+}
+
+void OwnerTable::UnparkLocked(GlobalId rref, Deferred* later) {
+  auto p = parked_.find(rref);
+  if (p == parked_.end()) return;
+  std::vector<WaitId> ids = std::move(p->second);
+  parked_.erase(p);
+  Entry& entry = entries_.at(rref);
+  for (WaitId id : ids) {
+    auto w = waits_.find(id);
+    if (w == waits_.end()) continue;
+    if (w->second.fetch) {
+      if (entry.state == State::kPending) {
+        entry.fetchers.push_back(id);
+        continue;
+      }
+      FinishFetchLocked(w->second, entry, later);
+    } else {
+      absl::Status s =
+          RegisterForkLocked(entry, w->second.fork, w->second.holder, false);
+      later->push_back([done = std::move(w->second.done), s]() mutable {
+        std::move(done)(s);
+      });
+    }
+    waits_.erase(w);
+  }
+}
+
+void OwnerTable::FailWaitLocked(WaitId id, absl::Status status,
+                                Deferred* later) {
+  auto w = waits_.find(id);
+  if (w == waits_.end()) return;
+  Wait wait = std::move(w->second);
+  waits_.erase(w);
+  auto drop = [id](std::vector<WaitId>& v) {
+    v.erase(std::remove(v.begin(), v.end(), id), v.end());
+  };
+  auto p = parked_.find(wait.rref);
+  if (p != parked_.end()) {
+    drop(p->second);
+    if (p->second.empty()) parked_.erase(p);
+  }
+  auto e = entries_.find(wait.rref);
+  if (e != entries_.end()) drop(e->second.fetchers);
+  if (wait.fetch) {
+    later->push_back([done = std::move(wait.fetch_done), status]() mutable {
+      std::move(done)(status);
+    });
+  } else {
+    later->push_back([done = std::move(wait.done), status]() mutable {
+      std::move(done)(status);
+    });
+  }
+}
+
+bool OwnerTable::CancelWait(WaitId id) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    FailWaitLocked(id, absl::CancelledError("request cancelled"), &later);
+  }
+  bool was_parked = !later.empty();
+  later.clear();  // Nobody is listening: drop the callbacks unrun.
+  return was_parked;
+}
+
+void OwnerTable::RenewLease(
+    uint64_t holder, const std::vector<std::pair<GlobalId, GlobalId>>& forks) {
+  absl::MutexLock lock(&mu_);
+  lease_expiry_[holder] = clock_->Now() + options_.lease;
+  for (const auto& [rref, fork] : forks) {
+    auto it = entries_.find(rref);
+    if (it == entries_.end()) continue;
+    auto f = it->second.forks.find(fork);
+    if (f != it->second.forks.end() && f->second.holder == holder) {
+      f->second.confirmed = true;
+    }
+  }
+}
+
+void OwnerTable::DropHolder(uint64_t holder) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::pair<GlobalId, GlobalId>> victims;
+    for (const auto& [rref, e] : entries_) {
+      for (const auto& [fork, f] : e.forks) {
+        if (f.holder == holder) victims.emplace_back(rref, fork);
+      }
+    }
+    for (const auto& [rref, fork] : victims) {
+      auto it = entries_.find(rref);
+      if (it != entries_.end())
+        RemoveForkLocked(rref, it->second, fork, &later);
+    }
+    lease_expiry_.erase(holder);
+  }
+  Run(later);
+}
+
+void OwnerTable::Sweep() {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = clock_->Now();
+    std::vector<std::pair<GlobalId, GlobalId>> victims;
+    for (const auto& [rref, e] : entries_) {
+      for (const auto& [fork, f] : e.forks) {
+        if (f.holder == self_) continue;
+        auto lease = lease_expiry_.find(f.holder);
+        bool lease_gone = lease == lease_expiry_.end() || lease->second < now;
+        bool never_confirmed =
+            !f.confirmed && f.registered + options_.lease < now;
+        if (lease_gone || never_confirmed) victims.emplace_back(rref, fork);
+      }
+    }
+    for (const auto& [rref, fork] : victims) {
+      auto it = entries_.find(rref);
+      if (it != entries_.end())
+        RemoveForkLocked(rref, it->second, fork, &later);
+    }
+    for (auto it = lease_expiry_.begin(); it != lease_expiry_.end();) {
+      auto next = std::next(it);
+      if (it->second < now && !forks_per_holder_.contains(it->first)) {
+        lease_expiry_.erase(it);
+      }
+      it = next;
+    }
+    std::vector<WaitId> expired;
+    for (const auto& [id, w] : waits_) {
+      if (w.deadline < now) expired.push_back(id);
+    }
+    for (WaitId id : expired) {
+      const Wait& w = waits_.at(id);
+      FailWaitLocked(id,
+                     absl::DeadlineExceededError(absl::StrCat(
+                         "rref ", GlobalIdString(w.rref),
+                         w.fetch ? ": value not ready" : ": not created",
+                         " before the deadline")),
+                     &later);
+    }
+    for (auto it = tombstones_.begin(); it != tombstones_.end();) {
+      auto next = std::next(it);
+      if (it->second < now) tombstones_.erase(it);
+      it = next;
+    }
+  }
+  Run(later);
+}
+
+void OwnerTable::FailWaits(const absl::Status& status) {
+  Deferred later;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<WaitId> ids;
+    for (const auto& [id, w] : waits_) ids.push_back(id);
+    for (WaitId id : ids) FailWaitLocked(id, status, &later);
+  }
+  Run(later);
+}
+
+OwnerStats OwnerTable::stats() const {
+  absl::MutexLock lock(&mu_);
+  OwnerStats s;
+  s.owned = static_cast<int64_t>(entries_.size());
+  for (const auto& [rref, e] : entries_) {
+    s.forks += static_cast<int64_t>(e.forks.size());
+    for (const auto& [fork, f] : e.forks) s.unconfirmed += f.confirmed ? 0 : 1;
+  }
+  s.parked = static_cast<int64_t>(waits_.size());
+  return s;
+}
+
+std::vector<proto::OwnedRRef> OwnerTable::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<proto::OwnedRRef> out;
+  const absl::Time now = clock_->Now();
+  for (const auto& [rref, e] : entries_) {
+    proto::OwnedRRef r;
+    r.set_id(GlobalIdString(rref));
+    r.set_creator(Name(e.creator));
+    r.set_state(e.state == State::kPending ? "pending"
+                : e.state == State::kReady ? "ready"
+                                           : "error");
+    r.set_age_ms(absl::ToInt64Milliseconds(now - e.created));
+    for (const auto& [fork, f] : e.forks) {
+      proto::OwnedFork* of = r.add_forks();
+      of->set_fork(GlobalIdString(fork));
+      of->set_holder(f.holder);
+      of->set_holder_name(Name(f.holder));
+      of->set_confirmed(f.confirmed);
+    }
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  return out;
+}
+
+}  // namespace ferry

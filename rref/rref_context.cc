@@ -1,0 +1,475 @@
+#include "rref/rref_context.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rpc/status_util.h"
+#include "rref/fork_codec.h"
+#include "rref/rref_service.h"
+
+namespace ferry {
+
+namespace {
+
+proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
+  proto::ForkRequest r;
+  r.set_rref_creator(rref.node);
+  r.set_rref_local(rref.local);
+  r.set_fork_creator(fork.node);
+  r.set_fork_local(fork.local);
+  r.set_holder(holder);
+  return r;
+}
+
+}  // namespace
+
+RRefContext::RRefContext(Host host, RRefOptions options)
+    : host_(std::move(host)), options_(options) {
+  owner_client_ = std::make_shared<OwnerClient>(
+      host_.channels, host_.membership, host_.timers, host_.directory);
+}
+
+RRefContext::~RRefContext() { Stop(); }
+
+std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
+                                                    RRefOptions options) {
+  Host h;
+  h.node = WorkerNode(agent->rank());
+  h.rank = agent->rank();
+  h.name = agent->name();
+  h.directory = &agent->directory();
+  h.channels = &agent->channels();
+  h.membership = &agent->membership();
+  h.timers = &agent->timers();
+  h.caller = &agent->caller();
+  h.registry = &agent->registry();
+  h.default_timeout = agent->default_timeout();
+  h.log = [agent](absl::string_view e, absl::string_view d) {
+    agent->ReportEvent(e, d);
+  };
+  auto context = std::make_shared<RRefContext>(std::move(h), options);
+  OwnerOptions owner;
+  owner.lease = options.lease;
+  owner.max_forks_per_holder = options.max_live_rrefs;
+  std::weak_ptr<RRefContext> weak = context;
+  context->owner_table_ = std::make_unique<OwnerTable>(
+      context->host_.node, Clock::Real(), owner, [weak](uint64_t node) {
+        auto c = weak.lock();
+        return c ? c->NodeName(node) : absl::StrCat("node ", node);
+      });
+  context->service_ =
+      std::make_unique<RRefService>(context.get(), agent->security());
+  agent->AddService(context->service_.get());
+  agent->AddExtension(context.get());
+  agent->SetCodecs(context.get());
+  agent->SetRemoteHandler(context.get());
+  absl::Status s = context->RegisterBuiltins(&agent->registry());
+  (void)s;  // Fixed, valid, unique names.
+  context->Attach();
+  return context;
+}
+
+std::shared_ptr<RRefContext> RRefContext::ForClient(RpcClient* client,
+                                                    RRefOptions options) {
+  Host h;
+  h.node = client->node();
+  h.name = client->name();
+  h.directory = &client->directory();
+  h.channels = &client->channels();
+  h.membership = &client->membership();
+  h.timers = &client->timers();
+  h.caller = &client->caller();
+  h.default_timeout = client->default_timeout();
+  auto context = std::make_shared<RRefContext>(std::move(h), options);
+  client->caller().SetCodecs(context.get());
+  context->Attach();
+  return context;
+}
+
+void RRefContext::Attach() {
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  host_.membership->AddListener([weak](uint64_t node, const absl::Status&) {
+    if (auto c = weak.lock()) c->OnNodeDown(node);
+  });
+  absl::MutexLock lock(&mu_);
+  lease_timer_ = host_.timers->RunAfter(options_.lease / 4, [weak] {
+    if (auto c = weak.lock()) c->RenewLeases();
+  });
+  if (owner_table_ != nullptr) {
+    sweep_timer_ = host_.timers->RunAfter(options_.lease / 8, [weak] {
+      if (auto c = weak.lock()) c->SweepOwned();
+    });
+  }
+}
+
+void RRefContext::OnNodeDown(uint64_t node) {
+  // A gone holder's copies go at once; calls to a gone owner fail now.
+  if (owner_table_ != nullptr) owner_table_->DropHolder(node);
+  owner_client_->FailNode(
+      node, absl::UnavailableError(absl::StrCat(NodeName(node), " is gone")));
+}
+
+std::string RRefContext::NodeName(uint64_t node) const {
+  if (IsWorkerNode(node) &&
+      static_cast<int>(node) < host_.directory->world_size()) {
+    return host_.directory->at(static_cast<int>(node)).name;
+  }
+  return absl::StrCat("client", node - kFirstClientNode);
+}
+
+absl::Duration RRefContext::Timeout(std::optional<absl::Duration> t) const {
+  absl::Duration d = t.value_or(host_.default_timeout);
+  return d == absl::ZeroDuration() ? absl::InfiniteDuration() : d;
+}
+
+// ---- Copies held here ----
+
+absl::StatusOr<std::shared_ptr<const RRefState>> RRefContext::Adopt(
+    RRefDescriptor descriptor, Future<Done> created) {
+  if (!owns(descriptor.owner_rank)) {
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int64_t>(held_.size()) >= options_.max_live_rrefs) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(host_.name, " holds ", held_.size(), " rrefs (limit ",
+                       options_.max_live_rrefs, "); release some first"));
+    }
+    held_[descriptor.fork_id] = Held{descriptor.rref_id, descriptor.owner_rank};
+  }
+  return std::make_shared<const RRefState>(
+      std::move(descriptor), weak_from_this(), std::move(created));
+}
+
+void RRefContext::Released(const RRefDescriptor& d) {
+  if (owns(d.owner_rank)) {
+    owner_table_->DeleteFork(d.rref_id, d.fork_id, /*only_unconfirmed=*/false);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    held_.erase(d.fork_id);
+    if (stopped_) return;
+  }
+  owner_client_->Delete(d.owner_rank,
+                        Request(d.rref_id, d.fork_id, host_.node));
+}
+
+bool RRefContext::IsOwner(const RRefState& rref) const {
+  return owns(rref.descriptor().owner_rank);
+}
+
+void RRefContext::RenewLeases() {
+  absl::flat_hash_map<int, proto::LeaseRequest> by_owner;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    for (const auto& [fork, held] : held_) {
+      proto::LeaseRequest& r = by_owner[held.owner];
+      r.set_holder(host_.node);
+      proto::RRefHandle* h = r.add_forks();
+      h->set_rref_creator(held.rref.node);
+      h->set_rref_local(held.rref.local);
+      h->set_fork_creator(fork.node);
+      h->set_fork_local(fork.local);
+    }
+  }
+  for (auto& [owner, request] : by_owner) {
+    // A missed renewal is retried at the next period, well within the lease.
+    owner_client_->RenewLease(owner, std::move(request), options_.lease / 4);
+  }
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  lease_timer_ = host_.timers->RunAfter(options_.lease / 4, [weak] {
+    if (auto c = weak.lock()) c->RenewLeases();
+  });
+}
+
+void RRefContext::SweepOwned() {
+  owner_table_->Sweep();
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  sweep_timer_ = host_.timers->RunAfter(options_.lease / 8, [weak] {
+    if (auto c = weak.lock()) c->SweepOwned();
+  });
+}
+
+// ---- Creating and using RRefs ----
+
+absl::StatusOr<RRef> RRefContext::Remote(
+    const std::string& to, const std::string& fn, std::vector<Value> args,
+    std::optional<absl::Duration> timeout) {
+  FERRY_ASSIGN_OR_RETURN(const WorkerInfo* owner, host_.directory->Resolve(to));
+  RRefDescriptor d{NewId(), NewId(), owner->name, owner->rank};
+  Promise<Done> created;
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const RRefState> state,
+                         Adopt(d, created.future()));
+  host_.caller
+      ->Call(*owner, fn, std::move(args), Timeout(timeout),
+             DescriptorToProto(d))
+      .Then([created](const absl::StatusOr<Value>& r) {
+        created.Set(r.ok() ? absl::StatusOr<Done>(Done()) : r.status());
+      });
+  return RRef(std::move(state));
+}
+
+absl::StatusOr<RRef> RRefContext::Wrap(Value value) {
+  if (owner_table_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "only workers own values; clients cannot");
+  }
+  RRefDescriptor d{NewId(), NewId(), host_.name, host_.rank};
+  FERRY_RETURN_IF_ERROR(
+      owner_table_->AddLocal(d.rref_id, d.fork_id, std::move(value)));
+  FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const RRefState> state,
+                         Adopt(d, Future<Done>::Ready(Done())));
+  return RRef(std::move(state));
+}
+
+Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
+                                  std::optional<absl::Duration> timeout) {
+  const RRefDescriptor& d = rref->descriptor();
+  const absl::Duration t = Timeout(timeout);
+  Promise<Value> result;
+  if (owns(d.owner_rank)) {
+    auto self = shared_from_this();
+    rref->created().Then(
+        [self, rref, t, result](const absl::StatusOr<Done>& c) {
+          if (!c.ok()) {
+            result.Set(c.status());
+            return;
+          }
+          const RRefDescriptor& d = rref->descriptor();
+          self->owner_table_->Fetch(
+              d.rref_id, d.fork_id, absl::Now() + t,
+              [result](absl::StatusOr<Value> v) { result.Set(std::move(v)); });
+        });
+    return result.future();
+  }
+  Future<Value> fetched = owner_client_->Fetch(
+      d.owner_rank, Request(d.rref_id, d.fork_id, host_.node), t,
+      std::shared_ptr<RRefCodec>(ForPeer(WorkerNode(d.owner_rank))));
+  // The creation's own failure (e.g. its timeout) explains a failed fetch.
+  Future<Done> created = rref->created();
+  created.Then([result](const absl::StatusOr<Done>& c) {
+    if (!c.ok()) result.Set(c.status());
+  });
+  // The copy must outlive the fetch: its release would overtake it.
+  fetched.Then([result, created, rref](const absl::StatusOr<Value>& v) {
+    if (v.ok()) {
+      result.Set(v);
+      return;
+    }
+    created.Then([result, v](const absl::StatusOr<Done>& c) {
+      result.Set(c.ok() ? v.status() : c.status());
+    });
+  });
+  return result.future();
+}
+
+absl::StatusOr<Value> RRefContext::LocalValue(const RRefState& rref) {
+  const RRefDescriptor& d = rref.descriptor();
+  if (!owns(d.owner_rank)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("LocalValue() works on the owner only: rref ",
+                     GlobalIdString(d.rref_id), " is owned by ", d.owner,
+                     ", this is ", host_.name));
+  }
+  Promise<Value> value;
+  owner_table_->Fetch(
+      d.rref_id, d.fork_id, absl::Now() + host_.default_timeout,
+      [value](absl::StatusOr<Value> v) { value.Set(std::move(v)); });
+  return value.future().Wait(host_.default_timeout + absl::Seconds(1));
+}
+
+Future<Value> RRefContext::CallOnOwner(
+    const std::shared_ptr<const RRefState>& rref, const std::string& fn,
+    std::vector<Value> args, std::optional<absl::Duration> timeout) {
+  const WorkerInfo& owner = host_.directory->at(rref->descriptor().owner_rank);
+  return host_.caller->Call(owner, "ferry.rref_call",
+                            {Value(Value::RRefPtr(rref)), Value(fn),
+                             Value(Value::List(std::move(args)))},
+                            Timeout(timeout));
+}
+
+absl::StatusOr<Value> RRefContext::RemoteOnOwner(
+    const std::shared_ptr<const RRefState>& rref, const std::string& fn,
+    std::vector<Value> args, std::optional<absl::Duration> timeout) {
+  FERRY_ASSIGN_OR_RETURN(RRef r,
+                         Remote(rref->descriptor().owner, "ferry.rref_call",
+                                {Value(Value::RRefPtr(rref)), Value(fn),
+                                 Value(Value::List(std::move(args)))},
+                                timeout));
+  return r.AsValue();
+}
+
+Future<std::vector<proto::OwnedRRef>> RRefContext::ListOwned(
+    int worker, absl::Duration timeout) {
+  return owner_client_->ListOwned(worker, timeout);
+}
+
+std::unique_ptr<RRefCodec> RRefContext::ForPeer(uint64_t peer) {
+  return std::make_unique<ForkCodec>(shared_from_this(), peer);
+}
+
+// ---- remote() on this owner ----
+
+absl::Status RRefContext::Begin(const proto::RRefHandle& rref,
+                                uint64_t caller) {
+  return owner_table_->Create({rref.rref_creator(), rref.rref_local()},
+                              {rref.fork_creator(), rref.fork_local()}, caller);
+}
+
+void RRefContext::Finish(const proto::RRefHandle& rref,
+                         absl::StatusOr<Value> result) {
+  owner_table_->Resolve({rref.rref_creator(), rref.rref_local()},
+                        std::move(result));
+}
+
+void RRefContext::Abandon(const proto::RRefHandle& rref) {
+  owner_table_->DeleteFork({rref.rref_creator(), rref.rref_local()},
+                           {rref.fork_creator(), rref.fork_local()}, false);
+}
+
+// ---- Built-ins ----
+
+absl::Status RRefContext::RegisterBuiltins(Registry* registry) {
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  FERRY_RETURN_IF_ERROR(registry->RegisterAsync(
+      "to_here",
+      [weak](const CallContext& ctx, std::vector<Value> args) -> Future<Value> {
+        auto self = weak.lock();
+        if (!self)
+          return Future<Value>::Ready(absl::UnavailableError("stopping"));
+        if (args.size() != 1) {
+          return Future<Value>::Ready(absl::InvalidArgumentError(
+              absl::StrCat("expected 1 argument, got ", args.size())));
+        }
+        absl::StatusOr<RRef> rref = RRef::FromValue(args[0]);
+        if (!rref.ok())
+          return Future<Value>::Ready(Annotate(rref.status(), "args[0]"));
+        return rref->ToHereAsync(
+            std::min(ctx.deadline - absl::Now(), self->host_.default_timeout));
+      },
+      "to_here(rref: rref) -> value",
+      {.doc = "a copy of the value the rref refers to"}));
+  return registry->RegisterAsync(
+      "ferry.rref_call",
+      [weak](const CallContext& ctx, std::vector<Value> args) -> Future<Value> {
+        auto self = weak.lock();
+        if (!self)
+          return Future<Value>::Ready(absl::UnavailableError("stopping"));
+        return self->InvokeOnValue(ctx, std::move(args));
+      },
+      "ferry.rref_call(rref: rref, fn: string, args: list) -> value",
+      {.doc = "runs fn(value of rref, args...) on the rref's owner (proxies)"});
+}
+
+Future<Value> RRefContext::InvokeOnValue(const CallContext& ctx,
+                                         std::vector<Value> args) {
+  if (args.size() != 3 || !args[1].is_string() || !args[2].is_list()) {
+    return Future<Value>::Ready(absl::InvalidArgumentError(
+        "expected (rref, function name, argument list)"));
+  }
+  absl::StatusOr<RRef> rref = RRef::FromValue(args[0]);
+  if (!rref.ok())
+    return Future<Value>::Ready(Annotate(rref.status(), "args[0]"));
+  if (!rref->IsOwner()) {
+    return Future<Value>::Ready(absl::FailedPreconditionError(
+        absl::StrCat("rref ", GlobalIdString(rref->id()), " is owned by ",
+                     rref->owner_name(), ", not ", host_.name)));
+  }
+  std::shared_ptr<const RegisteredFunction> fn =
+      host_.registry->Find(args[1].as_string());
+  if (fn == nullptr) {
+    return Future<Value>::Ready(absl::NotFoundError(
+        absl::StrCat(args[1].as_string(), ": no such function")));
+  }
+  Promise<Value> result;
+  std::string name = args[1].as_string();
+  Value::List extra = std::move(args[2].as_list());
+  CallContext inner = ctx;
+  inner.function = name;
+  rref->ToHereAsync(std::min(ctx.deadline - absl::Now(), host_.default_timeout))
+      .Then([result, fn, inner, extra,
+             name](const absl::StatusOr<Value>& v) mutable {
+        if (!v.ok()) {
+          result.Set(v.status());
+          return;
+        }
+        std::vector<Value> call_args;
+        call_args.push_back(*v);
+        for (Value& e : extra) call_args.push_back(std::move(e));
+        InvokeFunction(*fn, inner, std::move(call_args))
+            .Then([result, name](const absl::StatusOr<Value>& r) {
+              result.Set(r.ok() ? r : Annotate(r.status(), name));
+            });
+      });
+  return result.future();
+}
+
+// ---- Lifecycle ----
+
+absl::Status RRefContext::Drain(absl::Time deadline) {
+  absl::Status status;
+  if (!owner_client_->WaitIdle(deadline)) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        owner_client_->pending(), " rref message(s) not delivered"));
+  }
+  if (owner_table_ != nullptr && host_.log) {
+    OwnerStats s = owner_table_->stats();
+    if (s.owned > 0) {
+      std::string ids;
+      for (const proto::OwnedRRef& r : owner_table_->List()) {
+        absl::StrAppend(&ids, ids.empty() ? "" : " ", r.id(), "(",
+                        r.forks_size(), " holder(s))");
+      }
+      host_.log("rref_leak_report",
+                absl::StrCat(s.owned, " rref(s) still owned: ", ids));
+    }
+  }
+  return status;
+}
+
+void RRefContext::Stop() {
+  Timers::TimerId lease, sweep;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    lease = lease_timer_;
+    sweep = sweep_timer_;
+  }
+  host_.timers->Cancel(lease);
+  host_.timers->Cancel(sweep);
+  owner_client_->Stop();
+  if (owner_table_ != nullptr) {
+    owner_table_->FailWaits(
+        absl::UnavailableError(absl::StrCat(host_.name, " is stopping")));
+  }
+}
+
+OwnerStats RRefContext::owner_stats() const {
+  return owner_table_ != nullptr ? owner_table_->stats() : OwnerStats{};
+}
+
+int64_t RRefContext::live_user_rrefs() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(held_.size());
+}
+
+int64_t RRefContext::pending_messages() const {
+  return owner_client_->pending();
+}
+
+void RRefContext::FillStatus(proto::WorkerStatus* status) const {
+  OwnerStats s = owner_stats();
+  status->set_owned_rrefs(s.owned);
+  status->set_user_rrefs(live_user_rrefs());
+  status->set_pending_forks(s.unconfirmed);
+  status->set_pending_deletes(pending_messages());
+  status->set_parked_requests(s.parked);
+}
+
+}  // namespace ferry

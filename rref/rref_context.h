@@ -1,0 +1,161 @@
+// A node's RRef context: everything about remote references on one worker
+// or client.
+//
+// As a user it holds copies (forks): it creates RRefs with remote(), sends
+// and receives them inside call values (its CodecFactory), releases copies
+// when their last Value goes, and renews its lease with every owner it
+// holds copies on. On a worker it is also an owner: the owner table, the
+// RRefs service, the remote() handler, and the built-ins to_here and
+// ferry.rref_call.
+//
+// Time: leases renew every lease/4 and the owner table is swept every
+// lease/8 on the node's timers.
+#ifndef FERRY_RREF_RREF_CONTEXT_H_
+#define FERRY_RREF_RREF_CONTEXT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "rpc/agent.h"
+#include "rpc/client.h"
+#include "rref/owner_client.h"
+#include "rref/owner_table.h"
+#include "rref/rref.h"
+#include "rref/rref_state.h"
+
+namespace ferry {
+
+struct RRefOptions {
+  // How long an owner keeps the copies of a silent holder (--rref_lease_ms).
+  absl::Duration lease = absl::Seconds(10);
+  // Most live copies this node holds, and holders may have on an owner.
+  int64_t max_live_rrefs = 1 << 20;
+};
+
+class RRefService;
+
+class RRefContext final : public RRefCore,
+                          public CodecFactory,
+                          public RemoteHandler,
+                          public AgentExtension,
+                          public std::enable_shared_from_this<RRefContext> {
+ public:
+  // A worker's context, plugged into `agent` (before its Start).
+  static std::shared_ptr<RRefContext> ForWorker(RpcAgent* agent,
+                                                RRefOptions options);
+  // A client's context (after Connect).
+  static std::shared_ptr<RRefContext> ForClient(RpcClient* client,
+                                                RRefOptions options);
+  ~RRefContext() override;
+
+  // remote(): runs `fn(args…)` on `to`, which keeps the result as the
+  // owner; returns at once. The creation's errors (including the timeout)
+  // surface on the RRef's ToHere.
+  absl::StatusOr<RRef> Remote(
+      const std::string& to, const std::string& fn, std::vector<Value> args,
+      std::optional<absl::Duration> timeout = std::nullopt);
+  // An owner RRef of a local value (workers only).
+  absl::StatusOr<RRef> Wrap(Value value);
+
+  // A worker's owner table, for introspection.
+  Future<std::vector<proto::OwnedRRef>> ListOwned(int worker,
+                                                  absl::Duration timeout);
+
+  OwnerStats owner_stats() const;
+  int64_t live_user_rrefs() const ABSL_LOCKS_EXCLUDED(mu_);
+  int64_t pending_messages() const;
+
+  // ---- RRefCore ----
+  void Released(const RRefDescriptor& descriptor) override;
+  bool IsOwner(const RRefState& rref) const override;
+  Future<Value> ToHere(const std::shared_ptr<const RRefState>& rref,
+                       std::optional<absl::Duration> timeout) override;
+  absl::StatusOr<Value> LocalValue(const RRefState& rref) override;
+  Future<Value> CallOnOwner(const std::shared_ptr<const RRefState>& rref,
+                            const std::string& fn, std::vector<Value> args,
+                            std::optional<absl::Duration> timeout) override;
+  absl::StatusOr<Value> RemoteOnOwner(
+      const std::shared_ptr<const RRefState>& rref, const std::string& fn,
+      std::vector<Value> args, std::optional<absl::Duration> timeout) override;
+
+  // ---- CodecFactory ----
+  std::unique_ptr<RRefCodec> ForPeer(uint64_t peer) override;
+
+  // ---- RemoteHandler ----
+  absl::Status Begin(const proto::RRefHandle& rref, uint64_t caller) override;
+  void Finish(const proto::RRefHandle& rref,
+              absl::StatusOr<Value> result) override;
+  void Abandon(const proto::RRefHandle& rref) override;
+
+  // ---- AgentExtension ----
+  absl::Status Drain(absl::Time deadline) override;
+  void Stop() override;
+  void FillStatus(proto::WorkerStatus* status) const override;
+
+  // ---- For the codec and the service ----
+  struct Host {
+    uint64_t node = 0;
+    int rank = -1;  // -1 for a client.
+    std::string name;
+    const Directory* directory = nullptr;
+    ChannelPool* channels = nullptr;
+    Membership* membership = nullptr;
+    Timers* timers = nullptr;
+    Caller* caller = nullptr;
+    Registry* registry = nullptr;  // Workers only.
+    absl::Duration default_timeout = absl::Seconds(60);
+    std::function<void(absl::string_view, absl::string_view)> log;
+  };
+  RRefContext(Host host, RRefOptions options);
+
+  GlobalId NewId() { return GlobalId{host_.node, ++counter_}; }
+  const Host& host() const { return host_; }
+  OwnerTable* owner_table() { return owner_table_.get(); }  // Null on clients.
+  OwnerClient& owner_client() { return *owner_client_; }
+  bool owns(int rank) const { return host_.rank >= 0 && rank == host_.rank; }
+  absl::Duration Timeout(std::optional<absl::Duration> t) const;
+  std::string NodeName(uint64_t node) const;
+  // A state for a copy received or created here (counted against the limit
+  // if this node is not its owner).
+  absl::StatusOr<std::shared_ptr<const RRefState>> Adopt(
+      RRefDescriptor descriptor, Future<Done> created) ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  void Attach();  // Timers, membership listener.
+  void RenewLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  void SweepOwned();
+  void OnNodeDown(uint64_t node);
+  absl::Status RegisterBuiltins(Registry* registry);
+  // ferry.rref_call: fn(value, args…) on this owner.
+  Future<Value> InvokeOnValue(const CallContext& ctx, std::vector<Value> args);
+
+  const Host host_;
+  const RRefOptions options_;
+  std::atomic<uint64_t> counter_{0};
+  std::unique_ptr<OwnerTable> owner_table_;
+  std::shared_ptr<OwnerClient> owner_client_;
+  std::unique_ptr<RRefService> service_;
+
+  mutable absl::Mutex mu_;
+  struct Held {
+    GlobalId rref;
+    int owner = -1;
+  };
+  // Live copies held here whose owner is another node, by fork id.
+  absl::flat_hash_map<GlobalId, Held> held_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  Timers::TimerId lease_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RREF_RREF_CONTEXT_H_

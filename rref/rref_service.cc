@@ -1,0 +1,166 @@
+#include "rref/rref_service.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "rpc/grpc_status.h"
+#include "rpc/status_util.h"
+#include "rref/rref_context.h"
+
+namespace ferry {
+
+namespace {
+
+GlobalId RRefOf(const proto::ForkRequest& r) {
+  return {r.rref_creator(), r.rref_local()};
+}
+GlobalId ForkOf(const proto::ForkRequest& r) {
+  return {r.fork_creator(), r.fork_local()};
+}
+
+// A reply that may wait in the owner table. Whoever gets to finish it
+// first (the table's callback or a cancellation) does; the other does not.
+// The wait id lives outside the reactor: the table may finish (and gRPC
+// delete) the reactor before the id is even stored.
+class ParkedReactor final : public grpc::ServerUnaryReactor {
+ public:
+  using WaitSlot = std::shared_ptr<std::atomic<OwnerTable::WaitId>>;
+  ParkedReactor(OwnerTable* table, WaitSlot wait)
+      : table_(table), wait_(std::move(wait)) {}
+  void OnCancel() override {
+    OwnerTable::WaitId id = wait_->load();
+    if (id != 0 && table_->CancelWait(id)) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  OwnerTable* const table_;
+  const WaitSlot wait_;
+};
+
+// Parked waits end by the caller's deadline (bounded even without one).
+absl::Time WaitDeadline(const grpc::CallbackServerContext* context,
+                        absl::Duration fallback) {
+  absl::Time d = absl::FromChrono(context->deadline());
+  return std::min(d, absl::Now() + fallback);
+}
+
+}  // namespace
+
+RRefService::RRefService(RRefContext* context,
+                         std::shared_ptr<const Security> security)
+    : context_(context), security_(std::move(security)) {}
+
+template <typename Work>
+grpc::ServerUnaryReactor* RRefService::Immediate(
+    grpc::CallbackServerContext* context, Work work) {
+  auto* reactor = context->DefaultReactor();
+  grpc::Status status = security_->Check(*context);
+  if (status.ok()) status = ToGrpcStatus(work());
+  reactor->Finish(status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RRefService::AddFork(
+    grpc::CallbackServerContext* context, const proto::ForkRequest* request,
+    proto::ForkResponse*) {
+  grpc::Status auth = security_->Check(*context);
+  OwnerTable* table = context_->owner_table();
+  auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
+  auto* reactor = new ParkedReactor(table, wait);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  wait->store(table->AddFork(
+      RRefOf(*request), ForkOf(*request), request->holder(),
+      WaitDeadline(context, context_->Timeout(std::nullopt)),
+      [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RRefService::ConfirmFork(
+    grpc::CallbackServerContext* context, const proto::ForkRequest* request,
+    proto::ForkResponse*) {
+  return Immediate(context, [&] {
+    return context_->owner_table()->ConfirmFork(
+        RRefOf(*request), ForkOf(*request), request->holder());
+  });
+}
+
+grpc::ServerUnaryReactor* RRefService::DeleteFork(
+    grpc::CallbackServerContext* context, const proto::ForkRequest* request,
+    proto::ForkResponse*) {
+  return Immediate(context, [&] {
+    context_->owner_table()->DeleteFork(RRefOf(*request), ForkOf(*request),
+                                        request->only_unconfirmed());
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RRefService::Fetch(
+    grpc::CallbackServerContext* context, const proto::ForkRequest* request,
+    proto::FetchResponse* response) {
+  grpc::Status auth = security_->Check(*context);
+  OwnerTable* table = context_->owner_table();
+  auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
+  auto* reactor = new ParkedReactor(table, wait);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
+  // RRefs inside the value are sent to the fetcher like any call's.
+  std::shared_ptr<RRefCodec> codec = context_->ForPeer(request->holder());
+  wait->store(table->Fetch(
+      RRefOf(*request), ForkOf(*request),
+      WaitDeadline(context, context_->Timeout(std::nullopt)),
+      [reactor, response, codec](absl::StatusOr<Value> value) {
+        absl::Status s = value.status();
+        if (s.ok())
+          s = ValueToProto(*value, response->mutable_value(), codec.get());
+        if (!s.ok()) {
+          codec->Abandon();
+          reactor->Finish(ToGrpcStatus(s));
+          return;
+        }
+        codec->ReadyToSend().Then(
+            [reactor, codec](const absl::StatusOr<Done>& r) {
+              if (!r.ok()) codec->Abandon();
+              reactor->Finish(ToGrpcStatus(r.status()));
+            });
+      }));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RRefService::RenewLease(
+    grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
+    proto::LeaseResponse* response) {
+  return Immediate(context, [&] {
+    std::vector<std::pair<GlobalId, GlobalId>> forks;
+    forks.reserve(request->forks_size());
+    for (const proto::RRefHandle& h : request->forks()) {
+      forks.push_back({{h.rref_creator(), h.rref_local()},
+                       {h.fork_creator(), h.fork_local()}});
+    }
+    context_->owner_table()->RenewLease(request->holder(), forks);
+    response->set_lease_ms(
+        absl::ToInt64Milliseconds(context_->owner_table()->options().lease));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* RRefService::ListOwned(
+    grpc::CallbackServerContext* context, const proto::ListOwnedRequest*,
+    proto::ListOwnedResponse* response) {
+  return Immediate(context, [&] {
+    for (proto::OwnedRRef& r : context_->owner_table()->List()) {
+      *response->add_rrefs() = std::move(r);
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace ferry

@@ -1,0 +1,53 @@
+// The owner's side of the RRef protocol as a gRPC service (proto/rref.proto)
+// over the worker's owner table. Parked requests (AddFork before creation,
+// Fetch before the value) hold no thread; a cancelled one is answered
+// CANCELLED at once.
+#ifndef FERRY_RREF_RREF_SERVICE_H_
+#define FERRY_RREF_RREF_SERVICE_H_
+
+#include <memory>
+
+#include "proto/rref.grpc.pb.h"
+#include "rpc/security.h"
+
+namespace ferry {
+
+class RRefContext;
+
+class RRefService final : public proto::RRefs::CallbackService {
+ public:
+  RRefService(RRefContext* context, std::shared_ptr<const Security> security);
+
+  grpc::ServerUnaryReactor* AddFork(grpc::CallbackServerContext* context,
+                                    const proto::ForkRequest* request,
+                                    proto::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* ConfirmFork(grpc::CallbackServerContext* context,
+                                        const proto::ForkRequest* request,
+                                        proto::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteFork(grpc::CallbackServerContext* context,
+                                       const proto::ForkRequest* request,
+                                       proto::ForkResponse* response) override;
+  grpc::ServerUnaryReactor* Fetch(grpc::CallbackServerContext* context,
+                                  const proto::ForkRequest* request,
+                                  proto::FetchResponse* response) override;
+  grpc::ServerUnaryReactor* RenewLease(grpc::CallbackServerContext* context,
+                                       const proto::LeaseRequest* request,
+                                       proto::LeaseResponse* response) override;
+  grpc::ServerUnaryReactor* ListOwned(
+      grpc::CallbackServerContext* context,
+      const proto::ListOwnedRequest* request,
+      proto::ListOwnedResponse* response) override;
+
+ private:
+  // Answers at once: the security check, then `work`.
+  template <typename Work>
+  grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* context,
+                                      Work work);
+
+  RRefContext* const context_;
+  const std::shared_ptr<const Security> security_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RREF_RREF_SERVICE_H_

@@ -1,0 +1,235 @@
+// In-process multi-worker tests of RRefs: creation, every fork case,
+// proxies, timeouts, and that owner tables end empty.
+#include "rref/rref.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "rpc/json.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+Tensor F32(std::vector<float> v) { return Tensor::FromVector<float>(v); }
+Value Ones2() { return Value(Value::List{Value(int64_t{2})}); }
+
+class RRefTest : public ::testing::Test {
+ protected:
+  void StartJob(int n, LocalJob::Options options = {}) {
+    absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(n, options);
+    ASSERT_OK(job);
+    job_ = *std::move(job);
+  }
+  Worker& worker(int r) { return job_->worker(r); }
+
+  // Every owner table is empty once all copies are released (deletes are
+  // asynchronous: wait, bounded).
+  void ExpectNoLeaks() {
+    for (int r = 0; r < job_->size(); ++r) {
+      absl::Time deadline = absl::Now() + absl::Seconds(20);
+      while ((worker(r).rrefs().owner_stats().owned > 0 ||
+              worker(r).rrefs().live_user_rrefs() > 0) &&
+             absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      EXPECT_EQ(worker(r).rrefs().owner_stats().owned, 0) << "worker" << r;
+      EXPECT_EQ(worker(r).rrefs().live_user_rrefs(), 0) << "worker" << r;
+    }
+  }
+
+  void TearDown() override {
+    if (job_ != nullptr && !::testing::Test::HasFailure()) ExpectNoLeaks();
+  }
+
+  std::unique_ptr<LocalJob> job_;
+};
+
+// The seed: rref1 = remote(worker1, add, (ones(2), 3)); rref2 = … +1;
+// x = rref1.to_here() + rref2.to_here().
+TEST_F(RRefTest, SeedExample) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(Value ones,
+                       worker(0).rpc().RpcSync("worker1", "ones", {Ones2()}));
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r1,
+                         worker(0).rrefs().Remote("worker1", "add", {ones, 3}));
+    ASSERT_OK_AND_ASSIGN(RRef r2,
+                         worker(0).rrefs().Remote("worker1", "add", {ones, 1}));
+    EXPECT_EQ(r1.owner_name(), "worker1");
+    EXPECT_FALSE(r1.IsOwner());
+    ASSERT_OK_AND_ASSIGN(Value a, r1.ToHere());
+    ASSERT_OK_AND_ASSIGN(Value b, r2.ToHere());
+    ASSERT_OK_AND_ASSIGN(Value x,
+                         worker(0).rpc().RpcSync("worker0", "add", {a, b}));
+    EXPECT_EQ(x, Value(F32({6, 6})));
+    EXPECT_TRUE(r1.ConfirmedByOwner());
+    EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 2);
+  }
+}
+
+TEST_F(RRefTest, LocalValueOnlyOnOwner) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r, worker(0).rrefs().Wrap(Value(F32({1}))));
+  EXPECT_TRUE(r.IsOwner());
+  ASSERT_OK_AND_ASSIGN(Value v, r.LocalValue());
+  EXPECT_EQ(v, Value(F32({1})));
+  ASSERT_OK_AND_ASSIGN(RRef remote,
+                       worker(0).rrefs().Remote("worker1", "echo", {1}));
+  EXPECT_THAT(remote.LocalValue(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("owned by worker1")));
+}
+
+// user → user: worker0 holds an RRef owned by worker1 and passes it to
+// worker2, whose to_here fetches from the owner.
+TEST_F(RRefTest, PassedToThirdWorker) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "arange", {4}));
+  ASSERT_OK_AND_ASSIGN(
+      Value v, worker(0).rpc().RpcSync("worker2", "to_here", {r.AsValue()}));
+  EXPECT_EQ(v, Value(Tensor::FromVector<int64_t>({0, 1, 2, 3})));
+}
+
+// owner → user: the owner sends its own RRef to another worker.
+TEST_F(RRefTest, OwnerSendsToUser) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r, worker(1).rrefs().Wrap(Value("mine")));
+  ASSERT_OK_AND_ASSIGN(
+      Value v, worker(1).rpc().RpcSync("worker0", "to_here", {r.AsValue()}));
+  EXPECT_EQ(v, Value("mine"));
+}
+
+// user → owner: the RRef goes back to its owner (lent, no new fork).
+TEST_F(RRefTest, UserSendsToOwner) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "echo", {7}));
+  ASSERT_OK(r.ToHere());
+  ASSERT_OK_AND_ASSIGN(
+      Value v, worker(0).rpc().RpcSync("worker1", "to_here", {r.AsValue()}));
+  EXPECT_EQ(v, Value(7));
+}
+
+// A fresh, unconfirmed RRef passed on at once: the owner parks the fork
+// until the creating call arrives.
+TEST_F(RRefTest, UnconfirmedRRefPassedOnAtOnce) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "sleep_ms", {100}));
+  ASSERT_OK_AND_ASSIGN(
+      Value v, worker(0).rpc().RpcSync("worker2", "to_here", {r.AsValue()}));
+  EXPECT_EQ(v, Value());
+}
+
+TEST_F(RRefTest, NestedRRefsInListsAndMaps) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef a,
+                       worker(0).rrefs().Remote("worker1", "echo", {1}));
+  ASSERT_OK_AND_ASSIGN(RRef b,
+                       worker(0).rrefs().Remote("worker2", "echo", {2}));
+  Value nested(Value::Map{{"refs", Value::List{a.AsValue(), b.AsValue()}}});
+  ASSERT_OK_AND_ASSIGN(Value back,
+                       worker(0).rpc().RpcSync("worker1", "echo", {nested}));
+  const Value& refs = *back.Find("refs");
+  ASSERT_OK_AND_ASSIGN(RRef a2, RRef::FromValue(refs.as_list()[0]));
+  ASSERT_OK_AND_ASSIGN(Value one, a2.ToHere());
+  EXPECT_EQ(one, Value(1));
+}
+
+TEST_F(RRefTest, ProxiesRunOnTheOwner) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "arange", {3}));
+  ASSERT_OK_AND_ASSIGN(Value sum, r.RpcSync("sum"));
+  EXPECT_EQ(sum, Value(Tensor::Scalar<int64_t>(3)));
+  ASSERT_OK_AND_ASSIGN(Value plus,
+                       r.RpcAsync("add", {10}).Wait(absl::Seconds(30)));
+  EXPECT_EQ(plus, Value(Tensor::FromVector<int64_t>({10, 11, 12})));
+  ASSERT_OK_AND_ASSIGN(RRef doubled, r.Remote("mul", {2}));
+  EXPECT_EQ(doubled.owner_name(), "worker1");
+  ASSERT_OK_AND_ASSIGN(Value d, doubled.ToHere());
+  EXPECT_EQ(d, Value(Tensor::FromVector<int64_t>({0, 2, 4})));
+}
+
+TEST_F(RRefTest, FailedCreationSurfacesOnToHere) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "fail", {"boom"}));
+  EXPECT_THAT(r.ToHere(),
+              StatusIs(absl::StatusCode::kUnknown, HasSubstr("boom")));
+  EXPECT_FALSE(r.ConfirmedByOwner());
+}
+
+// remote()'s timeout covers creation; the late value is freed on the owner.
+TEST_F(RRefTest, RemoteTimeoutLeavesNoValueBehind) {
+  StartJob(2);
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(0).rrefs().Remote("worker1", "sleep_ms", {300},
+                                                  absl::Milliseconds(50)));
+    EXPECT_THAT(r.ToHere(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  }
+  // ExpectNoLeaks() (TearDown) waits for the late value to be produced and
+  // freed.
+}
+
+TEST_F(RRefTest, ToHereHasItsOwnTimeout) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "sleep_ms", {500}));
+  EXPECT_THAT(r.ToHere(absl::Milliseconds(50)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_OK(r.ToHere());
+}
+
+TEST_F(RRefTest, ClientHoldsAndPassesRRefs) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect());
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         client->rrefs().Remote("worker1", "arange", {2}));
+    ASSERT_OK_AND_ASSIGN(Value v, r.ToHere());
+    EXPECT_EQ(v, Value(Tensor::FromVector<int64_t>({0, 1})));
+    ASSERT_OK_AND_ASSIGN(
+        Value w, client->rpc().RpcSync("worker0", "to_here", {r.AsValue()}));
+    EXPECT_EQ(w, v);
+  }
+  client->Close();
+}
+
+TEST_F(RRefTest, JsonParsedRRefCannotBeSent) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(Value fake,
+                       ParseJson(R"({"$rref":"w1.5","owner":"worker1"})"));
+  EXPECT_THAT(worker(0).rpc().RpcSync("worker1", "to_here", {fake}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a live reference")));
+}
+
+TEST_F(RRefTest, ListOwnedShowsForks) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "echo", {1}));
+  ASSERT_OK(r.ToHere());
+  ASSERT_OK_AND_ASSIGN(auto rows, worker(2)
+                                      .rrefs()
+                                      .ListOwned(1, absl::Seconds(10))
+                                      .Wait(absl::Seconds(20)));
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].id(), GlobalIdString(r.id()));
+  EXPECT_EQ(rows[0].creator(), "worker0");
+  EXPECT_EQ(rows[0].state(), "ready");
+  ASSERT_EQ(rows[0].forks_size(), 1);
+  EXPECT_EQ(rows[0].forks(0).holder_name(), "worker0");
+}
+
+}  // namespace
+}  // namespace ferry
