@@ -43,26 +43,31 @@ TEST_F(AgentTest, EveryWorkerCallsEveryOther) {
   StartJob(3);
   for (int from = 0; from < 3; ++from) {
     for (int to = 0; to < 3; ++to) {
-      ASSERT_OK_AND_ASSIGN(Value name, agent(from).RpcSync(absl::StrCat(to), "worker_name", {}));
+      ASSERT_OK_AND_ASSIGN(
+          Value name, agent(from).RpcSync(absl::StrCat(to), "worker_name", {}));
       EXPECT_EQ(name, Value(absl::StrCat("worker", to)));
     }
   }
-  ASSERT_OK_AND_ASSIGN(Value sum, agent(0).RpcSync("worker2", "add", {F32({1, 2}), 3}));
+  ASSERT_OK_AND_ASSIGN(Value sum,
+                       agent(0).RpcSync("worker2", "add", {F32({1, 2}), 3}));
   EXPECT_EQ(sum, Value(F32({4, 5})));
   EXPECT_EQ(agent(1).directory().world_size(), 3);
 }
 
 TEST_F(AgentTest, UnknownFunctionIsNotFound) {
   StartJob(2);
-  EXPECT_THAT(agent(0).RpcSync("worker1", "nope", {}),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("worker1: nope:")));
+  EXPECT_THAT(
+      agent(0).RpcSync("worker1", "nope", {}),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("worker1: nope:")));
 }
 
 TEST_F(AgentTest, UnknownWorkerIsNotFound) {
   StartJob(2);
-  EXPECT_THAT(agent(0).RpcSync("worker9", "echo", {1}),
-              StatusIs(absl::StatusCode::kNotFound,
-                       HasSubstr("no worker named 'worker9' (workers: worker0, worker1)")));
+  EXPECT_THAT(
+      agent(0).RpcSync("worker9", "echo", {1}),
+      StatusIs(
+          absl::StatusCode::kNotFound,
+          HasSubstr("no worker named 'worker9' (workers: worker0, worker1)")));
 }
 
 TEST_F(AgentTest, ArityAndTypeErrorsNameTheArgument) {
@@ -70,9 +75,10 @@ TEST_F(AgentTest, ArityAndTypeErrorsNameTheArgument) {
   EXPECT_THAT(agent(0).RpcSync("worker1", "add", {1}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("worker1: add: expected 2 arguments, got 1")));
-  EXPECT_THAT(agent(0).RpcSync("worker1", "concat", {Value::List{F32({1}), "x"}}),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("args[0][1]: expected tensor, got string")));
+  EXPECT_THAT(
+      agent(0).RpcSync("worker1", "concat", {Value::List{F32({1}), "x"}}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("args[0][1]: expected tensor, got string")));
 }
 
 TEST_F(AgentTest, FunctionFailureCarriesWorkerAndMessage) {
@@ -85,11 +91,13 @@ TEST_F(AgentTest, FunctionFailureCarriesWorkerAndMessage) {
 
 TEST_F(AgentTest, ThrowingFunctionIsInternalAndWorkerSurvives) {
   StartJob(2, {.setup = [](Worker& w) {
-                 ASSERT_OK(w.registry().Register(
-                     "throws", []() -> int64_t { throw std::runtime_error("oops"); }));
-               }});
+             ASSERT_OK(w.registry().Register("throws", []() -> int64_t {
+               throw std::runtime_error("oops");
+             }));
+           }});
   EXPECT_THAT(agent(0).RpcSync("worker1", "throws", {}),
-              StatusIs(absl::StatusCode::kInternal, HasSubstr("uncaught exception: oops")));
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("uncaught exception: oops")));
   EXPECT_OK(agent(0).RpcSync("worker1", "echo", {1}));
 }
 
@@ -103,8 +111,8 @@ TEST_F(AgentTest, SlowCallTimesOutWithDeadlineExceeded) {
 
 TEST_F(AgentTest, ZeroTimeoutMeansNoDeadline) {
   StartJob(2, {.configure = [](WorkerOptions& o) {
-                 o.default_timeout = absl::Milliseconds(50);
-               }});
+             o.default_timeout = absl::Milliseconds(50);
+           }});
   EXPECT_OK(agent(0).RpcSync("worker1", "sleep_ms", {200},
                              {.timeout = absl::ZeroDuration()}));
   EXPECT_THAT(agent(0).RpcSync("worker1", "sleep_ms", {5000}),
@@ -115,21 +123,23 @@ TEST_F(AgentTest, ZeroTimeoutMeansNoDeadline) {
 // executor thread: with one thread, many such calls in flight still finish.
 TEST_F(AgentTest, AsyncFunctionsDoNotDeadlockASmallExecutor) {
   StartJob(3, {.configure = [](WorkerOptions& o) { o.executor_threads = 1; },
-               .setup = [](Worker& w) {
-                 RpcAgent* agent = &w.rpc();
-                 ASSERT_OK(w.registry().RegisterAsync(
-                     "relay",
-                     [agent](const CallContext&, std::vector<Value> args) {
-                       // Back through worker0, which is itself waiting on us.
-                       return agent->RpcAsync("worker0", "sleep_ms", {20})
-                           .Map([args](const absl::StatusOr<Value>& r)
-                                    -> absl::StatusOr<Value> {
-                             if (!r.ok()) return r.status();
-                             return args[0];
-                           });
-                     },
-                     "relay(x) -> value"));
-               }});
+               .setup =
+                   [](Worker& w) {
+                     RpcAgent* agent = &w.rpc();
+                     ASSERT_OK(w.registry().RegisterAsync(
+                         "relay",
+                         [agent](const CallContext&, std::vector<Value> args) {
+                           // Back through worker0, which is itself waiting on
+                           // us.
+                           return agent->RpcAsync("worker0", "sleep_ms", {20})
+                               .Map([args](const absl::StatusOr<Value>& r)
+                                        -> absl::StatusOr<Value> {
+                                 if (!r.ok()) return r.status();
+                                 return args[0];
+                               });
+                         },
+                         "relay(x) -> value"));
+                   }});
   std::vector<Future<Value>> calls;
   for (int i = 0; i < 16; ++i) {
     calls.push_back(agent(0).RpcAsync(absl::StrCat(1 + i % 2), "relay", {i}));
@@ -142,7 +152,8 @@ TEST_F(AgentTest, AsyncFunctionsDoNotDeadlockASmallExecutor) {
 
 TEST_F(AgentTest, MalformedTensorFromRawClientIsRejectedAndWorkerKeepsServing) {
   StartJob(2);
-  auto channel = grpc::CreateChannel(agent(1).address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(agent(1).address(),
+                                     grpc::InsecureChannelCredentials());
   auto stub = proto::Worker::NewStub(channel);
   proto::CallRequest request;
   request.set_function("echo");
@@ -159,7 +170,8 @@ TEST_F(AgentTest, MalformedTensorFromRawClientIsRejectedAndWorkerKeepsServing) {
                     HasSubstr("needs 4 x 4 = 16")));
   // Unknown dtype and negative dims, too.
   proto::CallRequest bad = request;
-  bad.mutable_args(0)->mutable_tensor()->set_dtype(static_cast<proto::DType>(99));
+  bad.mutable_args(0)->mutable_tensor()->set_dtype(
+      static_cast<proto::DType>(99));
   grpc::ClientContext c2;
   EXPECT_EQ(stub->Call(&c2, bad, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
@@ -168,7 +180,8 @@ TEST_F(AgentTest, MalformedTensorFromRawClientIsRejectedAndWorkerKeepsServing) {
 
 TEST_F(AgentTest, HealthAndReflectionServicesAnswer) {
   StartJob(1);
-  auto channel = grpc::CreateChannel(agent(0).address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(agent(0).address(),
+                                     grpc::InsecureChannelCredentials());
   grpc::ClientContext context;
   grpc::Slice nothing("");
   grpc::ByteBuffer empty_request(&nothing, 1);
@@ -177,8 +190,9 @@ TEST_F(AgentTest, HealthAndReflectionServicesAnswer) {
   grpc::ByteBuffer reply;
   absl::Notification done;
   grpc::Status status;
-  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(),
-                    &empty_request, &reply, [&](grpc::Status s) {
+  generic.UnaryCall(&context, "/grpc.health.v1.Health/Check",
+                    grpc::StubOptions(), &empty_request, &reply,
+                    [&](grpc::Status s) {
                       status = s;
                       done.Notify();
                     });
@@ -187,7 +201,8 @@ TEST_F(AgentTest, HealthAndReflectionServicesAnswer) {
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(reply.Dump(&slices).ok());
   std::string bytes;
-  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const auto& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
 }
 
@@ -195,17 +210,20 @@ TEST_F(AgentTest, StoppedPeerFailsPendingCallsWithItsName) {
   StartJob(3);
   Future<Value> pending = agent(0).RpcAsync("worker2", "sleep_ms", {60000});
   // Let the call arrive before the peer goes away.
-  while (agent(2).Status().inflight_incoming() == 0) absl::SleepFor(absl::Milliseconds(5));
+  while (agent(2).Status().inflight_incoming() == 0)
+    absl::SleepFor(absl::Milliseconds(5));
   job_->worker(2).Stop();
   EXPECT_THAT(pending.Wait(absl::Seconds(30)),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
   // The death is published: new calls fail at once, naming it.
   absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!agent(1).membership().DownReason(2).has_value() && absl::Now() < deadline) {
+  while (!agent(1).membership().DownReason(2).has_value() &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_THAT(agent(1).RpcSync("worker2", "echo", {1}),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2 died")));
+  EXPECT_THAT(
+      agent(1).RpcSync("worker2", "echo", {1}),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2 died")));
   EXPECT_OK(agent(1).RpcSync("worker0", "echo", {1}));
 }
 
@@ -213,11 +231,13 @@ TEST_F(AgentTest, LeavingPeerIsReportedAsLeft) {
   StartJob(3);
   EXPECT_OK(job_->worker(1).Leave());
   absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!agent(2).membership().DownReason(1).has_value() && absl::Now() < deadline) {
+  while (!agent(2).membership().DownReason(1).has_value() &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_THAT(agent(2).RpcSync("worker1", "echo", {1}),
-              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker1 left the job")));
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("worker1 left the job")));
 }
 
 TEST_F(AgentTest, GracefulShutdownOfAllWorkers) {
@@ -249,11 +269,14 @@ TEST_F(AgentTest, ClientCallsAnyWorkerWithoutBeingARank) {
   StartJob(3);
   ASSERT_OK_AND_ASSIGN(auto client, job_->Connect());
   EXPECT_GE(client->rpc().node(), kFirstClientNode);
-  ASSERT_OK_AND_ASSIGN(Value v, client->rpc().RpcSync("worker2", "arange", {3}));
+  ASSERT_OK_AND_ASSIGN(Value v,
+                       client->rpc().RpcSync("worker2", "arange", {3}));
   EXPECT_EQ(v, Value(Tensor::FromVector<int64_t>({0, 1, 2})));
-  ASSERT_OK_AND_ASSIGN(auto status, client->rpc().GetStatus("worker1", absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(auto status,
+                       client->rpc().GetStatus("worker1", absl::Seconds(5)));
   EXPECT_EQ(status.name(), "worker1");
-  ASSERT_OK_AND_ASSIGN(auto fns, client->rpc().ListFunctions("worker0", absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(
+      auto fns, client->rpc().ListFunctions("worker0", absl::Seconds(5)));
   EXPECT_GE(fns.size(), 13u);
 }
 
@@ -272,15 +295,17 @@ AgentOptions JoinerOptions(const std::string& master, int rank, int world) {
 TEST_F(AgentTest, DuplicateRankIsRefused) {
   StartJob(2);
   RpcAgent late(JoinerOptions(job_->master(), 1, 2));
-  EXPECT_THAT(late.Start(), StatusIs(absl::StatusCode::kAlreadyExists,
-                                     HasSubstr("rank 1 is already taken by worker1")));
+  EXPECT_THAT(late.Start(),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       HasSubstr("rank 1 is already taken by worker1")));
 }
 
 TEST_F(AgentTest, WrongWorldSizeIsRefused) {
   StartJob(2);
   RpcAgent wrong(JoinerOptions(job_->master(), 1, 5));
-  EXPECT_THAT(wrong.Start(), StatusIs(absl::StatusCode::kInvalidArgument,
-                                      HasSubstr("does not match the master's 2")));
+  EXPECT_THAT(wrong.Start(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not match the master's 2")));
 }
 
 TEST(RendezvousTest, MissingRankTimesOutNamingIt) {
@@ -291,10 +316,12 @@ TEST(RendezvousTest, MissingRankTimesOutNamingIt) {
   RpcAgent rank1(JoinerOptions(master, 1, 3));
   absl::Status s1;
   std::thread t([&] { s1 = rank1.Start(); });
-  EXPECT_THAT(rank0.Start(), StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                      HasSubstr("rank 2 of 3 did not join within")));
+  EXPECT_THAT(rank0.Start(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("rank 2 of 3 did not join within")));
   t.join();
-  EXPECT_THAT(s1, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("rank 2")));
+  EXPECT_THAT(
+      s1, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("rank 2")));
 }
 
 // Whichever of two workers named alike joins second is refused.
@@ -312,7 +339,8 @@ TEST(RendezvousTest, DuplicateNameIsRefused) {
   t.join();
   auto refused = StatusIs(absl::StatusCode::kAlreadyExists,
                           HasSubstr("name 'alice' is already taken by rank"));
-  EXPECT_TRUE(::testing::Matches(refused)(s0) || ::testing::Matches(refused)(s1))
+  EXPECT_TRUE(::testing::Matches(refused)(s0) ||
+              ::testing::Matches(refused)(s1))
       << s0 << " / " << s1;
 }
 
@@ -324,25 +352,31 @@ TEST(RendezvousTest, UnreachableMasterIsBounded) {
   AgentOptions o = JoinerOptions(gone, 1, 2);
   o.startup_timeout = absl::Milliseconds(800);
   RpcAgent lost(o);
-  EXPECT_THAT(lost.Start(), StatusIs(absl::StatusCode::kDeadlineExceeded,
-                                     HasSubstr(absl::StrCat("the master at ", gone))));
+  EXPECT_THAT(lost.Start(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr(absl::StrCat("the master at ", gone))));
 }
 
 // ---- Security ----
 
 std::string TestData(const std::string& name) {
-  return absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/", name);
+  return absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/",
+                      name);
 }
 
 TEST_F(AgentTest, TokenIsRequiredWhenConfigured) {
   ASSERT_OK_AND_ASSIGN(auto security,
                        Security::Load({.token_file = TestData("token.txt")}));
-  StartJob(2, {.configure = [security](WorkerOptions& o) { o.security = security; }});
+  StartJob(2, {.configure = [security](WorkerOptions& o) {
+             o.security = security;
+           }});
   EXPECT_OK(agent(0).RpcSync("worker1", "echo", {1}));
   ClientOptions no_token;
   no_token.connect_timeout = absl::Seconds(2);
-  EXPECT_THAT(job_->Connect(no_token), StatusIs(absl::StatusCode::kUnauthenticated));
-  ASSERT_OK_AND_ASSIGN(auto wrong, Security::Load({.token_file = TestData("wrong_token.txt")}));
+  EXPECT_THAT(job_->Connect(no_token),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  ASSERT_OK_AND_ASSIGN(
+      auto wrong, Security::Load({.token_file = TestData("wrong_token.txt")}));
   ClientOptions bad;
   bad.security = wrong;
   bad.connect_timeout = absl::Seconds(2);
@@ -354,21 +388,24 @@ TEST_F(AgentTest, TokenIsRequiredWhenConfigured) {
 }
 
 TEST_F(AgentTest, MutualTlsJobWorksAndRejectsForeignCertificates) {
-  ASSERT_OK_AND_ASSIGN(auto tls, Security::Load({.tls_cert_file = TestData("node.pem"),
-                                                 .tls_key_file = TestData("node.key"),
-                                                 .tls_ca_file = TestData("ca.pem")}));
+  ASSERT_OK_AND_ASSIGN(auto tls,
+                       Security::Load({.tls_cert_file = TestData("node.pem"),
+                                       .tls_key_file = TestData("node.key"),
+                                       .tls_ca_file = TestData("ca.pem")}));
   StartJob(2, {.configure = [tls](WorkerOptions& o) { o.security = tls; }});
   ASSERT_OK_AND_ASSIGN(Value v, agent(0).RpcSync("worker1", "add", {1, 2}));
   EXPECT_EQ(v, Value(3));
-  ASSERT_OK_AND_ASSIGN(auto foreign, Security::Load({.tls_cert_file = TestData("other.pem"),
-                                                     .tls_key_file = TestData("other.key"),
-                                                     .tls_ca_file = TestData("ca.pem")}));
+  ASSERT_OK_AND_ASSIGN(auto foreign,
+                       Security::Load({.tls_cert_file = TestData("other.pem"),
+                                       .tls_key_file = TestData("other.key"),
+                                       .tls_ca_file = TestData("ca.pem")}));
   ClientOptions o;
   o.security = foreign;
   o.connect_timeout = absl::Seconds(2);
   EXPECT_THAT(job_->Connect(o), StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_THAT(Security::Load({.tls_cert_file = TestData("node.pem")}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all of")));
+  EXPECT_THAT(
+      Security::Load({.tls_cert_file = TestData("node.pem")}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all of")));
 }
 
 }  // namespace

@@ -1,0 +1,42 @@
+// ferry_bench: ferry against a bare gRPC baseline built from the same
+// libraries, in one run (DESIGN.md "Performance").
+//
+//   ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] [--json]
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "rpc/status_util.h"
+#include "tools/bench/report.h"
+#include "tools/bench/rpc_bench.h"
+
+ABSL_FLAG(std::string, suite, "all", "rpc, rref, collectives, sparse or all");
+ABSL_FLAG(bool, quick, false, "a short smoke run (under a minute)");
+ABSL_FLAG(bool, json, false, "JSON rows on stdout instead of a table");
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] "
+      "[--json]");
+  absl::ParseCommandLine(argc, argv);
+  const std::string suite = absl::GetFlag(FLAGS_suite);
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  if (suite != "all" && suite != "rpc" && suite != "rref" &&
+      suite != "collectives" && suite != "sparse") {
+    std::fprintf(stderr, "ferry_bench: unknown --suite=%s\n", suite.c_str());
+    return 2;
+  }
+  ferry::bench::Report report(absl::GetFlag(FLAGS_json));
+  absl::Status status;
+  if (suite == "all" || suite == "rpc") {
+    status = ferry::bench::RunRpcSuite(quick, &report);
+  }
+  report.Finish();
+  if (!status.ok()) {
+    std::fprintf(stderr, "ferry_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
