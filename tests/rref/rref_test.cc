@@ -33,6 +33,7 @@ class RRefTest : public ::testing::Test {
   // asynchronous: wait, bounded).
   void ExpectNoLeaks() {
     for (int r = 0; r < job_->size(); ++r) {
+      if (worker(r).rpc().stopped()) continue;  // A dead owner keeps its table.
       absl::Time deadline = absl::Now() + absl::Seconds(20);
       while ((worker(r).rrefs().owner_stats().owned > 0 ||
               worker(r).rrefs().live_user_rrefs() > 0) &&
@@ -229,6 +230,114 @@ TEST_F(RRefTest, ListOwnedShowsForks) {
   EXPECT_EQ(rows[0].state(), "ready");
   ASSERT_EQ(rows[0].forks_size(), 1);
   EXPECT_EQ(rows[0].forks(0).holder_name(), "worker0");
+}
+
+// Waits (bounded) until `worker` knows node `node` is gone.
+void AwaitDown(Worker& worker, uint64_t node) {
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!worker.rpc().membership().DownReason(node).has_value() &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+}
+
+TEST_F(RRefTest, OwnerDeathFailsEveryCopyAtOnce) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker2", "arange", {5}));
+  ASSERT_OK(r.ToHere());
+  // A fetch still waiting when the owner dies fails too.
+  ASSERT_OK_AND_ASSIGN(
+      RRef slow, worker(0).rrefs().Remote("worker2", "sleep_ms", {60000}));
+  Future<Value> pending = slow.ToHereAsync();
+  worker(2).Stop();
+  EXPECT_THAT(pending.Wait(absl::Seconds(20)),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
+  AwaitDown(worker(0), 2);
+  EXPECT_THAT(r.ToHere(), StatusIs(absl::StatusCode::kUnavailable,
+                                   HasSubstr("owner worker2 died")));
+}
+
+// A user that dies without releasing: the owner learns of the death from
+// membership and drops its copies (the lease would, later, anyway).
+TEST_F(RRefTest, DeadUsersCopiesAreReclaimed) {
+  StartJob(3);
+  std::vector<RRef> held;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(2).rrefs().Remote("worker1", "echo", {i}));
+    held.push_back(r);
+  }
+  ASSERT_OK(held.back().ToHere());
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (worker(1).rrefs().owner_stats().owned < 20 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  worker(2).Stop();  // Dies: no releases sent.
+  deadline = absl::Now() + absl::Seconds(20);
+  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 0);
+  held.clear();  // Their releases go nowhere: the node stopped.
+}
+
+// Without membership news (a partition), the lease alone reclaims.
+TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentClient) {
+  StartJob(2, {.configure = [](WorkerOptions& o) {
+             o.rref.lease = absl::Milliseconds(400);
+           }});
+  ClientLayerOptions layers;
+  layers.rref.lease = absl::Milliseconds(400);
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect({}, layers));
+  ASSERT_OK_AND_ASSIGN(RRef r, client->rrefs().Remote("worker1", "echo", {1}));
+  ASSERT_OK(r.ToHere());
+  // Renewals keep it alive over several leases.
+  absl::SleepFor(absl::Milliseconds(1200));
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1);
+  // The client goes silent but is not declared dead: it stops renewing.
+  client->rrefs().Stop();
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 0);
+}
+
+TEST_F(RRefTest, LiveRRefLimitIsResourceExhausted) {
+  StartJob(2,
+           {.configure = [](WorkerOptions& o) { o.rref.max_live_rrefs = 3; }});
+  std::vector<RRef> held;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(0).rrefs().Remote("worker1", "echo", {i}));
+    held.push_back(r);
+  }
+  EXPECT_THAT(
+      worker(0).rrefs().Remote("worker1", "echo", {9}),
+      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit 3")));
+  held.pop_back();
+  EXPECT_OK(worker(0).rrefs().Remote("worker1", "echo", {9}));
+}
+
+TEST_F(RRefTest, StatusCountsOwnedAndHeld) {
+  StartJob(2);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "echo", {1}));
+  ASSERT_OK(r.ToHere());
+  EXPECT_EQ(worker(1).rpc().Status().owned_rrefs(), 1);
+  EXPECT_EQ(worker(0).rpc().Status().user_rrefs(), 1);
+}
+
+TEST_F(RRefTest, GracefulShutdownDrainsReleases) {
+  StartJob(3);
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(0).rrefs().Remote("worker1", "echo", {1}));
+    ASSERT_OK(r.ToHere());
+  }
+  EXPECT_OK(job_->ShutdownAll());
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 0);
 }
 
 }  // namespace

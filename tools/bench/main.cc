@@ -11,6 +11,7 @@
 #include "rpc/status_util.h"
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
+#include "tools/bench/rref_bench.h"
 
 ABSL_FLAG(std::string, suite, "all", "rpc, rref, collectives, sparse or all");
 ABSL_FLAG(bool, quick, false, "a short smoke run (under a minute)");
@@ -30,8 +31,11 @@ int main(int argc, char** argv) {
   }
   ferry::bench::Report report(absl::GetFlag(FLAGS_json));
   absl::Status status;
-  if (suite == "all" || suite == "rpc") {
+  if (status.ok() && (suite == "all" || suite == "rpc")) {
     status = ferry::bench::RunRpcSuite(quick, &report);
+  }
+  if (status.ok() && (suite == "all" || suite == "rref")) {
+    status = ferry::bench::RunRRefSuite(quick, &report);
   }
   report.Finish();
   if (!status.ok()) {

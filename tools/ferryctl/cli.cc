@@ -32,6 +32,7 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"functions", {}},
           {"call", {}},
           {"remote", {}},
+          {"rrefs", {}},
           {"collective", {}},
           {"run", {}},
       };

@@ -6,6 +6,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "rpc/status_util.h"
+#include "rref/rref.h"
 
 namespace ferry {
 namespace ctl {
@@ -81,6 +82,59 @@ absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
   FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
   return client->rpc().RpcSync(worker, fn, std::move(args),
                                {.timeout = session.timeout()});
+}
+
+absl::StatusOr<Value> RemoteRRef(Session& session, const std::string& worker,
+                                 const std::string& fn,
+                                 std::vector<Value> args) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(
+      RRef rref,
+      client->rrefs().Remote(worker, fn, std::move(args), session.timeout()));
+  return rref.AsValue();
+}
+
+absl::StatusOr<Value> RemoteCommand(Session& session, const std::string& worker,
+                                    const std::string& fn,
+                                    std::vector<Value> args) {
+  FERRY_ASSIGN_OR_RETURN(Value rref,
+                         RemoteRRef(session, worker, fn, std::move(args)));
+  FERRY_ASSIGN_OR_RETURN(Value value, FetchCommand(session, rref));
+  const RRefDescriptor& d = rref.as_rref()->descriptor();
+  return Value(Value::Map{{"rref", GlobalIdString(d.rref_id)},
+                          {"owner", d.owner},
+                          {"value", std::move(value)}});
+}
+
+absl::StatusOr<Value> FetchCommand(Session& session, const Value& rref) {
+  FERRY_ASSIGN_OR_RETURN(RRef r, RRef::FromValue(rref));
+  return r.ToHere(session.timeout());
+}
+
+absl::StatusOr<Value> RRefsCommand(Session& session,
+                                   const std::string& worker) {
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  std::vector<const WorkerInfo*> targets;
+  if (worker.empty()) {
+    for (const WorkerInfo& w : client->rpc().directory().workers())
+      targets.push_back(&w);
+  } else {
+    FERRY_ASSIGN_OR_RETURN(const WorkerInfo* w,
+                           client->rpc().directory().Resolve(worker));
+    targets.push_back(w);
+  }
+  Value::List out;
+  const absl::Duration t = std::min(session.bound(), absl::Seconds(10));
+  for (const WorkerInfo* w : targets) {
+    FERRY_ASSIGN_OR_RETURN(
+        std::vector<proto::OwnedRRef> rows,
+        client->rrefs().ListOwned(w->rank, t).Wait(t + absl::Seconds(1)));
+    Value::List rrefs;
+    for (const auto& r : rows) rrefs.push_back(MessageToValue(r));
+    out.push_back(
+        Value(Value::Map{{"worker", w->name}, {"rrefs", std::move(rrefs)}}));
+  }
+  return Value(Value::Map{{"workers", std::move(out)}});
 }
 
 absl::StatusOr<Value> StatusCommand(Session& session) {

@@ -27,6 +27,26 @@ absl::StatusOr<Value> StatusCommand(Session& session);
 absl::StatusOr<Value> FunctionsCommand(Session& session,
                                        const std::string& worker);
 
+// remote(): creates an RRef on `worker` from fn(args…) held by this
+// client. The RRef itself (as a Value).
+absl::StatusOr<Value> RemoteRRef(Session& session, const std::string& worker,
+                                 const std::string& fn,
+                                 std::vector<Value> args);
+
+// The one-shot `remote` command: create, wait for the owner's
+// confirmation, fetch, release: {"rref":…,"owner":…,"value":…}.
+absl::StatusOr<Value> RemoteCommand(Session& session, const std::string& worker,
+                                    const std::string& fn,
+                                    std::vector<Value> args);
+
+// to_here of an RRef this client holds.
+absl::StatusOr<Value> FetchCommand(Session& session, const Value& rref);
+
+// Owner tables: {"workers":[{"worker":W,"rrefs":[{id, creator, state,
+// age_ms, forks:[{fork, holder, holder_name, confirmed}]}]}]} for `worker`
+// or, if empty, every worker.
+absl::StatusOr<Value> RRefsCommand(Session& session, const std::string& worker);
+
 // A message's fields as a map (snake_case names; repeated fields as lists).
 Value MessageToValue(const google::protobuf::Message& message);
 

@@ -17,6 +17,8 @@ commands:
   status      every worker's state (JSON)
   functions   the functions a worker offers
   call        call a function on a worker
+  remote      create a value on a worker (an RRef), fetch it, release it
+  rrefs       the owner tables of the workers (RRefs they hold for others)
   run         run a script of statements
 
 global flags:
@@ -87,24 +89,48 @@ examples:
   ferryctl call 2 arange '[5]'
   ferryctl --timeout_ms=500 call worker1 sleep_ms '[2000]'   # DEADLINE_EXCEEDED
 )"},
+      {"remote", R"(usage: ferryctl remote WORKER FUNC [ARGS]
+
+Runs FUNC(ARGS) on WORKER, which keeps the result as an RRef it owns; waits
+for the owner's confirmation, fetches the value, releases the RRef, and
+prints {"rref":ID,"owner":WORKER,"value":VALUE}.
+
+example:
+  ferryctl remote worker1 add '[{"dtype":"float32","data":[1,1]}, 3]'
+)"},
+      {"rrefs", R"(usage: ferryctl rrefs [WORKER]
+
+Lists the owner table of WORKER (default: every worker): each RRef it owns,
+who created it, its state, its age, and the copies (forks) that keep it:
+  {"workers":[{"worker":W,"rrefs":[{"id","creator","state","age_ms",
+   "forks":[{"fork","holder","holder_name","confirmed"}]}]}]}
+
+example:
+  ferryctl rrefs worker1
+)"},
       {"run", R"(usage: ferryctl run FILE     (FILE "-" reads stdin)
 
 Runs a script, one statement per line:
   # comment
   [NAME =] call WORKER FUNC [ARGS]
+  [NAME =] remote WORKER FUNC [ARGS]   binds the RRef, held until the end
+  [NAME =] fetch $R                    the RRef's value (to_here)
   [NAME =] status
   [NAME =] functions [WORKER]
+  [NAME =] rrefs [WORKER]
   print VALUE
   expect VALUE JSON          (fails with a diff if unequal)
   sleep MS
-$NAME stands for a value anywhere inside JSON (and for WORKER). A JSON
-argument may span lines while brackets are open. Unassigned results are
-printed as JSON lines.
+$NAME stands for a value anywhere inside JSON (and for WORKER); $R in a
+call's arguments passes the RRef itself. A JSON argument may span lines
+while brackets are open. Unassigned results are printed as JSON lines.
 
 example:
-  X = call worker1 add [{"dtype":"int64","data":[1,2]}, 1]
-  expect $X {"dtype":"int64","data":[2,3]}
-  print $X
+  R = remote worker1 add [{"dtype":"float32","data":[1,1]}, 3]
+  X = fetch $R
+  expect $X {"dtype":"float32","data":[4,4]}
+  Y = call worker2 to_here [$R]
+  print $Y
 )"},
   };
   return *texts;

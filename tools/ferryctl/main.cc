@@ -91,7 +91,9 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   if (cl.command == "functions") {
     return FunctionsCommand(*session, p.empty() ? "0" : p[0]);
   }
-  if (cl.command == "call") {
+  if (cl.command == "rrefs")
+    return RRefsCommand(*session, p.empty() ? "" : p[0]);
+  if (cl.command == "call" || cl.command == "remote") {
     Value args = Value(Value::List{});
     if (p.size() > 2) {
       absl::StatusOr<Value> parsed = ParseJson(p[2]);
@@ -100,6 +102,9 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
     }
     if (!args.is_list()) {
       return absl::InvalidArgumentError("ARGS must be a JSON array");
+    }
+    if (cl.command == "remote") {
+      return RemoteCommand(*session, p[0], p[1], std::move(args.as_list()));
     }
     return CallCommand(*session, p[0], p[1], std::move(args.as_list()));
   }

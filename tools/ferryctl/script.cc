@@ -28,9 +28,11 @@ struct CommandSpec {
 
 const std::map<std::string, CommandSpec>& Commands() {
   static const auto* table = new std::map<std::string, CommandSpec>{
-      {"call", {"w w J?", true}},  {"status", {"", true}},
-      {"functions", {"w?", true}}, {"print", {"J", false}},
-      {"expect", {"J J", false}},  {"sleep", {"w", false}},
+      {"call", {"w w J?", true}}, {"remote", {"w w J?", true}},
+      {"fetch", {"J", true}},     {"rrefs", {"w?", true}},
+      {"status", {"", true}},     {"functions", {"w?", true}},
+      {"print", {"J", false}},    {"expect", {"J J", false}},
+      {"sleep", {"w", false}},
   };
   return *table;
 }
@@ -350,6 +352,29 @@ absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
       return absl::InvalidArgumentError("call arguments must be a JSON array");
     }
     return CallCommand(session, worker, s.words[1], std::move(args.as_list()));
+  }
+  if (s.command == "remote") {
+    FERRY_ASSIGN_OR_RETURN(std::string worker, WorkerWord(s.words[0], vars_));
+    Value args = Value(Value::List{});
+    if (!s.json.empty()) {
+      FERRY_ASSIGN_OR_RETURN(args, EvalJson(s, 0));
+    }
+    if (!args.is_list()) {
+      return absl::InvalidArgumentError(
+          "remote arguments must be a JSON array");
+    }
+    return RemoteRRef(session, worker, s.words[1], std::move(args.as_list()));
+  }
+  if (s.command == "fetch") {
+    FERRY_ASSIGN_OR_RETURN(Value rref, EvalJson(s, 0));
+    return FetchCommand(session, rref);
+  }
+  if (s.command == "rrefs") {
+    std::string worker;
+    if (!s.words.empty()) {
+      FERRY_ASSIGN_OR_RETURN(worker, WorkerWord(s.words[0], vars_));
+    }
+    return RRefsCommand(session, worker);
   }
   if (s.command == "status") return StatusCommand(session);
   if (s.command == "functions") {

@@ -2,12 +2,16 @@
 //
 //   # comment
 //   [NAME =] call WORKER FUNC [ARGS]      ARGS: a JSON array
-//   [NAME =] status | functions [WORKER]
+//   [NAME =] remote WORKER FUNC [ARGS]    binds the RRef itself (held by
+//                                         the script until it ends)
+//   [NAME =] fetch $R                     the RRef's value (to_here)
+//   [NAME =] status | functions [WORKER] | rrefs [WORKER]
 //   print VALUE                           VALUE: JSON, may use $NAME
 //   expect VALUE JSON                     exit 1 with a diff if unequal
 //   sleep MS
 //
-// `$NAME` may stand for a value anywhere inside JSON (and for WORKER). A
+// `$NAME` may stand for a value anywhere inside JSON (and for WORKER);
+// passing `$R` in a call's arguments passes the RRef (a copy). A
 // JSON argument may continue over several lines while brackets are open.
 // Unbound results are printed as JSON lines. The whole script is checked
 // (syntax, unknown commands, variables used before being set) before any

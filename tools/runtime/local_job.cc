@@ -66,9 +66,9 @@ LocalJob::~LocalJob() {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> LocalJob::Connect(
-    ClientOptions options) const {
+    ClientOptions options, ClientLayerOptions layers) const {
   options.master = master_;
-  return Client::Connect(std::move(options));
+  return Client::Connect(std::move(options), layers);
 }
 
 absl::Status LocalJob::ShutdownAll() {

@@ -37,7 +37,7 @@ class LocalJob {
 
   // A client of this job.
   absl::StatusOr<std::unique_ptr<Client>> Connect(
-      ClientOptions options = {}) const;
+      ClientOptions options = {}, ClientLayerOptions layers = {}) const;
 
   // Graceful shutdown of every worker at once; the first error, if any.
   absl::Status ShutdownAll();
