@@ -108,6 +108,7 @@ void Caller::Fail(const std::shared_ptr<Pending>& call,
   call->codec.reset();
   call->promise.Set(CallError(call->to.name, call->request.function(),
                               failure.ok() ? status : failure, call->timeout));
+  inflight_.Finished();
 }
 
 proto::Worker::Stub* Caller::StubFor(const WorkerInfo& to) {
@@ -140,9 +141,10 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
   if (!result.ok()) {
     call->promise.Set(CallError(call->to.name, call->request.function(),
                                 result.status(), call->timeout));
-    return;
+  } else {
+    call->promise.Set(*std::move(result));
   }
-  call->promise.Set(*std::move(result));
+  inflight_.Finished();
 }
 
 }  // namespace ferry

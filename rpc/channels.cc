@@ -56,10 +56,11 @@ ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
 std::shared_ptr<grpc::Channel> ChannelPool::Get(const std::string& target) {
   absl::MutexLock lock(&mu_);
   auto it = channels_.find(target);
-  if (it != channels_.end()) return it->second;
-  auto channel = Create(target);
-  channels_.emplace(target, channel);
-  return channel;
+  if (it == channels_.end())
+    it = channels_.emplace(target, Create(target)).first;
+  // Aliasing with an empty owner: points at the channel, keeps nothing alive.
+  return std::shared_ptr<grpc::Channel>(std::shared_ptr<void>(),
+                                        it->second.get());
 }
 
 std::shared_ptr<grpc::Channel> ChannelPool::ForWorker(

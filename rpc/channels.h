@@ -1,6 +1,12 @@
 // One gRPC channel per peer, created on first use and reused for every call
 // (channels multiplex; creating one per call would cost a connection).
 // Same-host peers are reached over their unix-abstract socket.
+//
+// The pool alone owns its channels: the pointers it hands out do not, so a
+// channel is never destroyed by whoever drops the last stub — possibly a
+// gRPC callback thread, where destroying a channel crashes gRPC. Handed-out
+// channels are valid while the pool lives; destroy the pool only once the
+// calls on them have completed.
 #ifndef FERRY_RPC_CHANNELS_H_
 #define FERRY_RPC_CHANNELS_H_
 
@@ -27,7 +33,8 @@ class ChannelPool {
  public:
   ChannelPool(std::shared_ptr<const Security> security, ChannelOptions options);
 
-  // The channel for a gRPC target ("host:port", "unix-abstract:name").
+  // The channel for a gRPC target ("host:port", "unix-abstract:name"),
+  // not owning (see above).
   std::shared_ptr<grpc::Channel> Get(const std::string& target)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The channel to a worker, preferring its local socket on this host.

@@ -10,6 +10,7 @@ InflightCalls::Token InflightCalls::Add(
   absl::MutexLock lock(&mu_);
   Token t = next_++;
   calls_.emplace(t, Call{node, std::move(context), absl::OkStatus()});
+  ++active_;
   return t;
 }
 
@@ -20,6 +21,11 @@ absl::Status InflightCalls::Remove(Token token) {
   absl::Status failure = std::move(it->second.failure);
   calls_.erase(it);
   return failure;
+}
+
+void InflightCalls::Finished() {
+  absl::MutexLock lock(&mu_);
+  --active_;
 }
 
 void InflightCalls::FailNode(uint64_t node, const absl::Status& reason) {
@@ -47,13 +53,13 @@ void InflightCalls::Cancel(bool all, uint64_t node,
 
 int64_t InflightCalls::size() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(calls_.size());
+  return active_;
 }
 
 bool InflightCalls::WaitIdle(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]()
-                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.empty(); };
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_ == 0; };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 

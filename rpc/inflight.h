@@ -1,12 +1,14 @@
 // Outgoing calls in flight, by the node they went to, so a node's death can
 // fail all of them at once (with its name) instead of letting each wait
-// for its deadline.
+// for its deadline; and so an owner can wait until every callback has
+// finished before it goes away.
 //
 //   auto context = std::make_shared<grpc::ClientContext>();
 //   InflightCalls::Token t = inflight.Add(node, context);
 //   stub->async()->Foo(context.get(), …, [&, t](grpc::Status s) {
 //     absl::Status failure = inflight.Remove(t);  // set by FailNode, if any
 //     …
+//     inflight.Finished();  // the callback's last use of its owner
 //   });
 #ifndef FERRY_RPC_INFLIGHT_H_
 #define FERRY_RPC_INFLIGHT_H_
@@ -27,14 +29,17 @@ class InflightCalls {
  public:
   using Token = uint64_t;
 
-  // Tracks a call to `node` until Remove. Holding the context keeps it
-  // valid for a concurrent cancel.
+  // Tracks a call to `node`: cancellable until Remove, active until
+  // Finished. Holding the context keeps it valid for a concurrent cancel.
   Token Add(uint64_t node, std::shared_ptr<grpc::ClientContext> context)
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Stops tracking; returns the reason the call was failed on purpose, or
-  // OK.
+  // The call completed: no longer cancellable. Returns the reason it was
+  // failed on purpose, or OK.
   absl::Status Remove(Token token) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The call's callback is done with its owner (exactly once per Add).
+  void Finished() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Cancels every call to `node`, recording `reason` for Remove.
   void FailNode(uint64_t node, const absl::Status& reason)
@@ -42,8 +47,9 @@ class InflightCalls {
   // Cancels every call.
   void CancelAll(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Calls not yet Finished.
   int64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
-  // True once nothing is in flight; false at `deadline`.
+  // True once every call is Finished; false at `deadline`.
   bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -59,6 +65,7 @@ class InflightCalls {
   mutable absl::Mutex mu_;
   Token next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<Token, Call> calls_ ABSL_GUARDED_BY(mu_);
+  int64_t active_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

@@ -134,12 +134,17 @@ void MembershipClient::IssuePoll() {
     call->request.set_since(since_);
     call->request.set_hold_ms(absl::ToInt64Milliseconds(options_.poll_hold));
     current_ = call;
+    ++polls_active_;
   }
   SetDeadline(&call->context, options_.poll_hold + kReplyMargin);
-  auto self = shared_from_this();
-  stub_->async()->Poll(
-      &call->context, &call->request, &call->response,
-      [self, call](grpc::Status s) { self->OnPollDone(call, s); });
+  // The callback holds no reference to this client (see ChannelPool); Stop()
+  // waits for it instead.
+  stub_->async()->Poll(&call->context, &call->request, &call->response,
+                       [this, call](grpc::Status s) {
+                         OnPollDone(call, s);
+                         absl::MutexLock lock(&mu_);
+                         --polls_active_;
+                       });
 }
 
 void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
@@ -235,6 +240,11 @@ void MembershipClient::Stop() {
   }
   if (retry != 0) timers_->Cancel(retry);
   if (current != nullptr) current->context.TryCancel();
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return polls_active_ == 0;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(5));
 }
 
 }  // namespace ferry

@@ -54,8 +54,7 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
       std::shared_ptr<grpc::Channel> master, Membership* membership,
       Timers* timers, MembershipOptions options);
 
-  // Starts polling as (node, incarnation). `names` maps event nodes to
-  // names for messages (events carry names too).
+  // Starts polling as (node, incarnation).
   void Start(uint64_t node, uint64_t incarnation, FencedCallback on_fenced)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -65,7 +64,8 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   // Tells the master this node leaves (not a death), then stops polling.
   absl::Status Leave(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Stops polling; waits (bounded) for the poll in flight.
+  // Stops polling; waits (bounded) until the poll in flight has called back.
+  // Call before destroying the client.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The event for `node` as a status: UNAVAILABLE "<name> died (…)".
@@ -96,6 +96,7 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   bool stopped_ ABSL_GUARDED_BY(mu_) = true;
   absl::Time last_ok_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<PollCall> current_ ABSL_GUARDED_BY(mu_);
+  int polls_active_ ABSL_GUARDED_BY(mu_) = 0;  // Until their callback ends.
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
   FencedCallback on_fenced_ ABSL_GUARDED_BY(mu_);
 };

@@ -120,10 +120,12 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
   if (it == held_.end()) return nullptr;
   Held* held = it->second;
   held_.erase(it);
-  if (held->kind == Held::Kind::kPoll) {
+    if (held->kind == Held::Kind::kPoll) {
     auto node = nodes_.find(held->node);
     if (node != nodes_.end() && node->second.held_poll == id) {
       node->second.held_poll = 0;
+      // Its connection was open all along: alive until now.
+      node->second.last_seen = absl::Now();
     }
   } else if (held->kind == Held::Kind::kBarrier) {
     auto& waiters = barriers_[held->barrier].waiters;
@@ -321,7 +323,12 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   if (n.held_poll != 0) {  // Superseded by this one.
     finishes.emplace_back(Take(n.held_poll), grpc::Status::OK);
   }
-  int64_t hold_ms = std::clamp<int64_t>(r.hold_ms(), 0, kMaxPollHoldMs);
+  // Held no longer than half the heartbeat timeout: the answer and the next
+  // poll must both fit before a node could be declared dead.
+  int64_t hold_ms = std::clamp<int64_t>(
+      r.hold_ms(), 0,
+      std::min(kMaxPollHoldMs,
+               absl::ToInt64Milliseconds(options_.heartbeat_timeout) / 2));
   Hold(held, absl::Now() + absl::Milliseconds(hold_ms));
   n.held_poll = held->id;
   return finishes;

@@ -74,19 +74,22 @@ Future<Response> OwnerClient::Unary(int owner, const std::string& what,
     call->context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
   call->token = inflight_.Add(WorkerNode(owner), call->context);
-  auto self = shared_from_this();
+  Future<Response> result = call->promise.future();
+  // The callback holds no reference to this client (see ChannelPool); Stop()
+  // waits for it instead.
   start(StubFor(owner), call->context.get(),
-        [self, call, owner, what](const grpc::Status& s,
+        [this, call, owner, what](const grpc::Status& s,
                                   absl::StatusOr<Response> r) {
-          absl::Status failure = self->inflight_.Remove(call->token);
+          absl::Status failure = inflight_.Remove(call->token);
           absl::Status status = failure.ok() ? FromGrpcStatus(s) : failure;
           if (!status.ok()) {
-            call->promise.Set(self->OwnerError(owner, what, status));
+            call->promise.Set(OwnerError(owner, what, status));
           } else {
             call->promise.Set(std::move(r));
           }
+          inflight_.Finished();
         });
-  return call->promise.future();
+  return result;
 }
 
 Future<Done> OwnerClient::AddFork(int owner, proto::ForkRequest request,
@@ -123,16 +126,18 @@ Future<Value> OwnerClient::Fetch(int owner, proto::ForkRequest request,
                       });
 }
 
-Future<Done> OwnerClient::RenewLease(int owner, proto::LeaseRequest request,
-                                     absl::Duration timeout) {
+Future<absl::Duration> OwnerClient::RenewLease(int owner,
+                                               proto::LeaseRequest request,
+                                               absl::Duration timeout) {
   auto req = std::make_shared<proto::LeaseRequest>(std::move(request));
-  return Unary<Done>(
+  return Unary<absl::Duration>(
       owner, "renew lease", timeout,
       [req](proto::RRefs::Stub* stub, grpc::ClientContext* context, auto done) {
         auto resp = std::make_shared<proto::LeaseResponse>();
         stub->async()->RenewLease(
-            context, req.get(), resp.get(),
-            [req, resp, done](grpc::Status s) { done(s, Done()); });
+            context, req.get(), resp.get(), [req, resp, done](grpc::Status s) {
+              done(s, absl::Milliseconds(resp->lease_ms()));
+            });
       });
 }
 
@@ -211,6 +216,7 @@ void OwnerClient::Stop() {
     pending_ = 0;  // Undelivered messages are dropped with the node.
   }
   inflight_.CancelAll(absl::CancelledError("stopping"));
+  inflight_.WaitIdle(absl::Now() + absl::Seconds(5));
 }
 
 }  // namespace ferry

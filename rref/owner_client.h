@@ -37,8 +37,9 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
   // The value, decoded with `codec` (RRefs inside it become this node's).
   Future<Value> Fetch(int owner, proto::ForkRequest request,
                       absl::Duration timeout, std::shared_ptr<RRefCodec> codec);
-  Future<Done> RenewLease(int owner, proto::LeaseRequest request,
-                          absl::Duration timeout);
+  // The owner's lease (how often it must hear from us).
+  Future<absl::Duration> RenewLease(int owner, proto::LeaseRequest request,
+                                    absl::Duration timeout);
   Future<std::vector<proto::OwnedRRef>> ListOwned(int owner,
                                                   absl::Duration timeout);
 
@@ -56,7 +57,8 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
   void FailNode(uint64_t node, const absl::Status& reason) {
     inflight_.FailNode(node, reason);
   }
-  // Cancels everything; later retries are dropped.
+  // Cancels everything and waits (bounded) for the callbacks; later
+  // retries are dropped. Call before destroying the client.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:

@@ -81,6 +81,10 @@ absl::Status OwnerTable::Create(GlobalId rref, GlobalId fork,
       it->second.created = clock_->Now();
     }
     status = RegisterForkLocked(it->second, fork, creator, true);
+    // The creator just spoke to us: alive.
+    if (status.ok() && creator != self_) {
+      lease_expiry_[creator] = clock_->Now() + options_.lease;
+    }
     if (!status.ok() && inserted) entries_.erase(it);
     if (status.ok()) UnparkLocked(rref, &later);
   }
@@ -355,7 +359,10 @@ void OwnerTable::Sweep() {
       for (const auto& [fork, f] : e.forks) {
         if (f.holder == self_) continue;
         auto lease = lease_expiry_.find(f.holder);
-        bool lease_gone = lease == lease_expiry_.end() || lease->second < now;
+        // A holder's lease covers the forks it confirmed; an unconfirmed
+        // fork is on its sender's clock.
+        bool lease_gone = f.confirmed &&
+                          (lease == lease_expiry_.end() || lease->second < now);
         bool never_confirmed =
             !f.confirmed && f.registered + options_.lease < now;
         if (lease_gone || never_confirmed) victims.emplace_back(rref, fork);

@@ -93,7 +93,7 @@ void RRefContext::Attach() {
     if (auto c = weak.lock()) c->OnNodeDown(node);
   });
   absl::MutexLock lock(&mu_);
-  lease_timer_ = host_.timers->RunAfter(options_.lease / 4, [weak] {
+  lease_timer_ = host_.timers->RunAfter(RenewPeriod(), [weak] {
     if (auto c = weak.lock()) c->RenewLeases();
   });
   if (owner_table_ != nullptr) {
@@ -174,15 +174,39 @@ void RRefContext::RenewLeases() {
     }
   }
   for (auto& [owner, request] : by_owner) {
-    // A missed renewal is retried at the next period, well within the lease.
-    owner_client_->RenewLease(owner, std::move(request), options_.lease / 4);
+    // A missed renewal is retried at the next period, well within the
+    // lease. Owners may have shorter leases than ours: learn theirs.
+    std::weak_ptr<RRefContext> weak = weak_from_this();
+    owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
+        .Then([weak](const absl::StatusOr<absl::Duration>& lease) {
+          auto c = weak.lock();
+          if (c && lease.ok() && *lease > absl::ZeroDuration())
+            c->LearnLease(*lease);
+        });
   }
   std::weak_ptr<RRefContext> weak = weak_from_this();
   absl::MutexLock lock(&mu_);
   if (stopped_) return;
-  lease_timer_ = host_.timers->RunAfter(options_.lease / 4, [weak] {
+  lease_timer_ = host_.timers->RunAfter(RenewPeriod(), [weak] {
     if (auto c = weak.lock()) c->RenewLeases();
   });
+}
+
+absl::Duration RRefContext::RenewPeriod() const {
+  // Until an owner told us its lease, renew early enough for a short one.
+  absl::Duration lease = absl::Milliseconds(learned_lease_ms_.load());
+  if (lease <= absl::ZeroDuration()) {
+    return std::min(options_.lease / 4, absl::Milliseconds(250));
+  }
+  return std::min(options_.lease, lease) / 4;
+}
+
+void RRefContext::LearnLease(absl::Duration lease) {
+  int64_t ms = absl::ToInt64Milliseconds(lease);
+  int64_t known = learned_lease_ms_.load();
+  while ((known <= 0 || ms < known) &&
+         !learned_lease_ms_.compare_exchange_weak(known, ms)) {
+  }
 }
 
 void RRefContext::SweepOwned() {

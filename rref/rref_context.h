@@ -131,6 +131,9 @@ class RRefContext final : public RRefCore,
  private:
   void Attach();  // Timers, membership listener.
   void RenewLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  // Every lease/4 of the shortest lease known (ours or an owner's).
+  absl::Duration RenewPeriod() const;
+  void LearnLease(absl::Duration lease);
   void SweepOwned();
   void OnNodeDown(uint64_t node);
   absl::Status RegisterBuiltins(Registry* registry);
@@ -140,6 +143,7 @@ class RRefContext final : public RRefCore,
   const Host host_;
   const RRefOptions options_;
   std::atomic<uint64_t> counter_{0};
+  std::atomic<int64_t> learned_lease_ms_{0};  // Shortest owner lease seen.
   std::unique_ptr<OwnerTable> owner_table_;
   std::shared_ptr<OwnerClient> owner_client_;
   std::unique_ptr<RRefService> service_;

@@ -33,7 +33,6 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"call", {}},
           {"remote", {}},
           {"rrefs", {}},
-          {"collective", {}},
           {"run", {}},
       };
   auto it = table->find(command);

@@ -247,18 +247,23 @@ absl::StatusOr<Value> Down(Session& session) {
   FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
   const std::vector<WorkerInfo> workers = client->rpc().directory().workers();
   const absl::Duration grace = std::min(session.bound(), absl::Seconds(20));
+  std::vector<bool> reached;
   for (const WorkerInfo& w : workers) {
     // A worker already gone has nothing to shut down.
-    client->rpc()
-        .RequestShutdown(w.name, grace / 2, absl::Seconds(5))
-        .IgnoreError();
+    reached.push_back(client->rpc()
+                          .RequestShutdown(w.name, grace / 2, absl::Seconds(5))
+                          .ok());
   }
   client->Close();
   const absl::Time deadline = absl::Now() + grace;
   const std::string host = LocalHostName();
   Value::List stopped;
-  for (const WorkerInfo& w : workers) {
-    std::string how = w.host == host ? AwaitExit(w.pid, deadline) : "remote";
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerInfo& w = workers[i];
+    std::string how = w.host != host ? "remote"
+                      : !reached[i] && !Alive(w.pid)
+                          ? "already_gone"
+                          : AwaitExit(w.pid, deadline);
     stopped.push_back(Value(Value::Map{
         {"name", w.name}, {"rank", w.rank}, {"pid", w.pid}, {"how", how}}));
   }

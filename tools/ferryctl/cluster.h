@@ -31,7 +31,8 @@ absl::StatusOr<Value> Up(const UpOptions& options);
 // Gracefully shuts down every worker of the session's job and waits until
 // their processes are gone (escalating to SIGTERM, then SIGKILL, for those
 // on this host that do not exit in time):
-// {"stopped":[{name, rank, pid, "how": graceful|terminated|killed|remote}]}.
+// {"stopped":[{name, rank, pid, "how": graceful|terminated|killed|
+// already_gone|remote}]}.
 absl::StatusOr<Value> Down(Session& session);
 
 // The ferryd binary: $FERRYD, next to this executable, or on $PATH.

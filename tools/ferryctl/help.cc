@@ -57,7 +57,9 @@ examples:
 
 Asks every worker of the job to shut down gracefully (all agree, drain, stop)
 and returns when their processes have exited (daemons that do not exit in
-time are terminated, then killed). Prints {"stopped":[{name,rank,pid,how}]}.
+time are terminated, then killed). Prints {"stopped":[{name,rank,pid,how}]}
+with how one of graceful, terminated, killed, already_gone (it had died
+before), or remote (on another host: not waited for).
 
 example:
   ferryctl --master=127.0.0.1:29500 down

@@ -228,7 +228,7 @@ struct Parser {
     s.source = lines[raw.line - 1];
     Cursor cur(raw);
     std::string first = cur.Word();
-    size_t after_first = cur.pos();
+    size_t after_first = cur.pos();  // Then: the end of the command word.
     cur.SkipSpace();
     if (cur.pos() < raw.text.size() && raw.text[cur.pos()] == '=') {
       if (!IsIdentifier(first)) {
@@ -239,11 +239,12 @@ struct Parser {
       s.target = first;
       cur.Advance(1);
       s.command = cur.Word();
+      after_first = cur.pos();
     } else {
-      (void)after_first;
       s.command = first;
     }
-    auto [cl, cc] = cur.Where(cur.pos() - s.command.size());
+    // Where the command word starts, for messages about it.
+    auto [cl, cc] = cur.Where(after_first - s.command.size());
     auto spec = Commands().find(s.command);
     if (spec == Commands().end()) {
       std::vector<std::string> names;

@@ -40,7 +40,7 @@ absl::StatusOr<Client*> Session::client() {
     ClientOptions o;
     o.master = master_;
     o.description = absl::StrCat("ferryctl pid ", getpid());
-    o.connect_timeout = std::min(bound(), absl::Seconds(30));
+    o.connect_timeout = std::min(bound(), absl::Seconds(10));
     o.default_timeout = timeout_;
     FERRY_ASSIGN_OR_RETURN(client_, Client::Connect(o));
   }
