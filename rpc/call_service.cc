@@ -43,7 +43,7 @@ struct CallService::ActiveCall {
   std::shared_ptr<const RegisteredFunction> function;
   CallContext context;
   std::vector<Value> args;
-  std::unique_ptr<RRefCodec> codec;
+  LazyCodec codec;
   std::optional<proto::RRefHandle> remote;  // A remote() call's RRef.
   std::atomic<bool> claimed{false};
 };
@@ -69,9 +69,7 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   call->context.caller_node = request->caller_node();
   call->context.deadline = absl::FromChrono(context->deadline());
   call->context.cancelled = call->reactor->cancelled();
-  if (options_.codecs != nullptr) {
-    call->codec = options_.codecs->ForPeer(request->caller_node());
-  }
+  call->codec = LazyCodec(options_.codecs, request->caller_node());
   // The request is ours until we finish; decoding moves tensor bytes out of
   // it instead of copying them.
   auto* args = const_cast<proto::CallRequest*>(request)->mutable_args();
@@ -79,7 +77,7 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   for (int i = 0; i < args->size(); ++i) {
     FERRY_ASSIGN_OR_RETURN(
         Value v, ValueFromProto(args->Mutable(i), absl::StrCat("args[", i, "]"),
-                                call->codec.get()));
+                                &call->codec));
     call->args.push_back(std::move(v));
   }
   if (request->has_create_rref()) {
@@ -162,16 +160,16 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
   }
   absl::Status status = result.status();
   if (status.ok()) {
-    status = Annotate(ValueToProto(*result, call->response->mutable_result(),
-                                   call->codec.get()),
-                      "result");
+    status = Annotate(
+        ValueToProto(*result, call->response->mutable_result(), &call->codec),
+        "result");
   }
-  if (!status.ok() || call->codec == nullptr) {
+  if (!status.ok() || !call->codec.used()) {
     Reply(call, status);
     return;
   }
   // RRefs in the result go out only once their owners know the forks.
-  call->codec->ReadyToSend().Then(
+  call->codec.ReadyToSend().Then(
       [this, call](const absl::StatusOr<Done>& ready) {
         Reply(call, ready.status());
       });
@@ -180,10 +178,10 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
 void CallService::Reply(const std::shared_ptr<ActiveCall>& call,
                         const absl::Status& status) {
   if (!Claim(call)) {
-    if (call->codec) call->codec->Abandon();  // Aborted meanwhile.
+    call->codec.Abandon();  // Aborted meanwhile.
     return;
   }
-  if (!status.ok() && call->codec) call->codec->Abandon();
+  if (!status.ok()) call->codec.Abandon();
   absl::Status named =
       status.ok() ? status
                   : Annotate(status, absl::StrCat(options_.worker_name, ": ",

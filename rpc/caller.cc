@@ -5,20 +5,31 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
 #include "rpc/grpc_status.h"
 #include "rpc/status_util.h"
+#include "rpc/wire_writer.h"
 
 namespace ferry {
+
+namespace {
+
+// The Worker service's Call method, called through the generic stub so the
+// request can be written by EncodeCallRequest.
+const char kCallMethod[] = "/ferry.proto.Worker/Call";
+
+}  // namespace
 
 struct Caller::Pending {
   std::shared_ptr<grpc::ClientContext> context =
       std::make_shared<grpc::ClientContext>();
-  proto::CallRequest request;
-  proto::CallResponse response;
+  proto::CallRequest request;  // The header fields (no args).
+  grpc::ByteBuffer request_bytes;
+  grpc::ByteBuffer response_bytes;
   Promise<Value> promise;
   WorkerInfo to;
   absl::Duration timeout;
-  std::unique_ptr<RRefCodec> codec;
+  LazyCodec codec;
   InflightCalls::Token token = 0;
 };
 
@@ -57,33 +68,30 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   auto call = std::make_shared<Pending>();
   call->to = to;
   call->timeout = timeout;
-  if (CodecFactory* codecs = codecs_.load()) {
-    call->codec = codecs->ForPeer(WorkerNode(to.rank));
-  }
+  call->codec = LazyCodec(codecs_.load(), WorkerNode(to.rank));
   call->request.set_function(function);
   call->request.set_caller_node(self_.node);
   call->request.set_caller_name(self_.name);
   if (create_rref) *call->request.mutable_create_rref() = *create_rref;
-  call->request.mutable_args()->Reserve(static_cast<int>(args.size()));
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::Status s =
-        ValueToProto(args[i], call->request.add_args(), call->codec.get());
-    if (!s.ok()) {
-      if (call->codec) call->codec->Abandon();
-      return Future<Value>::Ready(Annotate(
-          s, absl::StrCat(to.name, ": ", function, ": args[", i, "]")));
-    }
+  // Tensor bytes go out as slices over the tensors themselves (no copy).
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      EncodeCallRequest(call->request, args, &call->codec);
+  if (!bytes.ok()) {
+    call->codec.Abandon();
+    return Future<Value>::Ready(
+        Annotate(bytes.status(), absl::StrCat(to.name, ": ", function)));
   }
+  call->request_bytes = *std::move(bytes);
   if (timeout != absl::InfiniteDuration()) {
     call->context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   }
   Future<Value> result = call->promise.future();
   call->token = inflight_.Add(WorkerNode(to.rank), call->context);
-  if (call->codec == nullptr) {
+  if (!call->codec.used()) {
     Send(call);
   } else {
     // RRefs in the arguments go out only once their owners know the forks.
-    call->codec->ReadyToSend().Then(
+    call->codec.ReadyToSend().Then(
         [this, call](const absl::StatusOr<Done>& ready) {
           if (ready.ok()) {
             Send(call);
@@ -96,26 +104,34 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
 }
 
 void Caller::Send(const std::shared_ptr<Pending>& call) {
-  StubFor(call->to)->async()->Call(
-      call->context.get(), &call->request, &call->response,
+  StubFor(call->to)->UnaryCall(
+      call->context.get(), kCallMethod, grpc::StubOptions(),
+      &call->request_bytes, &call->response_bytes,
       [this, call](grpc::Status status) { Complete(call, status); });
 }
 
 void Caller::Fail(const std::shared_ptr<Pending>& call,
                   const absl::Status& status) {
   absl::Status failure = inflight_.Remove(call->token);
-  if (call->codec) call->codec->Abandon();
-  call->codec.reset();
+  call->codec.Abandon();
+  call->codec.Release();
   call->promise.Set(CallError(call->to.name, call->request.function(),
                               failure.ok() ? status : failure, call->timeout));
   inflight_.Finished();
 }
 
-proto::Worker::Stub* Caller::StubFor(const WorkerInfo& to) {
+grpc::GenericStub* Caller::StubFor(const WorkerInfo& to) {
+  const bool fast = to.rank >= 0 && to.rank < kFastStubs;
+  if (fast) {
+    if (grpc::GenericStub* stub = fast_stubs_[to.rank].load()) return stub;
+  }
   absl::MutexLock lock(&mu_);
-  std::unique_ptr<proto::Worker::Stub>& stub = stubs_[to.rank];
+  std::unique_ptr<grpc::GenericStub>& stub = stubs_[to.rank];
   // A stub registers its methods on the channel: made once per peer.
-  if (stub == nullptr) stub = proto::Worker::NewStub(channels_->ForWorker(to));
+  if (stub == nullptr) {
+    stub = std::make_unique<grpc::GenericStub>(channels_->ForWorker(to));
+  }
+  if (fast) fast_stubs_[to.rank].store(stub.get());
   return stub.get();
 }
 
@@ -126,8 +142,14 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
     return;
   }
   absl::Status failure = inflight_.Remove(call->token);
-  absl::StatusOr<Value> result = ValueFromProto(call->response.mutable_result(),
-                                                "result", call->codec.get());
+  proto::CallResponse response;
+  absl::Status parsed = FromGrpcStatus(
+      grpc::SerializationTraits<proto::CallResponse>::Deserialize(
+          &call->response_bytes, &response));
+  absl::StatusOr<Value> result =
+      parsed.ok()
+          ? ValueFromProto(response.mutable_result(), "result", &call->codec)
+          : absl::StatusOr<Value>(parsed);
   if (!failure.ok()) {
     result = failure;
   } else if (!result.ok()) {
@@ -137,7 +159,7 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
   }
   // Copies lent for the call are returned now, not whenever gRPC drops
   // the completion callback.
-  call->codec.reset();
+  call->codec.Release();
   if (!result.ok()) {
     call->promise.Set(CallError(call->to.name, call->request.function(),
                                 result.status(), call->timeout));

@@ -16,7 +16,8 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "proto/worker.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "proto/worker.pb.h"
 #include "rpc/channels.h"
 #include "rpc/directory.h"
 #include "rpc/future.h"
@@ -83,7 +84,7 @@ class Caller {
   void Complete(const std::shared_ptr<Pending>& call,
                 const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
-  proto::Worker::Stub* StubFor(const WorkerInfo& to) ABSL_LOCKS_EXCLUDED(mu_);
+  grpc::GenericStub* StubFor(const WorkerInfo& to) ABSL_LOCKS_EXCLUDED(mu_);
 
   ChannelPool* const channels_;
   Membership* const membership_;
@@ -92,9 +93,12 @@ class Caller {
   InflightCalls inflight_;
 
   absl::Mutex mu_;
-  // One stub per peer rank, made on first use; never removed.
-  absl::flat_hash_map<int, std::unique_ptr<proto::Worker::Stub>> stubs_
+  // One stub per peer rank, made on first use; never removed. The first
+  // kFastStubs ranks are also found without the lock.
+  absl::flat_hash_map<int, std::unique_ptr<grpc::GenericStub>> stubs_
       ABSL_GUARDED_BY(mu_);
+  static constexpr int kFastStubs = 1024;
+  std::atomic<grpc::GenericStub*> fast_stubs_[kFastStubs] = {};
 };
 
 // Prefixes a transport-level failure of a call with "<peer>: <function>: "

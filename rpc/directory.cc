@@ -60,6 +60,7 @@ bool Membership::MarkDown(uint64_t node, absl::Status reason) {
   {
     absl::MutexLock lock(&mu_);
     if (!down_.emplace(node, reason).second) return false;
+    down_count_.fetch_add(1);
     listeners = listeners_;
   }
   for (const Listener& l : listeners) l(node, reason);
@@ -67,6 +68,7 @@ bool Membership::MarkDown(uint64_t node, absl::Status reason) {
 }
 
 std::optional<absl::Status> Membership::DownReason(uint64_t node) const {
+  if (down_count_.load() == 0) return std::nullopt;
   absl::MutexLock lock(&mu_);
   auto it = down_.find(node);
   if (it == down_.end()) return std::nullopt;

@@ -3,6 +3,7 @@
 #ifndef FERRY_RPC_DIRECTORY_H_
 #define FERRY_RPC_DIRECTORY_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -75,6 +76,9 @@ class Membership {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, absl::Status> down_ ABSL_GUARDED_BY(mu_);
+  // Nodes in down_, readable without the lock: every call asks, and
+  // usually nobody is down.
+  std::atomic<int64_t> down_count_{0};
   std::vector<Listener> listeners_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -61,7 +61,7 @@ absl::Status Registry::RegisterAsync(std::string name, AsyncFunction fn,
 
 std::shared_ptr<const RegisteredFunction> Registry::Find(
     absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   auto it = functions_.find(name);
   return it == functions_.end() ? nullptr : it->second;
 }

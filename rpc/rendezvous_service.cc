@@ -120,7 +120,7 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
   if (it == held_.end()) return nullptr;
   Held* held = it->second;
   held_.erase(it);
-    if (held->kind == Held::Kind::kPoll) {
+  if (held->kind == Held::Kind::kPoll) {
     auto node = nodes_.find(held->node);
     if (node != nodes_.end() && node->second.held_poll == id) {
       node->second.held_poll = 0;

@@ -49,19 +49,25 @@ RRefDescriptor DescriptorFromProto(const proto::RRefHandle& h) {
   return d;
 }
 
-namespace {
-
 // A list or map at depth kMaxValueDepth would make the value nest deeper
 // than the limit (a scalar is depth 0, [x] depth 1).
-absl::Status DepthError(absl::string_view path) {
+absl::Status ValueDepthError(absl::string_view path) {
   return absl::InvalidArgumentError(
       absl::StrCat(path, ": nesting deeper than ", kMaxValueDepth, " levels"));
 }
 
+absl::Status CheckValueString(absl::string_view text, absl::string_view path) {
+  if (IsValidUtf8(text)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": string is not valid UTF-8 (send bytes instead)"));
+}
+
+namespace {
+
 absl::Status Encode(const Value& value, proto::Value* out, RRefCodec* codec,
                     int depth, const std::string& path) {
   if ((value.is_list() || value.is_map()) && depth >= kMaxValueDepth) {
-    return DepthError(path);
+    return ValueDepthError(path);
   }
   switch (value.kind()) {
     case Value::Kind::kNull:
@@ -77,10 +83,7 @@ absl::Status Encode(const Value& value, proto::Value* out, RRefCodec* codec,
       out->set_double_value(value.as_double());
       return absl::OkStatus();
     case Value::Kind::kString:
-      if (!IsValidUtf8(value.as_string())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ": string is not valid UTF-8 (send bytes instead)"));
-      }
+      FERRY_RETURN_IF_ERROR(CheckValueString(value.as_string(), path));
       out->set_string_value(value.as_string());
       return absl::OkStatus();
     case Value::Kind::kBytes:
@@ -103,10 +106,7 @@ absl::Status Encode(const Value& value, proto::Value* out, RRefCodec* codec,
     case Value::Kind::kMap: {
       auto* entries = out->mutable_map()->mutable_entries();
       for (const auto& [key, item] : value.as_map()) {
-        if (!IsValidUtf8(key)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ": map key is not valid UTF-8"));
-        }
+        FERRY_RETURN_IF_ERROR(CheckValueString(key, path));
         FERRY_RETURN_IF_ERROR(Encode(item, &(*entries)[key], codec, depth + 1,
                                      absl::StrCat(path, ".", key)));
       }
@@ -129,7 +129,7 @@ absl::Status Encode(const Value& value, proto::Value* out, RRefCodec* codec,
 absl::StatusOr<Value> Decode(proto::Value* in, RRefCodec* codec, int depth,
                              const std::string& path) {
   if ((in->has_list() || in->has_map()) && depth >= kMaxValueDepth) {
-    return DepthError(path);
+    return ValueDepthError(path);
   }
   switch (in->kind_case()) {
     case proto::Value::KIND_NOT_SET:
@@ -194,6 +194,24 @@ absl::Status ValueToProto(const Value& value, proto::Value* out,
 absl::StatusOr<Value> ValueFromProto(proto::Value* in, absl::string_view path,
                                      RRefCodec* codec) {
   return Decode(in, codec, 0, std::string(path));
+}
+
+RRefCodec* LazyCodec::Real() {
+  if (real_ == nullptr && factory_ != nullptr) real_ = factory_->ForPeer(peer_);
+  return real_.get();
+}
+
+absl::StatusOr<proto::RRefHandle> LazyCodec::Encode(
+    const Value::RRefPtr& rref) {
+  if (RRefCodec* real = Real()) return real->Encode(rref);
+  return DescriptorToProto(rref->descriptor());
+}
+
+absl::StatusOr<Value::RRefPtr> LazyCodec::Decode(
+    const proto::RRefHandle& handle) {
+  if (RRefCodec* real = Real()) return real->Decode(handle);
+  return Value::RRefPtr(
+      std::make_shared<const RRefBase>(DescriptorFromProto(handle)));
 }
 
 absl::StatusOr<Value> ValueFromProtoCopy(const proto::Value& in,

@@ -50,6 +50,36 @@ class CodecFactory {
   virtual std::unique_ptr<RRefCodec> ForPeer(uint64_t peer) = 0;
 };
 
+// A codec made only when the first RRef is met, so a call whose values
+// hold none (the common case) costs no codec. Without a factory, RRefs
+// travel as bare descriptors.
+class LazyCodec final : public RRefCodec {
+ public:
+  LazyCodec(CodecFactory* factory = nullptr, uint64_t peer = 0)
+      : factory_(factory), peer_(peer) {}
+
+  absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& rref) override;
+  absl::StatusOr<Value::RRefPtr> Decode(
+      const proto::RRefHandle& handle) override;
+  Future<Done> ReadyToSend() override {
+    return real_ ? real_->ReadyToSend() : Future<Done>::Ready(Done());
+  }
+  void Abandon() override {
+    if (real_) real_->Abandon();
+  }
+  // True once an RRef went through.
+  bool used() const { return real_ != nullptr; }
+  // Drops the real codec (and what it keeps alive for the call).
+  void Release() { real_.reset(); }
+
+ private:
+  RRefCodec* Real();
+
+  CodecFactory* factory_;
+  uint64_t peer_;
+  std::unique_ptr<RRefCodec> real_;
+};
+
 void TensorToProto(const Tensor& tensor, proto::Tensor* out);
 
 // Consumes `in`'s bytes. `path` prefixes error messages.
@@ -67,6 +97,10 @@ absl::StatusOr<Value> ValueFromProto(proto::Value* in, absl::string_view path,
 absl::StatusOr<Value> ValueFromProtoCopy(const proto::Value& in,
                                          absl::string_view path,
                                          RRefCodec* codec = nullptr);
+
+// The checks every Value encoder makes: INVALID_ARGUMENT naming `path`.
+absl::Status CheckValueString(absl::string_view text, absl::string_view path);
+absl::Status ValueDepthError(absl::string_view path);
 
 proto::RRefHandle DescriptorToProto(const RRefDescriptor& descriptor);
 RRefDescriptor DescriptorFromProto(const proto::RRefHandle& handle);

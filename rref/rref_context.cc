@@ -52,6 +52,8 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   OwnerOptions owner;
   owner.lease = options.lease;
   owner.max_forks_per_holder = options.max_live_rrefs;
+  // Late requests for a freed id come within a lease or two.
+  owner.tombstone_ttl = 2 * options.lease;
   std::weak_ptr<RRefContext> weak = context;
   context->owner_table_ = std::make_unique<OwnerTable>(
       context->host_.node, Clock::Real(), owner, [weak](uint64_t node) {
@@ -255,6 +257,11 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
                                   std::optional<absl::Duration> timeout) {
   const RRefDescriptor& d = rref->descriptor();
   const absl::Duration t = Timeout(timeout);
+  // A dead owner is the answer, whatever else went wrong on the way.
+  if (auto down = host_.membership->DownReason(WorkerNode(d.owner_rank))) {
+    return Future<Value>::Ready(absl::UnavailableError(
+        absl::StrCat("owner ", d.owner, " died (", down->message(), ")")));
+  }
   Promise<Value> result;
   if (owns(d.owner_rank)) {
     auto self = shared_from_this();

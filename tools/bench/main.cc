@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "rpc/process_tuning.h"
 #include "rpc/status_util.h"
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
@@ -16,12 +17,22 @@
 ABSL_FLAG(std::string, suite, "all", "rpc, rref, collectives, sparse or all");
 ABSL_FLAG(bool, quick, false, "a short smoke run (under a minute)");
 ABSL_FLAG(bool, json, false, "JSON rows on stdout instead of a table");
+ABSL_FLAG(int, rounds, 0,
+          "interleaved rounds per measurement, medians reported (default 3; "
+          "1 with --quick)");
+ABSL_FLAG(std::string, only, "",
+          "rpc suite: only latency, throughput or bandwidth");
+ABSL_FLAG(std::string, variant, "",
+          "rpc suite: only this system (grpc/echo, ferry/echo_tcp, "
+          "grpc/echo_uds, ferry/echo), e.g. for profiling");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] "
       "[--json]");
   absl::ParseCommandLine(argc, argv);
+  // Same process settings for ferry and the bare baseline.
+  ferry::TuneProcessForServing();
   const std::string suite = absl::GetFlag(FLAGS_suite);
   const bool quick = absl::GetFlag(FLAGS_quick);
   if (suite != "all" && suite != "rpc" && suite != "rref" &&
@@ -32,7 +43,13 @@ int main(int argc, char** argv) {
   ferry::bench::Report report(absl::GetFlag(FLAGS_json));
   absl::Status status;
   if (status.ok() && (suite == "all" || suite == "rpc")) {
-    status = ferry::bench::RunRpcSuite(quick, &report);
+    ferry::bench::RpcSuiteOptions o;
+    o.quick = quick;
+    o.rounds = absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds)
+                                               : (quick ? 1 : 3);
+    o.variant = absl::GetFlag(FLAGS_variant);
+    o.only = absl::GetFlag(FLAGS_only);
+    status = ferry::bench::RunRpcSuite(o, &report);
   }
   if (status.ok() && (suite == "all" || suite == "rref")) {
     status = ferry::bench::RunRRefSuite(quick, &report);

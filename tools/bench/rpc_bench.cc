@@ -1,9 +1,14 @@
 #include "tools/bench/rpc_bench.h"
 
-#include <atomic>
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -50,7 +55,7 @@ absl::StatusOr<double> Throughput(EchoSystem& system, int inflight,
                                   absl::Duration duration) {
   system.SetPayload(8);
   absl::Mutex mu;
-  int64_t completed = 0, outstanding = 0;
+  int64_t completed = 0, outstanding = inflight;
   bool failed = false;
   const absl::Time end = absl::Now() + duration;
   std::function<void()> issue;
@@ -68,10 +73,6 @@ absl::StatusOr<double> Throughput(EchoSystem& system, int inflight,
     });
   };
   const absl::Time start = absl::Now();
-  {
-    absl::MutexLock lock(&mu);
-    outstanding = inflight;
-  }
   for (int i = 0; i < inflight; ++i) issue();
   absl::MutexLock lock(&mu);
   auto drained = [&]() { return outstanding == 0; };
@@ -96,61 +97,84 @@ absl::StatusOr<double> Bandwidth(EchoSystem& system, size_t bytes,
   return static_cast<double>(bytes) * iterations / seconds / 1e6;
 }
 
-absl::Status Measure(EchoSystem& system, const std::string& name,
-                     const std::string& op, bool quick, Report* report) {
-  Row base{"rpc", "", name, op, 8, 2, 1, 0};
-  std::vector<double> samples;
-  FERRY_RETURN_IF_ERROR(Latency(system, quick ? 300 : 3000, &samples));
-  Row p50 = base, p99 = base;
-  p50.metric = "latency_p50_us";
-  p50.value = Percentile(samples, 50);
-  p99.metric = "latency_p99_us";
-  p99.value = Percentile(samples, 99);
-  report->Add(p50);
-  report->Add(p99);
+struct Variant {
+  std::string system;
+  std::string op;
+  std::unique_ptr<EchoSystem> echo;
+};
+
+// One round of every measurement on one system, into `samples` (by row).
+absl::Status Round(Variant& v, const RpcSuiteOptions& o,
+                   std::map<std::string, std::vector<double>>* samples) {
+  const bool quick = o.quick;
+  auto wanted = [&](const char* kind) {
+    return o.only.empty() || o.only == kind;
+  };
+  if (wanted("latency")) {
+    std::vector<double> latencies;
+    FERRY_RETURN_IF_ERROR(Latency(*v.echo, quick ? 300 : 2000, &latencies));
+    (*samples)["latency_p50_us/1/8"].push_back(Percentile(latencies, 50));
+    (*samples)["latency_p99_us/1/8"].push_back(Percentile(latencies, 99));
+  }
   for (int inflight : {1, 16, 128}) {
+    if (!wanted("throughput")) break;
     FERRY_ASSIGN_OR_RETURN(
         double rate,
-        Throughput(system, inflight,
-                   quick ? absl::Milliseconds(500) : absl::Seconds(3)));
-    Row r = base;
-    r.metric = "calls_per_s";
-    r.inflight = inflight;
-    r.value = rate;
-    report->Add(r);
+        Throughput(*v.echo, inflight,
+                   quick ? absl::Milliseconds(300) : absl::Seconds(1)));
+    (*samples)[absl::StrCat("calls_per_s/", inflight, "/8")].push_back(rate);
   }
   for (size_t mib : {1, 16, 64}) {
-    int iterations = quick ? (mib == 64 ? 2 : 4) : (mib == 64 ? 6 : 16);
+    if (!wanted("bandwidth")) break;
+    int iterations = quick ? 2 : (mib == 64 ? 3 : 8);
     FERRY_ASSIGN_OR_RETURN(double mbps,
-                           Bandwidth(system, mib << 20, iterations));
-    Row r = base;
-    r.metric = "bandwidth_MBps";
-    r.size_bytes = static_cast<int64_t>(mib << 20);
-    r.value = mbps;
-    report->Add(r);
+                           Bandwidth(*v.echo, mib << 20, iterations));
+    (*samples)[absl::StrCat("bandwidth_MBps/1/", mib << 20)].push_back(mbps);
   }
   return absl::OkStatus();
 }
 
+double Median(std::vector<double> v) { return Percentile(v, 50); }
+
 }  // namespace
 
-absl::Status RunRpcSuite(bool quick, Report* report) {
+absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   // Same host: ferry uses its unix-abstract socket by default ("echo");
   // "echo_tcp" forces TCP loopback, like the bare baseline's "echo".
-  struct Variant {
-    const char* system;
-    const char* op;
-    bool ferry;
-    bool local;
+  std::vector<Variant> variants;
+  auto add = [&](const char* system, const char* op, bool ferry,
+                 bool local) -> absl::Status {
+    std::string name = absl::StrCat(system, "/", op);
+    if (!options.variant.empty() && options.variant != name)
+      return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<EchoSystem>> echo =
+        ferry ? StartFerryEcho(local) : StartBareEcho(local);
+    if (!echo.ok()) return echo.status();
+    variants.push_back({system, op, *std::move(echo)});
+    return absl::OkStatus();
   };
-  for (const Variant& v : {Variant{"grpc", "echo", false, false},
-                           Variant{"ferry", "echo_tcp", true, false},
-                           Variant{"grpc", "echo_uds", false, true},
-                           Variant{"ferry", "echo", true, true}}) {
-    absl::StatusOr<std::unique_ptr<EchoSystem>> system =
-        v.ferry ? StartFerryEcho(v.local) : StartBareEcho(v.local);
-    if (!system.ok()) return system.status();
-    FERRY_RETURN_IF_ERROR(Measure(**system, v.system, v.op, quick, report));
+  FERRY_RETURN_IF_ERROR(add("grpc", "echo", false, false));
+  FERRY_RETURN_IF_ERROR(add("ferry", "echo_tcp", true, false));
+  FERRY_RETURN_IF_ERROR(add("grpc", "echo_uds", false, true));
+  FERRY_RETURN_IF_ERROR(add("ferry", "echo", true, true));
+  // Interleaved rounds, medians reported: the host's drift hits every
+  // system alike instead of whichever ran during a slow spell.
+  std::vector<std::map<std::string, std::vector<double>>> samples(
+      variants.size());
+  for (int round = 0; round < options.rounds; ++round) {
+    for (size_t i = 0; i < variants.size(); ++i) {
+      FERRY_RETURN_IF_ERROR(Round(variants[i], options, &samples[i]));
+    }
+  }
+  for (size_t i = 0; i < variants.size(); ++i) {
+    for (const auto& [key, values] : samples[i]) {
+      std::vector<std::string> parts = absl::StrSplit(key, '/');
+      Row r{"rpc", parts[0], variants[i].system, variants[i].op, 0,
+            2,     0,        Median(values)};
+      r.inflight = std::stoi(parts[1]);
+      r.size_bytes = std::stoll(parts[2]);
+      report->Add(r);
+    }
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/json.h"
+#include "rpc/process_tuning.h"
 #include "rpc/status_util.h"
 #include "tools/ferryctl/cli.h"
 #include "tools/ferryctl/cluster.h"
@@ -135,4 +136,7 @@ int Main(int argc, char** argv) {
 }  // namespace ctl
 }  // namespace ferry
 
-int main(int argc, char** argv) { return ferry::ctl::Main(argc, argv); }
+int main(int argc, char** argv) {
+  ferry::TuneProcessForServing();
+  return ferry::ctl::Main(argc, argv);
+}

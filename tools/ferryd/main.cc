@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "rpc/process_tuning.h"
 #include "rpc/security.h"
 #include "rpc/status_util.h"
 #include "tools/ferryd/launch_env.h"
@@ -203,5 +204,6 @@ int main(int argc, char** argv) {
       "  ferryd --rank=R --world_size=N --master=HOST:PORT [flags]\n"
       "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)");
   absl::ParseCommandLine(argc, argv);
+  ferry::TuneProcessForServing();
   return ferry::Run();
 }
