@@ -66,8 +66,9 @@ RpcAgent::~RpcAgent() {
   if (t.joinable()) t.join();
 }
 
-void RpcAgent::AddService(grpc::Service* service) {
-  services_.push_back(service);
+void RpcAgent::AddService(grpc::Service* service) { services_.push_back(service); }
+void RpcAgent::SetGenericService(grpc::CallbackGenericService* service) {
+  generic_service_ = service;
 }
 void RpcAgent::AddExtension(AgentExtension* e) { extensions_.push_back(e); }
 void RpcAgent::SetCodecs(CodecFactory* codecs) { codecs_ = codecs; }
@@ -182,7 +183,10 @@ absl::Status RpcAgent::StartServer() {
         security_, timers_.get());
     builder.RegisterService(rendezvous_.get());
   }
-  for (grpc::Service* s : services_) builder.RegisterService(s);
+    for (grpc::Service* s : services_) builder.RegisterService(s);
+  if (generic_service_ != nullptr) {
+    builder.RegisterCallbackGenericService(generic_service_);
+  }
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", listen));

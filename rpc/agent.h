@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
 #include "rpc/call_service.h"
 #include "rpc/caller.h"
@@ -97,7 +98,10 @@ class RpcAgent {
 
   // ---- Before Start ----
   Registry& registry() { return registry_; }
-  void AddService(grpc::Service* service);
+    void AddService(grpc::Service* service);
+  // The server's one generic (raw bytes) service, for streams whose framing
+  // is not protobuf's (collectives).
+  void SetGenericService(grpc::CallbackGenericService* service);
   void AddExtension(AgentExtension* extension);
   // How RRefs in call values cross the wire, and who keeps remote()
   // results (the RRef layer); both must outlive the agent's calls.
@@ -194,7 +198,8 @@ class RpcAgent {
   std::unique_ptr<RendezvousService> rendezvous_;
   std::shared_ptr<MembershipClient> membership_client_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<grpc::Service*> services_;
+    std::vector<grpc::Service*> services_;
+  grpc::CallbackGenericService* generic_service_ = nullptr;
   std::vector<AgentExtension*> extensions_;
   CodecFactory* codecs_ = nullptr;
   RemoteHandler* remote_ = nullptr;

@@ -35,7 +35,10 @@ struct Caller::Pending {
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
                CallerIdentity self)
-    : channels_(channels), membership_(membership), self_(std::move(self)) {}
+    : channels_(channels),
+      membership_(membership),
+      self_(std::move(self)),
+      stubs_(channels) {}
 
 Caller::~Caller() {
   CancelAll(absl::CancelledError("caller shut down"));
@@ -104,7 +107,7 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
 }
 
 void Caller::Send(const std::shared_ptr<Pending>& call) {
-  StubFor(call->to)->UnaryCall(
+  stubs_.For(call->to)->UnaryCall(
       call->context.get(), kCallMethod, grpc::StubOptions(),
       &call->request_bytes, &call->response_bytes,
       [this, call](grpc::Status status) { Complete(call, status); });
@@ -118,21 +121,6 @@ void Caller::Fail(const std::shared_ptr<Pending>& call,
   call->promise.Set(CallError(call->to.name, call->request.function(),
                               failure.ok() ? status : failure, call->timeout));
   inflight_.Finished();
-}
-
-grpc::GenericStub* Caller::StubFor(const WorkerInfo& to) {
-  const bool fast = to.rank >= 0 && to.rank < kFastStubs;
-  if (fast) {
-    if (grpc::GenericStub* stub = fast_stubs_[to.rank].load()) return stub;
-  }
-  absl::MutexLock lock(&mu_);
-  std::unique_ptr<grpc::GenericStub>& stub = stubs_[to.rank];
-  // A stub registers its methods on the channel: made once per peer.
-  if (stub == nullptr) {
-    stub = std::make_unique<grpc::GenericStub>(channels_->ForWorker(to));
-  }
-  if (fast) fast_stubs_[to.rank].store(stub.get());
-  return stub.get();
 }
 
 void Caller::Complete(const std::shared_ptr<Pending>& call,

@@ -16,11 +16,11 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "proto/worker.pb.h"
 #include "rpc/channels.h"
 #include "rpc/directory.h"
 #include "rpc/future.h"
+#include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
 #include "rpc/value.h"
 #include "rpc/value_proto.h"
@@ -84,21 +84,13 @@ class Caller {
   void Complete(const std::shared_ptr<Pending>& call,
                 const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
-  grpc::GenericStub* StubFor(const WorkerInfo& to) ABSL_LOCKS_EXCLUDED(mu_);
 
   ChannelPool* const channels_;
   Membership* const membership_;
   const CallerIdentity self_;
   std::atomic<CodecFactory*> codecs_{nullptr};
   InflightCalls inflight_;
-
-  absl::Mutex mu_;
-  // One stub per peer rank, made on first use; never removed. The first
-  // kFastStubs ranks are also found without the lock.
-  absl::flat_hash_map<int, std::unique_ptr<grpc::GenericStub>> stubs_
-      ABSL_GUARDED_BY(mu_);
-  static constexpr int kFastStubs = 1024;
-  std::atomic<grpc::GenericStub*> fast_stubs_[kFastStubs] = {};
+  GenericStubs stubs_;
 };
 
 // Prefixes a transport-level failure of a call with "<peer>: <function>: "

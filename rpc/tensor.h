@@ -136,8 +136,14 @@ class TensorBuilder {
   int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
 
-  // The finished tensor; the builder is left empty.
+    // The finished tensor; the builder is left empty.
   Tensor Build() &&;
+
+  // A 1-D view of elements [begin, end) of the buffer being built, sharing
+  // it. For senders that stream finished regions while others are still
+  // written: the caller must not write the viewed region while the view is
+  // in use.
+  Tensor View(int64_t begin, int64_t end) const;
 
  private:
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);

@@ -50,6 +50,11 @@ class WireWriter {
   std::vector<grpc::Slice> slices_;
 };
 
+// The wire bytes of a Value (a serialized ferry.proto.Value), tensor bytes
+// referenced from the tensors.
+absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value, RRefCodec* codec,
+                                             absl::string_view path);
+
 // The wire bytes of a CallRequest for `args` (which the tensors in them
 // stay alive for, via the slices). RRefs are encoded by `codec`; errors are
 // those of ValueToProto, naming args[i].

@@ -1,0 +1,97 @@
+// A worker's collectives: the transport (Exchange + Mailbox), its process
+// groups, and what keeps every collective bounded — the ops in flight, so
+// a peer's death aborts those it takes part in, and the ops this worker
+// joined, so a rank that times out can ask who never came.
+#ifndef FERRY_COLLECTIVES_COLLECTIVE_CONTEXT_H_
+#define FERRY_COLLECTIVES_COLLECTIVE_CONTEXT_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "collectives/exchange.h"
+#include "collectives/mailbox.h"
+#include "collectives/process_group.h"
+#include "rpc/agent.h"
+#include "rpc/executor.h"
+
+namespace ferry {
+
+struct CollectiveConfig {
+  // Most bytes held for messages not yet asked for (beyond: backpressure).
+  int64_t max_buffer_bytes = int64_t{1} << 30;
+  // Frame size of streamed messages.
+  int64_t chunk_bytes = 1 << 20;
+  // Threads running collectives started asynchronously or by clients.
+  int threads = 4;
+  // Per-rank payloads up to this size use direct exchanges (one round);
+  // larger ones use rings.
+  int64_t direct_bytes = 256 << 10;
+};
+
+class CollectiveContext final : public AgentExtension,
+                                public std::enable_shared_from_this<CollectiveContext> {
+ public:
+  // Plugs into `agent` (before its Start).
+  static std::shared_ptr<CollectiveContext> ForWorker(RpcAgent* agent,
+                                                      CollectiveConfig config);
+  CollectiveContext(RpcAgent* agent, CollectiveConfig config);
+  ~CollectiveContext() override;
+
+  // All ranks of the job (after the worker started).
+  ProcessGroup& world() ABSL_LOCKS_EXCLUDED(mu_);
+  // A subgroup of the global ranks `ranks` (distinct, in group order).
+  // INVALID_ARGUMENT for bad ranks; FAILED_PRECONDITION if this worker is
+  // not among them.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- For ops ----
+  RpcAgent& agent() { return *agent_; }
+  Exchange& exchange() { return *exchange_; }
+  Mailbox& mailbox() { return mailbox_; }
+  Executor& executor() { return *executor_; }
+  const CollectiveConfig& config() const { return config_; }
+  int rank() const { return agent_->rank(); }
+  // Op `key` (members: global ranks) runs here from now until Ended.
+  void Began(const std::string& key, std::string label, std::vector<int> members)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Ended(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether this worker began op `key` (recently).
+  bool Joined(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- AgentExtension ----
+  void Stop() override;
+  void FillStatus(proto::WorkerStatus* status) const override;
+
+ private:
+  struct Running {
+    std::string label;  // "all_reduce op 17"
+    std::vector<int> members;
+  };
+  void OnNodeDown(uint64_t node, const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  RpcAgent* const agent_;
+  const CollectiveConfig config_;
+  Mailbox mailbox_;
+  std::unique_ptr<Exchange> exchange_;
+  std::unique_ptr<Executor> executor_;
+
+  mutable absl::Mutex mu_;
+  std::unique_ptr<ProcessGroup> world_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> groups_made_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> joined_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_COLLECTIVE_CONTEXT_H_

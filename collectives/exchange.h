@@ -1,0 +1,81 @@
+// The transport of collectives: sends one message (a Value) to a peer as a
+// stream of frames, and receives others' into the Mailbox
+// (proto/collectives.proto has the framing).
+//
+// Sending holds no thread. A message the receiver cannot buffer yet is
+// retried with backoff until the deadline (backpressure); a peer that dies
+// fails its sends at once, naming it.
+#ifndef FERRY_COLLECTIVES_EXCHANGE_H_
+#define FERRY_COLLECTIVES_EXCHANGE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "collectives/mailbox.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "rpc/channels.h"
+#include "rpc/directory.h"
+#include "rpc/future.h"
+#include "rpc/generic_stubs.h"
+#include "rpc/inflight.h"
+#include "rpc/security.h"
+#include "rpc/timers.h"
+
+namespace ferry {
+
+class Exchange final : public grpc::CallbackGenericService {
+ public:
+  static constexpr char kMethod[] = "/ferry.proto.Collectives/Exchange";
+
+  struct Options {
+    int64_t chunk_bytes = 1 << 20;
+  };
+
+  // `directory` must be filled (the worker started) before the first Send.
+  Exchange(int self_rank, const Directory* directory, ChannelPool* channels,
+           Membership* membership, std::shared_ptr<const Security> security,
+           Mailbox* mailbox, Timers* timers, Options options);
+  ~Exchange() override;
+
+  // Sends `message` to global rank `dst` under `key`.
+  Future<Done> Send(int dst, const MessageKey& key, const Value& message,
+                    absl::Time deadline);
+  // Tells `dst` that `op` failed with `status` (best effort).
+  void SendAbort(int dst, const std::string& op, const absl::Status& status,
+                 absl::Time deadline);
+
+  // Fails the sends in flight to `node`.
+  void FailNode(uint64_t node, const absl::Status& reason) {
+    inflight_.FailNode(node, reason);
+  }
+  // Cancels everything and waits (bounded) for the streams to end.
+  void Stop();
+
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
+
+ private:
+  class SendStream;
+  class ReceiveStream;
+  struct Outgoing;
+
+  void Attempt(std::shared_ptr<Outgoing> out, int attempt);
+  void Settle(const std::shared_ptr<Outgoing>& out, int attempt, absl::Status status);
+
+  const int self_;
+  const Directory* const directory_;
+  Membership* const membership_;
+  const std::shared_ptr<const Security> security_;
+  Mailbox* const mailbox_;
+  Timers* const timers_;
+  const Options options_;
+  GenericStubs stubs_;
+  InflightCalls inflight_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_EXCHANGE_H_

@@ -1,0 +1,127 @@
+#include "collectives/op.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+
+namespace {
+// How long a timed-out rank asks the others whether they joined.
+constexpr absl::Duration kProbe = absl::Seconds(2);
+// How long an abort notice is given to reach each member.
+constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
+}  // namespace
+
+Op::Op(ProcessGroup& group, std::string name, std::string key, std::string label,
+       absl::Duration timeout)
+    : group_(group),
+      context_(group.context()),
+      name_(std::move(name)),
+      key_(std::move(key)),
+      label_(std::move(label)),
+      timeout_(timeout),
+      deadline_(absl::Now() + timeout) {
+  context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members());
+}
+
+Op::~Op() { context_.Ended(key_); }
+
+std::string Op::Who(int r) const {
+  return absl::StrCat("rank ", r, " (",
+                      context_.agent().directory().at(group_.global(r)).name, ")");
+}
+
+absl::Status Op::Error(absl::StatusCode code, absl::string_view message) const {
+  return absl::Status(code, absl::StrCat(name_, " op ", label_, ": ", message));
+}
+
+void Op::Send(int to, int step, Value message) {
+  sends_.emplace_back(to, context_.exchange().Send(group_.global(to),
+                                                   {key_, step, context_.rank()},
+                                                   message, deadline_));
+}
+
+absl::StatusOr<Value> Op::Recv(int from, int step) {
+  Future<Value> message =
+      context_.mailbox().Receive({key_, step, group_.global(from)});
+  absl::StatusOr<Value> v = message.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+  if (v.ok()) return v;
+  if (!message.IsReady()) return TimedOut(from);
+  return Fail(v.status());  // Aborted: by a member, or a peer died.
+}
+
+absl::Status Op::Flush() {
+  for (auto& [to, sent] : sends_) {
+    absl::StatusOr<Done> r =
+        sent.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+    if (r.ok()) continue;
+    absl::Status aborted = context_.mailbox().AbortStatus(key_);
+    if (!aborted.ok()) return Fail(aborted);
+    if (r.status().code() == absl::StatusCode::kDeadlineExceeded) return TimedOut(to);
+    return Fail(Error(r.status().code(),
+                      absl::StrCat("sending to ", Who(to), ": ", r.status().message())));
+  }
+  sends_.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Value>> Op::ExchangeAll(int step, Value mine) {
+  const int n = size();
+  for (int k = 1; k < n; ++k) Send((rank() + k) % n, step, mine);  // Shifted.
+  std::vector<Value> all(n);
+  all[rank()] = std::move(mine);
+  for (int k = 1; k < n; ++k) {
+    int from = (rank() - k + n) % n;
+    FERRY_ASSIGN_OR_RETURN(all[from], Recv(from, step));
+  }
+  return all;
+}
+
+absl::Status Op::TimedOut(int waited_for) {
+  // Ask every member, at once and briefly, whether it began this op.
+  std::vector<std::pair<int, Future<Value>>> asks;
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    asks.emplace_back(r, context_.agent().RpcAsync(
+                             absl::StrCat(group_.global(r)), "ferry.collective_joined",
+                             {Value(key_)}, {.timeout = kProbe}));
+  }
+    std::vector<std::string> missing;  // "1 (worker1)"
+  for (auto& [r, ask] : asks) {
+    absl::StatusOr<Value> joined = ask.Wait(kProbe + absl::Seconds(1));
+    if (!joined.ok() || !joined->is_bool() || !joined->as_bool()) {
+      missing.push_back(Who(r).substr(5));
+    }
+  }
+  const int64_t ms = absl::ToInt64Milliseconds(timeout_);
+  if (!missing.empty()) {
+    return Fail(Error(absl::StatusCode::kDeadlineExceeded,
+                      absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
+                                   absl::StrJoin(missing, ", "), " did not join within ",
+                                   ms, " ms")));
+  }
+  return Fail(Error(absl::StatusCode::kDeadlineExceeded,
+                    absl::StrCat("no message from ", Who(waited_for), " within ", ms,
+                                 " ms (every member joined)")));
+}
+
+absl::Status Op::Fail(absl::Status status) {
+  // Someone else failed the op first: theirs is the op's status.
+  absl::Status first = context_.mailbox().AbortStatus(key_);
+  if (!first.ok()) return first;
+  if (failed_) return status;
+  failed_ = true;
+  context_.mailbox().Abort(key_, status);
+  for (int r = 0; r < size(); ++r) {
+    if (r == rank()) continue;
+    context_.exchange().SendAbort(group_.global(r), key_, status,
+                                  absl::Now() + kAbortDelivery);
+  }
+  return status;
+}
+
+}  // namespace ferry

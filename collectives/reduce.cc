@@ -1,0 +1,117 @@
+#include "collectives/reduce.h"
+
+#include <algorithm>
+#include <complex>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/element.h"
+
+namespace ferry {
+
+namespace {
+
+struct Named {
+  absl::string_view name;
+  ReduceOp op;
+};
+constexpr Named kOps[] = {{"sum", ReduceOp::kSum},   {"prod", ReduceOp::kProd},
+                          {"min", ReduceOp::kMin},   {"max", ReduceOp::kMax},
+                          {"avg", ReduceOp::kAvg},   {"band", ReduceOp::kBand},
+                          {"bor", ReduceOp::kBor},   {"bxor", ReduceOp::kBxor}};
+
+template <typename T>
+T Combine(ReduceOp op, T a, T b) {
+  if constexpr (std::is_same<T, bool>::value) {
+    switch (op) {
+      case ReduceOp::kProd:
+      case ReduceOp::kMin:
+      case ReduceOp::kBand: return a && b;
+      case ReduceOp::kBxor: return a != b;
+      default: return a || b;  // sum, max, bor
+    }
+  } else if constexpr (std::is_integral<T>::value) {
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: return WrapAdd(a, b);
+      case ReduceOp::kProd: return WrapMul(a, b);
+      case ReduceOp::kMin: return std::min(a, b);
+      case ReduceOp::kMax: return std::max(a, b);
+      case ReduceOp::kBand: return a & b;
+      case ReduceOp::kBor: return a | b;
+      case ReduceOp::kBxor: return a ^ b;
+    }
+    return a;
+  } else if constexpr (IsComplex<T>::value) {
+    return op == ReduceOp::kProd ? a * b : a + b;  // Only sum/prod/avg reach here.
+  } else {
+    switch (op) {
+      case ReduceOp::kProd: return a * b;
+      case ReduceOp::kMin: return std::min(a, b);
+      case ReduceOp::kMax: return std::max(a, b);
+      default: return a + b;  // sum, avg
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
+  for (const Named& n : kOps) {
+    if (n.name == name) return n.op;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown reduce op '", name, "' (sum, prod, min, max, avg, band, bor, bxor)"));
+}
+
+absl::string_view ReduceOpName(ReduceOp op) {
+  for (const Named& n : kOps) {
+    if (n.op == op) return n.name;
+  }
+  return "?";
+}
+
+absl::Status CheckReduceOp(ReduceOp op, DType dtype) {
+  const DTypeKind kind = KindOf(dtype);
+  const bool bitwise = op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+  auto refuse = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op ", ReduceOpName(op), " does not apply to ", DTypeName(dtype), ": ", why));
+  };
+  if (kind == DTypeKind::kComplex && (op == ReduceOp::kMin || op == ReduceOp::kMax)) {
+    return refuse("complex numbers are not ordered");
+  }
+  if (bitwise && kind >= DTypeKind::kFloating) return refuse("bitwise ops need integers");
+  if (op == ReduceOp::kAvg && kind <= DTypeKind::kInteger) {
+    return refuse("avg needs a floating or complex dtype (use sum)");
+  }
+  return absl::OkStatus();
+}
+
+void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in, int64_t count) {
+  VisitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* a = reinterpret_cast<T*>(acc);
+    const T* b = reinterpret_cast<const T*>(in);
+    for (int64_t i = 0; i < count; ++i) {
+      a[i] = static_cast<T>(Combine(op, Widen(a[i]), Widen(b[i])));
+    }
+  });
+}
+
+void FinishAverage(DType dtype, char* acc, int64_t count, int n) {
+  VisitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+        T* a = reinterpret_cast<T*>(acc);
+    if constexpr (IsComplex<T>::value) {
+      using R = typename T::value_type;
+      for (int64_t i = 0; i < count; ++i) a[i] /= static_cast<R>(n);
+    } else if constexpr (std::is_floating_point<Compute<T>>::value) {
+      for (int64_t i = 0; i < count; ++i) {
+        a[i] = static_cast<T>(Widen(a[i]) / static_cast<Compute<T>>(n));
+      }
+    }
+  });
+}
+
+}  // namespace ferry

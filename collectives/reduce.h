@@ -1,0 +1,33 @@
+// Reductions of all_reduce and reduce_scatter, over all 12 dtypes.
+#ifndef FERRY_COLLECTIVES_REDUCE_H_
+#define FERRY_COLLECTIVES_REDUCE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rpc/tensor.h"
+
+namespace ferry {
+
+enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg, kBand, kBor, kBxor };
+
+// "sum", "prod", "min", "max", "avg", "band", "bor", "bxor".
+absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
+absl::string_view ReduceOpName(ReduceOp op);
+
+// INVALID_ARGUMENT if `op` does not apply to `dtype`: min/max on complex,
+// bitwise ops on floating or complex, avg on bool or integers.
+absl::Status CheckReduceOp(ReduceOp op, DType dtype);
+
+// acc[i] = acc[i] ⊕ in[i] for `count` elements of `dtype` (avg adds; see
+// FinishAverage). The regions must not overlap.
+void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in, int64_t count);
+
+// Divides `count` elements by `n` (the end of an avg).
+void FinishAverage(DType dtype, char* acc, int64_t count, int n);
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_REDUCE_H_
