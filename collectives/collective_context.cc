@@ -12,15 +12,16 @@ namespace {
 constexpr size_t kJoinedMemory = 1 << 16;
 }  // namespace
 
-std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(RpcAgent* agent,
-                                                                CollectiveConfig config) {
+std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
+    RpcAgent* agent, CollectiveConfig config) {
   auto context = std::make_shared<CollectiveContext>(agent, config);
   agent->SetGenericService(context->exchange_.get());
   agent->AddExtension(context.get());
   std::weak_ptr<CollectiveContext> weak = context;
-  agent->membership().AddListener([weak](uint64_t node, const absl::Status& reason) {
-    if (auto c = weak.lock()) c->OnNodeDown(node, reason);
-  });
+  agent->membership().AddListener(
+      [weak](uint64_t node, const absl::Status& reason) {
+        if (auto c = weak.lock()) c->OnNodeDown(node, reason);
+      });
   // Lets a rank that timed out ask who joined an op.
   absl::Status s = agent->registry().Register(
       "ferry.collective_joined",
@@ -28,7 +29,8 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(RpcAgent* agent,
         auto c = weak.lock();
         return c != nullptr && c->Joined(key);
       },
-      {.params = {"op"}, .doc = "whether this worker began collective op `op`",
+      {.params = {"op"},
+       .doc = "whether this worker began collective op `op`",
        .run_inline = true});
   (void)s;  // A fixed, valid, unique name.
   return context;
@@ -39,8 +41,8 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
       config_(config),
       mailbox_(config.max_buffer_bytes),
       exchange_(std::make_unique<Exchange>(
-          agent->rank(), &agent->directory(), &agent->channels(), &agent->membership(),
-          agent->security(), &mailbox_, &agent->timers(),
+          agent->rank(), &agent->directory(), &agent->channels(),
+          &agent->membership(), agent->security(), &mailbox_, &agent->timers(),
           Exchange::Options{config.chunk_bytes})),
       executor_(std::make_unique<Executor>(config.threads)) {}
 
@@ -51,7 +53,8 @@ ProcessGroup& CollectiveContext::world() {
   if (world_ == nullptr) {
     std::vector<int> all(agent_->world_size());
     for (int r = 0; r < agent_->world_size(); ++r) all[r] = r;
-    world_ = std::make_unique<ProcessGroup>(this, "world", std::move(all), agent_->rank());
+    world_ = std::make_unique<ProcessGroup>(this, "world", std::move(all),
+                                            agent_->rank());
   }
   return *world_;
 }
@@ -74,8 +77,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
     if (ranks[i] == rank()) mine = static_cast<int>(i);
   }
   if (mine < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        agent_->name(), " is not a member of group [", absl::StrJoin(ranks, ", "), "]"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(agent_->name(), " is not a member of group [",
+                     absl::StrJoin(ranks, ", "), "]"));
   }
   std::string base = absl::StrCat("g", absl::StrJoin(ranks, ","));
   absl::MutexLock lock(&mu_);
@@ -116,10 +120,10 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
     for (const auto& [key, op] : running_) {
       auto it = std::find(op.members.begin(), op.members.end(), dead);
       if (it == op.members.end()) continue;
-      aborts.emplace_back(
-          key, absl::UnavailableError(absl::StrCat(
-                   op.label, ": rank ", it - op.members.begin(), " (",
-                   agent_->directory().at(dead).name, ") died (", reason.message(), ")")));
+      aborts.emplace_back(key, absl::UnavailableError(absl::StrCat(
+                                   op.label, ": rank ", it - op.members.begin(),
+                                   " (", agent_->directory().at(dead).name,
+                                   ") died (", reason.message(), ")")));
     }
   }
   exchange_->FailNode(node, reason);
@@ -134,7 +138,8 @@ void CollectiveContext::Stop() {
   }
   // Ops still waiting end now instead of at their deadline.
   for (const std::string& key : running) {
-    mailbox_.Abort(key, absl::UnavailableError(absl::StrCat(agent_->name(), " is stopping")));
+    mailbox_.Abort(key, absl::UnavailableError(
+                            absl::StrCat(agent_->name(), " is stopping")));
   }
   exchange_->Stop();
   executor_->Stop(absl::Now() + absl::Seconds(2));

@@ -36,8 +36,9 @@ struct CollectiveConfig {
   int64_t direct_bytes = 256 << 10;
 };
 
-class CollectiveContext final : public AgentExtension,
-                                public std::enable_shared_from_this<CollectiveContext> {
+class CollectiveContext final
+    : public AgentExtension,
+      public std::enable_shared_from_this<CollectiveContext> {
  public:
   // Plugs into `agent` (before its Start).
   static std::shared_ptr<CollectiveContext> ForWorker(RpcAgent* agent,
@@ -61,8 +62,8 @@ class CollectiveContext final : public AgentExtension,
   const CollectiveConfig& config() const { return config_; }
   int rank() const { return agent_->rank(); }
   // Op `key` (members: global ranks) runs here from now until Ended.
-  void Began(const std::string& key, std::string label, std::vector<int> members)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Began(const std::string& key, std::string label,
+             std::vector<int> members) ABSL_LOCKS_EXCLUDED(mu_);
   void Ended(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this worker began op `key` (recently).
   bool Joined(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -76,7 +77,8 @@ class CollectiveContext final : public AgentExtension,
     std::string label;  // "all_reduce op 17"
     std::vector<int> members;
   };
-  void OnNodeDown(uint64_t node, const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnNodeDown(uint64_t node, const absl::Status& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   RpcAgent* const agent_;
   const CollectiveConfig config_;

@@ -38,7 +38,8 @@ std::vector<grpc::ByteBuffer> MakeFrames(proto::ChunkHeader header,
                                          int64_t chunk) {
   std::vector<grpc::Slice> slices;
   if (payload.Valid()) (void)payload.Dump(&slices);
-  header.set_total(static_cast<int64_t>(payload.Valid() ? payload.Length() : 0));
+  header.set_total(
+      static_cast<int64_t>(payload.Valid() ? payload.Length() : 0));
   std::vector<grpc::ByteBuffer> frames;
   grpc::Slice first = HeaderSlice(header);
   grpc::Slice rest = HeaderSlice(proto::ChunkHeader());
@@ -79,10 +80,13 @@ class Exchange::SendStream final
   SendStream(std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames,
              std::shared_ptr<grpc::ClientContext> context,
              std::function<void(const grpc::Status&)> done)
-      : frames_(std::move(frames)), context_(std::move(context)), done_(std::move(done)) {}
+      : frames_(std::move(frames)),
+        context_(std::move(context)),
+        done_(std::move(done)) {}
 
   void Start(grpc::GenericStub* stub) {
-    stub->PrepareBidiStreamingCall(context_.get(), kMethod, grpc::StubOptions(), this);
+    stub->PrepareBidiStreamingCall(context_.get(), kMethod, grpc::StubOptions(),
+                                   this);
     WriteNext();
     StartCall();
   }
@@ -114,9 +118,10 @@ class Exchange::SendStream final
   size_t next_ = 0;
 };
 
-Exchange::Exchange(int self_rank, const Directory* directory, ChannelPool* channels,
-                   Membership* membership, std::shared_ptr<const Security> security,
-                   Mailbox* mailbox, Timers* timers, Options options)
+Exchange::Exchange(int self_rank, const Directory* directory,
+                   ChannelPool* channels, Membership* membership,
+                   std::shared_ptr<const Security> security, Mailbox* mailbox,
+                   Timers* timers, Options options)
     : self_(self_rank),
       directory_(directory),
       membership_(membership),
@@ -133,13 +138,14 @@ void Exchange::Stop() {
   inflight_.WaitIdle(absl::Now() + absl::Seconds(5));
 }
 
-Future<Done> Exchange::Send(int dst, const MessageKey& key, const Value& message,
-                            absl::Time deadline) {
+Future<Done> Exchange::Send(int dst, const MessageKey& key,
+                            const Value& message, absl::Time deadline) {
   const WorkerInfo& peer = directory_->at(dst);
   if (auto down = membership_->DownReason(WorkerNode(dst))) {
     return Future<Done>::Ready(*down);
   }
-  absl::StatusOr<grpc::ByteBuffer> payload = EncodeValue(message, nullptr, "message");
+  absl::StatusOr<grpc::ByteBuffer> payload =
+      EncodeValue(message, nullptr, "message");
   if (!payload.ok()) return Future<Done>::Ready(payload.status());
   proto::ChunkHeader header;
   header.set_op(key.op);
@@ -156,8 +162,8 @@ Future<Done> Exchange::Send(int dst, const MessageKey& key, const Value& message
   return done;
 }
 
-void Exchange::SendAbort(int dst, const std::string& op, const absl::Status& status,
-                         absl::Time deadline) {
+void Exchange::SendAbort(int dst, const std::string& op,
+                         const absl::Status& status, absl::Time deadline) {
   if (membership_->DownReason(WorkerNode(dst)).has_value()) return;
   proto::ChunkHeader header;
   header.set_op(op);
@@ -178,33 +184,38 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
   auto context = std::make_shared<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(out->deadline));
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
-  auto* stream = new SendStream(out->frames, context,
-                                [this, out, attempt, token](const grpc::Status& s) {
-                                  absl::Status failure = inflight_.Remove(token);
-                                  Settle(out, attempt, failure.ok() ? FromGrpcStatus(s) : failure);
-                                  inflight_.Finished();
-                                });
+  auto* stream = new SendStream(
+      out->frames, context, [this, out, attempt, token](const grpc::Status& s) {
+        absl::Status failure = inflight_.Remove(token);
+        Settle(out, attempt, failure.ok() ? FromGrpcStatus(s) : failure);
+        inflight_.Finished();
+      });
   stream->Start(stubs_.For(directory_->at(out->dst)));
 }
 
 void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
-                    absl::Status status) {
-  absl::Duration backoff = std::min(kFirstBackoff * (1 << std::min(attempt, 10)), kMaxBackoff);
+                      absl::Status status) {
+  absl::Duration backoff =
+      std::min(kFirstBackoff * (1 << std::min(attempt, 10)), kMaxBackoff);
   if (status.code() == absl::StatusCode::kResourceExhausted &&
       absl::Now() + backoff < out->deadline) {
     // The receiver's buffer is full: wait and send again (backpressure).
-    timers_->RunAfter(backoff, [this, out, attempt] { Attempt(out, attempt + 1); });
+    timers_->RunAfter(backoff,
+                      [this, out, attempt] { Attempt(out, attempt + 1); });
     return;
   }
   if (auto down = membership_->DownReason(WorkerNode(out->dst))) status = *down;
-  out->done.Set(status.ok() ? absl::StatusOr<Done>(Done()) : absl::StatusOr<Done>(status));
+  out->done.Set(status.ok() ? absl::StatusOr<Done>(Done())
+                            : absl::StatusOr<Done>(status));
 }
 
 // ---- Receiving ----
 
 class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
  public:
-  explicit ReceiveStream(Exchange* exchange) : exchange_(exchange) { StartRead(&frame_); }
+  explicit ReceiveStream(Exchange* exchange) : exchange_(exchange) {
+    StartRead(&frame_);
+  }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // The sender is done (or gone).
@@ -227,7 +238,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
   absl::Status Take();
   void Complete();
   void Release() {
-        if (admitted_) exchange_->mailbox_->Release(total_);
+    if (admitted_) exchange_->mailbox_->Release(total_);
     admitted_ = false;
   }
 
@@ -253,7 +264,8 @@ absl::Status Exchange::ReceiveStream::Take() {
   auto take = [&](size_t n) {
     while (head.size() < n && si < slices.size()) {
       size_t k = std::min(n - head.size(), slices[si].size() - offset);
-      head.append(reinterpret_cast<const char*>(slices[si].begin()) + offset, k);
+      head.append(reinterpret_cast<const char*>(slices[si].begin()) + offset,
+                  k);
       offset += k;
       if (offset == slices[si].size()) {
         ++si;
@@ -264,13 +276,15 @@ absl::Status Exchange::ReceiveStream::Take() {
   };
   uint64_t length = 0;
   for (int shift = 0;; shift += 7) {
-    if (shift > 28 || !take(head.size() + 1)) return absl::DataLossError("bad frame header");
+    if (shift > 28 || !take(head.size() + 1))
+      return absl::DataLossError("bad frame header");
     uint8_t b = static_cast<uint8_t>(head.back());
     length |= uint64_t(b & 0x7f) << shift;
     if (!(b & 0x80)) break;
   }
   size_t prefix = head.size();
-  if (!take(prefix + length)) return absl::DataLossError("truncated frame header");
+  if (!take(prefix + length))
+    return absl::DataLossError("truncated frame header");
   proto::ChunkHeader header;
   if (!header.ParseFromArray(head.data() + prefix, static_cast<int>(length))) {
     return absl::DataLossError("unparsable frame header");
@@ -282,19 +296,22 @@ absl::Status Exchange::ReceiveStream::Take() {
     total_ = header.total();
     if (header.kind() == proto::ChunkHeader::ABORT) {
       exchange_->mailbox_->Abort(
-          header.op(), absl::Status(static_cast<absl::StatusCode>(header.code()),
-                                    header.error()));
+          header.op(),
+          absl::Status(static_cast<absl::StatusCode>(header.code()),
+                       header.error()));
       return absl::OkStatus();
     }
     FERRY_RETURN_IF_ERROR(exchange_->mailbox_->Admit(key_, total_));
     admitted_ = true;
   }
   for (; si < slices.size(); ++si, offset = 0) {
-    grpc::Slice part = offset == 0 ? slices[si] : slices[si].sub(offset, slices[si].size());
+    grpc::Slice part =
+        offset == 0 ? slices[si] : slices[si].sub(offset, slices[si].size());
     received_ += static_cast<int64_t>(part.size());
     payload_.push_back(std::move(part));
   }
-  if (received_ > total_) return absl::DataLossError("message longer than announced");
+  if (received_ > total_)
+    return absl::DataLossError("message longer than announced");
   return absl::OkStatus();
 }
 
@@ -305,16 +322,17 @@ void Exchange::ReceiveStream::Complete() {
   }
   absl::Status status;
   if (received_ != total_) {
-    status = absl::DataLossError(absl::StrCat("message cut short: ", received_, " of ",
-                                              total_, " bytes"));
+    status = absl::DataLossError(absl::StrCat("message cut short: ", received_,
+                                              " of ", total_, " bytes"));
   } else {
     grpc::ByteBuffer whole(payload_.data(), payload_.size());
     payload_.clear();
     proto::Value message;
     status = FromGrpcStatus(
         grpc::SerializationTraits<proto::Value>::Deserialize(&whole, &message));
-    absl::StatusOr<Value> value =
-        status.ok() ? ValueFromProto(&message, "message") : absl::StatusOr<Value>(status);
+    absl::StatusOr<Value> value = status.ok()
+                                      ? ValueFromProto(&message, "message")
+                                      : absl::StatusOr<Value>(status);
     if (value.ok()) {
       admitted_ = false;  // Deliver settles the admitted bytes.
       status = exchange_->mailbox_->Deliver(key_, *std::move(value), total_);
@@ -340,8 +358,9 @@ class Refusal final : public grpc::ServerGenericBidiReactor {
 grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
   if (context->method() != kMethod) {
-    return new Refusal(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                    absl::StrCat("unknown method ", context->method())));
+    return new Refusal(
+        grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                     absl::StrCat("unknown method ", context->method())));
   }
   grpc::Status auth = security_->Check(*context);
   if (!auth.ok()) return new Refusal(auth);

@@ -63,7 +63,8 @@ class Exchange final : public grpc::CallbackGenericService {
   struct Outgoing;
 
   void Attempt(std::shared_ptr<Outgoing> out, int attempt);
-  void Settle(const std::shared_ptr<Outgoing>& out, int attempt, absl::Status status);
+  void Settle(const std::shared_ptr<Outgoing>& out, int attempt,
+              absl::Status status);
 
   const int self_;
   const Directory* const directory_;

@@ -30,8 +30,9 @@ absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
   if (aborted != aborted_.end()) return aborted->second;
   // A message someone waits for is consumed at once: never refused.
   if (!waiting_.contains(key) && bytes_ + bytes > max_bytes_ && bytes_ > 0) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "collective buffer full (", bytes_, " of ", max_bytes_, " bytes held)"));
+    return absl::ResourceExhaustedError(absl::StrCat("collective buffer full (",
+                                                     bytes_, " of ", max_bytes_,
+                                                     " bytes held)"));
   }
   bytes_ += bytes;
   return absl::OkStatus();
@@ -44,7 +45,8 @@ void Mailbox::Release(int64_t bytes) {
   ReleaseLocked(bytes);
 }
 
-absl::Status Mailbox::Deliver(const MessageKey& key, Value message, int64_t bytes) {
+absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
+                              int64_t bytes) {
   Promise<Value> receiver;
   {
     absl::MutexLock lock(&mu_);

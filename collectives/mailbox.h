@@ -51,9 +51,10 @@ class Mailbox {
   // May a message of `bytes` for `key` be buffered now? OK; the op's abort
   // status; or RESOURCE_EXHAUSTED if it is not awaited and would exceed the
   // bound (the sender retries later: that is the backpressure).
-  absl::Status Admit(const MessageKey& key, int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Admit(const MessageKey& key, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-    // Gives back what Admit counted for a message that will not be delivered.
+  // Gives back what Admit counted for a message that will not be delivered.
   void Release(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A whole message arrived (after Admit). Returns the op's abort status if
@@ -65,7 +66,8 @@ class Mailbox {
   void Abort(const std::string& op, const absl::Status& status)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The abort status of `op`, or OK.
-  absl::Status AbortStatus(const std::string& op) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AbortStatus(const std::string& op) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t held_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t held_messages() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -16,8 +16,8 @@ constexpr absl::Duration kProbe = absl::Seconds(2);
 constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
 }  // namespace
 
-Op::Op(ProcessGroup& group, std::string name, std::string key, std::string label,
-       absl::Duration timeout)
+Op::Op(ProcessGroup& group, std::string name, std::string key,
+       std::string label, absl::Duration timeout)
     : group_(group),
       context_(group.context()),
       name_(std::move(name)),
@@ -32,23 +32,30 @@ Op::~Op() { context_.Ended(key_); }
 
 std::string Op::Who(int r) const {
   return absl::StrCat("rank ", r, " (",
-                      context_.agent().directory().at(group_.global(r)).name, ")");
+                      context_.agent().directory().at(group_.global(r)).name,
+                      ")");
 }
 
 absl::Status Op::Error(absl::StatusCode code, absl::string_view message) const {
   return absl::Status(code, absl::StrCat(name_, " op ", label_, ": ", message));
 }
 
+absl::Status Op::BadInput(absl::string_view message) const {
+  return Error(absl::StatusCode::kInvalidArgument,
+               absl::StrCat(Who(rank()), ": ", message));
+}
+
 void Op::Send(int to, int step, Value message) {
-  sends_.emplace_back(to, context_.exchange().Send(group_.global(to),
-                                                   {key_, step, context_.rank()},
-                                                   message, deadline_));
+  sends_.emplace_back(to, context_.exchange().Send(
+                              group_.global(to), {key_, step, context_.rank()},
+                              message, deadline_));
 }
 
 absl::StatusOr<Value> Op::Recv(int from, int step) {
   Future<Value> message =
       context_.mailbox().Receive({key_, step, group_.global(from)});
-  absl::StatusOr<Value> v = message.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+  absl::StatusOr<Value> v =
+      message.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
   if (v.ok()) return v;
   if (!message.IsReady()) return TimedOut(from);
   return Fail(v.status());  // Aborted: by a member, or a peer died.
@@ -57,13 +64,16 @@ absl::StatusOr<Value> Op::Recv(int from, int step) {
 absl::Status Op::Flush() {
   for (auto& [to, sent] : sends_) {
     absl::StatusOr<Done> r =
-        sent.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) + absl::Seconds(1));
+        sent.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) +
+                  absl::Seconds(1));
     if (r.ok()) continue;
     absl::Status aborted = context_.mailbox().AbortStatus(key_);
     if (!aborted.ok()) return Fail(aborted);
-    if (r.status().code() == absl::StatusCode::kDeadlineExceeded) return TimedOut(to);
-    return Fail(Error(r.status().code(),
-                      absl::StrCat("sending to ", Who(to), ": ", r.status().message())));
+    if (r.status().code() == absl::StatusCode::kDeadlineExceeded)
+      return TimedOut(to);
+    return Fail(Error(
+        r.status().code(),
+        absl::StrCat("sending to ", Who(to), ": ", r.status().message())));
   }
   sends_.clear();
   return absl::OkStatus();
@@ -86,11 +96,12 @@ absl::Status Op::TimedOut(int waited_for) {
   std::vector<std::pair<int, Future<Value>>> asks;
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
-    asks.emplace_back(r, context_.agent().RpcAsync(
-                             absl::StrCat(group_.global(r)), "ferry.collective_joined",
-                             {Value(key_)}, {.timeout = kProbe}));
+    asks.emplace_back(
+        r, context_.agent().RpcAsync(absl::StrCat(group_.global(r)),
+                                     "ferry.collective_joined", {Value(key_)},
+                                     {.timeout = kProbe}));
   }
-    std::vector<std::string> missing;  // "1 (worker1)"
+  std::vector<std::string> missing;  // "1 (worker1)"
   for (auto& [r, ask] : asks) {
     absl::StatusOr<Value> joined = ask.Wait(kProbe + absl::Seconds(1));
     if (!joined.ok() || !joined->is_bool() || !joined->as_bool()) {
@@ -101,12 +112,12 @@ absl::Status Op::TimedOut(int waited_for) {
   if (!missing.empty()) {
     return Fail(Error(absl::StatusCode::kDeadlineExceeded,
                       absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
-                                   absl::StrJoin(missing, ", "), " did not join within ",
-                                   ms, " ms")));
+                                   absl::StrJoin(missing, ", "),
+                                   " did not join within ", ms, " ms")));
   }
   return Fail(Error(absl::StatusCode::kDeadlineExceeded,
-                    absl::StrCat("no message from ", Who(waited_for), " within ", ms,
-                                 " ms (every member joined)")));
+                    absl::StrCat("no message from ", Who(waited_for),
+                                 " within ", ms, " ms (every member joined)")));
 }
 
 absl::Status Op::Fail(absl::Status status) {

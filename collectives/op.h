@@ -35,6 +35,7 @@ class Op {
   Op& operator=(const Op&) = delete;
 
   int rank() const { return group_.rank(); }
+  const ProcessGroup& group() const { return group_; }
   int size() const { return group_.size(); }
   const std::string& name() const { return name_; }
   const CollectiveConfig& config() const { return group_.context().config(); }
@@ -43,6 +44,9 @@ class Op {
   std::string Who(int r) const;
   // `code` with "<name> op <label>: <message>".
   absl::Status Error(absl::StatusCode code, absl::string_view message) const;
+  // INVALID_ARGUMENT for this rank's input: "<name> op <label>: rank 2
+  // (worker2): <message>".
+  absl::Status BadInput(absl::string_view message) const;
 
   // Sends `message` to group rank `to` as this op's message number `step`.
   // Failures surface in Recv or Flush.

@@ -17,9 +17,12 @@ class CollectiveContext;
 
 class ProcessGroup {
  public:
-  ProcessGroup(CollectiveContext* context, std::string name, std::vector<int> members,
-               int rank)
-      : context_(context), name_(std::move(name)), members_(std::move(members)), rank_(rank) {}
+  ProcessGroup(CollectiveContext* context, std::string name,
+               std::vector<int> members, int rank)
+      : context_(context),
+        name_(std::move(name)),
+        members_(std::move(members)),
+        rank_(rank) {}
 
   // This worker's rank in the group.
   int rank() const { return rank_; }

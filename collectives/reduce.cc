@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <complex>
+#include <cstring>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -15,10 +16,10 @@ struct Named {
   absl::string_view name;
   ReduceOp op;
 };
-constexpr Named kOps[] = {{"sum", ReduceOp::kSum},   {"prod", ReduceOp::kProd},
-                          {"min", ReduceOp::kMin},   {"max", ReduceOp::kMax},
-                          {"avg", ReduceOp::kAvg},   {"band", ReduceOp::kBand},
-                          {"bor", ReduceOp::kBor},   {"bxor", ReduceOp::kBxor}};
+constexpr Named kOps[] = {{"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProd},
+                          {"min", ReduceOp::kMin}, {"max", ReduceOp::kMax},
+                          {"avg", ReduceOp::kAvg}, {"band", ReduceOp::kBand},
+                          {"bor", ReduceOp::kBor}, {"bxor", ReduceOp::kBxor}};
 
 template <typename T>
 T Combine(ReduceOp op, T a, T b) {
@@ -26,30 +27,45 @@ T Combine(ReduceOp op, T a, T b) {
     switch (op) {
       case ReduceOp::kProd:
       case ReduceOp::kMin:
-      case ReduceOp::kBand: return a && b;
-      case ReduceOp::kBxor: return a != b;
-      default: return a || b;  // sum, max, bor
+      case ReduceOp::kBand:
+        return a && b;
+      case ReduceOp::kBxor:
+        return a != b;
+      default:
+        return a || b;  // sum, max, bor
     }
   } else if constexpr (std::is_integral<T>::value) {
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: return WrapAdd(a, b);
-      case ReduceOp::kProd: return WrapMul(a, b);
-      case ReduceOp::kMin: return std::min(a, b);
-      case ReduceOp::kMax: return std::max(a, b);
-      case ReduceOp::kBand: return a & b;
-      case ReduceOp::kBor: return a | b;
-      case ReduceOp::kBxor: return a ^ b;
+      case ReduceOp::kAvg:
+        return WrapAdd(a, b);
+      case ReduceOp::kProd:
+        return WrapMul(a, b);
+      case ReduceOp::kMin:
+        return std::min(a, b);
+      case ReduceOp::kMax:
+        return std::max(a, b);
+      case ReduceOp::kBand:
+        return a & b;
+      case ReduceOp::kBor:
+        return a | b;
+      case ReduceOp::kBxor:
+        return a ^ b;
     }
     return a;
   } else if constexpr (IsComplex<T>::value) {
-    return op == ReduceOp::kProd ? a * b : a + b;  // Only sum/prod/avg reach here.
+    return op == ReduceOp::kProd ? a * b
+                                 : a + b;  // Only sum/prod/avg reach here.
   } else {
     switch (op) {
-      case ReduceOp::kProd: return a * b;
-      case ReduceOp::kMin: return std::min(a, b);
-      case ReduceOp::kMax: return std::max(a, b);
-      default: return a + b;  // sum, avg
+      case ReduceOp::kProd:
+        return a * b;
+      case ReduceOp::kMin:
+        return std::min(a, b);
+      case ReduceOp::kMax:
+        return std::max(a, b);
+      default:
+        return a + b;  // sum, avg
     }
   }
 }
@@ -60,8 +76,9 @@ absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
   for (const Named& n : kOps) {
     if (n.name == name) return n.op;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown reduce op '", name, "' (sum, prod, min, max, avg, band, bor, bxor)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown reduce op '", name,
+                   "' (sum, prod, min, max, avg, band, bor, bxor)"));
 }
 
 absl::string_view ReduceOpName(ReduceOp op) {
@@ -73,22 +90,27 @@ absl::string_view ReduceOpName(ReduceOp op) {
 
 absl::Status CheckReduceOp(ReduceOp op, DType dtype) {
   const DTypeKind kind = KindOf(dtype);
-  const bool bitwise = op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
+  const bool bitwise =
+      op == ReduceOp::kBand || op == ReduceOp::kBor || op == ReduceOp::kBxor;
   auto refuse = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "op ", ReduceOpName(op), " does not apply to ", DTypeName(dtype), ": ", why));
+    return absl::InvalidArgumentError(
+        absl::StrCat("op ", ReduceOpName(op), " does not apply to ",
+                     DTypeName(dtype), ": ", why));
   };
-  if (kind == DTypeKind::kComplex && (op == ReduceOp::kMin || op == ReduceOp::kMax)) {
+  if (kind == DTypeKind::kComplex &&
+      (op == ReduceOp::kMin || op == ReduceOp::kMax)) {
     return refuse("complex numbers are not ordered");
   }
-  if (bitwise && kind >= DTypeKind::kFloating) return refuse("bitwise ops need integers");
+  if (bitwise && kind >= DTypeKind::kFloating)
+    return refuse("bitwise ops need integers");
   if (op == ReduceOp::kAvg && kind <= DTypeKind::kInteger) {
     return refuse("avg needs a floating or complex dtype (use sum)");
   }
   return absl::OkStatus();
 }
 
-void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in, int64_t count) {
+void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in,
+                int64_t count) {
   VisitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* a = reinterpret_cast<T*>(acc);
@@ -102,7 +124,7 @@ void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in, int64_t cou
 void FinishAverage(DType dtype, char* acc, int64_t count, int n) {
   VisitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-        T* a = reinterpret_cast<T*>(acc);
+    T* a = reinterpret_cast<T*>(acc);
     if constexpr (IsComplex<T>::value) {
       using R = typename T::value_type;
       for (int64_t i = 0; i < count; ++i) a[i] /= static_cast<R>(n);
@@ -112,6 +134,14 @@ void FinishAverage(DType dtype, char* acc, int64_t count, int n) {
       }
     }
   });
+}
+
+Tensor Averaged(const Tensor& sum, int n) {
+  TensorBuilder out =
+      *TensorBuilder::Create(sum.dtype(), sum.shape());  // A valid shape.
+  if (sum.nbytes() > 0) std::memcpy(out.data(), sum.data(), sum.nbytes());
+  FinishAverage(sum.dtype(), out.data(), sum.numel(), n);
+  return std::move(out).Build();
 }
 
 }  // namespace ferry

@@ -23,10 +23,13 @@ absl::Status CheckReduceOp(ReduceOp op, DType dtype);
 
 // acc[i] = acc[i] ⊕ in[i] for `count` elements of `dtype` (avg adds; see
 // FinishAverage). The regions must not overlap.
-void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in, int64_t count);
+void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in,
+                int64_t count);
 
 // Divides `count` elements by `n` (the end of an avg).
 void FinishAverage(DType dtype, char* acc, int64_t count, int n);
+// A new tensor: `sum` divided by `n`.
+Tensor Averaged(const Tensor& sum, int n);
 
 }  // namespace ferry
 

@@ -66,7 +66,9 @@ RpcAgent::~RpcAgent() {
   if (t.joinable()) t.join();
 }
 
-void RpcAgent::AddService(grpc::Service* service) { services_.push_back(service); }
+void RpcAgent::AddService(grpc::Service* service) {
+  services_.push_back(service);
+}
 void RpcAgent::SetGenericService(grpc::CallbackGenericService* service) {
   generic_service_ = service;
 }
@@ -183,7 +185,7 @@ absl::Status RpcAgent::StartServer() {
         security_, timers_.get());
     builder.RegisterService(rendezvous_.get());
   }
-    for (grpc::Service* s : services_) builder.RegisterService(s);
+  for (grpc::Service* s : services_) builder.RegisterService(s);
   if (generic_service_ != nullptr) {
     builder.RegisterCallbackGenericService(generic_service_);
   }

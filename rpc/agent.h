@@ -98,7 +98,7 @@ class RpcAgent {
 
   // ---- Before Start ----
   Registry& registry() { return registry_; }
-    void AddService(grpc::Service* service);
+  void AddService(grpc::Service* service);
   // The server's one generic (raw bytes) service, for streams whose framing
   // is not protobuf's (collectives).
   void SetGenericService(grpc::CallbackGenericService* service);
@@ -198,7 +198,7 @@ class RpcAgent {
   std::unique_ptr<RendezvousService> rendezvous_;
   std::shared_ptr<MembershipClient> membership_client_;
   std::unique_ptr<grpc::Server> server_;
-    std::vector<grpc::Service*> services_;
+  std::vector<grpc::Service*> services_;
   grpc::CallbackGenericService* generic_service_ = nullptr;
   std::vector<AgentExtension*> extensions_;
   CodecFactory* codecs_ = nullptr;

@@ -160,7 +160,8 @@ TensorBuilder::TensorBuilder(DType dtype, Shape shape, int64_t numel,
 Tensor TensorBuilder::View(int64_t begin, int64_t end) const {
   const size_t item = ItemSize(dtype_);
   std::shared_ptr<const char> data(data_, data_.get() + begin * item);
-  return Tensor(dtype_, {end - begin}, end - begin, std::move(data), (end - begin) * item);
+  return Tensor(dtype_, {end - begin}, end - begin, std::move(data),
+                (end - begin) * item);
 }
 
 Tensor TensorBuilder::Build() && {

@@ -136,7 +136,7 @@ class TensorBuilder {
   int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
 
-    // The finished tensor; the builder is left empty.
+  // The finished tensor; the builder is left empty.
   Tensor Build() &&;
 
   // A 1-D view of elements [begin, end) of the buffer being built, sharing

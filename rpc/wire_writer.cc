@@ -270,7 +270,8 @@ grpc::ByteBuffer WireWriter::Finish() {
   return grpc::ByteBuffer(slices_.data(), slices_.size());
 }
 
-absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value, RRefCodec* codec,
+absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value,
+                                             RRefCodec* codec,
                                              absl::string_view path) {
   ValueEncoder encoder(codec);
   FERRY_RETURN_IF_ERROR(encoder.Size(value, 0, std::string(path)).status());

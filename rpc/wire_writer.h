@@ -52,7 +52,8 @@ class WireWriter {
 
 // The wire bytes of a Value (a serialized ferry.proto.Value), tensor bytes
 // referenced from the tensors.
-absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value, RRefCodec* codec,
+absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value,
+                                             RRefCodec* codec,
                                              absl::string_view path);
 
 // The wire bytes of a CallRequest for `args` (which the tensors in them

@@ -3,13 +3,18 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "collectives/service.h"
 #include "rpc/status_util.h"
 
 namespace ferry {
 
 Worker::Worker(WorkerOptions options)
     : agent_(static_cast<const AgentOptions&>(options)),
-      rrefs_(RRefContext::ForWorker(&agent_, options.rref)) {}
+      rrefs_(RRefContext::ForWorker(&agent_, options.rref)),
+      collectives_(CollectiveContext::ForWorker(&agent_, options.collectives)) {
+  // A fixed, valid name that nothing else registers.
+  RegisterCollectiveFunctions(collectives_).IgnoreError();
+}
 
 // The agent stops first, so no layer is called while being destroyed.
 Worker::~Worker() { agent_.Stop(); }

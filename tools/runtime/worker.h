@@ -7,6 +7,7 @@
 //   FERRY_RETURN_IF_ERROR(w.Start());
 //   absl::StatusOr<Value> r = w.rpc().RpcSync("worker0", "add", {1, 2});
 //   absl::StatusOr<RRef> ref = w.rrefs().Remote("worker0", "ones", {{2}});
+//   absl::StatusOr<Tensor> sum = AllReduce(w.collectives().world(), grad);
 //   w.Shutdown();
 #ifndef FERRY_TOOLS_RUNTIME_WORKER_H_
 #define FERRY_TOOLS_RUNTIME_WORKER_H_
@@ -17,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "collectives/collective_context.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
 #include "rref/rref_context.h"
@@ -27,6 +29,7 @@ namespace ferry {
 // those of each layer above it.
 struct WorkerOptions : AgentOptions {
   RRefOptions rref;
+  CollectiveConfig collectives;
 };
 
 struct ClientLayerOptions {
@@ -44,6 +47,8 @@ class Worker {
   Registry& registry() { return agent_.registry(); }
   RpcAgent& rpc() { return agent_; }
   RRefContext& rrefs() { return *rrefs_; }
+  // Process groups and the collectives' transport (collectives/collectives.h).
+  CollectiveContext& collectives() { return *collectives_; }
   const std::string& name() const { return agent_.name(); }
   int rank() const { return agent_.rank(); }
 
@@ -59,6 +64,7 @@ class Worker {
   // Declared first, destroyed last: the layers plug into the agent.
   RpcAgent agent_;
   std::shared_ptr<RRefContext> rrefs_;
+  std::shared_ptr<CollectiveContext> collectives_;
 };
 
 class Client {

@@ -1,0 +1,29 @@
+// gather: rank dst ends with the list of every rank's value (in rank
+// order); the others end with null. Direct, one step.
+#include <utility>
+
+#include "collectives/algorithms.h"
+#include "collectives/args.h"
+#include "rpc/status_util.h"
+
+namespace ferry {
+namespace algorithms {
+
+absl::StatusOr<Value> Gather(Op& op, const Value& input, const Value& params) {
+  FERRY_ASSIGN_OR_RETURN(int dst, RankParam(op, params, "dst"));
+  if (op.rank() != dst) {
+    op.Send(dst, 0, input);
+    return Value();
+  }
+  const int n = op.size();
+  Value::List all(n);
+  all[dst] = input;
+  for (int k = 1; k < n; ++k) {
+    const int from = (dst + k) % n;
+    FERRY_ASSIGN_OR_RETURN(all[from], op.Recv(from, 0));
+  }
+  return Value(std::move(all));
+}
+
+}  // namespace algorithms
+}  // namespace ferry

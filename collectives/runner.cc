@@ -1,0 +1,67 @@
+#include "collectives/runner.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "collectives/algorithms.h"
+#include "collectives/collective_context.h"
+#include "collectives/op.h"
+
+namespace ferry {
+
+absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
+                                 const CollectiveOptions& options) {
+  if (algorithms::Find(name) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown collective \"", name,
+                     "\"; known: ", absl::StrJoin(algorithms::Names(), ", ")));
+  }
+  OpSpec spec;
+  spec.name = std::string(name);
+  if (options.tag.empty()) {
+    spec.label = absl::StrCat(group.NextSequence());
+    spec.key = absl::StrCat(group.name(), "/", spec.label);
+  } else {
+    spec.label = options.tag;
+    spec.key = absl::StrCat(group.name(), "/t:", options.tag);
+  }
+  spec.timeout = options.timeout > absl::ZeroDuration()
+                     ? options.timeout
+                     : group.context().agent().default_timeout();
+  if (spec.timeout <= absl::ZeroDuration())
+    spec.timeout = absl::Hours(24);  // "none"
+  return spec;
+}
+
+absl::StatusOr<Value> RunOp(ProcessGroup& group, const OpSpec& spec,
+                            const Value& input, const Value& params) {
+  Op op(group, spec.name, spec.key, spec.label, spec.timeout);
+  absl::StatusOr<Value> out = algorithms::Find(spec.name)(op, input, params);
+  // Returning OK means every message this rank sent was delivered.
+  if (out.ok()) {
+    absl::Status flushed = op.Flush();
+    if (!flushed.ok()) out = flushed;
+  }
+  if (!out.ok()) return op.Fail(out.status());
+  return out;
+}
+
+Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
+                         Value params) {
+  Promise<Value> result;
+  CollectiveContext& context = group.context();
+  const std::string name = spec.name;
+  bool queued = context.executor().Submit(
+      [&group, result, spec = std::move(spec), input = std::move(input),
+       params = std::move(params)]() mutable {
+        result.Set(RunOp(group, spec, input, params));
+      });
+  if (!queued) {
+    result.Set(absl::UnavailableError(absl::StrCat(
+        context.agent().name(), " is stopping: ", name, " not run")));
+  }
+  return result.future();
+}
+
+}  // namespace ferry

@@ -1,0 +1,90 @@
+#include "collectives/service.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/collectives.h"
+#include "collectives/op.h"
+
+namespace ferry {
+
+namespace {
+
+// Most client-driven ops queued or running on one worker; beyond, new ones
+// are refused (each holds a collectives thread while it runs).
+constexpr int64_t kMaxClientOps = 256;
+
+struct ClientOp {
+  std::string name;
+  std::string op_id;
+  Value input;
+  Value params;
+  absl::Duration timeout;
+};
+
+absl::StatusOr<ClientOp> ParseArgs(std::vector<Value> args) {
+  if (args.size() != 5) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expects 5 arguments (op, op_id, input, params, timeout_ms), got ",
+        args.size()));
+  }
+  if (!args[0].is_string())
+    return absl::InvalidArgumentError("op must be a string");
+  if (!args[1].is_string() || args[1].as_string().empty()) {
+    return absl::InvalidArgumentError("op_id must be a non-empty string");
+  }
+  if (!args[3].is_null() && !args[3].is_map()) {
+    return absl::InvalidArgumentError("params must be a map or null");
+  }
+  if (!args[4].is_int() || args[4].as_int() < 0) {
+    return absl::InvalidArgumentError("timeout_ms must be an integer >= 0");
+  }
+  return ClientOp{args[0].as_string(), args[1].as_string(), std::move(args[2]),
+                  std::move(args[3]), absl::Milliseconds(args[4].as_int())};
+}
+
+Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
+  ProcessGroup& world = context.world();
+  CollectiveOptions options{op.timeout, op.op_id};
+  if (context.executor().queued() + context.executor().running() >=
+      kMaxClientOps) {
+    // Fail the op everywhere now rather than let the others time out.
+    absl::StatusOr<OpSpec> spec = PrepareOp(world, op.name, options);
+    if (!spec.ok()) return Future<Value>::Ready(spec.status());
+    Op refused(world, spec->name, spec->key, spec->label, absl::Seconds(1));
+    return Future<Value>::Ready(refused.Fail(refused.Error(
+        absl::StatusCode::kResourceExhausted,
+        absl::StrCat(context.agent().name(), " already runs ", kMaxClientOps,
+                     " collectives for clients"))));
+  }
+  return RunCollectiveAsync(world, op.name, std::move(op.input),
+                            std::move(op.params), options)
+      .future();
+}
+
+}  // namespace
+
+absl::Status RegisterCollectiveFunctions(
+    const std::shared_ptr<CollectiveContext>& context) {
+  std::weak_ptr<CollectiveContext> weak = context;
+  return context->agent().registry().RegisterAsync(
+      kCollectiveFunction,
+      [weak](const CallContext&, std::vector<Value> args) -> Future<Value> {
+        absl::StatusOr<ClientOp> op = ParseArgs(std::move(args));
+        if (!op.ok()) return Future<Value>::Ready(op.status());
+        std::shared_ptr<CollectiveContext> c = weak.lock();
+        if (c == nullptr)
+          return Future<Value>::Ready(absl::UnavailableError("stopping"));
+        return RunClientOp(*c, *std::move(op));
+      },
+      "ferry.collective(op: string, op_id: string, input: value, params: map, "
+      "timeout_ms: int) -> value",
+      {.doc = "runs collective `op` (named op_id across the job) with this "
+              "worker's input; "
+              "what `ferryctl collective` calls on every worker",
+       .run_inline = true});
+}
+
+}  // namespace ferry

@@ -1,0 +1,28 @@
+// The collectives' entry point for clients: the built-in function
+//
+//   ferry.collective(op, op_id, input, params, timeout_ms)
+//
+// runs collective `op` on the world group with this worker's `input`; the
+// client calls it on every taking-part worker with the same op_id (which
+// names the op, see CollectiveOptions::tag) and gathers the results
+// (client_collective.h). The op runs on the collectives executor, holding
+// no RPC thread.
+#ifndef FERRY_COLLECTIVES_SERVICE_H_
+#define FERRY_COLLECTIVES_SERVICE_H_
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "collectives/collective_context.h"
+
+namespace ferry {
+
+inline constexpr char kCollectiveFunction[] = "ferry.collective";
+
+// Registers ferry.collective on `context`'s worker (before it starts).
+absl::Status RegisterCollectiveFunctions(
+    const std::shared_ptr<CollectiveContext>& context);
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_SERVICE_H_
