@@ -88,7 +88,7 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SplitsArg(
     return std::optional<std::vector<int64_t>>();
   }
   auto bad = [&](std::string why) {
-    return op.BadInput(absl::StrCat(what, ": ", why));
+    return op.BadInput(absl::StrCat(what, " ", why));
   };
   std::vector<int64_t> splits;
   if (v.is_tensor() && KindOf(v.as_tensor().dtype()) == DTypeKind::kInteger) {
@@ -109,8 +109,10 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SplitsArg(
                             n, " ranks"));
   }
   for (size_t i = 0; i < splits.size(); ++i) {
-    if (splits[i] < 0)
-      return bad(absl::StrCat("entry ", i, " is negative (", splits[i], ")"));
+    if (splits[i] < 0) {
+      return op.BadInput(
+          absl::StrCat(what, "[", i, "] is negative (", splits[i], ")"));
+    }
   }
   return std::optional<std::vector<int64_t>>(std::move(splits));
 }

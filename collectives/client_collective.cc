@@ -8,7 +8,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "collectives/algorithms.h"
 #include "collectives/service.h"
 
 namespace ferry {
@@ -19,11 +21,10 @@ namespace {
 // that timed out first asks the others who joined (a couple of seconds).
 constexpr absl::Duration kReportMargin = absl::Seconds(5);
 
+// Unique in the job: the master numbers clients once per job.
 std::string NewOpId(const RpcClient& client) {
   static std::atomic<uint64_t> next{0};
-  return absl::StrCat(client.name(), ".",
-                      absl::ToUnixMicros(absl::Now()) % 1000000, ".",
-                      next.fetch_add(1));
+  return absl::StrCat(client.name(), ".", next.fetch_add(1));
 }
 
 struct Parsed {
@@ -34,6 +35,11 @@ struct Parsed {
 
 absl::StatusOr<Parsed> Parse(const RpcClient& client, absl::string_view op,
                              const Value& request) {
+  if (algorithms::Find(op) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown collective '", op,
+        "' (known: ", absl::StrJoin(algorithms::Names(), ", "), ")"));
+  }
   const int world = client.directory().world_size();
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(op, " request: ", why));
@@ -59,6 +65,21 @@ absl::StatusOr<Parsed> Parse(const RpcClient& client, absl::string_view op,
       continue;
     }
     params[k] = v;
+  }
+  // With "group", only its ranks take part: the others' inputs must be null.
+  if (auto group = params.find("group");
+      group != params.end() && group->second.is_list()) {
+    std::vector<bool> member(world, false);
+    for (const Value& r : group->second.as_list()) {
+      if (r.is_int() && r.as_int() >= 0 && r.as_int() < world)
+        member[r.as_int()] = true;
+    }
+    for (int r = 0; r < world; ++r) {
+      if (!member[r] && !p.inputs[r].is_null()) {
+        return bad(absl::StrCat(
+            "rank ", r, " is not in \"group\" but has an input (use null)"));
+      }
+    }
   }
   p.params = Value(std::move(params));
   return p;

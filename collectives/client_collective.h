@@ -6,7 +6,9 @@
 //   response = {"ranks": [output of rank 0, …]}
 //
 // `null` in "ranks" means that rank does not take part (its output is null;
-// the others then fail naming it). Every other key is the op's parameters.
+// the others then fail naming it). "group": [ranks…] runs the op on those
+// ranks only (the others' inputs must be null). Every other key is the op's
+// parameters.
 #ifndef FERRY_COLLECTIVES_CLIENT_COLLECTIVE_H_
 #define FERRY_COLLECTIVES_CLIENT_COLLECTIVE_H_
 

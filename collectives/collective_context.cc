@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/status_util.h"
 
 namespace ferry {
 
@@ -59,21 +60,20 @@ ProcessGroup& CollectiveContext::world() {
   return *world_;
 }
 
-absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
-    std::vector<int> ranks) {
+absl::StatusOr<int> CollectiveContext::IndexIn(
+    const std::vector<int>& ranks) const {
   const int world = agent_->world_size();
-  std::vector<int> seen;
   int mine = -1;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= world) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group rank ", ranks[i], " is out of range [0, ", world, ")"));
     }
-    if (std::find(seen.begin(), seen.end(), ranks[i]) != seen.end()) {
+    if (std::find(ranks.begin(), ranks.begin() + i, ranks[i]) !=
+        ranks.begin() + i) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", ranks[i], " appears twice in the group"));
     }
-    seen.push_back(ranks[i]);
     if (ranks[i] == rank()) mine = static_cast<int>(i);
   }
   if (mine < 0) {
@@ -81,11 +81,27 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
         absl::StrCat(agent_->name(), " is not a member of group [",
                      absl::StrJoin(ranks, ", "), "]"));
   }
+  return mine;
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
+    std::vector<int> ranks) {
+  FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
   std::string base = absl::StrCat("g", absl::StrJoin(ranks, ","));
-  absl::MutexLock lock(&mu_);
-  int n = groups_made_[base]++;
+  int n;
+  {
+    absl::MutexLock lock(&mu_);
+    n = groups_made_[base]++;
+  }
   return std::make_shared<ProcessGroup>(this, absl::StrCat(base, "#", n),
                                         std::move(ranks), mine);
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
+    std::vector<int> ranks, std::string name) {
+  FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
+  return std::make_shared<ProcessGroup>(this, std::move(name), std::move(ranks),
+                                        mine);
 }
 
 void CollectiveContext::Began(const std::string& key, std::string label,

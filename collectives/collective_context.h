@@ -53,6 +53,11 @@ class CollectiveContext final
   // not among them.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A group named by the caller instead of counted (errors as NewGroup):
+  // for ops that are named by tags anyway, such as a client's op on a
+  // subset of ranks. The name must not be one NewGroup makes ("g…", "world").
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NamedGroup(
+      std::vector<int> ranks, std::string name);
 
   // ---- For ops ----
   RpcAgent& agent() { return *agent_; }
@@ -79,6 +84,8 @@ class CollectiveContext final
   };
   void OnNodeDown(uint64_t node, const absl::Status& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // This worker's index in `ranks`, after checking them.
+  absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
 
   RpcAgent* const agent_;
   const CollectiveConfig config_;

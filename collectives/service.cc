@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collectives/collectives.h"
 #include "collectives/op.h"
 
@@ -45,23 +46,55 @@ absl::StatusOr<ClientOp> ParseArgs(std::vector<Value> args) {
                   std::move(args[3]), absl::Milliseconds(args[4].as_int())};
 }
 
+// The group of a client's op: the world, or params "group" (a list of
+// ranks, taken out of the params) — named after its ranks and living as
+// long as the op.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> GroupOf(
+    CollectiveContext& context, Value& params) {
+  Value* group = params.is_map() ? &params.as_map()["group"] : nullptr;
+  if (group == nullptr || group->is_null()) {
+    if (params.is_map()) params.as_map().erase("group");
+    return std::shared_ptr<ProcessGroup>(std::shared_ptr<void>(),
+                                         &context.world());
+  }
+  std::vector<int> ranks;
+  if (group->is_list()) {
+    for (const Value& r : group->as_list()) {
+      if (!r.is_int()) break;
+      ranks.push_back(static_cast<int>(r.as_int()));
+    }
+  }
+  if (!group->is_list() || ranks.size() != group->as_list().size()) {
+    return absl::InvalidArgumentError("\"group\" must be a list of ranks");
+  }
+  params.as_map().erase("group");
+  return context.NamedGroup(ranks,
+                            absl::StrCat("c", absl::StrJoin(ranks, ",")));
+}
+
 Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
-  ProcessGroup& world = context.world();
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> group =
+      GroupOf(context, op.params);
+  if (!group.ok()) return Future<Value>::Ready(group.status());
   CollectiveOptions options{op.timeout, op.op_id};
   if (context.executor().queued() + context.executor().running() >=
       kMaxClientOps) {
     // Fail the op everywhere now rather than let the others time out.
-    absl::StatusOr<OpSpec> spec = PrepareOp(world, op.name, options);
+    absl::StatusOr<OpSpec> spec = PrepareOp(**group, op.name, options);
     if (!spec.ok()) return Future<Value>::Ready(spec.status());
-    Op refused(world, spec->name, spec->key, spec->label, absl::Seconds(1));
+    Op refused(**group, spec->name, spec->key, spec->label, absl::Seconds(1));
     return Future<Value>::Ready(refused.Fail(refused.Error(
         absl::StatusCode::kResourceExhausted,
         absl::StrCat(context.agent().name(), " already runs ", kMaxClientOps,
                      " collectives for clients"))));
   }
-  return RunCollectiveAsync(world, op.name, std::move(op.input),
-                            std::move(op.params), options)
-      .future();
+  Future<Value> result =
+      RunCollectiveAsync(**group, op.name, std::move(op.input),
+                         std::move(op.params), options)
+          .future();
+  // Keeps the group alive until the op is over.
+  result.Then([group = *group](const absl::StatusOr<Value>&) {});
+  return result;
 }
 
 }  // namespace

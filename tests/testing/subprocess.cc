@@ -293,6 +293,8 @@ absl::StatusOr<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(
     const std::vector<std::string>& argv, const ProcessOptions& options) {
   auto spawned = Spawn(argv, options);
   if (!spawned.ok()) return spawned.status();
+  // Input that fits in the pipe reaches the child now, not at Wait.
+  spawned->second->WriteSome();
   return std::unique_ptr<BackgroundProcess>(
       new BackgroundProcess(spawned->first, std::move(spawned->second)));
 }

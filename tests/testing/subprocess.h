@@ -69,9 +69,10 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                          const ProcessOptions& options,
                                          absl::Duration timeout);
 
-// A child started now and waited for later. Its output is collected only
-// while Wait runs, so a child writing more than a pipe buffer (64 KiB) before
-// Wait blocks until then. Not thread-safe.
+// A child started now and waited for later. Its input is written at once
+// as far as the pipe takes it (64 KiB), the rest during Wait; its output is
+// collected only while Wait runs, so a child writing more than a pipe
+// buffer before Wait blocks until then. Not thread-safe.
 class BackgroundProcess {
  public:
   // Starts `argv` (see the file comment); errors as RunProcess.

@@ -797,22 +797,42 @@ TEST(FerryctlScriptTest, UnknownCommandWithArgumentsColumn) {
                     "<stdin>:2:3: unknown command 'frob'");
 }
 
-TEST(FerryctlBugTest, CollectiveIsNotRunAsAScript) {
-  GTEST_SKIP()
-      << "collective arrives with the collectives (issue 5)"
-      << "BUG: tools/ferryctl/main.cc: 'collective' is accepted by "
-         "cli.cc CommandFlags but has no arity entry, help text or Dispatch "
-         "branch, so `collective OP` falls through to the 'run' branch "
-         "(NOT_FOUND: cannot read script 'barrier') and `collective --help` "
-         "prints nothing and exits 0; until implemented it should fail "
-         "clearly (UNIMPLEMENTED) or be rejected as an unknown command";
+TEST(FerryctlCollectiveTest, ReadsTheRequestFromStdin) {
   ProcessResult r =
       Ferryctl({"--local=2", "collective", "barrier"},
                CtlOptions(R"({"ranks": [{}, {}], "timeout_ms": 5000})"));
-  EXPECT_THAT(r.err, Not(HasSubstr("cannot read script"))) << r.Describe();
+  ExpectOk(r, "{\"ranks\":[null,null]}\n");
   ProcessResult help = Ferryctl({"collective", "--help"});
+  EXPECT_EQ(help.exit_code, 0) << help.Describe();
   EXPECT_THAT(help.out, StartsWith("usage: ferryctl collective"))
       << help.Describe();
+  ProcessResult usage = Ferryctl({"collective"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.Describe();
+  ProcessResult unknown = Ferryctl({"--local=1", "collective", "frob"},
+                                   CtlOptions(R"({"ranks": [{}]})"));
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.Describe();
+  EXPECT_THAT(unknown.err, StartsWith("ferryctl: INVALID_ARGUMENT: unknown "
+                                      "collective 'frob'"));
+  ProcessResult bad_json =
+      Ferryctl({"--local=1", "collective", "barrier"}, CtlOptions("{"));
+  EXPECT_EQ(bad_json.exit_code, 1) << bad_json.Describe();
+  EXPECT_THAT(bad_json.err, StartsWith("ferryctl: INVALID_ARGUMENT: request"));
+  ProcessResult wrong_count = Ferryctl({"--local=2", "collective", "barrier"},
+                                       CtlOptions(R"({"ranks": [{}]})"));
+  EXPECT_EQ(wrong_count.exit_code, 1) << wrong_count.Describe();
+  EXPECT_THAT(wrong_count.err,
+              HasSubstr("\"ranks\" has 1 entries but the job has 2 workers"));
+}
+
+TEST(FerryctlCollectiveTest, RunsInScripts) {
+  ProcessResult r = Ferryctl(
+      {"--local=2", "run", "-"},
+      CtlOptions("S = collective all_reduce {\"ranks\": [{\"dtype\":\"int32\","
+                 "\"data\":[1]}, {\"dtype\":\"int32\",\"data\":[2]}], "
+                 "\"op\": \"max\"}\nprint $S\n"));
+  ExpectOk(r,
+           "{\"ranks\":[{\"dtype\":\"int32\",\"data\":[2]},{\"dtype\":"
+           "\"int32\",\"data\":[2]}]}\n");
 }
 
 // Many clients exiting while membership events arrive: none may crash

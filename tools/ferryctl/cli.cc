@@ -34,6 +34,7 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"remote", {}},
           {"rrefs", {}},
           {"run", {}},
+          {"collective", {}},
       };
   auto it = table->find(command);
   return it == table->end() ? nullptr : &it->second;

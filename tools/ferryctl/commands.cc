@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/client_collective.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
 #include "rpc/status_util.h"
@@ -171,6 +172,17 @@ absl::StatusOr<Value> FunctionsCommand(Session& session,
   Value::List list;
   for (const auto& f : fns) list.push_back(MessageToValue(f));
   return Value(Value::Map{{"worker", w->name}, {"functions", std::move(list)}});
+}
+
+absl::StatusOr<Value> CollectiveCommand(Session& session, const std::string& op,
+                                        Value request) {
+  if (request.is_map() && request.Find("timeout_ms") == nullptr &&
+      session.timeout() > absl::ZeroDuration()) {
+    request.as_map()["timeout_ms"] =
+        absl::ToInt64Milliseconds(session.timeout());
+  }
+  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  return RunCollectiveFromClient(client->rpc(), op, request);
 }
 
 }  // namespace ctl

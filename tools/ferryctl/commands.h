@@ -47,6 +47,13 @@ absl::StatusOr<Value> FetchCommand(Session& session, const Value& rref);
 // or, if empty, every worker.
 absl::StatusOr<Value> RRefsCommand(Session& session, const std::string& worker);
 
+// Collective `op` across the job: `request` is {"ranks":[one input per
+// rank, null = not taking part], "timeout_ms"?, params…} (DESIGN.md);
+// returns {"ranks":[one output per rank]}. Without "timeout_ms" the
+// session's timeout bounds the op.
+absl::StatusOr<Value> CollectiveCommand(Session& session, const std::string& op,
+                                        Value request);
+
 // A message's fields as a map (snake_case names; repeated fields as lists).
 Value MessageToValue(const google::protobuf::Message& message);
 

@@ -18,7 +18,8 @@ commands:
   functions   the functions a worker offers
   call        call a function on a worker
   remote      create a value on a worker (an RRef), fetch it, release it
-  rrefs       the owner tables of the workers (RRefs they hold for others)
+    rrefs       the owner tables of the workers (RRefs they hold for others)
+  collective  run a collective (all_reduce, all_to_all, ...) across the workers
   run         run a script of statements
 
 global flags:
@@ -33,7 +34,9 @@ and exit 1; usage errors exit 2.
 examples:
   ferryctl up --world_size=3
   ferryctl call worker1 add '[{"dtype":"float32","data":[1,2]}, 3]'
-  ferryctl status
+    ferryctl status
+  echo '{"ranks":[{"dtype":"int32","data":[1]},{"dtype":"int32","data":[2]}]}' |
+    ferryctl collective all_reduce
   ferryctl down
   ferryctl --local=2 run demo.ferry
 )";
@@ -110,6 +113,39 @@ who created it, its state, its age, and the copies (forks) that keep it:
 example:
   ferryctl rrefs worker1
 )"},
+      {"collective",
+       R"(usage: ferryctl collective OP     (the request is read from stdin)
+
+Runs collective OP across the workers: each worker takes part with its own
+input, and the outputs are gathered. The request is a JSON object:
+  {"ranks": [input of rank 0, input of rank 1, ...],   one per worker
+   "timeout_ms": N,                                    optional (default --timeout_ms)
+   ...the op's parameters}
+and the response {"ranks": [output of rank 0, ...]}. A null input means
+that rank does not take part (the others then fail, naming it).
+
+ops and their inputs (T = a tensor, {"dtype","shape"?,"data"}):
+  all_to_all          input: a list of one T per rank; output: likewise
+  all_to_all_single   input: T or {"input":T,"input_splits":[..],"output_splits":[..]}
+                      (splits optional: even); output: T
+  all_gather          input: T; output: the list of every rank's T.
+                      With "axis":k, input: T or nested lists/maps of T,
+                      output: the same structure concatenated along k (tf)
+  all_reduce          "op": sum|prod|min|max|avg|band|bor|bxor (default sum)
+  reduce_scatter      "op"; input: a list of one T per rank (or T split evenly)
+  broadcast           "src": rank; output: rank src's input everywhere
+  scatter             "src"; rank src's input: a list of one value per rank
+  gather              "dst"; rank dst's output: every rank's input, others null
+  barrier             inputs: anything but null; outputs null
+
+examples:
+  echo '{"ranks":[{"dtype":"int64","data":[0,1]},{"dtype":"int64","data":[2,3]}]}' |
+    ferryctl collective all_to_all_single
+  echo '{"ranks":[{"dtype":"float32","data":[1]},{"dtype":"float32","data":[3]}],
+         "op":"avg"}' | ferryctl collective all_reduce
+  echo '{"ranks":[{}, null], "timeout_ms":1000}' | ferryctl collective barrier
+                                              # DEADLINE_EXCEEDED naming rank 1
+)"},
       {"run", R"(usage: ferryctl run FILE     (FILE "-" reads stdin)
 
 Runs a script, one statement per line:
@@ -117,6 +153,7 @@ Runs a script, one statement per line:
   [NAME =] call WORKER FUNC [ARGS]
   [NAME =] remote WORKER FUNC [ARGS]   binds the RRef, held until the end
   [NAME =] fetch $R                    the RRef's value (to_here)
+    [NAME =] collective OP REQUEST        REQUEST as for `ferryctl collective`
   [NAME =] status
   [NAME =] functions [WORKER]
   [NAME =] rrefs [WORKER]

@@ -35,8 +35,9 @@ int Failure(const absl::Status& s) {
 // Positional-argument counts per command: [min, max].
 std::optional<UsageError> CheckArity(const CommandLine& cl) {
   static const std::map<std::string, std::pair<size_t, size_t>> kArity = {
-      {"up", {0, 0}},        {"down", {0, 0}}, {"status", {0, 0}},
-      {"functions", {0, 1}}, {"call", {2, 3}}, {"run", {1, 1}},
+      {"up", {0, 0}},        {"down", {0, 0}},  {"status", {0, 0}},
+      {"functions", {0, 1}}, {"call", {2, 3}},  {"run", {1, 1}},
+      {"remote", {2, 3}},    {"rrefs", {0, 1}}, {"collective", {1, 1}},
   };
   auto it = kArity.find(cl.command);
   if (it == kArity.end()) return std::nullopt;
@@ -108,6 +109,13 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
       return RemoteCommand(*session, p[0], p[1], std::move(args.as_list()));
     }
     return CallCommand(*session, p[0], p[1], std::move(args.as_list()));
+  }
+  if (cl.command == "collective") {
+    std::stringstream in;
+    in << std::cin.rdbuf();
+    absl::StatusOr<Value> request = ParseJson(in.str());
+    if (!request.ok()) return Annotate(request.status(), "request (stdin)");
+    return CollectiveCommand(*session, p[0], *std::move(request));
   }
   // run
   FERRY_ASSIGN_OR_RETURN(std::string text, ReadScript(p[0]));

@@ -32,7 +32,7 @@ const std::map<std::string, CommandSpec>& Commands() {
       {"fetch", {"J", true}},     {"rrefs", {"w?", true}},
       {"status", {"", true}},     {"functions", {"w?", true}},
       {"print", {"J", false}},    {"expect", {"J J", false}},
-      {"sleep", {"w", false}},
+      {"sleep", {"w", false}},    {"collective", {"w J", true}},
   };
   return *table;
 }
@@ -378,6 +378,10 @@ absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
     return RRefsCommand(session, worker);
   }
   if (s.command == "status") return StatusCommand(session);
+  if (s.command == "collective") {
+    FERRY_ASSIGN_OR_RETURN(Value request, EvalJson(s, 0));
+    return CollectiveCommand(session, s.words[0], std::move(request));
+  }
   if (s.command == "functions") {
     std::string worker = "0";
     if (!s.words.empty()) {

@@ -5,6 +5,7 @@
 //   [NAME =] remote WORKER FUNC [ARGS]    binds the RRef itself (held by
 //                                         the script until it ends)
 //   [NAME =] fetch $R                     the RRef's value (to_here)
+//   [NAME =] collective OP REQUEST        REQUEST: JSON, as `collective`
 //   [NAME =] status | functions [WORKER] | rrefs [WORKER]
 //   print VALUE                           VALUE: JSON, may use $NAME
 //   expect VALUE JSON                     exit 1 with a diff if unequal

@@ -1,0 +1,94 @@
+#include "tests/testing/daemon_cluster.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/json.h"
+
+namespace ferry {
+namespace testing {
+
+namespace {
+
+std::string Env(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+ProcessOptions CtlOptions(std::optional<std::string> stdin_text) {
+  ProcessOptions o;
+  o.env = {{"FERRYD", Runfile("tools/ferryd")}};
+  o.stdin_text = std::move(stdin_text);
+  return o;
+}
+
+}  // namespace
+
+std::string Runfile(const std::string& path) {
+  return absl::StrCat(Env("TEST_SRCDIR", "."), "/ferry/", path);
+}
+
+absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
+    int world_size, std::vector<std::string> ferryd_flags) {
+  static std::atomic<int> counter{0};
+  std::unique_ptr<DaemonCluster> job(new DaemonCluster());
+  job->dir_ = absl::StrCat(Env("TEST_TMPDIR", "/tmp"), "/cluster-", getpid(),
+                           "-", counter++);
+  mkdir(job->dir_.c_str(), 0755);
+  std::vector<std::string> args = {
+      "up", absl::StrCat("--world_size=", world_size), "--port=0",
+      absl::StrCat("--dir=", job->dir_)};
+  if (!ferryd_flags.empty()) {
+    args.push_back("--");
+    args.insert(args.end(), ferryd_flags.begin(), ferryd_flags.end());
+  }
+  absl::StatusOr<ProcessResult> up = job->Ctl(args);
+  if (!up.ok()) return up.status();
+  absl::StatusOr<Value> cluster = ParseJson(up->out);
+  if (up->exit_code != 0 || !cluster.ok() ||
+      cluster->Find("master") == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("ferryctl up: ", up->Describe()));
+  }
+  job->master_ = cluster->Find("master")->as_string();
+  for (const Value& w : cluster->Find("workers")->as_list()) {
+    job->pids_.push_back(static_cast<pid_t>(w.Find("pid")->as_int()));
+  }
+  return job;
+}
+
+DaemonCluster::~DaemonCluster() {
+  if (!master_.empty()) (void)Ctl({"down"});
+  for (pid_t pid : pids_) {
+    if (PidAlive(pid)) kill(pid, SIGKILL);
+  }
+}
+
+std::vector<std::string> DaemonCluster::Argv(
+    const std::vector<std::string>& args) const {
+  std::vector<std::string> argv = {Runfile("tools/ferryctl")};
+  if (!master_.empty()) argv.push_back(absl::StrCat("--master=", master_));
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+absl::StatusOr<ProcessResult> DaemonCluster::Ctl(
+    const std::vector<std::string>& args, std::optional<std::string> stdin_text,
+    absl::Duration timeout) const {
+  return RunProcess(Argv(args), CtlOptions(std::move(stdin_text)), timeout);
+}
+
+absl::StatusOr<std::unique_ptr<BackgroundProcess>>
+DaemonCluster::CtlInBackground(const std::vector<std::string>& args,
+                               std::optional<std::string> stdin_text) const {
+  return BackgroundProcess::Start(Argv(args),
+                                  CtlOptions(std::move(stdin_text)));
+}
+
+}  // namespace testing
+}  // namespace ferry
