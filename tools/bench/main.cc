@@ -10,6 +10,7 @@
 #include "absl/flags/usage.h"
 #include "rpc/process_tuning.h"
 #include "rpc/status_util.h"
+#include "tools/bench/collective_bench.h"
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
 #include "tools/bench/rref_bench.h"
@@ -21,10 +22,15 @@ ABSL_FLAG(int, rounds, 0,
           "interleaved rounds per measurement, medians reported (default 3; "
           "1 with --quick)");
 ABSL_FLAG(std::string, only, "",
-          "rpc suite: only latency, throughput or bandwidth");
+          "rpc suite: only latency, throughput or bandwidth; collectives "
+          "suite: only this collective (e.g. all_reduce)");
 ABSL_FLAG(std::string, variant, "",
           "rpc suite: only this system (grpc/echo, ferry/echo_tcp, "
-          "grpc/echo_uds, ferry/echo), e.g. for profiling");
+          "grpc/echo_uds, ferry/echo), e.g. for profiling; collectives "
+          "suite: ferry or gloo");
+ABSL_FLAG(int64_t, direct_bytes, 0,
+          "collectives suite: ferry's threshold between direct and ring/tree "
+          "algorithms (default: the worker's), to choose it by measurement");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -53,6 +59,16 @@ int main(int argc, char** argv) {
   }
   if (status.ok() && (suite == "all" || suite == "rref")) {
     status = ferry::bench::RunRRefSuite(quick, &report);
+  }
+  if (status.ok() && (suite == "all" || suite == "collectives")) {
+    ferry::bench::CollectiveSuiteOptions o;
+    o.quick = quick;
+    o.rounds = absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds)
+                                               : (quick ? 1 : 3);
+    o.direct_bytes = absl::GetFlag(FLAGS_direct_bytes);
+    o.only_op = absl::GetFlag(FLAGS_only);
+    o.system = absl::GetFlag(FLAGS_variant);
+    status = ferry::bench::RunCollectiveSuite(o, &report);
   }
   report.Finish();
   if (!status.ok()) {
