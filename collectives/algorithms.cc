@@ -15,7 +15,8 @@ const std::vector<std::pair<absl::string_view, Algorithm>>& Table() {
           {"all_to_all", &AllToAll},  {"all_to_all_single", &AllToAllSingle},
           {"barrier", &Barrier},      {"broadcast", &Broadcast},
           {"gather", &Gather},        {"reduce_scatter", &ReduceScatter},
-          {"scatter", &Scatter},
+                {"scatter", &Scatter},
+      {"kjt_all_to_all", &KjtAllToAll},   {"sparse_features_all_to_all", &SparseFeaturesAllToAll},
       };
   return *table;
 }

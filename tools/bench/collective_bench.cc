@@ -20,39 +20,8 @@ namespace bench {
 
 namespace {
 
-using OneOp = std::function<absl::Status()>;
-// Rank r's op with its buffers made (outside the timing).
-using MakeOp = std::function<absl::StatusOr<OneOp>(int rank)>;
-
 const char* const kOps[] = {"all_to_all_single", "all_gather", "all_reduce",
                             "broadcast"};
-
-// Runs `iterations` of the op on every rank at once (after one untimed
-// warm-up each and a common start); the wall time per op.
-absl::StatusOr<absl::Duration> TimeOnThreads(int world, int iterations,
-                                             const MakeOp& make) {
-  std::vector<absl::Status> errors(world);
-  std::barrier sync(world);
-  absl::Time start, end;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      absl::StatusOr<OneOp> op = make(r);
-      absl::Status s = op.ok() ? (*op)() : op.status();
-      sync.arrive_and_wait();
-      if (r == 0) start = absl::Now();
-      for (int i = 0; s.ok() && i < iterations; ++i) s = (*op)();
-      errors[r] = s;
-      // A rank that failed still arrives, so the others are not stranded
-      // (their ops fail too: a collective needs everyone).
-      sync.arrive_and_wait();
-      if (r == 0) end = absl::Now();
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (const absl::Status& s : errors) FERRY_RETURN_IF_ERROR(s);
-  return (end - start) / iterations;
-}
 
 MakeOp FerryOp(LocalJob& job, const std::string& op, int64_t bytes) {
   return [&job, op, bytes](int rank) -> absl::StatusOr<OneOp> {
@@ -147,6 +116,31 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
 }
 
 }  // namespace
+
+absl::StatusOr<absl::Duration> TimeOnThreads(int world, int iterations,
+                                             const MakeOp& make) {
+  std::vector<absl::Status> errors(world);
+  std::barrier sync(world);
+  absl::Time start, end;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      absl::StatusOr<OneOp> op = make(r);
+      absl::Status s = op.ok() ? (*op)() : op.status();
+      sync.arrive_and_wait();
+      if (r == 0) start = absl::Now();
+      for (int i = 0; s.ok() && i < iterations; ++i) s = (*op)();
+      errors[r] = s;
+      // A rank that failed still arrives, so the others are not stranded
+      // (their ops fail too: a collective needs everyone).
+      sync.arrive_and_wait();
+      if (r == 0) end = absl::Now();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const absl::Status& s : errors) FERRY_RETURN_IF_ERROR(s);
+  return (end - start) / iterations;
+}
 
 absl::Status RunCollectiveSuite(const CollectiveSuiteOptions& options,
                                 Report* report) {

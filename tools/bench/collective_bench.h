@@ -6,9 +6,12 @@
 #define FERRY_TOOLS_BENCH_COLLECTIVE_BENCH_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "tools/bench/report.h"
 
 namespace ferry {
@@ -25,6 +28,15 @@ struct CollectiveSuiteOptions {
 
 absl::Status RunCollectiveSuite(const CollectiveSuiteOptions& options,
                                 Report* report);
+
+// For suites timing ops on in-process workers: rank r's op, with its
+// buffers made outside the timing, and the timing itself — `iterations`
+// ops on every rank at once after one warm-up each and a common start; the
+// wall time per op.
+using OneOp = std::function<absl::Status()>;
+using MakeOp = std::function<absl::StatusOr<OneOp>(int rank)>;
+absl::StatusOr<absl::Duration> TimeOnThreads(int world, int iterations,
+                                             const MakeOp& make);
 
 }  // namespace bench
 }  // namespace ferry

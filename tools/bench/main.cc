@@ -14,6 +14,7 @@
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
 #include "tools/bench/rref_bench.h"
+#include "tools/bench/sparse_bench.h"
 
 ABSL_FLAG(std::string, suite, "all", "rpc, rref, collectives, sparse or all");
 ABSL_FLAG(bool, quick, false, "a short smoke run (under a minute)");
@@ -46,13 +47,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ferry_bench: unknown --suite=%s\n", suite.c_str());
     return 2;
   }
+  const int rounds = absl::GetFlag(FLAGS_rounds) > 0
+                         ? absl::GetFlag(FLAGS_rounds)
+                         : (quick ? 1 : 3);
   ferry::bench::Report report(absl::GetFlag(FLAGS_json));
   absl::Status status;
   if (status.ok() && (suite == "all" || suite == "rpc")) {
     ferry::bench::RpcSuiteOptions o;
     o.quick = quick;
-    o.rounds = absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds)
-                                               : (quick ? 1 : 3);
+    o.rounds = rounds;
     o.variant = absl::GetFlag(FLAGS_variant);
     o.only = absl::GetFlag(FLAGS_only);
     status = ferry::bench::RunRpcSuite(o, &report);
@@ -63,12 +66,14 @@ int main(int argc, char** argv) {
   if (status.ok() && (suite == "all" || suite == "collectives")) {
     ferry::bench::CollectiveSuiteOptions o;
     o.quick = quick;
-    o.rounds = absl::GetFlag(FLAGS_rounds) > 0 ? absl::GetFlag(FLAGS_rounds)
-                                               : (quick ? 1 : 3);
+    o.rounds = rounds;
     o.direct_bytes = absl::GetFlag(FLAGS_direct_bytes);
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);
     status = ferry::bench::RunCollectiveSuite(o, &report);
+  }
+  if (status.ok() && (suite == "all" || suite == "sparse")) {
+    status = ferry::bench::RunSparseSuite(quick, rounds, &report);
   }
   report.Finish();
   if (!status.ok()) {
