@@ -6,6 +6,10 @@
 // be known in advance — each message says how big it is — so uneven splits
 // cost no extra round. Each rank receives a block from every rank, hence
 // learns every rank's dtype and row shape, and checks them identically.
+// all_to_all_single's blocks also carry their sender's input_splits and
+// output_splits, so every rank checks every rank's output_splits against
+// what is sent to it, and a wrong one fails the op everywhere (not only on
+// the rank that expected otherwise).
 #include <utility>
 #include <vector>
 
@@ -20,21 +24,40 @@ namespace algorithms {
 
 namespace {
 
-// Sends blocks[i] to rank i; the blocks received, by source rank.
-absl::StatusOr<std::vector<Tensor>> Shuffle(Op& op,
-                                            std::vector<Tensor> blocks) {
+// Sends messages[i] to rank i; the messages received, by source rank.
+absl::StatusOr<std::vector<Value>> Shuffle(Op& op,
+                                           std::vector<Value> messages) {
   const int n = op.size(), r = op.rank();
-  for (int k = 1; k < n; ++k)
-    op.Send((r + k) % n, 0, Value(blocks[(r + k) % n]));
-  std::vector<Tensor> got(n);
-  got[r] = std::move(blocks[r]);
+  for (int k = 1; k < n; ++k) op.Send((r + k) % n, 0, messages[(r + k) % n]);
+  std::vector<Value> got(n);
+  got[r] = std::move(messages[r]);
   for (int k = 1; k < n; ++k) {
     const int from = (r - k + n) % n;
-    FERRY_ASSIGN_OR_RETURN(Value v, op.Recv(from, 0));
-    if (!v.is_tensor()) return Malformed(op, from, "expected a tensor");
-    got[from] = v.as_tensor();
+    FERRY_ASSIGN_OR_RETURN(got[from], op.Recv(from, 0));
   }
   return got;
+}
+
+Value Ints(const std::vector<int64_t>& xs) {
+  return Value(Value::List(xs.begin(), xs.end()));
+}
+
+// A list of n ints in a message from `from` (null allowed if `optional`).
+absl::StatusOr<std::optional<std::vector<int64_t>>> IntsPart(
+    const Op& op, const Value& message, absl::string_view key, int from,
+    bool optional) {
+  FERRY_ASSIGN_OR_RETURN(const Value* v, Part(op, message, key, from));
+  if (optional && v->is_null()) return std::optional<std::vector<int64_t>>();
+  if (!v->is_list() || static_cast<int>(v->as_list().size()) != op.size()) {
+    return Malformed(op, from, absl::StrCat("bad \"", key, "\""));
+  }
+  std::vector<int64_t> out;
+  for (const Value& x : v->as_list()) {
+    if (!x.is_int())
+      return Malformed(op, from, absl::StrCat("bad \"", key, "\""));
+    out.push_back(x.as_int());
+  }
+  return std::optional<std::vector<int64_t>>(std::move(out));
 }
 
 struct SingleArgs {
@@ -91,13 +114,15 @@ absl::StatusOr<Value> AllToAll(Op& op, const Value& input,
                                const Value& /*params*/) {
   FERRY_ASSIGN_OR_RETURN(std::vector<Tensor> blocks,
                          TensorListArg(op, input, op.size(), "input"));
-  FERRY_ASSIGN_OR_RETURN(std::vector<Tensor> got,
-                         Shuffle(op, std::move(blocks)));
+  FERRY_ASSIGN_OR_RETURN(
+      std::vector<Value> got,
+      Shuffle(op, std::vector<Value>(blocks.begin(), blocks.end())));
   std::vector<Value> dtypes;
   Value::List out;
-  for (Tensor& t : got) {
-    dtypes.push_back(std::string(DTypeName(t.dtype())));
-    out.push_back(std::move(t));
+  for (int r = 0; r < op.size(); ++r) {
+    if (!got[r].is_tensor()) return Malformed(op, r, "expected a tensor");
+    dtypes.push_back(std::string(DTypeName(got[r].as_tensor().dtype())));
+    out.push_back(std::move(got[r]));
   }
   FERRY_RETURN_IF_ERROR(CheckSameMeta(op, dtypes, "dtype"));
   return Value(std::move(out));
@@ -106,29 +131,54 @@ absl::StatusOr<Value> AllToAll(Op& op, const Value& input,
 absl::StatusOr<Value> AllToAllSingle(Op& op, const Value& input,
                                      const Value& /*params*/) {
   FERRY_ASSIGN_OR_RETURN(SingleArgs a, ParseSingle(op, input));
-  std::vector<Tensor> pieces;
+  const int n = op.size();
+  const Value input_splits = Ints(a.input_splits);
+  const Value output_splits =
+      a.output_splits ? Ints(*a.output_splits) : Value();
+  std::vector<Value> messages;
   int64_t offset = 0;
   for (int64_t rows : a.input_splits) {
     FERRY_ASSIGN_OR_RETURN(Tensor piece, a.input.Rows(offset, offset + rows));
-    pieces.push_back(std::move(piece));
+    messages.push_back(Value(Value::Map{{"rows", std::move(piece)},
+                                        {"input_splits", input_splits},
+                                        {"output_splits", output_splits}}));
     offset += rows;
   }
-  FERRY_ASSIGN_OR_RETURN(std::vector<Tensor> got,
-                         Shuffle(op, std::move(pieces)));
+  FERRY_ASSIGN_OR_RETURN(std::vector<Value> messages_got,
+                         Shuffle(op, std::move(messages)));
+  std::vector<Tensor> got(n);
+  std::vector<std::vector<int64_t>> sent(n);  // by sender: its input_splits
+  std::vector<std::optional<std::vector<int64_t>>> expected(n);
   std::vector<Value> metas;
-  for (int r = 0; r < op.size(); ++r) {
-    if (got[r].rank() == 0) return Malformed(op, r, "a 0-d piece");
+  for (int r = 0; r < n; ++r) {
+    FERRY_ASSIGN_OR_RETURN(const Value* rows,
+                           Part(op, messages_got[r], "rows", r));
+    if (!rows->is_tensor() || rows->as_tensor().rank() == 0) {
+      return Malformed(op, r, "expected a tensor of rank >= 1");
+    }
+    got[r] = rows->as_tensor();
+    FERRY_ASSIGN_OR_RETURN(
+        std::optional<std::vector<int64_t>> in,
+        IntsPart(op, messages_got[r], "input_splits", r, false));
+    sent[r] = *std::move(in);
+    if (sent[r][op.rank()] != got[r].dim(0))
+      return Malformed(op, r, "rows differ from its input_splits");
+    FERRY_ASSIGN_OR_RETURN(
+        expected[r], IntsPart(op, messages_got[r], "output_splits", r, true));
     metas.push_back(RowMeta(got[r]));
   }
   FERRY_RETURN_IF_ERROR(CheckSameMeta(op, metas, "rows of"));
-  if (a.output_splits) {
-    for (int r = 0; r < op.size(); ++r) {
-      if (got[r].dim(0) != (*a.output_splits)[r]) {
+  // Every rank's output_splits against what every rank sends it: the same
+  // data on every rank, so the same error on every rank.
+  for (int to = 0; to < n; ++to) {
+    if (!expected[to]) continue;
+    for (int from = 0; from < n; ++from) {
+      if (sent[from][to] != (*expected[to])[from]) {
         return op.Error(
             absl::StatusCode::kInvalidArgument,
-            absl::StrCat(op.Who(r), " sent ", got[r].dim(0), " rows to ",
-                         op.Who(op.rank()), " but its output_splits[", r,
-                         "] is ", (*a.output_splits)[r]));
+            absl::StrCat(op.Who(from), " sent ", sent[from][to], " rows to ",
+                         op.Who(to), " but its output_splits[", from, "] is ",
+                         (*expected[to])[from]));
       }
     }
   }

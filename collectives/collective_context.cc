@@ -1,6 +1,7 @@
 #include "collectives/collective_context.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -106,15 +107,34 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
 
 void CollectiveContext::Began(const std::string& key, std::string label,
                               std::vector<int> members) {
-  absl::MutexLock lock(&mu_);
-  running_[key] = Running{std::move(label), std::move(members)};
-  if (joined_.insert(key).second) {
-    joined_order_.push_back(key);
-    if (joined_order_.size() > kJoinedMemory) {
-      joined_.erase(joined_order_.front());
-      joined_order_.pop_front();
+  {
+    absl::MutexLock lock(&mu_);
+    running_[key] = Running{label, members};
+    if (joined_.insert(key).second) {
+      joined_order_.push_back(key);
+      if (joined_order_.size() > kJoinedMemory) {
+        joined_.erase(joined_order_.front());
+        joined_order_.pop_front();
+      }
     }
   }
+  // A member already known dead fails the op at once, as a death during
+  // the op does, instead of at its deadline. Checked after the op is in
+  // running_: a death reported meanwhile is caught here or by OnNodeDown.
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::optional<absl::Status> down =
+        agent_->membership().DownReason(WorkerNode(members[i]));
+    if (!down.has_value()) continue;
+    mailbox_.Abort(key, Died(label, static_cast<int>(i), members[i], *down));
+    break;
+  }
+}
+
+absl::Status CollectiveContext::Died(const std::string& label, int group_rank,
+                                     int dead, const absl::Status& reason) {
+  return absl::UnavailableError(absl::StrCat(
+      label, ": rank ", group_rank, " (", agent_->directory().at(dead).name,
+      ") died (", reason.message(), ")"));
 }
 
 void CollectiveContext::Ended(const std::string& key) {
@@ -136,10 +156,9 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
     for (const auto& [key, op] : running_) {
       auto it = std::find(op.members.begin(), op.members.end(), dead);
       if (it == op.members.end()) continue;
-      aborts.emplace_back(key, absl::UnavailableError(absl::StrCat(
-                                   op.label, ": rank ", it - op.members.begin(),
-                                   " (", agent_->directory().at(dead).name,
-                                   ") died (", reason.message(), ")")));
+      aborts.emplace_back(
+          key, Died(op.label, static_cast<int>(it - op.members.begin()), dead,
+                    reason));
     }
   }
   exchange_->FailNode(node, reason);

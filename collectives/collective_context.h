@@ -84,6 +84,10 @@ class CollectiveContext final
   };
   void OnNodeDown(uint64_t node, const absl::Status& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // UNAVAILABLE: op `label`'s group rank `group_rank` (global rank `dead`)
+  // died, for `reason`.
+  absl::Status Died(const std::string& label, int group_rank, int dead,
+                    const absl::Status& reason);
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -71,6 +72,12 @@ absl::Status Op::Flush() {
     if (!aborted.ok()) return Fail(aborted);
     if (r.status().code() == absl::StatusCode::kDeadlineExceeded)
       return TimedOut(to);
+    // The receiver refused the message with the op's own failure (it was
+    // aborted there): that is the op's status, not a transport error.
+    if (absl::StartsWith(r.status().message(),
+                         absl::StrCat(name_, " op ", label_, ": "))) {
+      return Fail(r.status());
+    }
     return Fail(Error(
         r.status().code(),
         absl::StrCat("sending to ", Who(to), ": ", r.status().message())));

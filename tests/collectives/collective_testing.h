@@ -1,0 +1,262 @@
+// Helpers for the collectives' in-process tests: tensors built from and
+// read back as complex doubles (so expected results are computed in the
+// test, independently of collectives/), sample values exact in every dtype,
+// reductions done the slow obvious way, and running code on every rank.
+#ifndef FERRY_TESTS_COLLECTIVES_COLLECTIVE_TESTING_H_
+#define FERRY_TESTS_COLLECTIVES_COLLECTIVE_TESTING_H_
+
+#include <complex>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "collectives/reduce.h"
+#include "gtest/gtest.h"
+#include "rpc/dtype.h"
+#include "rpc/tensor.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace testing {
+
+using C = std::complex<double>;
+
+// A tensor of `dtype` and `shape` holding `values` (row-major), each
+// converted the plain way: bool is "non-zero", integers take the real part,
+// complex keeps both parts.
+inline Tensor MakeTensor(DType dtype, Shape shape,
+                         const std::vector<C>& values) {
+  TensorBuilder b = *TensorBuilder::Create(dtype, std::move(shape));
+  EXPECT_EQ(b.numel(), static_cast<int64_t>(values.size()));
+  VisitDType(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* out = b.template data_as<T>();
+    for (int64_t k = 0; k < b.numel(); ++k) {
+      const C& x = values[k];
+      if constexpr (std::is_same<T, bool>::value) {
+        out[k] = x != C(0);
+      } else if constexpr (std::is_integral<T>::value) {
+        out[k] = static_cast<T>(static_cast<int64_t>(x.real()));
+      } else if constexpr (std::is_same<T, Float16>::value ||
+                           std::is_same<T, BFloat16>::value) {
+        out[k] = T(static_cast<float>(x.real()));
+      } else if constexpr (std::is_floating_point<T>::value) {
+        out[k] = static_cast<T>(x.real());
+      } else {
+        using R = typename T::value_type;
+        out[k] = T(static_cast<R>(x.real()), static_cast<R>(x.imag()));
+      }
+    }
+  });
+  return std::move(b).Build();
+}
+
+// The elements of `t` as complex doubles.
+inline std::vector<C> Elements(const Tensor& t) {
+  std::vector<C> out(t.numel());
+  VisitDType(t.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = t.data_as<T>();
+    for (int64_t k = 0; k < t.numel(); ++k) {
+      if constexpr (std::is_same<T, bool>::value) {
+        out[k] = in[k] ? 1.0 : 0.0;
+      } else if constexpr (std::is_same<T, Float16>::value ||
+                           std::is_same<T, BFloat16>::value) {
+        out[k] = static_cast<double>(static_cast<float>(in[k]));
+      } else if constexpr (std::is_arithmetic<T>::value) {
+        out[k] = static_cast<double>(in[k]);
+      } else {
+        out[k] = C(in[k].real(), in[k].imag());
+      }
+    }
+  });
+  return out;
+}
+
+// Value number `seed` of a sample in `dtype`'s family; small enough that
+// sums and products of five of them are exact in every dtype (bfloat16 and
+// int8 included), varied enough that bitwise ops and orderings matter.
+inline C SampleValue(DType dtype, int64_t seed) {
+  const int64_t s = seed < 0 ? -seed : seed;
+  switch (KindOf(dtype)) {
+    case DTypeKind::kBool:
+      return (s * 7 / 3) % 2 == 1 ? 1.0 : 0.0;
+    case DTypeKind::kInteger:
+      if (dtype == DType::kUInt8) return static_cast<double>(s % 3);
+      return static_cast<double>((s * 3) % 5 - 2);
+    case DTypeKind::kFloating:
+      return static_cast<double>((s * 7) % 9 - 4) * 0.5;
+    case DTypeKind::kComplex:
+      return C(static_cast<double>(s % 5 - 2),
+               static_cast<double>((s * 3 + 1) % 5 - 2));
+  }
+  return 0;
+}
+
+// A sample tensor: element k is SampleValue(dtype, seed + k).
+inline Tensor Sample(DType dtype, Shape shape, int64_t seed) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  std::vector<C> v(numel);
+  for (int64_t k = 0; k < numel; ++k) v[k] = SampleValue(dtype, seed + k);
+  return MakeTensor(dtype, std::move(shape), v);
+}
+
+// Whether `op` applies to `dtype` (DESIGN.md: no min/max on complex,
+// bitwise ops on integers and bool only, avg on floating and complex).
+inline bool Applies(ReduceOp op, DType dtype) {
+  const DTypeKind kind = KindOf(dtype);
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kProd:
+      return true;
+    case ReduceOp::kMin:
+    case ReduceOp::kMax:
+      return kind != DTypeKind::kComplex;
+    case ReduceOp::kAvg:
+      return kind == DTypeKind::kFloating || kind == DTypeKind::kComplex;
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      return kind == DTypeKind::kBool || kind == DTypeKind::kInteger;
+  }
+  return false;
+}
+
+inline constexpr ReduceOp kAllReduceOps[] = {
+    ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
+    ReduceOp::kAvg, ReduceOp::kBand, ReduceOp::kBor, ReduceOp::kBxor};
+
+// The elementwise reduction of `inputs` (one per rank, same numel), in
+// `dtype`'s semantics: bool sum/max/bor are "or", prod/min/band "and", bxor
+// parity; integers in int64; the rest in double.
+inline std::vector<C> Reduce(ReduceOp op, DType dtype,
+                             const std::vector<std::vector<C>>& inputs) {
+  std::vector<C> out = inputs.at(0);
+  const DTypeKind kind = KindOf(dtype);
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (kind == DTypeKind::kBool || kind == DTypeKind::kInteger) {
+      int64_t acc = static_cast<int64_t>(inputs[0][k].real());
+      for (size_t r = 1; r < inputs.size(); ++r) {
+        const int64_t x = static_cast<int64_t>(inputs[r][k].real());
+        switch (op) {
+          case ReduceOp::kSum:
+            acc = kind == DTypeKind::kBool ? (acc || x) : acc + x;
+            break;
+          case ReduceOp::kProd:
+            acc *= x;
+            break;
+          case ReduceOp::kMin:
+            acc = std::min(acc, x);
+            break;
+          case ReduceOp::kMax:
+            acc = std::max(acc, x);
+            break;
+          case ReduceOp::kBand:
+            acc &= x;
+            break;
+          case ReduceOp::kBor:
+            acc |= x;
+            break;
+          case ReduceOp::kBxor:
+            acc ^= x;
+            break;
+          case ReduceOp::kAvg:
+            ADD_FAILURE() << "avg on an integer dtype";
+            break;
+        }
+      }
+      out[k] = static_cast<double>(acc);
+      continue;
+    }
+    C acc = inputs[0][k];
+    for (size_t r = 1; r < inputs.size(); ++r) {
+      const C x = inputs[r][k];
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg:
+          acc += x;
+          break;
+        case ReduceOp::kProd:
+          acc *= x;
+          break;
+        case ReduceOp::kMin:
+          acc = std::min(acc.real(), x.real());
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc.real(), x.real());
+          break;
+        default:
+          ADD_FAILURE() << "bitwise op on " << DTypeName(dtype);
+      }
+    }
+    if (op == ReduceOp::kAvg) acc /= static_cast<double>(inputs.size());
+    out[k] = acc;
+  }
+  return out;
+}
+
+// Same dtype, shape and element values (-0.0 equals 0.0).
+inline ::testing::AssertionResult SameTensor(const Tensor& got,
+                                             const Tensor& want) {
+  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
+    return ::testing::AssertionFailure()
+           << "got " << got.DebugString() << ", want " << want.DebugString();
+  }
+  std::vector<C> g = Elements(got), w = Elements(want);
+  for (size_t k = 0; k < g.size(); ++k) {
+    if (g[k] != w[k]) {
+      return ::testing::AssertionFailure()
+             << got.DebugString() << " element " << k << " is " << g[k]
+             << ", want " << w[k];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The elements of `parts` (shapes equal except along `axis`) concatenated
+// along `axis`, computed element by element.
+inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,
+                                     int axis) {
+  std::vector<C> out;
+  const Shape& s0 = parts.at(0).shape();
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= s0[d];
+  int64_t inner = 1;
+  for (size_t d = axis + 1; d < s0.size(); ++d) inner *= s0[d];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Tensor& p : parts) {
+      std::vector<C> e = Elements(p);
+      const int64_t chunk = p.dim(axis) * inner;
+      out.insert(out.end(), e.begin() + o * chunk, e.begin() + (o + 1) * chunk);
+    }
+  }
+  return out;
+}
+
+// fn(worker, rank) on every rank of `job` concurrently; results by rank.
+template <typename T>
+std::vector<T> OnEveryRank(LocalJob& job,
+                           const std::function<T(Worker&, int)>& fn) {
+  std::vector<T> results(job.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < job.size(); ++r) {
+    threads.emplace_back([&, r] { results[r] = fn(job.worker(r), r); });
+  }
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+inline std::string Where(DType dtype, int rank) {
+  return absl::StrCat(DTypeName(dtype), " on rank ", rank);
+}
+
+}  // namespace testing
+}  // namespace ferry
+
+#endif  // FERRY_TESTS_COLLECTIVES_COLLECTIVE_TESTING_H_
