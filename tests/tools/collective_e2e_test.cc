@@ -81,6 +81,45 @@ TEST_F(CollectiveE2eTest, SeedScriptHoldsEveryExpectation) {
   EXPECT_EQ(run.out, "\"collective seeds: all expectations held\"\n");
 }
 
+TEST_F(CollectiveE2eTest, SparseSeedScriptHoldsEveryExpectation) {
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult run,
+      job_->Ctl({"run", Runfile("tools/scripts/sparse_seed.ferry")}));
+  EXPECT_EQ(run.exit_code, 0) << run.Describe();
+  EXPECT_EQ(run.out, "\"sparse seed: all expectations held\"\n");
+}
+
+// The jagged all-to-all follows every collective's failure rules: a rank
+// that never joins is named; bad features_per_rank fail every rank.
+TEST_F(CollectiveE2eTest, SparseFailuresNameTheRankAndField) {
+  const std::string kjt =
+      R"({"id_list": {"keys": ["a", "b"], "lengths": [1, 2], "values": [1, 2, 3]}})";
+  ProcessResult missing = Collective(
+      "sparse_features_all_to_all",
+      absl::StrCat(
+          R"({"id_list_features_per_rank": [1, 1, 0, 0], "timeout_ms": 1000, "ranks": [)",
+          kjt, ",", kjt, ",", kjt, ", null]}"));
+  EXPECT_EQ(missing.exit_code, 1) << missing.Describe();
+  EXPECT_THAT(
+      missing.err,
+      StartsWith(
+          "ferryctl: DEADLINE_EXCEEDED: sparse_features_all_to_all op "));
+  EXPECT_THAT(missing.err,
+              HasSubstr("rank 3 (worker3) did not join within 1000 ms"));
+
+  ProcessResult bad = Collective(
+      "sparse_features_all_to_all",
+      absl::StrCat(R"({"id_list_features_per_rank": [1, 0, 0, 0], "ranks": [)",
+                   kjt, ",", kjt, ",", kjt, ",", kjt, "]}"));
+  EXPECT_EQ(bad.exit_code, 1) << bad.Describe();
+  EXPECT_THAT(bad.err,
+              HasSubstr("INVALID_ARGUMENT: sparse_features_all_to_all op "));
+  EXPECT_THAT(
+      bad.err,
+      HasSubstr("id_list_features_per_rank adds up to 1 features but id_list "
+                "has 2 keys"));
+}
+
 // The seed's uneven all_to_all through `ferryctl collective`, byte for byte.
 TEST_F(CollectiveE2eTest, UnevenAllToAllSingleExactly) {
   ProcessResult r = Collective("all_to_all_single", R"({"ranks": [
