@@ -19,11 +19,16 @@ void Report::Add(Row row) {
     std::fflush(stdout);
     return;
   }
+  progress_.Update(
+      absl::StrFormat("%zu measured; last: %s %s %s %ld B, world %d: %.1f",
+                      rows_.size() + 1, row.suite, row.system, row.op,
+                      static_cast<long>(row.size_bytes), row.world, row.value));
   rows_.push_back(std::move(row));
 }
 
-void Report::Finish() const {
+void Report::Finish() {
   if (json_) return;
+  progress_.Clear();
   std::printf("%-12s %-16s %-7s %-22s %12s %6s %9s %14s\n", "suite", "metric",
               "system", "op", "size_bytes", "world", "inflight", "value");
   for (const Row& r : rows_) {

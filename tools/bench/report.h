@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/progress.h"
+
 namespace ferry {
 namespace bench {
 
@@ -27,10 +29,11 @@ class Report {
   // Prints the row at once (JSON) or keeps it for the table.
   void Add(Row row);
   // Prints the table (no-op in JSON mode).
-  void Finish() const;
+  void Finish();
 
  private:
   bool json_;
+  Progress progress_;  // On a terminal: how far the run got.
   std::vector<Row> rows_;
 };
 

@@ -28,7 +28,7 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
       new std::map<std::string, std::vector<std::string>>{
           {"up", {"world_size", "port", "dir"}},
           {"down", {}},
-          {"status", {}},
+          {"status", {"format"}},
           {"functions", {}},
           {"call", {}},
           {"remote", {}},

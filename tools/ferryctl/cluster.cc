@@ -19,6 +19,7 @@
 #include "rpc/json.h"
 #include "rpc/net_util.h"
 #include "rpc/status_util.h"
+#include "tools/progress.h"
 
 namespace ferry {
 namespace ctl {
@@ -144,6 +145,7 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
                                    std::vector<pid_t>* pids) {
   const absl::Time deadline = absl::Now() + o.timeout;
   std::string master = absl::StrCat("127.0.0.1:", o.port);
+  Progress progress;
   Value::List workers;
   for (int rank = 0; rank < o.world_size; ++rank) {
     std::string base = absl::StrCat(dir, "/worker", rank);
@@ -158,6 +160,8 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
         absl::StrCat("--startup_timeout_ms=",
                      absl::ToInt64Milliseconds(o.timeout))};
     argv.insert(argv.end(), o.ferryd_flags.begin(), o.ferryd_flags.end());
+    progress.Update(absl::StrCat("starting worker", rank, " (", rank + 1,
+                                 " of ", o.world_size, ")"));
     FERRY_ASSIGN_OR_RETURN(pid_t pid, SpawnDaemon(argv, base + ".log"));
     pids->push_back(pid);
     if (rank == 0) {  // Its picked or given port is the master for the rest.
@@ -167,6 +171,8 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
     }
   }
   for (int rank = 0; rank < o.world_size; ++rank) {
+    progress.Update(absl::StrCat("waiting for the workers to join: ", rank,
+                                 " of ", o.world_size, " ready"));
     std::string base = absl::StrCat(dir, "/worker", rank);
     FERRY_ASSIGN_OR_RETURN(
         std::string ready,

@@ -3,11 +3,15 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "collectives/client_collective.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
+#include "rpc/json.h"
 #include "rpc/status_util.h"
 #include "rref/rref.h"
+#include "tools/progress.h"
 
 namespace ferry {
 namespace ctl {
@@ -160,6 +164,55 @@ absl::StatusOr<Value> StatusCommand(Session& session) {
   return Value(Value::Map{{"workers", std::move(workers)}});
 }
 
+std::string StatusTable(const Value& status) {
+  static const char* const kColumns[][2] = {
+      {"name", "NAME"},       {"rank", "RANK"},
+      {"state", "STATE"},     {"address", "ADDRESS"},
+      {"pid", "PID"},         {"uptime_ms", "UPTIME"},
+      {"inflight", "CALLS"},  {"owned_rrefs", "OWNED"},
+      {"user_rrefs", "HELD"}, {"collectives_inflight", "COLLECTIVES"}};
+  std::vector<std::vector<std::string>> rows = {{}};
+  for (const auto& c : kColumns) rows[0].push_back(c[1]);
+  const Value* workers = status.Find("workers");
+  for (const Value& w : workers != nullptr && workers->is_list()
+                            ? workers->as_list()
+                            : Value::List{}) {
+    std::vector<std::string> row;
+    for (const auto& c : kColumns) {
+      const Value* v = w.Find(c[0]);
+      std::string cell = v == nullptr     ? "-"
+                         : v->is_string() ? v->as_string()
+                                          : ToJson(*v);
+      if (std::string(c[0]) == "uptime_ms" && v != nullptr && v->is_int()) {
+        cell = absl::StrFormat("%.1fs", v->as_int() / 1000.0);
+      }
+      if (std::string(c[0]) == "state" && w.Find("error") != nullptr) {
+        absl::StrAppend(
+            &cell, " (",
+            w.Find("error")->is_string() ? w.Find("error")->as_string() : "",
+            ")");
+      }
+      row.push_back(cell);
+    }
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c)
+      width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      absl::StrAppend(&line, row[c],
+                      std::string(width[c] - row[c].size() + 2, ' '));
+    }
+    absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(line), "\n");
+  }
+  return out;
+}
+
 absl::StatusOr<Value> FunctionsCommand(Session& session,
                                        const std::string& worker) {
   FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
@@ -182,6 +235,11 @@ absl::StatusOr<Value> CollectiveCommand(Session& session, const std::string& op,
         absl::ToInt64Milliseconds(session.timeout());
   }
   FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  Progress progress;
+  Progress::Ticker ticker(
+      progress,
+      absl::StrCat("collective ", op, " on ",
+                   client->rpc().directory().world_size(), " workers"));
   return RunCollectiveFromClient(client->rpc(), op, request);
 }
 

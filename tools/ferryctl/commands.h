@@ -23,6 +23,9 @@ absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
 // an unreachable worker is listed with "state":"unreachable" and "error".
 absl::StatusOr<Value> StatusCommand(Session& session);
 
+// StatusCommand's result as an aligned table, one worker per line.
+std::string StatusTable(const Value& status);
+
 // {"worker": W, "functions":[{name, signature, doc}]}.
 absl::StatusOr<Value> FunctionsCommand(Session& session,
                                        const std::string& worker);

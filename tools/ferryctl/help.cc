@@ -67,13 +67,17 @@ before), or remote (on another host: not waited for).
 example:
   ferryctl --master=127.0.0.1:29500 down
 )"},
-      {"status", R"(usage: ferryctl status
+      {"status", R"(usage: ferryctl status [--format=table|json]
 
-Prints {"workers":[{name, rank, address, owned_rrefs, user_rrefs, inflight,
-...}]} for every worker; an unreachable worker shows "state":"unreachable".
+Every worker's state: a table at a terminal (the default there), JSON
+otherwise (the default when stdout is a pipe or a file):
+  {"workers":[{name, rank, address, owned_rrefs, user_rrefs, inflight,
+   collectives_inflight, ...}]}
+An unreachable worker shows "state":"unreachable" and its "error".
 
-example:
+examples:
   ferryctl status
+  ferryctl status --format=json | jq '.workers[].owned_rrefs'
 )"},
       {"functions", R"(usage: ferryctl functions [WORKER]
 
@@ -157,7 +161,11 @@ Runs a script, one statement per line:
   [NAME =] status
   [NAME =] functions [WORKER]
   [NAME =] rrefs [WORKER]
-  print VALUE
+    [NAME =] value VALUE                 VALUE itself, e.g. to name a request
+  print VALUE                          VALUE as JSON
+  show VALUE                           VALUE for people: per rank, tensors
+                                       as tensor([...]), KJTs as tables
+  echo TEXT                            TEXT as is
   expect VALUE JSON          (fails with a diff if unequal)
   sleep MS
 $NAME stands for a value anywhere inside JSON (and for WORKER); $R in a

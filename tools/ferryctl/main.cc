@@ -1,4 +1,6 @@
 // ferryctl: the command-line driver of ferry jobs (see `ferryctl --help`).
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,6 +53,12 @@ std::optional<UsageError> CheckArity(const CommandLine& cl) {
                      " argument(s), got ", n),
         cl.command};
   }
+  if (auto format = cl.Flag("format");
+      format && *format != "table" && *format != "json") {
+    return UsageError{
+        absl::StrCat("--format must be table or json, got '", *format, "'"),
+        cl.command};
+  }
   if (cl.command == "up" && !cl.Flag("world_size")) {
     return UsageError{"'up' needs --world_size=N", "up"};
   }
@@ -89,7 +97,16 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Open(cl));
   const auto& p = cl.positional;
   if (cl.command == "down") return Down(*session);
-  if (cl.command == "status") return StatusCommand(*session);
+  if (cl.command == "status") {
+    // A table for people at a terminal, JSON for programs (unless asked).
+    const std::string format =
+        cl.Flag("format").value_or(isatty(STDOUT_FILENO) ? "table" : "json");
+
+    FERRY_ASSIGN_OR_RETURN(Value status, StatusCommand(*session));
+    if (format == "json") return status;
+    std::cout << StatusTable(status);
+    return std::optional<Value>();
+  }
   if (cl.command == "functions") {
     return FunctionsCommand(*session, p.empty() ? "0" : p[0]);
   }

@@ -11,6 +11,7 @@
 #include "rpc/json.h"
 #include "rpc/status_util.h"
 #include "tools/ferryctl/commands.h"
+#include "tools/ferryctl/pretty.h"
 #include "tools/ferryctl/session.h"
 #include "tools/ferryctl/value_diff.h"
 
@@ -19,7 +20,8 @@ namespace ctl {
 
 namespace {
 
-// What follows each command: w = word, J = JSON, ? = optional last item;
+// What follows each command: w = word, J = JSON, T = the rest of the line
+// as text, ? = optional last item;
 // `value` says whether the command produces a result.
 struct CommandSpec {
   const char* args;
@@ -33,6 +35,8 @@ const std::map<std::string, CommandSpec>& Commands() {
       {"status", {"", true}},     {"functions", {"w?", true}},
       {"print", {"J", false}},    {"expect", {"J J", false}},
       {"sleep", {"w", false}},    {"collective", {"w J", true}},
+      {"value", {"J", true}},     {"show", {"J", false}},
+      {"echo", {"T?", false}},
   };
   return *table;
 }
@@ -147,7 +151,15 @@ class Cursor {
     pos_ = raw_.text.size();
     return std::string(absl::StripTrailingAsciiWhitespace(rest));
   }
+  // The rest of the statement as typed, after one separating space.
+  std::string Text() {
+    if (pos_ < raw_.text.size() && raw_.text[pos_] == ' ') ++pos_;
+    std::string rest = raw_.text.substr(pos_);
+    pos_ = raw_.text.size();
+    return std::string(absl::StripTrailingAsciiWhitespace(rest));
+  }
   size_t pos() const { return pos_; }
+  void Seek(size_t pos) { pos_ = pos; }
   void Advance(size_t n) { pos_ += n; }
   // File line/column of text offset `offset`.
   std::pair<int, int> Where(size_t offset) const {
@@ -230,7 +242,13 @@ struct Parser {
     std::string first = cur.Word();
     size_t after_first = cur.pos();  // Then: the end of the command word.
     cur.SkipSpace();
-    if (cur.pos() < raw.text.size() && raw.text[cur.pos()] == '=') {
+    // "NAME = …" assigns, except after a command that takes free text
+    // ("echo = …" prints "= …").
+    auto text_command = Commands().find(first);
+    const bool takes_text =
+        text_command != Commands().end() && text_command->second.args[0] == 'T';
+    if (!takes_text && cur.pos() < raw.text.size() &&
+        raw.text[cur.pos()] == '=') {
       if (!IsIdentifier(first)) {
         return Error(
             raw.line, raw.column,
@@ -242,6 +260,7 @@ struct Parser {
       after_first = cur.pos();
     } else {
       s.command = first;
+      cur.Seek(after_first);  // Free text starts right after the command.
     }
     // Where the command word starts, for messages about it.
     auto [cl, cc] = cur.Where(after_first - s.command.size());
@@ -264,6 +283,10 @@ struct Parser {
     for (size_t i = 0; i < items.size(); ++i) {
       bool optional = items[i].size() > 1 && items[i][1] == '?';
       bool last = i + 1 == items.size();
+      if (items[i][0] == 'T') {  // Free text keeps its leading spaces.
+        s.words.push_back(cur.Text());
+        continue;
+      }
       if (cur.AtEnd()) {
         if (optional) break;
         auto [l, c] = cur.Where(raw.text.size());
@@ -388,6 +411,16 @@ absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
       FERRY_ASSIGN_OR_RETURN(worker, WorkerWord(s.words[0], vars_));
     }
     return FunctionsCommand(session, worker);
+  }
+  if (s.command == "value") return EvalJson(s, 0);
+  if (s.command == "show") {
+    FERRY_ASSIGN_OR_RETURN(Value v, EvalJson(s, 0));
+    out << Pretty(v) << std::flush;
+    return Value();
+  }
+  if (s.command == "echo") {
+    out << (s.words.empty() ? "" : s.words[0]) << std::endl;
+    return Value();
   }
   if (s.command == "print") {
     FERRY_ASSIGN_OR_RETURN(Value v, EvalJson(s, 0));

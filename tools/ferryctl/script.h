@@ -7,7 +7,10 @@
 //   [NAME =] fetch $R                     the RRef's value (to_here)
 //   [NAME =] collective OP REQUEST        REQUEST: JSON, as `collective`
 //   [NAME =] status | functions [WORKER] | rrefs [WORKER]
+//   [NAME =] value VALUE                  VALUE itself (to name an input)
 //   print VALUE                           VALUE: JSON, may use $NAME
+//   show VALUE                            VALUE for people (pretty.h)
+//   echo TEXT                             TEXT as is
 //   expect VALUE JSON                     exit 1 with a diff if unequal
 //   sleep MS
 //

@@ -17,6 +17,16 @@ std::string Short(const Value& v) {
   return json;
 }
 
+// A tensor's "data" as JSON, cut like Short.
+std::string DataOf(const Tensor& t) {
+  std::string json = ToJson(Value(t));
+  const size_t at = json.find("\"data\":");
+  json = at == std::string::npos ? json
+                                 : json.substr(at + 7, json.size() - at - 8);
+  if (json.size() > 80) json = json.substr(0, 77) + "...";
+  return json;
+}
+
 std::string At(const std::string& path) {
   return path.empty() ? "value" : path;
 }
@@ -35,9 +45,12 @@ std::optional<std::string> TensorDifference(const Tensor& got,
   const size_t item = got.itemsize();
   for (int64_t k = 0; k < got.numel(); ++k) {
     if (std::memcmp(got.data() + k * item, want.data() + k * item, item) != 0) {
+      // The element, then both tensors' data for context.
       return absl::StrCat(At(path), ".data[", k, "]: got ",
                           TensorElementJson(got, k), ", expected ",
-                          TensorElementJson(want, k));
+                          TensorElementJson(want, k),
+                          "\n      got:      ", DataOf(got),
+                          "\n      expected: ", DataOf(want));
     }
   }
   return std::nullopt;
