@@ -1,6 +1,9 @@
 #include "tests/testing/daemon_cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -31,6 +34,21 @@ ProcessOptions CtlOptions(std::optional<std::string> stdin_text) {
 
 std::string Runfile(const std::string& path) {
   return absl::StrCat(Env("TEST_SRCDIR", "."), "/ferry/", path);
+}
+
+int UnusedPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
 }
 
 absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(

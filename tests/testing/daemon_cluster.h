@@ -27,6 +27,10 @@ namespace testing {
 // $TEST_SRCDIR/ferry/<path>.
 std::string Runfile(const std::string& path);
 
+// A 127.0.0.1 port nobody listens on now (picked by the kernel, then
+// released), for commands that must be given a port up front.
+int UnusedPort();
+
 class DaemonCluster {
  public:
   // Starts `world_size` daemons with `ferryd_flags` and waits until they

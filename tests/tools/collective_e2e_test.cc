@@ -20,6 +20,7 @@ namespace {
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::ProcessResult;
 using ::ferry::testing::Runfile;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -73,20 +74,26 @@ std::string AllReduceOfOnes(const std::string& rank1,
                       kOnes, "]", extra, "}");
 }
 
-TEST_F(CollectiveE2eTest, SeedScriptHoldsEveryExpectation) {
-  ASSERT_OK_AND_ASSIGN(
-      ProcessResult run,
-      job_->Ctl({"run", Runfile("tools/scripts/collective_seed.ferry")}));
+// tools/demo.ferry: every seed scenario against real daemons, checked
+// with expect, and shown per rank the way the seed pages show them.
+TEST_F(CollectiveE2eTest, DemoHoldsEveryExpectationAndShowsEachRank) {
+  ASSERT_OK_AND_ASSIGN(ProcessResult run,
+                       job_->Ctl({"run", Runfile("tools/demo.ferry")}));
   EXPECT_EQ(run.exit_code, 0) << run.Describe();
-  EXPECT_EQ(run.out, "\"collective seeds: all expectations held\"\n");
-}
-
-TEST_F(CollectiveE2eTest, SparseSeedScriptHoldsEveryExpectation) {
-  ASSERT_OK_AND_ASSIGN(
-      ProcessResult run,
-      job_->Ctl({"run", Runfile("tools/scripts/sparse_seed.ferry")}));
-  EXPECT_EQ(run.exit_code, 0) << run.Describe();
-  EXPECT_EQ(run.out, "\"sparse seed: all expectations held\"\n");
+  EXPECT_THAT(run.out, EndsWith("\ndemo: all 8 scenarios reproduced\n"));
+  // all_to_all with uneven splits, rank 0's output.
+  EXPECT_THAT(
+      run.out,
+      HasSubstr("\n  rank 0: tensor([0, 1, 10, 11, 12, 20, 21, 30, 31])\n"));
+  // SparseFeaturesAllToAll: rank 0 holds A's batch of 6 samples.
+  EXPECT_THAT(
+      run.out,
+      HasSubstr("'A'   [100]   None    [101, 102]   [103]   [104]   None\n"));
+  // tf all_gather along axis 0 with different sizes.
+  EXPECT_THAT(run.out,
+              HasSubstr("rank 1: {'a': tensor([0, 1], dtype=int32), 'b': "
+                        "tensor([[0, 1], [2, 3], [4, 5]], dtype=int32)}"));
+  EXPECT_THAT(run.out, HasSubstr("tensor([6., 6.])"));  // The RRef seed's x.
 }
 
 // The jagged all-to-all follows every collective's failure rules: a rank

@@ -38,6 +38,7 @@
 #include "gtest/gtest.h"
 #include "rpc/json.h"
 #include "rpc/value.h"
+#include "tests/testing/daemon_cluster.h"
 #include "tests/testing/subprocess.h"
 
 namespace ferry {
@@ -47,6 +48,7 @@ using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::PidAlive;
 using ::ferry::testing::ProcessOptions;
 using ::ferry::testing::ProcessResult;
+using ::ferry::testing::Runfile;
 using ::ferry::testing::WaitForPidGone;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -63,11 +65,6 @@ constexpr int kWorldSize = 3;  // Every cluster test's job: worker0..worker2.
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
-// A binary from the test's runfiles (workspace "ferry").
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(EnvOr("TEST_SRCDIR", "."), "/ferry/", path);
 }
 
 const std::string& FerrydPath() {
@@ -99,23 +96,6 @@ std::string ReadFile(const std::string& path) {
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
-}
-
-// A 127.0.0.1 port nobody listens on: bound once, then closed.
-int ClosedPort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 // ---- JSON access (values parsed with ferry's own JSON reader) ----
@@ -699,7 +679,8 @@ TEST_F(ClusterTest, RunDashReadsScriptFromStdin) {
 // ---- ferryd start-up failures (no job formed) ----
 
 TEST(FerrydStartupTest, WrongMasterIsDeadlineExceeded) {
-  const std::string master = absl::StrCat("127.0.0.1:", ClosedPort());
+  const std::string master =
+      absl::StrCat("127.0.0.1:", ::ferry::testing::UnusedPort());
   ProcessResult r =
       RunChecked(FerrydArgv({"--rank=1", "--world_size=3", "--master=" + master,
                              "--startup_timeout_ms=1000"}),

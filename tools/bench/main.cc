@@ -8,6 +8,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "rpc/process_tuning.h"
 #include "rpc/status_util.h"
 #include "tools/bench/collective_bench.h"
@@ -37,6 +39,13 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] "
       "[--json]");
+  // --help lists this binary's own flags (Abseil's default looks for a
+  // file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "tools/bench/");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   // Same process settings for ferry and the bare baseline.
   ferry::TuneProcessForServing();

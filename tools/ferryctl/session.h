@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/security.h"
 #include "tools/ferryctl/cli.h"
 #include "tools/runtime/local_job.h"
 #include "tools/runtime/worker.h"
@@ -17,6 +18,11 @@ namespace ferry {
 namespace ctl {
 
 inline constexpr char kDefaultMaster[] = "127.0.0.1:29500";
+
+// The global security flags (--token_file, --tls_cert, --tls_key,
+// --tls_ca, --tls_server_name): as options, and as ferryd flags for `up`.
+SecurityOptions SecurityFlags(const CommandLine& cl);
+std::vector<std::string> SecurityFlagsForFerryd(const CommandLine& cl);
 
 class Session {
  public:
@@ -39,6 +45,7 @@ class Session {
   Session() = default;
   std::string master_;
   absl::Duration timeout_ = absl::Seconds(60);
+    std::shared_ptr<const Security> security_;
   std::unique_ptr<LocalJob> local_;
   std::unique_ptr<Client> client_;
 };

@@ -17,6 +17,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -203,6 +205,13 @@ int main(int argc, char** argv) {
       "one worker of a ferry job\n"
       "  ferryd --rank=R --world_size=N --master=HOST:PORT [flags]\n"
       "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)");
+  // --help lists this binary's own flags (Abseil's default looks for a
+  // file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "tools/ferryd/");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   ferry::TuneProcessForServing();
   return ferry::Run();

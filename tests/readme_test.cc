@@ -1,0 +1,322 @@
+// README.md cannot rot: every command in it runs here (or, for the two
+// commands it opens with, in CI — checked here too). Code blocks are found
+// by the marker on the line before them:
+//
+//   <!-- readme-test: ci -->           each command appears in .ci/run
+//   <!-- readme-test: cpp FILE -->     the block is FILE, which builds; it runs
+//   <!-- readme-test: cheatsheet -->   runs as a shell script
+//   <!-- readme-test: launch N -->     each line starts a worker (srun and
+//                                      mpirun are stand-ins setting their
+//                                      variables) or runs ferryctl; the job
+//                                      must form with N workers
+//
+// The blocks use the master 10.0.0.1:29500; here it is 127.0.0.1 on a free
+// port, and `ferryctl up` picks its port.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/json.h"
+#include "tests/testing/daemon_cluster.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/subprocess.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::BackgroundProcess;
+using ::ferry::testing::DaemonCluster;
+using ::ferry::testing::ProcessOptions;
+using ::ferry::testing::ProcessResult;
+using ::ferry::testing::Runfile;
+using ::ferry::testing::RunProcess;
+using ::ferry::testing::UnusedPort;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kBound = absl::Seconds(60);
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text,
+               bool executable = false) {
+  std::ofstream(path) << text;
+  if (executable) chmod(path.c_str(), 0755);
+}
+
+struct Block {
+  std::string kind;  // "ci", "cpp FILE", …
+  std::string code;
+};
+
+std::vector<Block> Blocks() {
+  std::vector<Block> blocks;
+  std::string kind;
+  bool in_block = false;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(Runfile("README.md")), '\n')) {
+    if (in_block) {
+      if (absl::StartsWith(line, "```")) {
+        in_block = false;
+      } else {
+        absl::StrAppend(&blocks.back().code, line, "\n");
+      }
+    } else if (absl::ConsumePrefix(&line, "<!-- readme-test: ") &&
+               absl::ConsumeSuffix(&line, " -->")) {
+      kind = std::string(line);
+    } else if (!kind.empty() && absl::StartsWith(line, "```")) {
+      blocks.push_back({kind, ""});
+      kind.clear();
+      in_block = true;
+    }
+  }
+  return blocks;
+}
+
+std::vector<Block> BlocksOf(absl::string_view kind) {
+  std::vector<Block> out;
+  for (Block& b : Blocks()) {
+    if (absl::StartsWith(b.kind, kind)) out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// A line without its comment and surrounding space.
+std::string Command(absl::string_view line) {
+  return std::string(
+      absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
+}
+
+// A scratch directory with the binaries (and launcher stand-ins) on PATH.
+class Sandbox {
+ public:
+  Sandbox() {
+    static int n = 0;
+    dir_ = absl::StrCat(std::getenv("TEST_TMPDIR"), "/readme-", n++);
+    mkdir(dir_.c_str(), 0755);
+    mkdir(Bin().c_str(), 0755);
+    for (const char* tool : {"ferryd", "ferryctl"}) {
+      symlink(Runfile(absl::StrCat("tools/", tool)).c_str(),
+              (Bin() + "/" + tool).c_str());
+    }
+    // Stand-ins for Slurm's srun and Open MPI's mpirun: N copies of the
+    // command, each with the variables the real launcher sets.
+    WriteFile(Bin() + "/srun", R"(#!/usr/bin/env bash
+n=1
+while [[ $1 == -* ]]; do
+  case $1 in --ntasks=*) n=${1#*=} ;; -n) shift; n=$1 ;; esac
+  shift
+done
+for ((i = 0; i < n; i++)); do SLURM_PROCID=$i SLURM_NTASKS=$n "$@" & done
+wait
+)",
+              true);
+    WriteFile(Bin() + "/mpirun", R"(#!/usr/bin/env bash
+n=1
+while [[ $1 == -* ]]; do
+  case $1 in -np|-n) shift; n=$1 ;; esac
+  shift
+done
+for ((i = 0; i < n; i++)); do OMPI_COMM_WORLD_RANK=$i OMPI_COMM_WORLD_SIZE=$n "$@" & done
+wait
+)",
+              true);
+    // The security examples' files.
+    for (const char* f : {"token.txt", "node.pem", "node.key", "ca.pem"}) {
+      WriteFile(absl::StrCat(dir_, "/", f),
+                ReadFile(Runfile(absl::StrCat("tests/testdata/tls/", f))));
+    }
+  }
+
+  std::string Bin() const { return dir_ + "/bin"; }
+  const std::string& dir() const { return dir_; }
+
+  // bash -c `script` in the sandbox, from the repository's root (runfiles).
+  std::vector<std::string> Bash(const std::string& script) const {
+    return {"/bin/bash", "-c",
+            absl::StrCat("set -euo pipefail; export PATH='", Bin(),
+                         "':\"$PATH\"; cd '", std::getenv("TEST_SRCDIR"),
+                         "/ferry'; ", script)};
+  }
+  ProcessOptions Options() const {
+    ProcessOptions o;
+    o.env = {{"FERRY_MASTER", ""}, {"FERRYD", Runfile("tools/ferryd")}};
+    return o;
+  }
+
+ private:
+  std::string dir_;
+};
+
+TEST(ReadmeTest, CiRunsTheOpeningCommands) {
+  std::vector<Block> ci = BlocksOf("ci");
+  ASSERT_EQ(ci.size(), 1u);
+  const std::string run = ReadFile(Runfile(".ci/run"));
+  std::vector<std::string> commands;
+  for (absl::string_view line :
+       absl::StrSplit(ci[0].code, '\n', absl::SkipWhitespace())) {
+    commands.push_back(Command(line));
+  }
+  EXPECT_THAT(commands,
+              ::testing::ElementsAre("tools/dev demo", "tools/dev test"));
+  size_t at = 0;
+  for (const std::string& c : commands) {  // In CI, and in that order.
+    size_t found = run.find("\n" + c + "\n", at);
+    EXPECT_NE(found, std::string::npos) << c << " is not run by .ci/run:\n"
+                                        << run;
+    at = found == std::string::npos ? at : found + 1;
+  }
+}
+
+TEST(ReadmeTest, CppExampleIsTheFileAndRuns) {
+  std::vector<Block> cpp = BlocksOf("cpp ");
+  ASSERT_EQ(cpp.size(), 1u);
+  const std::string file = cpp[0].kind.substr(4);
+  EXPECT_EQ(cpp[0].code, ReadFile(Runfile(file)))
+      << "README.md and " << file << " differ";
+  ASSERT_OK_AND_ASSIGN(auto job, DaemonCluster::Up(3));
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult r,
+      RunProcess({Runfile("tools/examples/client_example"), job->master()}, {},
+                 kBound));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(r.out,
+            "{\"dtype\":\"float32\",\"data\":[4,5]}\n{\"dtype\":\"int64\","
+            "\"data\":[0,1,2,3,4]}\n");
+}
+
+TEST(ReadmeTest, CheatSheetRuns) {
+  std::vector<Block> sheet = BlocksOf("cheatsheet");
+  ASSERT_EQ(sheet.size(), 1u);
+  Sandbox box;
+  // `up` picks its port; the commands after it find the job there.
+  const std::string master_file = box.dir() + "/master";
+  unlink((box.Bin() + "/ferryctl").c_str());  // The symlink: a script instead.
+  constexpr char kWrapper[] = R"sh(#!/usr/bin/env bash
+real='REAL'
+if [ "$1" = up ]; then
+  out=$("$real" "$@" --port=0 --dir='DIR/job')
+  echo "$out"
+  printf '%s' "$out" | sed -n 's/.*"master":"\([^"]*\)".*/\1/p' > 'MASTER'
+  exit
+fi
+[ -s 'MASTER' ] && exec "$real" --master="$(cat 'MASTER')" "$@"
+exec "$real" "$@"
+)sh";
+  WriteFile(box.Bin() + "/ferryctl",
+            absl::StrReplaceAll(kWrapper, {{"REAL", Runfile("tools/ferryctl")},
+                                           {"DIR", box.dir()},
+                                           {"MASTER", master_file}}),
+            true);
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult r,
+      RunProcess(box.Bash(sheet[0].code), box.Options(), absl::Minutes(3)));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_THAT(r.out,
+              HasSubstr("{\"dtype\":\"float32\",\"data\":[4,5]}"));  // call
+  EXPECT_THAT(
+      r.out, HasSubstr("\"value\":{\"dtype\":\"int64\",\"data\":[0,1,2,3,4]}"));
+  EXPECT_THAT(
+      r.out, HasSubstr("{\"dtype\":\"float32\",\"data\":[10]}"));  // all_reduce
+  EXPECT_THAT(r.out, HasSubstr("demo: all 8 scenarios reproduced"));
+  EXPECT_THAT(r.out, HasSubstr("\"stopped\""));              // down
+  EXPECT_THAT(r.out, ::testing::EndsWith("\"worker1\"\n"));  // --local
+}
+
+// Each launch block forms a job of its stated size; ferryctl lines in it
+// must succeed against that job.
+TEST(ReadmeTest, LaunchBlocksFormJobs) {
+  std::vector<Block> launches = BlocksOf("launch ");
+  ASSERT_GE(launches.size(), 5u);
+  for (const Block& block : launches) {
+    SCOPED_TRACE(block.code);
+    int world = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(block.kind.substr(7), &world));
+    Sandbox box;
+    const std::string master = absl::StrCat("127.0.0.1:", UnusedPort());
+    std::vector<std::unique_ptr<BackgroundProcess>> workers;
+    std::string ctl_flags;  // The security flags of the block's ferryctl line.
+    bool checked = false;
+    for (absl::string_view raw :
+         absl::StrSplit(block.code, '\n', absl::SkipWhitespace())) {
+      std::string line = absl::StrReplaceAll(
+          Command(raw), {{"10.0.0.1:29500", master},
+                         {"MASTER_ADDR=10.0.0.1", "MASTER_ADDR=127.0.0.1"},
+                         {"MASTER_PORT=29500",
+                          absl::StrCat("MASTER_PORT=", master.substr(10))}});
+      if (!absl::StartsWith(line, "ferryctl")) {
+        ASSERT_OK_AND_ASSIGN(
+            auto w, BackgroundProcess::Start(
+                        box.Bash(absl::StrCat("cd '", box.dir(), "'; ", line)),
+                        box.Options()));
+        workers.push_back(std::move(w));
+        continue;
+      }
+      ctl_flags = line.substr(8, line.find(" status") - 8);
+      ASSERT_OK_AND_ASSIGN(
+          ProcessResult r,
+          RunProcess(box.Bash(absl::StrCat("cd '", box.dir(), "'; ", line)),
+                     box.Options(), kBound));
+      ASSERT_EQ(r.exit_code, 0) << r.Describe();
+      ASSERT_OK_AND_ASSIGN(Value status, ParseJson(r.out));
+      EXPECT_EQ(status.Find("workers")->as_list().size(),
+                static_cast<size_t>(world));
+      checked = true;
+    }
+    const std::string ctl = absl::StrCat("cd '", box.dir(), "'; ferryctl",
+                                         ctl_flags, " --master=", master, " ");
+    if (!checked) {
+      ASSERT_OK_AND_ASSIGN(ProcessResult r, RunProcess(box.Bash(ctl + "status"),
+                                                       box.Options(), kBound));
+      ASSERT_EQ(r.exit_code, 0) << r.Describe();
+      ASSERT_OK_AND_ASSIGN(Value status, ParseJson(r.out));
+      EXPECT_EQ(status.Find("workers")->as_list().size(),
+                static_cast<size_t>(world));
+    }
+    ASSERT_OK_AND_ASSIGN(ProcessResult down, RunProcess(box.Bash(ctl + "down"),
+                                                        box.Options(), kBound));
+    EXPECT_EQ(down.exit_code, 0) << down.Describe();
+    for (auto& w : workers) {
+      ProcessResult r = w->Wait(absl::Seconds(30));
+      EXPECT_FALSE(r.timed_out) << r.Describe();
+    }
+  }
+}
+
+TEST(ReadmeTest, HelpCommandsWork) {
+  Sandbox box;
+  // ferryd's flags are Abseil's, whose --help exits 1 after the usage.
+  struct Help {
+    const char* command;
+    int exit_code;
+    const char* shows;
+  };
+  const Help kCommands[] = {{"ferryctl --help", 0, "usage: ferryctl"},
+                            {"ferryd --help", 1, "--world_size"},
+                            {"tools/dev --help", 0, "tools/dev demo"}};
+  for (const Help& h : kCommands) {
+    ASSERT_OK_AND_ASSIGN(ProcessResult r, RunProcess(box.Bash(h.command),
+                                                     box.Options(), kBound));
+    EXPECT_EQ(r.exit_code, h.exit_code) << h.command << "\n" << r.Describe();
+    EXPECT_THAT(r.out + r.err, HasSubstr(h.shows)) << h.command;
+  }
+}
+
+}  // namespace
+}  // namespace ferry
