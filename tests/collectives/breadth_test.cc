@@ -26,34 +26,8 @@ using ::ferry::testing::SameTensor;
 using ::ferry::testing::Sample;
 using ::ferry::testing::Where;
 
-// One job per world size, shared by the tests of that size: every test
-// calls the same collectives on every rank, so the world group stays in
-// step from one test to the next.
-class BreadthTest : public ::testing::TestWithParam<int> {
- protected:
-  static void TearDownTestSuite() { jobs().clear(); }
-
-  void SetUp() override {
-    n_ = GetParam();
-    auto& slot = jobs()[n_];
-    if (slot == nullptr) {
-      absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(n_);
-      ASSERT_OK(job);
-      slot = *std::move(job);
-    }
-    job_ = slot.get();
-  }
-
-  ProcessGroup& World(Worker& w) { return w.collectives().world(); }
-
-  static std::map<int, std::unique_ptr<LocalJob>>& jobs() {
-    static auto* jobs = new std::map<int, std::unique_ptr<LocalJob>>();
-    return *jobs;
-  }
-
-  int n_ = 0;
-  LocalJob* job_ = nullptr;
-};
+// One job per world size (SharedJobTest), direct algorithms.
+class BreadthTest : public ::ferry::testing::SharedJobTest {};
 
 // Seeds that differ per rank and per use, so no two inputs are alike.
 int64_t Seed(int rank, int which) { return rank * 101 + which * 17; }

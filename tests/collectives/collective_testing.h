@@ -8,6 +8,8 @@
 #include <complex>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -255,6 +257,42 @@ std::vector<T> OnEveryRank(LocalJob& job,
 inline std::string Where(DType dtype, int rank) {
   return absl::StrCat(DTypeName(dtype), " on rank ", rank);
 }
+
+// One job per world size (the test parameter), shared by the tests of that
+// size: every test calls the same collectives on every rank, so the world
+// group stays in step from one test to the next.
+class SharedJobTest : public ::testing::TestWithParam<int> {
+ protected:
+  static void TearDownTestSuite() { Jobs().clear(); }
+
+  // Adjusts the workers' options before the job starts.
+  virtual void Configure(WorkerOptions& /*options*/) {}
+
+  void SetUp() override {
+    n_ = GetParam();
+    std::unique_ptr<LocalJob>& slot = Jobs()[n_];
+    if (slot == nullptr) {
+      LocalJob::Options options;
+      options.configure = [this](WorkerOptions& o) { Configure(o); };
+      absl::StatusOr<std::unique_ptr<LocalJob>> job =
+          LocalJob::Start(n_, options);
+      ASSERT_TRUE(job.ok()) << job.status();
+      slot = *std::move(job);
+    }
+    job_ = slot.get();
+  }
+
+  ProcessGroup& World(Worker& w) { return w.collectives().world(); }
+
+  int n_ = 0;
+  LocalJob* job_ = nullptr;
+
+ private:
+  static std::map<int, std::unique_ptr<LocalJob>>& Jobs() {
+    static auto* jobs = new std::map<int, std::unique_ptr<LocalJob>>();
+    return *jobs;
+  }
+};
 
 }  // namespace testing
 }  // namespace ferry

@@ -29,36 +29,13 @@ using ::ferry::testing::Where;
 
 constexpr int64_t kDirectBytes = 64;
 
-class RingTest : public ::testing::TestWithParam<int> {
+// One job per world size whose payloads take the ring and tree paths.
+class RingTest : public ::ferry::testing::SharedJobTest {
  protected:
-  static void TearDownTestSuite() { jobs().clear(); }
-
-  void SetUp() override {
-    n_ = GetParam();
-    auto& slot = jobs()[n_];
-    if (slot == nullptr) {
-      LocalJob::Options options;
-      options.configure = [](WorkerOptions& o) {
-        o.collectives.direct_bytes = kDirectBytes;
-        o.collectives.chunk_bytes = 1000;
-      };
-      absl::StatusOr<std::unique_ptr<LocalJob>> job =
-          LocalJob::Start(n_, options);
-      ASSERT_OK(job);
-      slot = *std::move(job);
-    }
-    job_ = slot.get();
+  void Configure(WorkerOptions& o) override {
+    o.collectives.direct_bytes = kDirectBytes;
+    o.collectives.chunk_bytes = 1000;
   }
-
-  ProcessGroup& World(Worker& w) { return w.collectives().world(); }
-
-  static std::map<int, std::unique_ptr<LocalJob>>& jobs() {
-    static auto* jobs = new std::map<int, std::unique_ptr<LocalJob>>();
-    return *jobs;
-  }
-
-  int n_ = 0;
-  LocalJob* job_ = nullptr;
 };
 
 int64_t Seed(int rank, int which) { return rank * 1009 + which * 31; }

@@ -22,15 +22,7 @@ Tensor I32(std::vector<int32_t> v, Shape shape) {
   return *Tensor::FromVector<int32_t>(v, std::move(shape));
 }
 
-class SeedTest : public ::testing::Test {
- protected:
-  void Start(int n) {
-    absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(n);
-    ASSERT_OK(job);
-    job_ = *std::move(job);
-  }
-  std::unique_ptr<LocalJob> job_;
-};
+class SeedTest : public ::ferry::testing::JobTest {};
 
 // input = arange(4) + rank * 4, chunked in 4; output[i] = rank i's chunk.
 TEST_F(SeedTest, AllToAllEven) {

@@ -49,15 +49,7 @@ KeyedJaggedTensor Kjt(const std::vector<std::string>& keys,
   return *k;
 }
 
-class SparseTest : public ::testing::Test {
- protected:
-  void Start(int n) {
-    absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(n);
-    ASSERT_OK(job);
-    job_ = *std::move(job);
-  }
-  std::unique_ptr<LocalJob> job_;
-};
+class SparseTest : public ::ferry::testing::JobTest {};
 
 // A.Vi is id 100 + i, B.Vi 200 + i, C.Vi 300 + i, D.Vi 400 + i.
 constexpr int64_t A = 100, B = 200, C = 300, D = 400;

@@ -4,11 +4,13 @@
 #define FERRY_TESTS_COLLECTIVES_SPMD_H_
 
 #include <functional>
+#include <memory>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "gtest/gtest.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -27,6 +29,17 @@ std::vector<absl::StatusOr<T>> Spmd(
   for (std::thread& t : threads) t.join();
   return results;
 }
+
+// A fixture with a job of Start(n) workers.
+class JobTest : public ::testing::Test {
+ protected:
+  void Start(int n) {
+    absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(n);
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = *std::move(job);
+  }
+  std::unique_ptr<LocalJob> job_;
+};
 
 }  // namespace testing
 }  // namespace ferry
