@@ -11,12 +11,17 @@ namespace {
 const std::vector<std::pair<absl::string_view, Algorithm>>& Table() {
   static const auto* table =
       new std::vector<std::pair<absl::string_view, Algorithm>>{
-          {"all_gather", &AllGather}, {"all_reduce", &AllReduce},
-          {"all_to_all", &AllToAll},  {"all_to_all_single", &AllToAllSingle},
-          {"barrier", &Barrier},      {"broadcast", &Broadcast},
-          {"gather", &Gather},        {"reduce_scatter", &ReduceScatter},
-                {"scatter", &Scatter},
-      {"kjt_all_to_all", &KjtAllToAll},   {"sparse_features_all_to_all", &SparseFeaturesAllToAll},
+          {"all_gather", &AllGather},
+          {"all_reduce", &AllReduce},
+          {"all_to_all", &AllToAll},
+          {"all_to_all_single", &AllToAllSingle},
+          {"barrier", &Barrier},
+          {"broadcast", &Broadcast},
+          {"gather", &Gather},
+          {"reduce_scatter", &ReduceScatter},
+          {"scatter", &Scatter},
+          {"kjt_all_to_all", &KjtAllToAll},
+          {"sparse_features_all_to_all", &SparseFeaturesAllToAll},
       };
   return *table;
 }

@@ -57,11 +57,13 @@ absl::StatusOr<Value> ReduceScatter(Op& op, const Value& input,
 // The jagged all-to-all (kjt_all_to_all.cc). Input: a KJT (kjt.h's Value
 // form); params "features_per_rank" (keys per destination, in order) and
 // "stagger" (default 1). Output: this rank's keys, batches concatenated.
-absl::StatusOr<Value> KjtAllToAll(Op& op, const Value& input, const Value& params);
+absl::StatusOr<Value> KjtAllToAll(Op& op, const Value& input,
+                                  const Value& params);
 // TorchRec's SparseFeaturesAllToAll: input {"id_list": KJT,
 // "id_score_list": KJT}, params "id_list_features_per_rank",
 // "id_score_list_features_per_rank", "stagger"; both move in one step.
-absl::StatusOr<Value> SparseFeaturesAllToAll(Op& op, const Value& input, const Value& params);
+absl::StatusOr<Value> SparseFeaturesAllToAll(Op& op, const Value& input,
+                                             const Value& params);
 
 // The algorithm called `name` ("all_reduce"); nullptr if none.
 Algorithm Find(absl::string_view name);

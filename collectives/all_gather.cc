@@ -122,13 +122,8 @@ absl::StatusOr<Value> Skeleton(const Op& op, const Value& v, int64_t axis,
       ": all_gather along an axis takes tensors, in lists and maps"));
 }
 
-bool IsLeaf(const Value& s) {
-  const Value* d = s.Find("dtype");
-  return d != nullptr && d->is_string();
-}
-
 std::string Describe(const Value& s) {
-  if (IsLeaf(s)) return MetaString(s);
+  if (IsTensorMeta(s)) return MetaString(s);
   if (s.is_list()) return absl::StrCat("a list of ", s.as_list().size());
   if (s.is_map())
     return absl::StrCat("a map with keys ", ToJson(Value(Value::List([&] {
@@ -146,8 +141,8 @@ absl::Status SameStructure(const Op& op, int r, const Value& s, const Value& s0,
   auto differ = [&](absl::string_view why) {
     return Mismatch(op, r, path, Describe(s), absl::StrCat(Describe(s0), why));
   };
-  if (IsLeaf(s0) || IsLeaf(s)) {
-    if (!IsLeaf(s0) || !IsLeaf(s)) return differ("");
+  if (IsTensorMeta(s0) || IsTensorMeta(s)) {
+    if (!IsTensorMeta(s0) || !IsTensorMeta(s)) return differ("");
     const Value::List& dims = s.Find("shape")->as_list();
     const Value::List& dims0 = s0.Find("shape")->as_list();
     if (*s.Find("dtype") != *s0.Find("dtype") || dims.size() != dims0.size())

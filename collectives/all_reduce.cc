@@ -64,39 +64,29 @@ absl::StatusOr<Value> AllReduce(Op& op, const Value& input,
   FERRY_ASSIGN_OR_RETURN(ReduceOp reduce, ReduceParam(op, params, t.dtype()));
   const bool direct =
       static_cast<int64_t>(t.nbytes()) <= op.config().direct_bytes;
-  Value::Map mine = {{"meta", TensorMeta(t)},
-                     {"op", std::string(ReduceOpName(reduce))},
-                     {"data", direct ? Value(t) : Value()}};
-  FERRY_ASSIGN_OR_RETURN(std::vector<Value> all,
-                         op.ExchangeAll(0, Value(std::move(mine))));
-  std::vector<Value> metas, ops;
+  Value mine(Value::Map{{"meta", TensorMeta(t)},
+                        {"op", std::string(ReduceOpName(reduce))},
+                        {"data", direct ? Value(t) : Value()}});
+  FERRY_ASSIGN_OR_RETURN(std::vector<Value> all, op.ExchangeAll(0, mine));
+  std::vector<Value> metas, ops, data;
+  bool all_direct = true;  // Decided by what was sent, not by local settings.
   for (int r = 0; r < op.size(); ++r) {
     FERRY_ASSIGN_OR_RETURN(const Value* meta, Part(op, all[r], "meta", r));
     FERRY_ASSIGN_OR_RETURN(const Value* name, Part(op, all[r], "op", r));
+    FERRY_ASSIGN_OR_RETURN(const Value* d, Part(op, all[r], "data", r));
     metas.push_back(*meta);
     ops.push_back(*name);
+    data.push_back(*d);
+    all_direct = all_direct && !d->is_null();
   }
   FERRY_RETURN_IF_ERROR(CheckSameMeta(op, ops, "op"));
   FERRY_RETURN_IF_ERROR(CheckSameMeta(op, metas, "input"));
-  // Equal shapes: every rank made the same direct/ring choice.
-  if (!direct) {
+  if (!all_direct) {
     FERRY_ASSIGN_OR_RETURN(Tensor out, RingAllReduce(op, t, reduce));
     return Value(std::move(out));
   }
-  FERRY_ASSIGN_OR_RETURN(TensorBuilder acc,
-                         TensorBuilder::Create(t.dtype(), t.shape()));
-  for (int r = 0; r < op.size(); ++r) {
-    FERRY_ASSIGN_OR_RETURN(Tensor data, TensorPart(op, all[r], "data", r, t));
-    if (r == 0) {
-      if (data.nbytes() > 0)
-        std::memcpy(acc.data(), data.data(), data.nbytes());
-    } else {
-      ReduceInto(reduce, t.dtype(), acc.data(), data.data(), t.numel());
-    }
-  }
-  if (reduce == ReduceOp::kAvg)
-    FinishAverage(t.dtype(), acc.data(), t.numel(), op.size());
-  return Value(std::move(acc).Build());
+  FERRY_ASSIGN_OR_RETURN(Tensor sum, ReduceInRankOrder(op, data, t, reduce));
+  return Value(reduce == ReduceOp::kAvg ? Averaged(sum, op.size()) : sum);
 }
 
 }  // namespace algorithms

@@ -24,24 +24,6 @@ namespace algorithms {
 
 namespace {
 
-// Sends messages[i] to rank i; the messages received, by source rank.
-absl::StatusOr<std::vector<Value>> Shuffle(Op& op,
-                                           std::vector<Value> messages) {
-  const int n = op.size(), r = op.rank();
-  for (int k = 1; k < n; ++k) op.Send((r + k) % n, 0, messages[(r + k) % n]);
-  std::vector<Value> got(n);
-  got[r] = std::move(messages[r]);
-  for (int k = 1; k < n; ++k) {
-    const int from = (r - k + n) % n;
-    FERRY_ASSIGN_OR_RETURN(got[from], op.Recv(from, 0));
-  }
-  return got;
-}
-
-Value Ints(const std::vector<int64_t>& xs) {
-  return Value(Value::List(xs.begin(), xs.end()));
-}
-
 // A list of n ints in a message from `from` (null allowed if `optional`).
 absl::StatusOr<std::optional<std::vector<int64_t>>> IntsPart(
     const Op& op, const Value& message, absl::string_view key, int from,
@@ -81,7 +63,13 @@ absl::StatusOr<SingleArgs> ParseSingle(const Op& op, const Value& in) {
       SplitsArg(op, splits ? *splits : Value(), "input_splits", n));
   if (given) {
     int64_t sum = 0;
-    for (int64_t s : *given) sum += s;
+    for (int64_t s : *given) {
+      if (s > rows - sum) {  // Also keeps the sum from overflowing.
+        return op.BadInput(absl::StrCat(
+            "input_splits add up to more than the input's ", rows, " rows"));
+      }
+      sum += s;
+    }
     if (sum != rows) {
       return op.BadInput(absl::StrCat("input_splits add up to ", sum,
                                       " but input has ", rows, " rows"));
@@ -116,7 +104,7 @@ absl::StatusOr<Value> AllToAll(Op& op, const Value& input,
                          TensorListArg(op, input, op.size(), "input"));
   FERRY_ASSIGN_OR_RETURN(
       std::vector<Value> got,
-      Shuffle(op, std::vector<Value>(blocks.begin(), blocks.end())));
+      op.ExchangeEach(0, [&](int to) { return Value(blocks[to]); }));
   std::vector<Value> dtypes;
   Value::List out;
   for (int r = 0; r < op.size(); ++r) {
@@ -132,9 +120,9 @@ absl::StatusOr<Value> AllToAllSingle(Op& op, const Value& input,
                                      const Value& /*params*/) {
   FERRY_ASSIGN_OR_RETURN(SingleArgs a, ParseSingle(op, input));
   const int n = op.size();
-  const Value input_splits = Ints(a.input_splits);
+  const Value input_splits = IntList(a.input_splits);
   const Value output_splits =
-      a.output_splits ? Ints(*a.output_splits) : Value();
+      a.output_splits ? IntList(*a.output_splits) : Value();
   std::vector<Value> messages;
   int64_t offset = 0;
   for (int64_t rows : a.input_splits) {
@@ -144,8 +132,9 @@ absl::StatusOr<Value> AllToAllSingle(Op& op, const Value& input,
                                         {"output_splits", output_splits}}));
     offset += rows;
   }
-  FERRY_ASSIGN_OR_RETURN(std::vector<Value> messages_got,
-                         Shuffle(op, std::move(messages)));
+  FERRY_ASSIGN_OR_RETURN(
+      std::vector<Value> messages_got,
+      op.ExchangeEach(0, [&](int to) { return messages[to]; }));
   std::vector<Tensor> got(n);
   std::vector<std::vector<int64_t>> sent(n);  // by sender: its input_splits
   std::vector<std::optional<std::vector<int64_t>>> expected(n);

@@ -155,14 +155,26 @@ Value TensorMeta(const Tensor& t) {
                           {"shape", shape}});
 }
 
-std::string MetaString(const Value& meta) {
-  if (meta.is_string()) return meta.as_string();
+bool IsTensorMeta(const Value& meta) {
   const Value* dtype = meta.Find("dtype");
   const Value* shape = meta.Find("shape");
-  if (dtype == nullptr || shape == nullptr) return ToJson(meta);
+  if (dtype == nullptr || !dtype->is_string() || shape == nullptr ||
+      !shape->is_list()) {
+    return false;
+  }
+  for (const Value& d : shape->as_list()) {
+    if (!d.is_int()) return false;
+  }
+  return true;
+}
+
+std::string MetaString(const Value& meta) {
+  if (meta.is_string()) return meta.as_string();
+  if (!IsTensorMeta(meta)) return ToJson(meta);
   std::vector<int64_t> dims;
-  for (const Value& d : shape->as_list()) dims.push_back(d.as_int());
-  return absl::StrCat(dtype->as_string(), " ", ShapeString(dims));
+  for (const Value& d : meta.Find("shape")->as_list())
+    dims.push_back(d.as_int());
+  return absl::StrCat(meta.Find("dtype")->as_string(), " ", ShapeString(dims));
 }
 
 absl::Status Mismatch(const Op& op, int r, absl::string_view field,
@@ -181,6 +193,10 @@ absl::Status CheckSameMeta(const Op& op, const std::vector<Value>& metas,
     }
   }
   return absl::OkStatus();
+}
+
+Value IntList(const std::vector<int64_t>& xs) {
+  return Value(Value::List(xs.begin(), xs.end()));
 }
 
 int64_t PayloadBytes(const Value& v) {

@@ -54,8 +54,10 @@ absl::StatusOr<Tensor> TensorPart(const Op& op, const Value& message,
 absl::StatusOr<Tensor> TensorLike(const Op& op, const Value& message, int from,
                                   const Tensor& like);
 
-// {"dtype": …, "shape": […]} of a tensor.
+// {"dtype": …, "shape": […]} of a tensor; whether `meta` is one (as a
+// peer sent it: checked before use).
 Value TensorMeta(const Tensor& t);
+bool IsTensorMeta(const Value& meta);
 std::string MetaString(const Value& meta);
 
 // INVALID_ARGUMENT: "rank r (…) has <field> <theirs> but rank 0 (…) has
@@ -68,6 +70,9 @@ absl::Status Mismatch(const Op& op, int r, absl::string_view field,
 // the first rank that differs, and how. The same on every rank.
 absl::Status CheckSameMeta(const Op& op, const std::vector<Value>& metas,
                            absl::string_view field);
+
+// [x, …] as a Value list.
+Value IntList(const std::vector<int64_t>& xs);
 
 // The product of shape[from:].
 int64_t Product(const Shape& shape, size_t from);

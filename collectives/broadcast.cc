@@ -4,12 +4,14 @@
 // Small values go from src to every rank directly (step 0). For large ones
 // src sends only their size at step 0 and the value then travels a binomial
 // tree rooted at src (step 1): src sends about log2(n) copies instead of
-// n-1, and forwarding ranks share the load.
+// n-1, and forwarding ranks share the load. Then AllJoined (steps 2, 3):
+// no rank returns unless every rank came.
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
+#include "collectives/ring.h"
 #include "rpc/status_util.h"
 
 namespace ferry {
@@ -46,14 +48,19 @@ absl::StatusOr<Value> Broadcast(Op& op, const Value& input,
     const bool direct = PayloadBytes(input) <= op.config().direct_bytes;
     Value::Map head = {{"direct", direct}, {"value", direct ? input : Value()}};
     for (int k = 1; k < n; ++k) op.Send((src + k) % n, 0, Value(head));
-    if (direct) return input;
-    return Tree(op, src, input);
+    if (!direct) FERRY_RETURN_IF_ERROR(Tree(op, src, input).status());
+    FERRY_RETURN_IF_ERROR(AllJoined(op, src, 2));
+    return input;
   }
   FERRY_ASSIGN_OR_RETURN(Value head, op.Recv(src, 0));
   FERRY_ASSIGN_OR_RETURN(const Value* direct, Part(op, head, "direct", src));
   FERRY_ASSIGN_OR_RETURN(const Value* value, Part(op, head, "value", src));
-  if (direct->is_bool() && direct->as_bool()) return *value;
-  return Tree(op, src, Value());
+  Value out = *value;
+  if (!direct->is_bool() || !direct->as_bool()) {
+    FERRY_ASSIGN_OR_RETURN(out, Tree(op, src, Value()));
+  }
+  FERRY_RETURN_IF_ERROR(AllJoined(op, src, 2));
+  return out;
 }
 
 }  // namespace algorithms

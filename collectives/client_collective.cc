@@ -59,8 +59,11 @@ absl::StatusOr<Parsed> Parse(const RpcClient& client, absl::string_view op,
   for (const auto& [k, v] : request.as_map()) {
     if (k == "ranks") continue;
     if (k == "timeout_ms") {
-      if (!v.is_int() || v.as_int() < 0)
-        return bad("\"timeout_ms\" must be an integer >= 0");
+      if (!v.is_int() || v.as_int() < 0 ||
+          v.as_int() > kMaxCollectiveTimeoutMs) {
+        return bad(absl::StrCat("\"timeout_ms\" must be an integer in [0, ",
+                                kMaxCollectiveTimeoutMs, "]"));
+      }
       p.timeout_ms = v.as_int();
       continue;
     }

@@ -55,7 +55,7 @@ ProcessGroup& CollectiveContext::world() {
   if (world_ == nullptr) {
     std::vector<int> all(agent_->world_size());
     for (int r = 0; r < agent_->world_size(); ++r) all[r] = r;
-    world_ = std::make_unique<ProcessGroup>(this, "world", std::move(all),
+    world_ = std::make_shared<ProcessGroup>(this, "world", std::move(all),
                                             agent_->rank());
   }
   return *world_;
@@ -107,8 +107,10 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
 
 void CollectiveContext::Began(const std::string& key, std::string label,
                               std::vector<int> members) {
+  bool stopping;
   {
     absl::MutexLock lock(&mu_);
+    stopping = stopping_;
     running_[key] = Running{label, members};
     if (joined_.insert(key).second) {
       joined_order_.push_back(key);
@@ -118,6 +120,10 @@ void CollectiveContext::Began(const std::string& key, std::string label,
       }
     }
   }
+  if (stopping) {
+    mailbox_.Abort(key, Stopping()).IgnoreError();
+    return;
+  }
   // A member already known dead fails the op at once, as a death during
   // the op does, instead of at its deadline. Checked after the op is in
   // running_: a death reported meanwhile is caught here or by OnNodeDown.
@@ -125,9 +131,14 @@ void CollectiveContext::Began(const std::string& key, std::string label,
     std::optional<absl::Status> down =
         agent_->membership().DownReason(WorkerNode(members[i]));
     if (!down.has_value()) continue;
-    mailbox_.Abort(key, Died(label, static_cast<int>(i), members[i], *down));
+    mailbox_.Abort(key, Died(label, static_cast<int>(i), members[i], *down))
+        .IgnoreError();
     break;
   }
+}
+
+absl::Status CollectiveContext::Stopping() const {
+  return absl::UnavailableError(absl::StrCat(agent_->name(), " is stopping"));
 }
 
 absl::Status CollectiveContext::Died(const std::string& label, int group_rank,
@@ -140,6 +151,11 @@ absl::Status CollectiveContext::Died(const std::string& label, int group_rank,
 void CollectiveContext::Ended(const std::string& key) {
   absl::MutexLock lock(&mu_);
   running_.erase(key);
+}
+
+bool CollectiveContext::stopping() const {
+  absl::MutexLock lock(&mu_);
+  return stopping_;
 }
 
 bool CollectiveContext::Joined(const std::string& key) const {
@@ -162,20 +178,20 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
     }
   }
   exchange_->FailNode(node, reason);
-  for (const auto& [key, status] : aborts) mailbox_.Abort(key, status);
+  for (const auto& [key, status] : aborts)
+    mailbox_.Abort(key, status).IgnoreError();
 }
 
 void CollectiveContext::Stop() {
   std::vector<std::string> running;
   {
     absl::MutexLock lock(&mu_);
+    stopping_ = true;  // Ops that begin from now on fail at once.
     for (const auto& [key, op] : running_) running.push_back(key);
   }
   // Ops still waiting end now instead of at their deadline.
-  for (const std::string& key : running) {
-    mailbox_.Abort(key, absl::UnavailableError(
-                            absl::StrCat(agent_->name(), " is stopping")));
-  }
+  for (const std::string& key : running)
+    mailbox_.Abort(key, Stopping()).IgnoreError();
   exchange_->Stop();
   executor_->Stop(absl::Now() + absl::Seconds(2));
 }

@@ -31,7 +31,7 @@ struct CollectiveConfig {
   int64_t chunk_bytes = 1 << 20;
   // Threads running collectives started asynchronously or by clients.
   int threads = 4;
-    // Per-rank payloads up to this size use direct exchanges (one round);
+  // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
   // tree (broadcast). Chosen with `ferry_bench --direct_bytes` on 2 and 4
   // ranks: at 1 MiB direct was as fast or faster (all_gather 3.3 vs 4.7
@@ -74,6 +74,8 @@ class CollectiveContext final
   void Began(const std::string& key, std::string label,
              std::vector<int> members) ABSL_LOCKS_EXCLUDED(mu_);
   void Ended(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether Stop was called (ops fail at once from then on).
+  bool stopping() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this worker began op `key` (recently).
   bool Joined(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -92,6 +94,8 @@ class CollectiveContext final
   // died, for `reason`.
   absl::Status Died(const std::string& label, int group_rank, int dead,
                     const absl::Status& reason);
+  // UNAVAILABLE: this worker is stopping.
+  absl::Status Stopping() const;
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
 
@@ -102,10 +106,11 @@ class CollectiveContext final
   std::unique_ptr<Executor> executor_;
 
   mutable absl::Mutex mu_;
-  std::unique_ptr<ProcessGroup> world_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ProcessGroup> world_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> groups_made_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> joined_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
 };
 

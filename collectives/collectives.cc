@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "collectives/args.h"
 #include "rpc/status_util.h"
 
 namespace ferry {
@@ -69,11 +70,6 @@ Value TensorList(const std::vector<Tensor>& ts) {
   return Value(std::move(list));
 }
 
-Value Ints(const std::vector<int64_t>& xs) {
-  Value::List list(xs.begin(), xs.end());
-  return Value(std::move(list));
-}
-
 Value Param(absl::string_view key, Value v) {
   return Value(Value::Map{{std::string(key), std::move(v)}});
 }
@@ -90,8 +86,8 @@ Request<Tensor> AllToAllSingleRequest(
     const Tensor& input, const std::vector<int64_t>& output_splits,
     const std::vector<int64_t>& input_splits) {
   Value in(Value::Map{{"input", input},
-                      {"input_splits", Ints(input_splits)},
-                      {"output_splits", Ints(output_splits)}});
+                      {"input_splits", IntList(input_splits)},
+                      {"output_splits", IntList(output_splits)}});
   return {"all_to_all_single", std::move(in), Value(), &AsTensor};
 }
 Request<std::vector<Tensor>> AllGatherRequest(const Tensor& input) {

@@ -8,6 +8,10 @@
 //   absl::StatusOr<Tensor> mine = AllToAllSingle(world, ids,
 //   /*output_splits=*/{}, splits);
 //
+// Async forms run on the worker's collectives threads (CollectiveConfig::
+// threads, queued beyond) and keep the group alive until they finish; ops
+// started in the same order on every member never wait on each other.
+//
 // Every call is bounded by its timeout (default: the worker's). Errors are
 // the same on every member: INVALID_ARGUMENT naming the rank and field for
 // bad or mismatched inputs, DEADLINE_EXCEEDED naming the ranks that never

@@ -134,6 +134,7 @@ Exchange::Exchange(int self_rank, const Directory* directory,
 Exchange::~Exchange() { Stop(); }
 
 void Exchange::Stop() {
+  stopped_ = true;
   inflight_.CancelAll(absl::CancelledError("stopping"));
   inflight_.WaitIdle(absl::Now() + absl::Seconds(5));
 }
@@ -141,6 +142,8 @@ void Exchange::Stop() {
 Future<Done> Exchange::Send(int dst, const MessageKey& key,
                             const Value& message, absl::Time deadline) {
   const WorkerInfo& peer = directory_->at(dst);
+  if (stopped_)
+    return Future<Done>::Ready(absl::UnavailableError("collectives stopped"));
   if (auto down = membership_->DownReason(WorkerNode(dst))) {
     return Future<Done>::Ready(*down);
   }
@@ -181,6 +184,10 @@ void Exchange::SendAbort(int dst, const std::string& op,
 }
 
 void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
+  if (stopped_) {  // A retry after Stop.
+    out->done.Set(absl::UnavailableError("collectives stopped"));
+    return;
+  }
   auto context = std::make_shared<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(out->deadline));
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
@@ -203,6 +210,12 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
     timers_->RunAfter(backoff,
                       [this, out, attempt] { Attempt(out, attempt + 1); });
     return;
+  }
+  if (status.code() == absl::StatusCode::kResourceExhausted) {
+    // Still no room at the deadline: the receiver never took the message.
+    status = absl::DeadlineExceededError(absl::StrCat(
+        out->dst_name, " did not take the message before the deadline (",
+        status.message(), ")"));
   }
   if (auto down = membership_->DownReason(WorkerNode(out->dst))) status = *down;
   out->done.Set(status.ok() ? absl::StatusOr<Done>(Done())
@@ -295,10 +308,15 @@ absl::Status Exchange::ReceiveStream::Take() {
     key_ = MessageKey{header.op(), header.step(), header.src()};
     total_ = header.total();
     if (header.kind() == proto::ChunkHeader::ABORT) {
-      exchange_->mailbox_->Abort(
-          header.op(),
-          absl::Status(static_cast<absl::StatusCode>(header.code()),
-                       header.error()));
+      // A peer's code outside gRPC's range (or OK) counts as UNKNOWN.
+      const int code = header.code();
+      exchange_->mailbox_
+          ->Abort(header.op(),
+                  absl::Status(code > 0 && code <= 16
+                                   ? static_cast<absl::StatusCode>(code)
+                                   : absl::StatusCode::kUnknown,
+                               header.error()))
+          .IgnoreError();
       return absl::OkStatus();
     }
     FERRY_RETURN_IF_ERROR(exchange_->mailbox_->Admit(key_, total_));

@@ -8,6 +8,7 @@
 #ifndef FERRY_COLLECTIVES_EXCHANGE_H_
 #define FERRY_COLLECTIVES_EXCHANGE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -75,6 +76,7 @@ class Exchange final : public grpc::CallbackGenericService {
   const Options options_;
   GenericStubs stubs_;
   InflightCalls inflight_;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace ferry

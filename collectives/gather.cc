@@ -1,5 +1,7 @@
 // gather: rank dst ends with the list of every rank's value (in rank
-// order); the others end with null. Direct, one step.
+// order); the others end with null. Direct: every rank sends to dst
+// (step 0), and dst, once it has everyone's, releases them (step 1) — so
+// no rank returns unless every rank came.
 #include <utility>
 
 #include "collectives/algorithms.h"
@@ -13,6 +15,7 @@ absl::StatusOr<Value> Gather(Op& op, const Value& input, const Value& params) {
   FERRY_ASSIGN_OR_RETURN(int dst, RankParam(op, params, "dst"));
   if (op.rank() != dst) {
     op.Send(dst, 0, input);
+    FERRY_RETURN_IF_ERROR(op.Recv(dst, 1).status());
     return Value();
   }
   const int n = op.size();
@@ -22,6 +25,7 @@ absl::StatusOr<Value> Gather(Op& op, const Value& input, const Value& params) {
     const int from = (dst + k) % n;
     FERRY_ASSIGN_OR_RETURN(all[from], op.Recv(from, 0));
   }
+  for (int k = 1; k < n; ++k) op.Send((dst + k) % n, 1, Value());
   return Value(std::move(all));
 }
 

@@ -111,7 +111,9 @@ absl::StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Create(
       return Bad(what, absl::StrCat("lengths[", i, "]"),
                  absl::StrCat("is negative (", len[i], ")"));
     }
-    total += len[i];
+    if (__builtin_add_overflow(total, len[i], &total)) {
+      return Bad(what, "lengths", "add up to more than 2^63");
+    }
     if ((i + 1) % k.stride_ == 0) k.key_offsets_.push_back(total);
   }
   if (total != values.numel()) {

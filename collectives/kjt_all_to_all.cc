@@ -67,6 +67,10 @@ absl::StatusOr<Jagged> ParsePart(const Op& op, const Value* kjt,
   int64_t sum = 0;
   for (int64_t f : p.features_per_rank) {
     p.first_feature.push_back(sum);
+    if (f > p.kjt.num_keys() - sum) {  // Also keeps the sum from overflowing.
+      return op.BadInput(absl::StrCat(fpr_key, " asks for more features than ",
+                                      name, "'s ", p.kjt.num_keys(), " keys"));
+    }
     sum += f;
   }
   p.first_feature.push_back(sum);
@@ -78,15 +82,11 @@ absl::StatusOr<Jagged> ParsePart(const Op& op, const Value* kjt,
   return p;
 }
 
-Value Ints(const std::vector<int64_t>& xs) {
-  return Value(Value::List(xs.begin(), xs.end()));
-}
-
 Value Meta(const Jagged& p, int stagger) {
   const KeyedJaggedTensor& k = p.kjt;
   return Value(
       Value::Map{{"keys", Value(Value::List(k.keys().begin(), k.keys().end()))},
-                 {"features_per_rank", Ints(p.features_per_rank)},
+                 {"features_per_rank", IntList(p.features_per_rank)},
                  {"stagger", stagger},
                  {"dtype", std::string(DTypeName(k.values().dtype()))},
                  {"weighted", k.weights().has_value()},
@@ -122,7 +122,7 @@ absl::Status CheckMetas(const Op& op, const std::string& name,
   return absl::OkStatus();
 }
 
-// Copies `rows` 1-D pieces back to back into one new tensor of `dtype`.
+// Copies 1-D `pieces` back to back into one new tensor of `dtype`.
 absl::StatusOr<Tensor> Join(DType dtype, const std::vector<Tensor>& pieces) {
   int64_t n = 0;
   for (const Tensor& t : pieces) n += t.numel();
@@ -152,8 +152,11 @@ absl::StatusOr<KeyedJaggedTensor> Assemble(const Op& op, const Jagged& p,
     FERRY_ASSIGN_OR_RETURN(const Value* l, Part(op, slices[s], "lengths", s));
     FERRY_ASSIGN_OR_RETURN(const Value* v, Part(op, slices[s], "values", s));
     const Value* w = slices[s].Find("weights");
-    if (!b->is_int() || !l->is_tensor() || !v->is_tensor() ||
-        (w != nullptr) != weighted || (w != nullptr && !w->is_tensor())) {
+    // The metadata was checked equal everywhere; the slice must match it
+    // (Join copies by this rank's dtype).
+    if (!b->is_int() || b->as_int() < 0 || !l->is_tensor() || !v->is_tensor() ||
+        v->as_tensor().dtype() != dtype || (w != nullptr) != weighted ||
+        (w != nullptr && !w->is_tensor())) {
       return Malformed(op, s, absl::StrCat(p.name, " slice"));
     }
     std::vector<std::string> keys(features, "");
@@ -202,7 +205,7 @@ absl::StatusOr<KeyedJaggedTensor> Assemble(const Op& op, const Jagged& p,
 absl::StatusOr<Value::Map> Redistribute(Op& op,
                                         const std::vector<Jagged>& parts,
                                         int stagger) {
-  const int n = op.size(), me = op.rank();
+  const int n = op.size();
   Value::Map metas;
   for (const Jagged& p : parts) metas[p.name] = Meta(p, stagger);
   auto message_for = [&](int to) {
@@ -210,14 +213,8 @@ absl::StatusOr<Value::Map> Redistribute(Op& op,
     for (const Jagged& p : parts) m[p.name] = Slice(p, to);
     return Value(std::move(m));
   };
-  for (int k = 1; k < n; ++k)
-    op.Send((me + k) % n, 0, message_for((me + k) % n));
-  std::vector<Value> got(n);
-  got[me] = message_for(me);
-  for (int k = 1; k < n; ++k) {
-    const int from = (me - k + n) % n;
-    FERRY_ASSIGN_OR_RETURN(got[from], op.Recv(from, 0));
-  }
+  FERRY_ASSIGN_OR_RETURN(std::vector<Value> got,
+                         op.ExchangeEach(0, message_for));
   Value::Map out;
   for (const Jagged& p : parts) {
     std::vector<Value> part_metas(n), slices(n);

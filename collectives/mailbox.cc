@@ -8,6 +8,9 @@ namespace ferry {
 
 namespace {
 constexpr size_t kAbortedMemory = 4096;
+// No message of a collective is this large: a sender announcing more is
+// broken, and must not take the whole buffer.
+constexpr int64_t kMaxMessageBytes = int64_t{1} << 40;
 }  // namespace
 
 Future<Value> Mailbox::Receive(const MessageKey& key) {
@@ -28,8 +31,12 @@ absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   auto aborted = aborted_.find(key.op);
   if (aborted != aborted_.end()) return aborted->second;
+  if (bytes < 0 || bytes > kMaxMessageBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a collective message of ", bytes, " bytes"));
+  }
   // A message someone waits for is consumed at once: never refused.
-  if (!waiting_.contains(key) && bytes_ + bytes > max_bytes_ && bytes_ > 0) {
+  if (!waiting_.contains(key) && bytes > max_bytes_ - bytes_ && bytes_ > 0) {
     return absl::ResourceExhaustedError(absl::StrCat("collective buffer full (",
                                                      bytes_, " of ", max_bytes_,
                                                      " bytes held)"));
@@ -57,7 +64,13 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
     }
     auto waiting = waiting_.find(key);
     if (waiting == waiting_.end()) {
-      held_[key] = Held{std::move(message), bytes};  // Counted since Admit.
+      // Counted since Admit.
+      if (!held_.try_emplace(key, Held{std::move(message), bytes}).second) {
+        ReleaseLocked(bytes);
+        return absl::AlreadyExistsError(
+            absl::StrCat("message ", key.step, " of op ", key.op, " from rank ",
+                         key.src, " arrived twice"));
+      }
       return absl::OkStatus();
     }
     receiver = waiting->second;
@@ -68,12 +81,16 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
   return absl::OkStatus();
 }
 
-void Mailbox::Abort(const std::string& op, const absl::Status& status) {
+absl::Status Mailbox::Abort(const std::string& op, absl::Status status) {
+  // An abort always fails the op (a peer may send code 0).
+  if (status.ok())
+    status = absl::UnknownError(absl::StrCat("op ", op, " aborted"));
   std::vector<Promise<Value>> receivers;
   std::vector<Value> dropped;  // Freed outside the lock.
   {
     absl::MutexLock lock(&mu_);
-    if (!aborted_.emplace(op, status).second) return;
+    auto [it, first] = aborted_.emplace(op, status);
+    if (!first) return it->second;
     aborted_order_.push_back(op);
     if (aborted_order_.size() > kAbortedMemory) {
       aborted_.erase(aborted_order_.front());
@@ -98,6 +115,13 @@ void Mailbox::Abort(const std::string& op, const absl::Status& status) {
     }
   }
   for (Promise<Value>& r : receivers) r.Set(status);
+  return status;
+}
+
+void Mailbox::Close(const std::string& op) {
+  Abort(op,
+        absl::FailedPreconditionError(absl::StrCat("op ", op, " is over here")))
+      .IgnoreError();
 }
 
 absl::Status Mailbox::AbortStatus(const std::string& op) const {

@@ -49,8 +49,9 @@ class Mailbox {
   Future<Value> Receive(const MessageKey& key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // May a message of `bytes` for `key` be buffered now? OK; the op's abort
-  // status; or RESOURCE_EXHAUSTED if it is not awaited and would exceed the
-  // bound (the sender retries later: that is the backpressure).
+  // status; INVALID_ARGUMENT for an impossible size; or RESOURCE_EXHAUSTED
+  // if it is not awaited and would exceed the bound (the sender retries
+  // later: that is the backpressure).
   absl::Status Admit(const MessageKey& key, int64_t bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -58,13 +59,18 @@ class Mailbox {
   void Release(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
   // A whole message arrived (after Admit). Returns the op's abort status if
-  // it was aborted meanwhile.
+  // it was aborted meanwhile; ALREADY_EXISTS for a duplicate.
   absl::Status Deliver(const MessageKey& key, Value message, int64_t bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Fails the op: its receives now and later, its held messages dropped.
-  void Abort(const std::string& op, const absl::Status& status)
+  // Returns the status the op failed with: `status` (UNKNOWN if OK), or an
+  // earlier abort's — the first abort wins.
+  absl::Status Abort(const std::string& op, absl::Status status)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The op is over here: later messages for it are refused (and any held
+  // ones dropped), so nothing of it stays behind.
+  void Close(const std::string& op) ABSL_LOCKS_EXCLUDED(mu_);
   // The abort status of `op`, or OK.
   absl::Status AbortStatus(const std::string& op) const
       ABSL_LOCKS_EXCLUDED(mu_);

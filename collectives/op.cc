@@ -29,7 +29,11 @@ Op::Op(ProcessGroup& group, std::string name, std::string key,
   context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members());
 }
 
-Op::~Op() { context_.Ended(key_); }
+Op::~Op() {
+  // Nothing of the op may linger: a message that still arrives is refused.
+  context_.mailbox().Close(key_);
+  context_.Ended(key_);
+}
 
 std::string Op::Who(int r) const {
   return absl::StrCat("rank ", r, " (",
@@ -86,16 +90,23 @@ absl::Status Op::Flush() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Value>> Op::ExchangeAll(int step, Value mine) {
+absl::StatusOr<std::vector<Value>> Op::ExchangeEach(
+    int step, absl::FunctionRef<Value(int to)> message_for) {
   const int n = size();
-  for (int k = 1; k < n; ++k) Send((rank() + k) % n, step, mine);  // Shifted.
+  for (int k = 1; k < n; ++k)
+    Send((rank() + k) % n, step, message_for((rank() + k) % n));
   std::vector<Value> all(n);
-  all[rank()] = std::move(mine);
+  all[rank()] = message_for(rank());
   for (int k = 1; k < n; ++k) {
-    int from = (rank() - k + n) % n;
+    const int from = (rank() - k + n) % n;
     FERRY_ASSIGN_OR_RETURN(all[from], Recv(from, step));
   }
   return all;
+}
+
+absl::StatusOr<std::vector<Value>> Op::ExchangeAll(int step,
+                                                   const Value& mine) {
+  return ExchangeEach(step, [&](int) { return mine; });
 }
 
 absl::Status Op::TimedOut(int waited_for) {
@@ -128,12 +139,11 @@ absl::Status Op::TimedOut(int waited_for) {
 }
 
 absl::Status Op::Fail(absl::Status status) {
-  // Someone else failed the op first: theirs is the op's status.
-  absl::Status first = context_.mailbox().AbortStatus(key_);
-  if (!first.ok()) return first;
-  if (failed_) return status;
+  // The first abort wins; if it was another member's (or a death's), its
+  // status is the op's and the others have been told already.
+  absl::Status first = context_.mailbox().Abort(key_, status);
+  if (failed_ || first != status) return first;
   failed_ = true;
-  context_.mailbox().Abort(key_, status);
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
     context_.exchange().SendAbort(group_.global(r), key_, status,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -56,8 +57,15 @@ class Op {
   // Waits until every message sent was received.
   absl::Status Flush();
 
-  // Every rank's `mine`, by group rank, in one round of messages `step`.
-  absl::StatusOr<std::vector<Value>> ExchangeAll(int step, Value mine);
+  // One round of messages `step`, pairwise shifted (rank r sends to r+1,
+  // r+2, … and receives from r-1, r-2, …, so no rank is everyone's first
+  // destination): message_for(to) goes to each other rank; returns what
+  // each rank sent this one, by group rank (this rank's own entry is
+  // message_for(rank())).
+  absl::StatusOr<std::vector<Value>> ExchangeEach(
+      int step, absl::FunctionRef<Value(int to)> message_for);
+  // The same with one message for everyone: every rank's `mine`.
+  absl::StatusOr<std::vector<Value>> ExchangeAll(int step, const Value& mine);
 
   // Fails the op on every member (once) and returns `status` (or the
   // status another member failed it with first).

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +16,7 @@ namespace ferry {
 
 class CollectiveContext;
 
-class ProcessGroup {
+class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   ProcessGroup(CollectiveContext* context, std::string name,
                std::vector<int> members, int rank)

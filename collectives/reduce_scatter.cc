@@ -50,71 +50,56 @@ absl::StatusOr<Value> ReduceScatter(Op& op, const Value& input,
   FERRY_ASSIGN_OR_RETURN(ReduceOp reduce,
                          ReduceParam(op, params, blocks[0].dtype()));
   std::vector<bool> direct(n);
-  Value::List metas;
+  Value::List metas, directs;
   for (int b = 0; b < n; ++b) {
     direct[b] =
         static_cast<int64_t>(blocks[b].nbytes()) <= op.config().direct_bytes;
     metas.push_back(TensorMeta(blocks[b]));
+    directs.push_back(Value(static_cast<bool>(direct[b])));
   }
-  const std::string reduce_name(ReduceOpName(reduce));
-  for (int k = 1; k < n; ++k) {
-    const int to = (me + k) % n;
-    op.Send(
-        to, 0,
-        Value(Value::Map{{"metas", metas},
-                         {"op", reduce_name},
-                         {"data", direct[to] ? Value(blocks[to]) : Value()}}));
-  }
-  std::vector<Value> got(n), all_metas(n), ops(n);
-  got[me] = Value(blocks[me]);
-  all_metas[me] = Value(metas);
-  ops[me] = reduce_name;
-  for (int k = 1; k < n; ++k) {
-    const int from = (me - k + n) % n;
-    FERRY_ASSIGN_OR_RETURN(Value m, op.Recv(from, 0));
-    FERRY_ASSIGN_OR_RETURN(const Value* their_metas,
-                           Part(op, m, "metas", from));
-    FERRY_ASSIGN_OR_RETURN(const Value* their_op, Part(op, m, "op", from));
-    FERRY_ASSIGN_OR_RETURN(const Value* data, Part(op, m, "data", from));
-    all_metas[from] = *their_metas;
-    ops[from] = *their_op;
-    got[from] = *data;
+  const Value header(Value::Map{{"metas", metas},
+                                {"direct", directs},
+                                {"op", std::string(ReduceOpName(reduce))}});
+  FERRY_ASSIGN_OR_RETURN(
+      std::vector<Value> got, op.ExchangeEach(0, [&](int to) {
+        Value m = header;
+        m.as_map()["data"] = direct[to] ? Value(blocks[to]) : Value();
+        return m;
+      }));
+  std::vector<Value> ops(n), data(n);
+  std::vector<std::vector<Value>> block_metas(n);
+  std::vector<bool> skip(n, true);  // Direct blocks skip the ring.
+  for (int r = 0; r < n; ++r) {
+    FERRY_ASSIGN_OR_RETURN(const Value* m, Part(op, got[r], "metas", r));
+    FERRY_ASSIGN_OR_RETURN(const Value* d, Part(op, got[r], "direct", r));
+    FERRY_ASSIGN_OR_RETURN(const Value* o, Part(op, got[r], "op", r));
+    FERRY_ASSIGN_OR_RETURN(const Value* x, Part(op, got[r], "data", r));
+    if (!m->is_list() || static_cast<int>(m->as_list().size()) != n ||
+        !d->is_list() || static_cast<int>(d->as_list().size()) != n) {
+      return Malformed(op, r, "expected one block description per rank");
+    }
+    for (int b = 0; b < n; ++b) {
+      block_metas[b].push_back(m->as_list()[b]);
+      // A block goes direct only if every rank sent it so.
+      const Value& flag = d->as_list()[b];
+      skip[b] = skip[b] && flag.is_bool() && flag.as_bool();
+    }
+    ops[r] = *o;
+    data[r] = *x;
   }
   FERRY_RETURN_IF_ERROR(CheckSameMeta(op, ops, "op"));
   for (int b = 0; b < n; ++b) {
-    std::vector<Value> block_metas;
-    for (int r = 0; r < n; ++r) {
-      const Value& m = all_metas[r];
-      if (!m.is_list() || static_cast<int>(m.as_list().size()) != n) {
-        return Malformed(op, r, "expected one block description per rank");
-      }
-      block_metas.push_back(m.as_list()[b]);
-    }
     FERRY_RETURN_IF_ERROR(
-        CheckSameMeta(op, block_metas, absl::StrCat("input[", b, "]")));
-  }
-  // Same shapes everywhere: every rank agrees on which blocks are direct.
-  Tensor result;
-  if (direct[me]) {
-    const Tensor& mine = blocks[me];
-    FERRY_ASSIGN_OR_RETURN(TensorBuilder acc,
-                           TensorBuilder::Create(mine.dtype(), mine.shape()));
-    for (int r = 0; r < n; ++r) {
-      FERRY_ASSIGN_OR_RETURN(Tensor data, TensorLike(op, got[r], r, mine));
-      if (r == 0) {
-        if (data.nbytes() > 0)
-          std::memcpy(acc.data(), data.data(), data.nbytes());
-      } else {
-        ReduceInto(reduce, mine.dtype(), acc.data(), data.data(), mine.numel());
-      }
-    }
-    result = std::move(acc).Build();
+        CheckSameMeta(op, block_metas[b], absl::StrCat("input[", b, "]")));
   }
   FERRY_ASSIGN_OR_RETURN(Tensor ringed,
-                         RingReduceScatter(op, 1, blocks, direct, reduce));
-  if (!direct[me]) result = ringed;
-  if (reduce == ReduceOp::kAvg) result = Averaged(result, n);
-  return Value(std::move(result));
+                         RingReduceScatter(op, 1, blocks, skip, reduce));
+  Tensor result = ringed;
+  if (skip[me]) {
+    FERRY_ASSIGN_OR_RETURN(result,
+                           ReduceInRankOrder(op, data, blocks[me], reduce));
+  }
+  return Value(reduce == ReduceOp::kAvg ? Averaged(result, n) : result);
 }
 
 }  // namespace algorithms

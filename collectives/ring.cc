@@ -27,6 +27,35 @@ absl::Status RingAllGather(Op& op, int first_step, std::vector<Value>& blocks,
   return absl::OkStatus();
 }
 
+absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
+                                         const std::vector<Value>& parts,
+                                         const Tensor& like, ReduceOp reduce) {
+  FERRY_ASSIGN_OR_RETURN(TensorBuilder acc,
+                         TensorBuilder::Create(like.dtype(), like.shape()));
+  for (int r = 0; r < op.size(); ++r) {
+    FERRY_ASSIGN_OR_RETURN(Tensor part, TensorLike(op, parts[r], r, like));
+    if (r == 0) {
+      if (part.nbytes() > 0)
+        std::memcpy(acc.data(), part.data(), part.nbytes());
+    } else {
+      ReduceInto(reduce, like.dtype(), acc.data(), part.data(), like.numel());
+    }
+  }
+  return std::move(acc).Build();
+}
+
+absl::Status AllJoined(Op& op, int root, int step) {
+  const int n = op.size();
+  if (op.rank() != root) {
+    op.Send(root, step, Value());
+    return op.Recv(root, step + 1).status();
+  }
+  for (int k = 1; k < n; ++k)
+    FERRY_RETURN_IF_ERROR(op.Recv((root + k) % n, step).status());
+  for (int k = 1; k < n; ++k) op.Send((root + k) % n, step + 1, Value());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> Combine(ReduceOp reduce, const Tensor& a,
                                const Tensor& b) {
   FERRY_ASSIGN_OR_RETURN(TensorBuilder out,

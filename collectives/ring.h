@@ -1,6 +1,7 @@
-// The ring schedules shared by all_gather, reduce_scatter and all_reduce
-// for large payloads: each rank talks only to its neighbours, passing one
-// block per step, so every link carries the same load.
+// The schedules shared by all_gather, reduce_scatter and all_reduce: the
+// direct reduction of small payloads, and the rings for large ones: each rank
+// talks only to its neighbours, passing one block per step, so every link
+// carries the same load.
 //
 // Blocks are indexed by group rank. `skip[b]` (the same on every rank)
 // marks blocks that do not travel the ring — those already exchanged
@@ -32,6 +33,19 @@ absl::StatusOr<Tensor> RingReduceScatter(Op& op, int first_step,
                                          const std::vector<Tensor>& blocks,
                                          const std::vector<bool>& skip,
                                          ReduceOp reduce);
+
+// The reduction of `parts` (one per group rank, each a tensor like `like`
+// from that rank) in rank order, so every rank computing it gets the same
+// bits; averages are left as sums.
+absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
+                                         const std::vector<Value>& parts,
+                                         const Tensor& like, ReduceOp reduce);
+
+// The end of a rooted op (broadcast, scatter), whose data flows one way:
+// every rank tells `root` it is here (step `step`), and `root`, having
+// heard from all, releases them (step + 1). So a rank that never joins
+// fails the op on every rank that did, as in every other collective.
+absl::Status AllJoined(Op& op, int root, int step);
 
 // A new tensor holding `a` ⊕ `b` (same dtype and numel), shaped like `a`.
 absl::StatusOr<Tensor> Combine(ReduceOp reduce, const Tensor& a,

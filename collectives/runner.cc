@@ -29,13 +29,21 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   spec.timeout = options.timeout > absl::ZeroDuration()
                      ? options.timeout
                      : group.context().agent().default_timeout();
-  if (spec.timeout <= absl::ZeroDuration())
-    spec.timeout = absl::Hours(24);  // "none"
+  // "No timeout" and absurd ones become a week: the deadline stays finite.
+  if (spec.timeout <= absl::ZeroDuration() ||
+      spec.timeout > absl::Hours(24 * 7)) {
+    spec.timeout = absl::Hours(24 * 7);
+  }
   return spec;
 }
 
 absl::StatusOr<Value> RunOp(ProcessGroup& group, const OpSpec& spec,
                             const Value& input, const Value& params) {
+  if (group.context().stopping()) {
+    return absl::UnavailableError(absl::StrCat(group.context().agent().name(),
+                                               " is stopping: ", spec.name,
+                                               " not run"));
+  }
   Op op(group, spec.name, spec.key, spec.label, spec.timeout);
   absl::StatusOr<Value> out = algorithms::Find(spec.name)(op, input, params);
   // Returning OK means every message this rank sent was delivered.
@@ -52,10 +60,11 @@ Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
   Promise<Value> result;
   CollectiveContext& context = group.context();
   const std::string name = spec.name;
+  // The task keeps the group alive: its caller may drop it meanwhile.
   bool queued = context.executor().Submit(
-      [&group, result, spec = std::move(spec), input = std::move(input),
-       params = std::move(params)]() mutable {
-        result.Set(RunOp(group, spec, input, params));
+      [group = group.shared_from_this(), result, spec = std::move(spec),
+       input = std::move(input), params = std::move(params)]() mutable {
+        result.Set(RunOp(*group, spec, input, params));
       });
   if (!queued) {
     result.Set(absl::UnavailableError(absl::StrCat(

@@ -47,7 +47,7 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
 absl::StatusOr<Value> RunOp(ProcessGroup& group, const OpSpec& spec,
                             const Value& input, const Value& params);
 
-// RunOp on the collectives executor. `group` must outlive the result.
+// RunOp on the collectives executor; the op keeps `group` alive.
 Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
                          Value params);
 

@@ -1,8 +1,11 @@
 // scatter: rank src holds a list of one value per rank; rank i ends with
-// the i-th (the other ranks' inputs are ignored). Direct, one step.
+// the i-th (the other ranks' inputs are ignored). Direct: src sends
+// (step 0), then AllJoined (steps 1, 2), so no rank returns unless every
+// rank came.
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
+#include "collectives/ring.h"
 #include "rpc/status_util.h"
 
 namespace ferry {
@@ -11,7 +14,12 @@ namespace algorithms {
 absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params) {
   FERRY_ASSIGN_OR_RETURN(int src, RankParam(op, params, "src"));
   const int n = op.size();
-  if (op.rank() != src) return op.Recv(src, 0);
+  if (op.rank() != src) {
+    FERRY_ASSIGN_OR_RETURN(Value mine, op.Recv(src, 0));
+    op.Send(src, 1, Value());
+    FERRY_RETURN_IF_ERROR(op.Recv(src, 2).status());
+    return mine;
+  }
   if (!input.is_list() || static_cast<int>(input.as_list().size()) != n) {
     return op.BadInput(absl::StrCat(
         "the input of scatter's source must be a list of ", n,
@@ -21,6 +29,7 @@ absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params) {
   }
   for (int k = 1; k < n; ++k)
     op.Send((src + k) % n, 0, input.as_list()[(src + k) % n]);
+  FERRY_RETURN_IF_ERROR(AllJoined(op, src, 1));
   return input.as_list()[src];
 }
 

@@ -39,8 +39,10 @@ absl::StatusOr<ClientOp> ParseArgs(std::vector<Value> args) {
   if (!args[3].is_null() && !args[3].is_map()) {
     return absl::InvalidArgumentError("params must be a map or null");
   }
-  if (!args[4].is_int() || args[4].as_int() < 0) {
-    return absl::InvalidArgumentError("timeout_ms must be an integer >= 0");
+  if (!args[4].is_int() || args[4].as_int() < 0 ||
+      args[4].as_int() > kMaxCollectiveTimeoutMs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "timeout_ms must be an integer in [0, ", kMaxCollectiveTimeoutMs, "]"));
   }
   return ClientOp{args[0].as_string(), args[1].as_string(), std::move(args[2]),
                   std::move(args[3]), absl::Milliseconds(args[4].as_int())};
@@ -60,7 +62,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> GroupOf(
   std::vector<int> ranks;
   if (group->is_list()) {
     for (const Value& r : group->as_list()) {
-      if (!r.is_int()) break;
+      if (!r.is_int() || r.as_int() < 0 || r.as_int() > INT32_MAX) break;
       ranks.push_back(static_cast<int>(r.as_int()));
     }
   }

@@ -2,7 +2,8 @@
 //
 //   ferry.collective(op, op_id, input, params, timeout_ms)
 //
-// runs collective `op` on the world group with this worker's `input`; the
+// runs collective `op` with this worker's `input` on the world group, or on
+// the ranks in params "group"; the
 // client calls it on every taking-part worker with the same op_id (which
 // names the op, see CollectiveOptions::tag) and gathers the results
 // (client_collective.h). The op runs on the collectives executor, holding
@@ -10,6 +11,7 @@
 #ifndef FERRY_COLLECTIVES_SERVICE_H_
 #define FERRY_COLLECTIVES_SERVICE_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -18,6 +20,10 @@
 namespace ferry {
 
 inline constexpr char kCollectiveFunction[] = "ferry.collective";
+// The longest timeout a client may give an op (a week): longer ones would
+// make the deadline overflow into "never".
+inline constexpr int64_t kMaxCollectiveTimeoutMs =
+    int64_t{7} * 24 * 3600 * 1000;
 
 // Registers ferry.collective on `context`'s worker (before it starts).
 absl::Status RegisterCollectiveFunctions(

@@ -2,16 +2,13 @@
 
 #include <utility>
 
+#include "collectives/args.h"
 #include "collectives/collectives.h"
 #include "rpc/status_util.h"
 
 namespace ferry {
 
 namespace {
-
-Value Ints(const std::vector<int64_t>& xs) {
-  return Value(Value::List(xs.begin(), xs.end()));
-}
 
 absl::StatusOr<KeyedJaggedTensor> ReadKjt(absl::StatusOr<Value> v) {
   if (!v.ok()) return v.status();
@@ -35,7 +32,7 @@ absl::StatusOr<SparseFeatures> ReadFeatures(absl::StatusOr<Value> v) {
 }
 
 Value KjtParams(const std::vector<int64_t>& features_per_rank, int stagger) {
-  return Value(Value::Map{{"features_per_rank", Ints(features_per_rank)},
+  return Value(Value::Map{{"features_per_rank", IntList(features_per_rank)},
                           {"stagger", stagger}});
 }
 
@@ -47,8 +44,8 @@ Value FeaturesInput(const SparseFeatures& input) {
 Value FeaturesParams(const std::vector<int64_t>& id_list,
                      const std::vector<int64_t>& id_score_list, int stagger) {
   return Value(
-      Value::Map{{"id_list_features_per_rank", Ints(id_list)},
-                 {"id_score_list_features_per_rank", Ints(id_score_list)},
+      Value::Map{{"id_list_features_per_rank", IntList(id_list)},
+                 {"id_score_list_features_per_rank", IntList(id_score_list)},
                  {"stagger", stagger}});
 }
 

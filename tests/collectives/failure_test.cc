@@ -165,6 +165,20 @@ TEST_F(FailureTest, MissingRankInEachCollective) {
        [](ProcessGroup& g, int) {
          return AllGather(g, Value(I64({1})), 0, Timeout(500)).status();
        }},
+      // Rooted at rank 0: the root missing, or one of its peers.
+      {"gather",
+       [](ProcessGroup& g, int r) {
+         return Gather(g, Value(r), 0, Timeout(500)).status();
+       }},
+      {"scatter",
+       [](ProcessGroup& g, int) {
+         return Scatter(g, std::vector<Value>(5, Value(1)), 0, Timeout(500))
+             .status();
+       }},
+      {"broadcast",
+       [](ProcessGroup& g, int) {
+         return Broadcast(g, Value(1), 0, Timeout(500)).status();
+       }},
   };
   int op = 0;
   for (int missing : {4, 0}) {
@@ -187,6 +201,11 @@ TEST_F(FailureTest, MissingRankInEachCollective) {
       // The latecomer catches up (its op fails: it was aborted).
       auto late = OnRanks({missing}, c.fn);
       EXPECT_THAT(late[missing], StatusIs(absl::StatusCode::kDeadlineExceeded));
+      // Nothing of the failed op stays in any mailbox.
+      for (int r = 0; r < 5; ++r) {
+        EXPECT_EQ(job_->worker(r).collectives().mailbox().held_messages(), 0)
+            << "rank " << r;
+      }
       ++op;
     }
   }

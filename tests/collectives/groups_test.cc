@@ -153,6 +153,29 @@ TEST_F(GroupsTest, SingleRankGroup) {
   EXPECT_EQ(b, Value("x"));
 }
 
+// An async op keeps its group alive: the caller may drop it at once.
+TEST_F(GroupsTest, AsyncOpOutlivesItsGroupHandle) {
+  Start(2);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ProcessGroup> g,
+                       job_->worker(1).collectives().NewGroup({1}));
+  Work<Tensor> w = AllReduceAsync(*g, I64({7}));
+  g.reset();
+  ASSERT_OK_AND_ASSIGN(Tensor sum, w.Wait(absl::Seconds(30)));
+  EXPECT_EQ(sum, I64({7}));
+}
+
+// After Stop, ops fail at once with UNAVAILABLE, queued ones included.
+TEST_F(GroupsTest, OpsAfterStopFailAtOnce) {
+  Start(2);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ProcessGroup> g,
+                       job_->worker(0).collectives().NewGroup({0}));
+  job_->worker(0).collectives().Stop();
+  EXPECT_THAT(AllReduce(*g, I64({1})),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(BarrierAsync(*g).Wait(absl::Seconds(30)),
+              StatusIs(absl::StatusCode::kUnavailable));
+}
+
 // Two threads per rank, each running ops on its own group, at once: the
 // world, the same ranks in reverse order, and disjoint pairs.
 TEST_F(GroupsTest, ConcurrentOpsOnTwoGroups) {

@@ -117,7 +117,7 @@ TEST(MailboxTest, AbortFailsWaitersAndLaterReceivesAndDropsHeld) {
   ASSERT_OK(box.Deliver(unrelated, Value("keep"), 5));
   EXPECT_EQ(box.held_messages(), 2);
 
-  box.Abort("world/1", failed);
+  (void)box.Abort("world/1", failed);
   ASSERT_TRUE(waiting.IsReady());
   EXPECT_EQ(waiting.Wait(absl::ZeroDuration()).status(), failed);
   // The held message is gone, its bytes given back.
@@ -139,7 +139,7 @@ TEST(MailboxTest, AbortFailsWaitersAndLaterReceivesAndDropsHeld) {
 TEST(MailboxTest, DeliverAfterAbortReleasesItsBytes) {
   Mailbox box(100);
   ASSERT_OK(box.Admit(kA, 80));  // Admitted, then the op fails mid-stream.
-  box.Abort("world/1", absl::DeadlineExceededError("late"));
+  (void)box.Abort("world/1", absl::DeadlineExceededError("late"));
   EXPECT_THAT(box.Deliver(kA, Value(1), 80),
               StatusIs(absl::StatusCode::kDeadlineExceeded, "late"));
   EXPECT_EQ(box.held_bytes(), 0);
@@ -149,8 +149,11 @@ TEST(MailboxTest, DeliverAfterAbortReleasesItsBytes) {
 
 TEST(MailboxTest, FirstAbortWins) {
   Mailbox box(100);
-  box.Abort("world/1", absl::UnavailableError("first"));
-  box.Abort("world/1", absl::InvalidArgumentError("second"));
+  EXPECT_THAT(box.Abort("world/1", absl::UnavailableError("first")),
+              StatusIs(absl::StatusCode::kUnavailable, "first"));
+  // The loser learns the winner's status (so every rank reports one).
+  EXPECT_THAT(box.Abort("world/1", absl::InvalidArgumentError("second")),
+              StatusIs(absl::StatusCode::kUnavailable, "first"));
   EXPECT_THAT(box.AbortStatus("world/1"),
               StatusIs(absl::StatusCode::kUnavailable, "first"));
   EXPECT_THAT(box.Receive(kA).Wait(absl::ZeroDuration()),
@@ -158,4 +161,37 @@ TEST(MailboxTest, FirstAbortWins) {
 }
 
 }  // namespace
+// A peer's abort may carry code 0: the op still fails.
+TEST(MailboxTest, AbortWithoutACodeStillFails) {
+  Mailbox box(100);
+  EXPECT_THAT(box.Abort("world/1", absl::OkStatus()),
+              StatusIs(absl::StatusCode::kUnknown));
+  EXPECT_THAT(box.Receive(kA).Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kUnknown));
+}
+
+TEST(MailboxTest, ImpossibleSizesAndDuplicatesAreRefused) {
+  Mailbox box(100);
+  EXPECT_THAT(box.Admit(kA, -1), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(box.Admit(kA, int64_t{1} << 62),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  ASSERT_OK(box.Admit(kA, 10));
+  ASSERT_OK(box.Deliver(kA, Value(1), 10));
+  ASSERT_OK(box.Admit(kA, 10));
+  EXPECT_THAT(box.Deliver(kA, Value(2), 10),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_EQ(box.held_bytes(), 10);  // The duplicate's bytes were given back.
+}
+
+// Once an op is over here, what still arrives for it is refused.
+TEST(MailboxTest, CloseRefusesLateMessages) {
+  Mailbox box(100);
+  ASSERT_OK(box.Admit(kA, 10));
+  ASSERT_OK(box.Deliver(kA, Value(1), 10));
+  box.Close(kA.op);
+  EXPECT_EQ(box.held_bytes(), 0);
+  EXPECT_THAT(box.Admit(kA, 10),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 }  // namespace ferry

@@ -3,6 +3,7 @@
 // batches, weights, world sizes 1-5 against a reference, and bad inputs.
 #include "collectives/sparse.h"
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -206,6 +207,13 @@ TEST_F(SparseTest, BadInputsFailEveryRank) {
        {1, 1},
        1,
        "rank 1 (worker1) has kjt weighted true but rank 0 (worker0) has false"},
+      {"features that overflow",
+       [&](int) {
+         return Kjt({"a", "b"}, two_keys);
+       },
+       {std::numeric_limits<int64_t>::max(), 2},
+       1,
+       "features_per_rank asks for more features than kjt's 2 keys"},
   };
   for (const Case& c : cases) {
     auto out = Spmd<KeyedJaggedTensor>(*job_, [&](Worker& w, int r) {
@@ -251,6 +259,13 @@ TEST(KjtTest, Validation) {
                                         Tensor::FromVector<float>({1})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kjt.weights must be")));
+  // Lengths that overflow when added are refused, not wrapped around.
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  EXPECT_THAT(KeyedJaggedTensor::Create(
+                  {"a", "b", "c"}, Tensor::FromVector<int64_t>({big, big, 2}),
+                  Tensor::FromVector<int64_t>({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kjt.lengths add up to")));
   ASSERT_OK_AND_ASSIGN(Value v, ParseJson(R"({"keys": ["a"], "lengths": [1, 1],
                                               "values": [5, 6], "weights": [0.5, 1]})"));
   ASSERT_OK_AND_ASSIGN(KeyedJaggedTensor k,

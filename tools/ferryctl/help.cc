@@ -18,14 +18,14 @@ commands:
   functions   the functions a worker offers
   call        call a function on a worker
   remote      create a value on a worker (an RRef), fetch it, release it
-    rrefs       the owner tables of the workers (RRefs they hold for others)
+  rrefs       the owner tables of the workers (RRefs they hold for others)
   collective  run a collective (all_reduce, all_to_all, ...) across the workers
   run         run a script of statements
 
 global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
   --timeout_ms=N       bound on each operation (default 60000; 0 = none)
-    --local=N            run the command against a fresh in-process job of N workers
+  --local=N            run the command against a fresh in-process job of N workers
   --token_file=F       the job's shared-secret token (up: the daemons require it)
   --tls_cert=F --tls_key=F --tls_ca=F
                        mutual TLS: this process's certificate and key, and the CA
@@ -39,7 +39,7 @@ and exit 1; usage errors exit 2.
 examples:
   ferryctl up --world_size=3
   ferryctl call worker1 add '[{"dtype":"float32","data":[1,2]}, 3]'
-    ferryctl status
+  ferryctl status
   echo '{"ranks":[{"dtype":"int32","data":[1]},{"dtype":"int32","data":[2]}]}' |
     ferryctl collective all_reduce
   ferryctl down
@@ -162,16 +162,16 @@ Runs a script, one statement per line:
   [NAME =] call WORKER FUNC [ARGS]
   [NAME =] remote WORKER FUNC [ARGS]   binds the RRef, held until the end
   [NAME =] fetch $R                    the RRef's value (to_here)
-    [NAME =] collective OP REQUEST        REQUEST as for `ferryctl collective`
+  [NAME =] collective OP REQUEST       REQUEST as for `ferryctl collective`
   [NAME =] status
   [NAME =] functions [WORKER]
   [NAME =] rrefs [WORKER]
-    [NAME =] value VALUE                 VALUE itself, e.g. to name a request
+  [NAME =] value VALUE                 VALUE itself, e.g. to name a request
   print VALUE                          VALUE as JSON
   show VALUE                           VALUE for people: per rank, tensors
                                        as tensor([...]), KJTs as tables
   echo TEXT                            TEXT as is
-  expect VALUE JSON          (fails with a diff if unequal)
+  expect VALUE JSON                    fails with a diff if unequal
   sleep MS
 $NAME stands for a value anywhere inside JSON (and for WORKER); $R in a
 call's arguments passes the RRef itself. A JSON argument may span lines

@@ -16,6 +16,27 @@ namespace ctl {
 
 namespace {
 
+// A string as Python writes it: 'text'.
+std::string PyString(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(
+          &out, "\\x",
+          absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "'";
+}
+
 // One element as Python would print it: 3, 2.5, True, 1+1j.
 std::string Element(const Tensor& t, int64_t i) {
   std::string json = TensorElementJson(t, i);
@@ -54,9 +75,15 @@ std::string TensorText(const Tensor& t) {
                       plain ? "" : DTypeName(t.dtype()), ")");
 }
 
+// A list of numbers or a tensor (a KJT's lengths, values, weights).
+bool IsColumn(const Value* v) {
+  return v != nullptr && (v->is_list() || v->is_tensor());
+}
+
 bool IsKjt(const Value& v) {
-  return v.is_map() && v.Find("keys") != nullptr &&
-         v.Find("lengths") != nullptr && v.Find("values") != nullptr;
+  const Value* keys = v.Find("keys");
+  return keys != nullptr && keys->is_list() && IsColumn(v.Find("lengths")) &&
+         IsColumn(v.Find("values"));
 }
 
 // A list of numbers, or a tensor, as a 1-D tensor (for KJT fields).
@@ -75,12 +102,12 @@ Tensor Column(const Value& v) {
 // The KJT as the TorchRec pages draw it: keys down, samples across.
 std::string KjtTable(const Value& v, const std::string& indent) {
   const Value::List& keys = v.Find("keys")->as_list();
-  const Tensor lengths = Column(*v.Find("lengths"));
+  // Lengths of any integer dtype (or even written as floats) read as int64.
+  const Tensor lengths = Cast(Column(*v.Find("lengths")), DType::kInt64);
   const Tensor values = Column(*v.Find("values"));
   const Value* w = v.Find("weights");
-  const std::optional<Tensor> weights = w != nullptr && !w->is_null()
-                                            ? std::optional<Tensor>(Column(*w))
-                                            : std::nullopt;
+  const std::optional<Tensor> weights =
+      IsColumn(w) ? std::optional<Tensor>(Column(*w)) : std::nullopt;
   if (keys.empty()) return absl::StrCat(indent, "(no keys)\n");
   const int64_t stride = lengths.numel() / static_cast<int64_t>(keys.size());
   std::vector<std::vector<std::string>> rows(keys.size() + 1);
@@ -88,14 +115,16 @@ std::string KjtTable(const Value& v, const std::string& indent) {
   for (int64_t s = 0; s < stride; ++s) rows[0].push_back(absl::StrCat(s));
   int64_t at = 0;
   for (size_t k = 0; k < keys.size(); ++k) {
-    rows[k + 1].push_back(absl::StrCat(
-        "'", keys[k].is_string() ? keys[k].as_string() : "?", "'"));
+    rows[k + 1].push_back(
+        PyString(keys[k].is_string() ? keys[k].as_string() : "?"));
     for (int64_t s = 0; s < stride; ++s) {
-      const int64_t n = lengths.data_as<int64_t>()[k * stride + s];
+      // A negative length (a malformed KJT) shows as an empty list.
+      const int64_t n =
+          std::max<int64_t>(lengths.data_as<int64_t>()[k * stride + s], 0);
       std::vector<std::string> items;
       for (int64_t i = 0; i < n && at + i < values.numel(); ++i) {
         std::string item = Element(values, at + i);
-        if (weights)
+        if (weights && at + i < weights->numel())
           absl::StrAppend(&item, " (", Element(*weights, at + i), ")");
         items.push_back(item);
       }
@@ -128,12 +157,14 @@ std::string Inline(const Value& v);
 std::string MapText(const Value::Map& m) {
   std::vector<std::string> items;
   for (const auto& [k, x] : m)
-    items.push_back(absl::StrCat("'", k, "': ", Inline(x)));
+    items.push_back(absl::StrCat(PyString(k), ": ", Inline(x)));
   return absl::StrCat("{", absl::StrJoin(items, ", "), "}");
 }
 
 std::string Inline(const Value& v) {
   if (v.is_null()) return "None";
+  if (v.is_bool()) return v.as_bool() ? "True" : "False";
+  if (v.is_string()) return PyString(v.as_string());
   if (v.is_tensor()) return TensorText(v.as_tensor());
   if (v.is_list()) {
     std::vector<std::string> items;
@@ -148,14 +179,17 @@ std::string Inline(const Value& v) {
 // indented lines (KJTs, and maps of KJTs, as tables).
 std::string Block(const std::string& heading, const Value& v,
                   const std::string& indent) {
-  if (IsKjt(v))
-    return absl::StrCat(indent, heading, "\n", KjtTable(v, indent + "  "));
+  // A heading line, unless there is no heading (a value shown by itself).
+  const std::string head =
+      heading.empty() ? "" : absl::StrCat(indent, heading, "\n");
+  const std::string inner = heading.empty() ? indent : indent + "  ";
+  if (IsKjt(v)) return absl::StrCat(head, KjtTable(v, inner));
   if (v.is_map() && !v.as_map().empty() &&
       std::all_of(v.as_map().begin(), v.as_map().end(),
                   [](const auto& kv) { return IsKjt(kv.second); })) {
-    std::string out = absl::StrCat(indent, heading, "\n");
+    std::string out = head;
     for (const auto& [k, x] : v.as_map())
-      absl::StrAppend(&out, Block(k + ":", x, indent + "  "));
+      absl::StrAppend(&out, Block(k + ":", x, inner));
     return out;
   }
   return absl::StrCat(indent, heading, heading.empty() ? "" : " ", Inline(v),

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "rpc/json.h"
@@ -58,14 +59,31 @@ struct RawStatement {
   int column = 0;
 };
 
+// "call, collective, echo, …": every command, for messages.
+std::string CommandNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, unused] : Commands()) names.push_back(name);
+  return absl::StrJoin(names, ", ");
+}
+
+bool TakesText(const std::string& command) {
+  auto it = Commands().find(command);
+  return it != Commands().end() && it->second.args[0] == 'T';
+}
+
 // Splits the file into statements: a statement ends at a newline outside
-// strings and brackets. Comments (# outside strings) are dropped.
+// strings and brackets, except that a statement of free text (echo) always
+// ends with its line: brackets and quotes in text do not continue it.
+// Comments (# outside strings) are dropped.
 std::vector<RawStatement> SplitStatements(const std::string& text) {
   std::vector<RawStatement> out;
   RawStatement cur;
   int line = 1, column = 1, depth = 0;
   bool in_string = false, escaped = false, in_comment = false;
+  bool first_word_done = false, free_text = false;
   auto flush = [&] {
+    depth = 0;
+    in_string = escaped = first_word_done = free_text = false;
     if (absl::StripAsciiWhitespace(cur.text).empty()) {
       cur = RawStatement();
       return;
@@ -76,15 +94,19 @@ std::vector<RawStatement> SplitStatements(const std::string& text) {
   for (char c : text) {
     if (c == '\n') {
       in_comment = false;
-      if (depth <= 0 && !in_string) {
+      if ((depth <= 0 && !in_string) || free_text) {
         flush();
-        depth = 0;
       } else {
         cur.text.push_back('\n');
       }
       ++line;
       column = 1;
       continue;
+    }
+    if (!in_comment && !first_word_done && !cur.text.empty() &&
+        (c == ' ' || c == '\t' || c == '\r' || c == '#')) {
+      first_word_done = true;
+      free_text = TakesText(cur.text);
     }
     if (!in_comment) {
       if (in_string) {
@@ -98,6 +120,8 @@ std::vector<RawStatement> SplitStatements(const std::string& text) {
         in_comment = true;
       } else if (c == '"') {
         in_string = true;
+      } else if (free_text) {
+        // Brackets in text are just characters.
       } else if (c == '[' || c == '{') {
         ++depth;
       } else if (c == ']' || c == '}') {
@@ -183,13 +207,24 @@ class Cursor {
 }  // namespace
 
 // Formats "file:line:col: message" with the offending line and a caret.
+// Columns count bytes; the caret is placed under the character as the line
+// is displayed (tabs kept as tabs, one space per UTF-8 character).
 static absl::Status ScriptError(absl::StatusCode code, const std::string& file,
                                 const std::vector<std::string>& lines, int line,
                                 int column, absl::string_view message) {
   std::string text = absl::StrCat(file, ":", line, ":", column, ": ", message);
   if (line >= 1 && line <= static_cast<int>(lines.size())) {
-    absl::StrAppend(&text, "\n    ", lines[line - 1], "\n    ",
-                    std::string(std::max(column - 1, 0), ' '), "^");
+    const std::string& source = lines[line - 1];
+    std::string pad;
+    for (int i = 0; i + 1 < column; ++i) {
+      const char c = i < static_cast<int>(source.size()) ? source[i] : ' ';
+      if (c == '\t') {
+        pad.push_back('\t');
+      } else if ((static_cast<unsigned char>(c) & 0xC0) != 0x80) {
+        pad.push_back(' ');  // Not a UTF-8 continuation byte.
+      }
+    }
+    absl::StrAppend(&text, "\n    ", source, "\n    ", pad, "^");
   }
   return absl::Status(code, text);
 }
@@ -265,13 +300,15 @@ struct Parser {
     // Where the command word starts, for messages about it.
     auto [cl, cc] = cur.Where(after_first - s.command.size());
     auto spec = Commands().find(s.command);
+    if (s.command.empty()) {
+      return Error(cl, cc,
+                   absl::StrCat("expected a command after '", s.target,
+                                " =' (one of: ", CommandNames(), ")"));
+    }
     if (spec == Commands().end()) {
-      std::vector<std::string> names;
-      for (const auto& [name, unused] : Commands()) names.push_back(name);
-      return Error(
-          cl, cc,
-          absl::StrCat("unknown command '", s.command, "' (expected one of: ",
-                       absl::StrJoin(names, ", "), ")"));
+      return Error(cl, cc,
+                   absl::StrCat("unknown command '", s.command,
+                                "' (expected one of: ", CommandNames(), ")"));
     }
     if (!s.target.empty() && !spec->second.value) {
       return Error(
@@ -329,6 +366,10 @@ absl::StatusOr<Script> Script::Parse(const std::string& file,
   Script script;
   script.file_ = file;
   script.lines_ = absl::StrSplit(text, '\n');
+  // Lines as shown in messages: without the '\r' of CRLF line ends.
+  for (std::string& line : script.lines_) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+  }
   Parser parser{file, script.lines_, {}};
   for (const RawStatement& raw : SplitStatements(text)) {
     FERRY_ASSIGN_OR_RETURN(Statement s, parser.ParseOne(raw));
