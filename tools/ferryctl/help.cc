@@ -145,7 +145,14 @@ ops and their inputs (T = a tensor, {"dtype","shape"?,"data"}):
   broadcast           "src": rank; output: rank src's input everywhere
   scatter             "src"; rank src's input: a list of one value per rank
   gather              "dst"; rank dst's output: every rank's input, others null
-  barrier             inputs: anything but null; outputs null
+    barrier             inputs: anything but null; outputs null
+  sparse_features_all_to_all
+                      "id_list_features_per_rank", "id_score_list_features_per_rank",
+                      "stagger"; input: {"id_list": KJT, "id_score_list": KJT}
+                      with KJT = {"keys","lengths","values","weights"?}; same out
+  kjt_all_to_all      "features_per_rank", "stagger"; input and output: a KJT
+With "group": [ranks], only those ranks take part (the others' inputs: null).
+
 
 examples:
   echo '{"ranks":[{"dtype":"int64","data":[0,1]},{"dtype":"int64","data":[2,3]}]}' |
