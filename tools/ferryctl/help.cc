@@ -145,7 +145,7 @@ ops and their inputs (T = a tensor, {"dtype","shape"?,"data"}):
   broadcast           "src": rank; output: rank src's input everywhere
   scatter             "src"; rank src's input: a list of one value per rank
   gather              "dst"; rank dst's output: every rank's input, others null
-    barrier             inputs: anything but null; outputs null
+  barrier             inputs: anything but null; outputs null
   sparse_features_all_to_all
                       "id_list_features_per_rank", "id_score_list_features_per_rank",
                       "stagger"; input: {"id_list": KJT, "id_score_list": KJT}
