@@ -1,6 +1,10 @@
 #include "rpc/process_tuning.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
 
 #include "absl/synchronization/mutex.h"
 
@@ -13,6 +17,13 @@ void TuneProcessForServing() {
   // message would be mapped and faulted in afresh.
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
+void ExitProcess(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  _exit(code);
 }
 
 }  // namespace ferry

@@ -35,7 +35,9 @@ ABSL_FLAG(int64_t, direct_bytes, 0,
           "collectives suite: ferry's threshold between direct and ring/tree "
           "algorithms (default: the worker's), to choose it by measurement");
 
-int main(int argc, char** argv) {
+namespace {
+
+int BenchMain(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] "
       "[--json]");
@@ -91,3 +93,7 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace
+
+int main(int argc, char** argv) { ferry::ExitProcess(BenchMain(argc, argv)); }

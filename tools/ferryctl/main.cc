@@ -86,9 +86,10 @@ absl::StatusOr<Value> RunUp(const CommandLine& cl) {
   o.world_size = static_cast<int>(world);
   o.port = static_cast<int>(port);
   o.dir = cl.Flag("dir").value_or("");
-    // The daemons get the security this ferryctl uses, then the flags after --.
+  // The daemons get the security this ferryctl uses, then the flags after --.
   o.ferryd_flags = SecurityFlagsForFerryd(cl);
-  o.ferryd_flags.insert(o.ferryd_flags.end(), cl.passthrough.begin(), cl.passthrough.end());
+  o.ferryd_flags.insert(o.ferryd_flags.end(), cl.passthrough.begin(),
+                        cl.passthrough.end());
   o.timeout = timeout_ms == 0 ? absl::Hours(1) : absl::Milliseconds(timeout_ms);
   return Up(o);
 }
@@ -165,5 +166,5 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   ferry::TuneProcessForServing();
-  return ferry::ctl::Main(argc, argv);
+  ferry::ExitProcess(ferry::ctl::Main(argc, argv));
 }

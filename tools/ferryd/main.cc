@@ -214,5 +214,5 @@ int main(int argc, char** argv) {
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   ferry::TuneProcessForServing();
-  return ferry::Run();
+  ferry::ExitProcess(ferry::Run());
 }
