@@ -12,10 +12,14 @@
 //
 // The blocks use the master 10.0.0.1:29500; here it is 127.0.0.1 on a free
 // port, and `ferryctl up` picks its port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +30,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/json.h"
@@ -239,6 +244,35 @@ exec "$real" "$@"
   EXPECT_THAT(r.out, ::testing::EndsWith("\"worker1\"\n"));  // --local
 }
 
+// Whether something listens on 127.0.0.1:`port`, polled up to `bound` (a
+// worker under a sanitizer on a busy machine may take a while to start).
+bool AwaitListener(int port, absl::Duration bound) {
+  const absl::Time deadline = absl::Now() + bound;
+  while (absl::Now() < deadline) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    const bool up =
+        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (up) return true;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  return false;
+}
+
+// Checks `ferryctl … status` output lists `world` workers.
+void ExpectWorkers(const ProcessResult& r, int world) {
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  absl::StatusOr<Value> status = ParseJson(r.out);
+  ASSERT_TRUE(status.ok() && status->Find("workers") != nullptr)
+      << r.Describe();
+  EXPECT_EQ(status->Find("workers")->as_list().size(),
+            static_cast<size_t>(world));
+}
+
 // Each launch block forms a job of its stated size; ferryctl lines in it
 // must succeed against that job.
 TEST(ReadmeTest, LaunchBlocksFormJobs) {
@@ -249,52 +283,55 @@ TEST(ReadmeTest, LaunchBlocksFormJobs) {
     int world = 0;
     ASSERT_TRUE(absl::SimpleAtoi(block.kind.substr(7), &world));
     Sandbox box;
-    const std::string master = absl::StrCat("127.0.0.1:", UnusedPort());
+    const int port = UnusedPort();
+    const std::string master = absl::StrCat("127.0.0.1:", port);
+    auto in_box = [&](const std::string& line) {
+      return box.Bash(absl::StrCat("cd '", box.dir(), "'; exec ", line));
+    };
     std::vector<std::unique_ptr<BackgroundProcess>> workers;
     std::string ctl_flags;  // The security flags of the block's ferryctl line.
     bool checked = false;
     for (absl::string_view raw :
          absl::StrSplit(block.code, '\n', absl::SkipWhitespace())) {
       std::string line = absl::StrReplaceAll(
-          Command(raw), {{"10.0.0.1:29500", master},
-                         {"MASTER_ADDR=10.0.0.1", "MASTER_ADDR=127.0.0.1"},
-                         {"MASTER_PORT=29500",
-                          absl::StrCat("MASTER_PORT=", master.substr(10))}});
+          Command(raw),
+          {{"10.0.0.1:29500", master},
+           {"MASTER_ADDR=10.0.0.1", "MASTER_ADDR=127.0.0.1"},
+           {"MASTER_PORT=29500", absl::StrCat("MASTER_PORT=", port)}});
       if (!absl::StartsWith(line, "ferryctl")) {
-        ASSERT_OK_AND_ASSIGN(
-            auto w, BackgroundProcess::Start(
-                        box.Bash(absl::StrCat("cd '", box.dir(), "'; ", line)),
-                        box.Options()));
-        workers.push_back(std::move(w));
+        // "VAR=x … ferryd": env runs it, so exec replaces the shell.
+        if (line.find('=') < line.find(' ')) line = "env " + line;
+        absl::StatusOr<std::unique_ptr<BackgroundProcess>> w =
+            BackgroundProcess::Start(in_box(line), box.Options());
+        ASSERT_OK(w);
+        workers.push_back(*std::move(w));
         continue;
       }
       ctl_flags = line.substr(8, line.find(" status") - 8);
-      ASSERT_OK_AND_ASSIGN(
-          ProcessResult r,
-          RunProcess(box.Bash(absl::StrCat("cd '", box.dir(), "'; ", line)),
-                     box.Options(), kBound));
-      ASSERT_EQ(r.exit_code, 0) << r.Describe();
-      ASSERT_OK_AND_ASSIGN(Value status, ParseJson(r.out));
-      EXPECT_EQ(status.Find("workers")->as_list().size(),
-                static_cast<size_t>(world));
+      EXPECT_TRUE(AwaitListener(port, kBound)) << "rank 0 never listened";
+      absl::StatusOr<ProcessResult> r =
+          RunProcess(in_box(line), box.Options(), kBound);
+      ASSERT_OK(r);
+      ExpectWorkers(*r, world);
       checked = true;
     }
-    const std::string ctl = absl::StrCat("cd '", box.dir(), "'; ferryctl",
-                                         ctl_flags, " --master=", master, " ");
+    const std::string ctl =
+        absl::StrCat("ferryctl", ctl_flags, " --master=", master, " ");
     if (!checked) {
-      ASSERT_OK_AND_ASSIGN(ProcessResult r, RunProcess(box.Bash(ctl + "status"),
-                                                       box.Options(), kBound));
-      ASSERT_EQ(r.exit_code, 0) << r.Describe();
-      ASSERT_OK_AND_ASSIGN(Value status, ParseJson(r.out));
-      EXPECT_EQ(status.Find("workers")->as_list().size(),
-                static_cast<size_t>(world));
+      EXPECT_TRUE(AwaitListener(port, kBound)) << "rank 0 never listened";
+      absl::StatusOr<ProcessResult> r =
+          RunProcess(in_box(ctl + "status"), box.Options(), kBound);
+      ASSERT_OK(r);
+      ExpectWorkers(*r, world);
     }
-    ASSERT_OK_AND_ASSIGN(ProcessResult down, RunProcess(box.Bash(ctl + "down"),
-                                                        box.Options(), kBound));
-    EXPECT_EQ(down.exit_code, 0) << down.Describe();
-    for (auto& w : workers) {
+    absl::StatusOr<ProcessResult> down =
+        RunProcess(in_box(ctl + "down"), box.Options(), kBound);
+    ASSERT_OK(down);
+    EXPECT_EQ(down->exit_code, 0) << down->Describe();
+    for (auto& w : workers) {  // Their logs, if anything went wrong.
       ProcessResult r = w->Wait(absl::Seconds(30));
       EXPECT_FALSE(r.timed_out) << r.Describe();
+      if (::testing::Test::HasFailure()) std::cerr << r.Describe() << "\n";
     }
   }
 }
