@@ -35,8 +35,7 @@ struct Caller::Pending {
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
                CallerIdentity self)
-    : channels_(channels),
-      membership_(membership),
+        : membership_(membership),
       self_(std::move(self)),
       stubs_(channels) {}
 

@@ -53,8 +53,7 @@ class State {
       result_.emplace(std::move(result));
       callbacks.swap(callbacks_);
     }
-    // result_ is never modified again, so reading it unlocked is safe.
-    for (Callback& cb : callbacks) std::move(cb)(*result_);
+    for (Callback& cb : callbacks) std::move(cb)(Settled());
     return true;
   }
 
@@ -66,7 +65,7 @@ class State {
         return;
       }
     }
-    std::move(cb)(*result_);
+    std::move(cb)(Settled());
   }
 
   bool IsReady() const ABSL_LOCKS_EXCLUDED(mu_) {
@@ -85,6 +84,12 @@ class State {
   }
 
  private:
+  // The result once set. It is never modified again after Set, so reading
+  // it without the lock is safe (the analysis cannot see that ordering).
+  const absl::StatusOr<T>& Settled() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return *result_;
+  }
+
   mutable absl::Mutex mu_;
   std::optional<absl::StatusOr<T>> result_ ABSL_GUARDED_BY(mu_);
   std::vector<Callback> callbacks_ ABSL_GUARDED_BY(mu_);

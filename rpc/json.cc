@@ -192,7 +192,7 @@ class Parser {
       Advance();
       SkipSpace();
       FERRY_ASSIGN_OR_RETURN(JsonNode item, ParseValue(depth + 1));
-      node.members.emplace_back(std::move(key), std::move(item));
+      node.members.push_back({std::move(key), std::move(item)});
       SkipSpace();
       if (Peek() == ',') {
         Advance();
@@ -379,13 +379,13 @@ absl::StatusOr<Value> ToValue(const JsonNode& node, int depth);
 // {"$bytes": …}, {"$double": …} and {"$rref": …} stand for scalars.
 bool IsSpecialObject(const JsonNode& node) {
   if (node.members.empty()) return false;
-  const std::string& key = node.members[0].first;
+  const std::string& key = node.members[0].key;
   return key == "$bytes" || key == "$double" || key == "$rref";
 }
 
 absl::StatusOr<Value> SpecialObject(const JsonNode& node) {
-  const JsonNode& first = node.members[0].second;
-  const std::string& key = node.members[0].first;
+  const JsonNode& first = node.members[0].value;
+  const std::string& key = node.members[0].key;
   if (key == "$bytes") {
     std::string raw;
     if (node.members.size() != 1 || first.type != JsonNode::Type::kString ||

@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -15,6 +14,8 @@
 
 namespace ferry {
 namespace json_internal {
+
+struct JsonMember;
 
 struct JsonNode {
   enum class Type {
@@ -33,18 +34,27 @@ struct JsonNode {
   double d = 0;
   std::string s;
   std::vector<JsonNode> items;
-  std::vector<std::pair<std::string, JsonNode>> members;
-  Value resolved;  // A `$NAME` substituted by the caller.
+  std::vector<JsonMember> members;  // In source order.
+  Value resolved;                   // A `$NAME` substituted by the caller.
   int line = 1;
   int column = 1;
 
-  const JsonNode* Member(absl::string_view key) const {
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  const JsonNode* Member(absl::string_view key) const;
 };
+
+// One "key": value of an object. (A struct, not std::pair: pair may not
+// hold the incomplete JsonNode.)
+struct JsonMember {
+  std::string key;
+  JsonNode value;
+};
+
+inline const JsonNode* JsonNode::Member(absl::string_view key) const {
+  for (const JsonMember& m : members) {
+    if (m.key == key) return &m.value;
+  }
+  return nullptr;
+}
 
 // INVALID_ARGUMENT "json: line L, column C: <message>".
 absl::Status ErrorAt(const JsonNode& node, absl::string_view message);
