@@ -44,15 +44,14 @@ absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
   return std::move(acc).Build();
 }
 
-absl::Status AllJoined(Op& op, int root, int step) {
+absl::Status JoinAtRoot(Op& op, int root, int step) {
   const int n = op.size();
   if (op.rank() != root) {
     op.Send(root, step, Value());
-    return op.Recv(root, step + 1).status();
+    return absl::OkStatus();
   }
   for (int k = 1; k < n; ++k)
     FERRY_RETURN_IF_ERROR(op.Recv((root + k) % n, step).status());
-  for (int k = 1; k < n; ++k) op.Send((root + k) % n, step + 1, Value());
   return absl::OkStatus();
 }
 

@@ -41,11 +41,12 @@ absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
                                          const std::vector<Value>& parts,
                                          const Tensor& like, ReduceOp reduce);
 
-// The end of a rooted op (broadcast, scatter), whose data flows one way:
-// every rank tells `root` it is here (step `step`), and `root`, having
-// heard from all, releases them (step + 1). So a rank that never joins
-// fails the op on every rank that did, as in every other collective.
-absl::Status AllJoined(Op& op, int root, int step);
+// The start of a rooted op whose data flows one way (broadcast, scatter):
+// every other rank tells `root` it is here (step `step`) and returns at
+// once; `root` returns once it has heard from all. Root sends nothing
+// before that, so a rank that never joins fails the op on every rank that
+// did (root times out and aborts the op), as in every other collective.
+absl::Status JoinAtRoot(Op& op, int root, int step);
 
 // A new tensor holding `a` ⊕ `b` (same dtype and numel), shaped like `a`.
 absl::StatusOr<Tensor> Combine(ReduceOp reduce, const Tensor& a,

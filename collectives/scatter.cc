@@ -1,7 +1,7 @@
 // scatter: rank src holds a list of one value per rank; rank i ends with
-// the i-th (the other ranks' inputs are ignored). Direct: src sends
-// (step 0), then AllJoined (steps 1, 2), so no rank returns unless every
-// rank came.
+// the i-th (the other ranks' inputs are ignored). Every rank joins at src
+// (step 0), then src sends each its value directly (step 1): no rank
+// returns unless every rank came.
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
@@ -15,10 +15,8 @@ absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params) {
   FERRY_ASSIGN_OR_RETURN(int src, RankParam(op, params, "src"));
   const int n = op.size();
   if (op.rank() != src) {
-    FERRY_ASSIGN_OR_RETURN(Value mine, op.Recv(src, 0));
-    op.Send(src, 1, Value());
-    FERRY_RETURN_IF_ERROR(op.Recv(src, 2).status());
-    return mine;
+    FERRY_RETURN_IF_ERROR(JoinAtRoot(op, src, 0));
+    return op.Recv(src, 1);
   }
   if (!input.is_list() || static_cast<int>(input.as_list().size()) != n) {
     return op.BadInput(absl::StrCat(
@@ -27,9 +25,9 @@ absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params) {
         input.is_list() ? absl::StrCat(input.as_list().size(), " items")
                         : std::string(input.kind_name())));
   }
+  FERRY_RETURN_IF_ERROR(JoinAtRoot(op, src, 0));
   for (int k = 1; k < n; ++k)
-    op.Send((src + k) % n, 0, input.as_list()[(src + k) % n]);
-  FERRY_RETURN_IF_ERROR(AllJoined(op, src, 1));
+    op.Send((src + k) % n, 1, input.as_list()[(src + k) % n]);
   return input.as_list()[src];
 }
 
