@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "gtest/gtest.h"
 #include "rpc/dtype.h"
@@ -283,6 +285,46 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
   }
 
   ProcessGroup& World(Worker& w) { return w.collectives().world(); }
+
+  // Rank r's blocks (one per rank) for a dtype.
+  using Blocks = std::function<std::vector<Tensor>(DType, int rank)>;
+
+  // ReduceScatter of `blocks(dtype, r)` on every rank r, for every dtype
+  // and each of `ops` that applies to it: rank r must get the reduction of
+  // every rank's block r (shaped like it).
+  void ExpectReduceScatterList(const std::vector<ReduceOp>& ops,
+                               const Blocks& blocks) {
+    struct Case {
+      DType dtype;
+      ReduceOp op;
+    };
+    std::vector<Case> cases;
+    for (DType dt : kAllDTypes) {
+      for (ReduceOp op : ops) {
+        if (Applies(op, dt)) cases.push_back({dt, op});
+      }
+    }
+    using Results = std::vector<absl::StatusOr<Tensor>>;
+    auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+      Results results;
+      for (const Case& c : cases)
+        results.push_back(ReduceScatter(World(w), blocks(c.dtype, r), c.op));
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      for (int r = 0; r < n_; ++r) {
+        std::vector<std::vector<C>> ins;
+        for (int i = 0; i < n_; ++i)
+          ins.push_back(Elements(blocks(c.dtype, i)[r]));
+        const Tensor want = MakeTensor(c.dtype, blocks(c.dtype, 0)[r].shape(),
+                                       Reduce(c.op, c.dtype, ins));
+        ASSERT_TRUE(out[r][k].ok()) << out[r][k].status();
+        EXPECT_TRUE(SameTensor(*out[r][k], want))
+            << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
+      }
+    }
+  }
 
   int n_ = 0;
   LocalJob* job_ = nullptr;

@@ -230,37 +230,9 @@ TEST_P(RingTest, ReduceScatterUnevenBlocks) {
       bs.push_back(Sample(dt, {numel(b)}, Seed(r, 10 + b)));
     return bs;
   };
-  struct Case {
-    DType dtype;
-    ReduceOp op;
-  };
-  std::vector<Case> cases;
-  for (DType dt : kAllDTypes) {
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
-                        ReduceOp::kAvg, ReduceOp::kBxor}) {
-      if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op});
-    }
-  }
-  using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
-    Results results;
-    for (const Case& c : cases)
-      results.push_back(ReduceScatter(World(w), blocks(c.dtype, r), c.op));
-    return results;
-  });
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    for (int r = 0; r < n_; ++r) {
-      std::vector<std::vector<C>> ins;
-      for (int i = 0; i < n_; ++i)
-        ins.push_back(Elements(blocks(c.dtype, i)[r]));
-      const Tensor want = MakeTensor(
-          c.dtype, {numel(r)}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
-      ASSERT_OK(out[r][k]);
-      EXPECT_TRUE(SameTensor(*out[r][k], want))
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
-    }
-  }
+  ExpectReduceScatterList({ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
+                           ReduceOp::kAvg, ReduceOp::kBxor},
+                          blocks);
 }
 
 TEST_P(RingTest, ReduceScatterSingleLargeTensor) {
