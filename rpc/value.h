@@ -91,6 +91,9 @@ struct Bytes {
 
 class Value {
  public:
+  // Arguments are a std::vector<Value> too: pass one list argument as
+  // `{Value(list)}`. A bare `{list}` is, for clang, the argument vector
+  // itself (its items become the arguments); GCC takes it as one argument.
   using List = std::vector<Value>;
   using Map = std::map<std::string, Value>;
   using RRefPtr = std::shared_ptr<const RRefBase>;

@@ -75,10 +75,10 @@ TEST_F(AgentTest, ArityAndTypeErrorsNameTheArgument) {
   EXPECT_THAT(agent(0).RpcSync("worker1", "add", {1}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("worker1: add: expected 2 arguments, got 1")));
-  EXPECT_THAT(
-      agent(0).RpcSync("worker1", "concat", {Value::List{F32({1}), "x"}}),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("args[0][1]: expected tensor, got string")));
+  EXPECT_THAT(agent(0).RpcSync("worker1", "concat",
+                               {Value(Value::List{F32({1}), "x"})}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("args[0][1]: expected tensor, got string")));
 }
 
 TEST_F(AgentTest, FunctionFailureCarriesWorkerAndMessage) {

@@ -241,24 +241,25 @@ TEST_F(BuiltinsTest, SumOfIntTensorsIsInt64) {
 }
 
 TEST_F(BuiltinsTest, SumOfListIsElementwise) {
-  ASSERT_OK_AND_ASSIGN(Value scalars, Call("sum", {Value::List{1, 2, 3}}));
+  ASSERT_OK_AND_ASSIGN(Value scalars,
+                       Call("sum", {Value(Value::List{1, 2, 3})}));
   EXPECT_EQ(scalars, Value(6));
   Tensor t = CallTensor(
-      "sum", {Value::List{Tensor::FromVector<int32_t>({1, 2}),
-                          Tensor::FromVector<int32_t>({10, 20}), 1}});
+      "sum", {Value(Value::List{Tensor::FromVector<int32_t>({1, 2}),
+                                Tensor::FromVector<int32_t>({10, 20}), 1})});
   EXPECT_EQ(t.dtype(), DType::kInt32);
   EXPECT_THAT(t.ToVector<int32_t>(), ElementsAre(12, 23));
 }
 
 TEST_F(BuiltinsTest, SumRejectsEmptyListAndBadItems) {
-  EXPECT_THAT(Call("sum", {Value::List{}}), StatusIs(kInvalid));
+  EXPECT_THAT(Call("sum", {Value(Value::List{})}), StatusIs(kInvalid));
   EXPECT_THAT(Call("sum", {"x"}), StatusIs(kInvalid, HasSubstr("string")));
-  EXPECT_THAT(Call("sum", {Value::List{1, "x"}}),
+  EXPECT_THAT(Call("sum", {Value(Value::List{1, "x"})}),
               StatusIs(kInvalid, HasSubstr("args[0][1]")));
 }
 
 TEST_F(BuiltinsTest, SumOfSingleItemListChecksItem) {
-  EXPECT_THAT(Call("sum", {Value::List{"x"}}),
+  EXPECT_THAT(Call("sum", {Value(Value::List{"x"})}),
               StatusIs(kInvalid, HasSubstr("args[0][0]")));
 }
 
@@ -285,7 +286,7 @@ TEST_F(BuiltinsTest, OnesBadArguments) {
   EXPECT_THAT(Call("ones", {2, "float99"}),
               StatusIs(kInvalid, HasSubstr("float99")));
   EXPECT_THAT(Call("ones", {"x"}), StatusIs(kInvalid, HasSubstr("args[0]")));
-  EXPECT_THAT(Call("zeros", {Value::List{2, 1.5}}),
+  EXPECT_THAT(Call("zeros", {Value(Value::List{2, 1.5})}),
               StatusIs(kInvalid, HasSubstr("args[0]")));
   EXPECT_THAT(Call("zeros", {-1}), StatusIs(kInvalid, HasSubstr("args[0]")));
 }
@@ -336,9 +337,9 @@ TEST_F(BuiltinsTest, ArangeBadArguments) {
 // ---- concat ----
 
 TEST_F(BuiltinsTest, ConcatAxis0) {
-  Tensor t =
-      CallTensor("concat", {Value::List{Tensor::FromVector<int32_t>({1, 2}),
-                                        Tensor::FromVector<int32_t>({3})}});
+  Tensor t = CallTensor("concat",
+                        {Value(Value::List{Tensor::FromVector<int32_t>({1, 2}),
+                                           Tensor::FromVector<int32_t>({3})})});
   EXPECT_EQ(t.shape(), Shape{3});
   EXPECT_THAT(t.ToVector<int32_t>(), ElementsAre(1, 2, 3));
 }
@@ -360,33 +361,33 @@ TEST_F(BuiltinsTest, ConcatNegativeAxis) {
 }
 
 TEST_F(BuiltinsTest, ConcatPromotesDtypes) {
-  Tensor t =
-      CallTensor("concat", {Value::List{Tensor::FromVector<int32_t>({1}),
-                                        Tensor::FromVector<float>({2.5})}});
+  Tensor t = CallTensor("concat",
+                        {Value(Value::List{Tensor::FromVector<int32_t>({1}),
+                                           Tensor::FromVector<float>({2.5})})});
   EXPECT_EQ(t.dtype(), DType::kFloat32);
   EXPECT_THAT(t.ToVector<float>(), ElementsAre(1, 2.5));
 }
 
 TEST_F(BuiltinsTest, ConcatMismatchedShapesNamesTensor) {
-  EXPECT_THAT(
-      Call("concat", {Value::List{SampleTensor(DType::kFloat32, {2, 2}),
-                                  SampleTensor(DType::kFloat32, {2, 2}),
-                                  SampleTensor(DType::kFloat32, {2, 3})}}),
-      StatusIs(kInvalid, HasSubstr("tensors[2]")));
-  EXPECT_THAT(
-      Call("concat", {Value::List{SampleTensor(DType::kFloat32, {2}),
-                                  SampleTensor(DType::kFloat32, {2, 1})}}),
-      StatusIs(kInvalid, HasSubstr("tensors[1]")));
+  EXPECT_THAT(Call("concat",
+                   {Value(Value::List{SampleTensor(DType::kFloat32, {2, 2}),
+                                      SampleTensor(DType::kFloat32, {2, 2}),
+                                      SampleTensor(DType::kFloat32, {2, 3})})}),
+              StatusIs(kInvalid, HasSubstr("tensors[2]")));
+  EXPECT_THAT(Call("concat",
+                   {Value(Value::List{SampleTensor(DType::kFloat32, {2}),
+                                      SampleTensor(DType::kFloat32, {2, 1})})}),
+              StatusIs(kInvalid, HasSubstr("tensors[1]")));
 }
 
 TEST_F(BuiltinsTest, ConcatRejectsZeroDimEmptyAndBadAxis) {
-  EXPECT_THAT(Call("concat", {Value::List{Tensor::Scalar<float>(1),
-                                          Tensor::Scalar<float>(2)}}),
+  EXPECT_THAT(Call("concat", {Value(Value::List{Tensor::Scalar<float>(1),
+                                                Tensor::Scalar<float>(2)})}),
               StatusIs(kInvalid, HasSubstr("0-d")));
-  EXPECT_THAT(Call("concat", {Value::List{}}), StatusIs(kInvalid));
+  EXPECT_THAT(Call("concat", {Value(Value::List{})}), StatusIs(kInvalid));
   EXPECT_THAT(Call("concat", {Value::List{Tensor::FromVector<float>({1})}, 1}),
               StatusIs(kInvalid, HasSubstr("axis")));
-  EXPECT_THAT(Call("concat", {Value::List{1}}),
+  EXPECT_THAT(Call("concat", {Value(Value::List{1})}),
               StatusIs(kInvalid, HasSubstr("args[0][0]")));
 }
 

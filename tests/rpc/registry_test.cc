@@ -107,8 +107,9 @@ TEST_F(RegistryTest, VectorOfTensorsParameter) {
     return n;
   }));
   ASSERT_OK_AND_ASSIGN(
-      Value r, Call("numel", {Value::List{Tensor::FromVector<float>({1, 2}),
-                                          Tensor::FromVector<int32_t>({3})}}));
+      Value r,
+      Call("numel", {Value(Value::List{Tensor::FromVector<float>({1, 2}),
+                                       Tensor::FromVector<int32_t>({3})})}));
   EXPECT_EQ(r, Value(3));
 }
 
@@ -118,9 +119,9 @@ TEST_F(RegistryTest, VectorOfIntsParameter) {
     for (int64_t x : v) s += x;
     return s;
   }));
-  ASSERT_OK_AND_ASSIGN(Value r, Call("total", {Value::List{1, 2, 3}}));
+  ASSERT_OK_AND_ASSIGN(Value r, Call("total", {Value(Value::List{1, 2, 3})}));
   EXPECT_EQ(r, Value(6));
-  ASSERT_OK_AND_ASSIGN(Value empty, Call("total", {Value::List{}}));
+  ASSERT_OK_AND_ASSIGN(Value empty, Call("total", {Value(Value::List{})}));
   EXPECT_EQ(empty, Value(0));
 }
 
@@ -315,7 +316,7 @@ TEST_F(RegistryTest, ListElementErrorNamesElement) {
 TEST_F(RegistryTest, ListElementErrorKeepsElementReason) {
   ASSERT_OK(registry_.Register(
       "f", [](std::vector<int> v) { return static_cast<int64_t>(v.size()); }));
-  EXPECT_THAT(Call("f", {Value::List{1, int64_t{1} << 40}}),
+  EXPECT_THAT(Call("f", {Value(Value::List{1, int64_t{1} << 40})}),
               StatusIs(kInvalid, AllOf(HasSubstr("args[0][1]"),
                                        HasSubstr("does not fit in int32"))));
 }
