@@ -35,9 +35,7 @@ struct Caller::Pending {
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
                CallerIdentity self)
-        : membership_(membership),
-      self_(std::move(self)),
-      stubs_(channels) {}
+    : membership_(membership), self_(std::move(self)), stubs_(channels) {}
 
 Caller::~Caller() {
   CancelAll(absl::CancelledError("caller shut down"));

@@ -85,7 +85,6 @@ class Caller {
                 const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
 
-  
   Membership* const membership_;
   const CallerIdentity self_;
   std::atomic<CodecFactory*> codecs_{nullptr};

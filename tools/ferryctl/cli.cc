@@ -18,9 +18,9 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 const std::vector<std::string>& GlobalFlags() {
-  static const auto* flags =
-            new std::vector<std::string>{"master",    "timeout_ms", "local",  "token_file",
-                                   "tls_cert",  "tls_key",    "tls_ca", "tls_server_name"};
+  static const auto* flags = new std::vector<std::string>{
+      "master",   "timeout_ms", "local",  "token_file",
+      "tls_cert", "tls_key",    "tls_ca", "tls_server_name"};
   return *flags;
 }
 

@@ -12,15 +12,18 @@ namespace ferry {
 namespace ctl {
 
 SecurityOptions SecurityFlags(const CommandLine& cl) {
-  return SecurityOptions{cl.Flag("tls_cert").value_or(""), cl.Flag("tls_key").value_or(""),
-                         cl.Flag("tls_ca").value_or(""), cl.Flag("tls_server_name").value_or(""),
-                         cl.Flag("token_file").value_or("")};
+  return SecurityOptions{
+      cl.Flag("tls_cert").value_or(""), cl.Flag("tls_key").value_or(""),
+      cl.Flag("tls_ca").value_or(""), cl.Flag("tls_server_name").value_or(""),
+      cl.Flag("token_file").value_or("")};
 }
 
 std::vector<std::string> SecurityFlagsForFerryd(const CommandLine& cl) {
   std::vector<std::string> out;
-  for (const char* name : {"token_file", "tls_cert", "tls_key", "tls_ca", "tls_server_name"}) {
-    if (auto v = cl.Flag(name)) out.push_back(absl::StrCat("--", name, "=", *v));
+  for (const char* name :
+       {"token_file", "tls_cert", "tls_key", "tls_ca", "tls_server_name"}) {
+    if (auto v = cl.Flag(name))
+      out.push_back(absl::StrCat("--", name, "=", *v));
   }
   return out;
 }
@@ -29,12 +32,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const CommandLine& cl) {
   auto s = std::unique_ptr<Session>(new Session());
   FERRY_ASSIGN_OR_RETURN(int64_t timeout_ms, cl.IntFlag("timeout_ms", 60000));
   s->timeout_ = absl::Milliseconds(timeout_ms);
-    FERRY_ASSIGN_OR_RETURN(s->security_, Security::Load(SecurityFlags(cl)));
+  FERRY_ASSIGN_OR_RETURN(s->security_, Security::Load(SecurityFlags(cl)));
   FERRY_ASSIGN_OR_RETURN(int64_t local, cl.IntFlag("local", 0));
   if (local > 0) {
     LocalJob::Options job;
     job.configure = [&s](WorkerOptions& o) { o.security = s->security_; };
-    FERRY_ASSIGN_OR_RETURN(s->local_, LocalJob::Start(static_cast<int>(local), job));
+    FERRY_ASSIGN_OR_RETURN(s->local_,
+                           LocalJob::Start(static_cast<int>(local), job));
     s->master_ = s->local_->master();
   } else if (auto m = cl.Flag("master")) {
     s->master_ = *m;
@@ -58,7 +62,7 @@ absl::StatusOr<Client*> Session::client() {
     o.master = master_;
     o.description = absl::StrCat("ferryctl pid ", getpid());
     o.connect_timeout = std::min(bound(), absl::Seconds(10));
-        o.default_timeout = timeout_;
+    o.default_timeout = timeout_;
     o.security = security_;
     FERRY_ASSIGN_OR_RETURN(client_, Client::Connect(o));
   }

@@ -45,7 +45,7 @@ class Session {
   Session() = default;
   std::string master_;
   absl::Duration timeout_ = absl::Seconds(60);
-    std::shared_ptr<const Security> security_;
+  std::shared_ptr<const Security> security_;
   std::unique_ptr<LocalJob> local_;
   std::unique_ptr<Client> client_;
 };
