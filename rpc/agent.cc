@@ -1,5 +1,6 @@
 #include "rpc/agent.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <utility>
@@ -274,11 +275,8 @@ absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
                                         const std::string& fn,
                                         std::vector<Value> args,
                                         CallOptions options) {
-  // The call carries its own deadline (and fails when the peer dies), so
-  // this wait ends; the extra second only guards against a lost callback.
-  absl::Duration wait = Resolve(options);
-  if (wait != absl::InfiniteDuration()) wait += absl::Seconds(1);
-  return RpcAsync(to, fn, std::move(args), options).Wait(wait);
+  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
+                   Resolve(options));
 }
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {
@@ -426,6 +424,8 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_address(address_);
   s.set_pid(getpid());
   s.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  const struct mallinfo2 heap = mallinfo2();
+  s.set_heap_bytes(static_cast<int64_t>(heap.uordblks + heap.hblkhd));
   int64_t in = call_service_ ? call_service_->inflight() : 0;
   int64_t out = caller_ ? caller_->inflight() : 0;
   s.set_inflight(in + out);

@@ -42,6 +42,12 @@ Caller::~Caller() {
   WaitIdle(absl::Now() + absl::Seconds(5));
 }
 
+absl::StatusOr<Value> AwaitCall(const Future<Value>& call,
+                                absl::Duration timeout) {
+  if (timeout != absl::InfiniteDuration()) timeout += absl::Seconds(1);
+  return call.Wait(timeout);
+}
+
 absl::Status CallError(const std::string& peer, const std::string& function,
                        const absl::Status& status, absl::Duration timeout) {
   if (absl::StartsWith(status.message(), absl::StrCat(peer, ": "))) {

@@ -92,6 +92,12 @@ class Caller {
   GenericStubs stubs_;
 };
 
+// The result of a call started with `timeout`. The call carries its own
+// deadline (and fails when its peer dies), so this wait ends; the extra
+// second it allows only guards against a lost callback.
+absl::StatusOr<Value> AwaitCall(const Future<Value>& call,
+                                absl::Duration timeout);
+
 // Prefixes a transport-level failure of a call with "<peer>: <function>: "
 // unless the peer already named itself (errors produced by the callee).
 absl::Status CallError(const std::string& peer, const std::string& function,

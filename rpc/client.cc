@@ -87,9 +87,8 @@ absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
                                          const std::string& fn,
                                          std::vector<Value> args,
                                          CallOptions options) {
-  absl::Duration wait = Resolve(options);
-  if (wait != absl::InfiniteDuration()) wait += absl::Seconds(1);
-  return RpcAsync(to, fn, std::move(args), options).Wait(wait);
+  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
+                   Resolve(options));
 }
 
 std::unique_ptr<proto::Worker::Stub> RpcClient::StubFor(
