@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "collectives/op.h"
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace algorithms {

@@ -17,9 +17,9 @@
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
 #include "collectives/ring.h"
-#include "rpc/json.h"
-#include "rpc/status_util.h"
-#include "rpc/tensor_math.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/json.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 namespace algorithms {

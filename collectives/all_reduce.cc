@@ -16,7 +16,7 @@
 #include "collectives/args.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 namespace algorithms {

@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
-#include "rpc/status_util.h"
-#include "rpc/tensor_math.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 namespace algorithms {

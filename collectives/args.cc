@@ -1,8 +1,8 @@
 #include "collectives/args.h"
 
 #include "absl/strings/str_cat.h"
-#include "rpc/json.h"
-#include "rpc/tensor_math.h"
+#include "rpc/value/json.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 

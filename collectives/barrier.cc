@@ -4,7 +4,7 @@
 // rank-2^k, so after ceil(log2 n) rounds every rank has heard, directly or
 // not, from every other — with no root to wait on.
 #include "collectives/algorithms.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 namespace algorithms {

@@ -12,7 +12,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/args.h"
 #include "collectives/ring.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 namespace algorithms {

@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "rpc/client.h"
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

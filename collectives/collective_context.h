@@ -20,7 +20,7 @@
 #include "collectives/mailbox.h"
 #include "collectives/process_group.h"
 #include "rpc/agent.h"
-#include "rpc/executor.h"
+#include "rpc/base/executor.h"
 
 namespace ferry {
 

@@ -31,8 +31,8 @@
 #include "collectives/reduce.h"
 #include "collectives/runner.h"
 #include "collectives/work.h"
-#include "rpc/tensor.h"
-#include "rpc/value.h"
+#include "rpc/value/tensor.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

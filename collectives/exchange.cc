@@ -8,9 +8,9 @@
 #include "absl/time/clock.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "proto/collectives.pb.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
-#include "rpc/status_util.h"
-#include "rpc/value_proto.h"
+#include "rpc/value/value_proto.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {

@@ -17,13 +17,14 @@
 #include "absl/time/time.h"
 #include "collectives/mailbox.h"
 #include "grpcpp/generic/async_generic_service.h"
+#include "rpc/base/future.h"
+#include "rpc/base/timers.h"
 #include "rpc/channels.h"
-#include "rpc/directory.h"
-#include "rpc/future.h"
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
 #include "rpc/security.h"
-#include "rpc/timers.h"
 
 namespace ferry {
 

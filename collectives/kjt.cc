@@ -6,8 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/status_util.h"
-#include "rpc/tensor_math.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 

@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "rpc/tensor.h"
-#include "rpc/value.h"
+#include "rpc/value/tensor.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

@@ -21,8 +21,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

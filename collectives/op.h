@@ -19,8 +19,8 @@
 #include "absl/time/time.h"
 #include "collectives/collective_context.h"
 #include "collectives/process_group.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

@@ -6,7 +6,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/element.h"
+#include "rpc/value/element.h"
 
 namespace ferry {
 

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "rpc/tensor.h"
+#include "rpc/value/tensor.h"
 
 namespace ferry {
 

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "collectives/args.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "collectives/op.h"
 #include "collectives/reduce.h"
-#include "rpc/tensor.h"
-#include "rpc/value.h"
+#include "rpc/value/tensor.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

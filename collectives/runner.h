@@ -16,8 +16,8 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "collectives/process_group.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

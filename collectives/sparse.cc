@@ -4,7 +4,7 @@
 
 #include "collectives/args.h"
 #include "collectives/collectives.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 

@@ -11,7 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/future.h"
+#include "rpc/base/future.h"
 
 namespace ferry {
 

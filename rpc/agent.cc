@@ -12,9 +12,9 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/base/status_util.h"
 #include "rpc/builtins.h"
 #include "rpc/net_util.h"
-#include "rpc/status_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own

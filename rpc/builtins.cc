@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/status_util.h"
-#include "rpc/tensor_math.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 

@@ -5,8 +5,8 @@
 #define FERRY_RPC_BUILTINS_H_
 
 #include "absl/status/status.h"
+#include "rpc/base/timers.h"
 #include "rpc/registry.h"
-#include "rpc/timers.h"
 
 namespace ferry {
 

@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
-#include "rpc/status_util.h"
 
 namespace ferry {
 

@@ -20,10 +20,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/worker.grpc.pb.h"
-#include "rpc/executor.h"
+#include "rpc/base/executor.h"
 #include "rpc/registry.h"
 #include "rpc/security.h"
-#include "rpc/value_proto.h"
+#include "rpc/value/value_proto.h"
 
 namespace ferry {
 

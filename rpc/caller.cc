@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
-#include "rpc/status_util.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {

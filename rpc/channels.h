@@ -17,7 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
-#include "rpc/directory.h"
+#include "rpc/membership/directory.h"
 #include "rpc/security.h"
 
 namespace ferry {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
-#include "rpc/status_util.h"
 
 namespace ferry {
 

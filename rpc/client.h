@@ -16,12 +16,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/base/timers.h"
 #include "rpc/caller.h"
 #include "rpc/channels.h"
-#include "rpc/directory.h"
-#include "rpc/membership_client.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
+#include "rpc/membership/membership_client.h"
 #include "rpc/security.h"
-#include "rpc/timers.h"
 
 namespace ferry {
 

@@ -24,8 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace adapter_internal {

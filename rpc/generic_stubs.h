@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "rpc/channels.h"
-#include "rpc/directory.h"
+#include "rpc/membership/directory.h"
 
 namespace ferry {
 

@@ -18,8 +18,8 @@
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.pb.h"
-#include "rpc/value.h"
-#include "rpc/value_proto.h"
+#include "rpc/value/value.h"
+#include "rpc/value/value_proto.h"
 
 namespace ferry {
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "rpc/value_proto.h"
+#include "rpc/value/value_proto.h"
 #include "rref/rref_context.h"
 
 namespace ferry {

@@ -16,13 +16,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rref.grpc.pb.h"
+#include "rpc/base/future.h"
+#include "rpc/base/timers.h"
 #include "rpc/channels.h"
-#include "rpc/directory.h"
-#include "rpc/future.h"
 #include "rpc/inflight.h"
-#include "rpc/timers.h"
-#include "rpc/value.h"
-#include "rpc/value_proto.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
+#include "rpc/value/value.h"
+#include "rpc/value/value_proto.h"
 
 namespace ferry {
 

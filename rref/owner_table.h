@@ -33,8 +33,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rref.pb.h"
-#include "rpc/clock.h"
-#include "rpc/value.h"
+#include "rpc/base/clock.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

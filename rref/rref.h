@@ -20,8 +20,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 #include "rref/rref_state.h"
 
 namespace ferry {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 #include "rref/fork_codec.h"
 #include "rref/rref_service.h"
 

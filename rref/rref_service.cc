@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
-#include "rpc/status_util.h"
 #include "rref/rref_context.h"
 
 namespace ferry {

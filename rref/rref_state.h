@@ -12,8 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/future.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 

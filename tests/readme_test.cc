@@ -33,7 +33,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"

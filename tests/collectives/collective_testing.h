@@ -21,8 +21,8 @@
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "gtest/gtest.h"
-#include "rpc/dtype.h"
-#include "rpc/tensor.h"
+#include "rpc/value/dtype.h"
+#include "rpc/value/tensor.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {

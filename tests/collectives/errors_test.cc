@@ -11,7 +11,7 @@
 #include "collectives/collectives.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/collectives/spmd.h"
 #include "tests/testing/status_matchers.h"

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/collectives/spmd.h"
 #include "tests/testing/status_matchers.h"

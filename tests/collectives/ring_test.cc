@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/collectives.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"

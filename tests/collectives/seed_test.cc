@@ -8,7 +8,7 @@
 
 #include "collectives/collectives.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/collectives/spmd.h"
 #include "tests/testing/status_matchers.h"
 

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/collectives/spmd.h"
 #include "tests/testing/status_matchers.h"
 

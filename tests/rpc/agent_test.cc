@@ -14,7 +14,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 

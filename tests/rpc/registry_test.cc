@@ -12,9 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "rpc/future.h"
-#include "rpc/tensor.h"
-#include "rpc/value.h"
+#include "rpc/base/future.h"
+#include "rpc/value/tensor.h"
+#include "rpc/value/value.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {

@@ -11,7 +11,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 
 namespace ferry {
 namespace testing {

@@ -5,7 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "rpc/clock.h"
+#include "rpc/base/clock.h"
 
 namespace ferry {
 namespace testing {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "rpc/tensor.h"
+#include "rpc/value/tensor.h"
 
 namespace ferry {
 namespace testing {

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/status_matchers.h"
 

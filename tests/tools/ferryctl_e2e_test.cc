@@ -36,8 +36,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
-#include "rpc/value.h"
+#include "rpc/value/json.h"
+#include "rpc/value/value.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/subprocess.h"
 

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "collectives/collectives.h"
-#include "rpc/status_util.h"
-#include "rpc/tensor_math.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/tensor_math.h"
 #include "tools/bench/gloo_baseline.h"
 #include "tools/runtime/local_job.h"
 

@@ -8,7 +8,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/server_builder.h"
 #include "proto/bench.grpc.pb.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 #include "tools/bench/echo_systems.h"
 
 namespace ferry {

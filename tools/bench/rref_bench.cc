@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 #include "rref/rref.h"
 #include "tools/runtime/local_job.h"
 

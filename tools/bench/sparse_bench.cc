@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/sparse.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 #include "tools/bench/collective_bench.h"
 #include "tools/runtime/local_job.h"
 

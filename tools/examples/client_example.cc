@@ -1,6 +1,6 @@
 #include <iostream>
 
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tools/runtime/worker.h"
 
 int main(int argc, char** argv) {

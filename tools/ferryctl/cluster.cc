@@ -16,9 +16,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "rpc/json.h"
+#include "rpc/base/status_util.h"
 #include "rpc/net_util.h"
-#include "rpc/status_util.h"
+#include "rpc/value/json.h"
 #include "tools/progress.h"
 
 namespace ferry {

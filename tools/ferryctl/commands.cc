@@ -8,8 +8,8 @@
 #include "collectives/client_collective.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/reflection.h"
-#include "rpc/json.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
+#include "rpc/value/json.h"
 #include "rref/rref.h"
 #include "tools/progress.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "google/protobuf/message.h"
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 #include "tools/ferryctl/session.h"
 
 namespace ferry {

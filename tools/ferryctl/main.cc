@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/json.h"
+#include "rpc/base/status_util.h"
 #include "rpc/process_tuning.h"
-#include "rpc/status_util.h"
+#include "rpc/value/json.h"
 #include "tools/ferryctl/cli.h"
 #include "tools/ferryctl/cluster.h"
 #include "tools/ferryctl/commands.h"

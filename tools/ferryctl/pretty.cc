@@ -8,8 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "rpc/json.h"
-#include "rpc/tensor_math.h"
+#include "rpc/value/json.h"
+#include "rpc/value/tensor_math.h"
 
 namespace ferry {
 namespace ctl {

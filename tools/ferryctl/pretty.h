@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace ctl {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace ctl {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 
 namespace ferry {
 namespace ctl {

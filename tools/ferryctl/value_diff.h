@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "rpc/value.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace ctl {

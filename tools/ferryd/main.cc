@@ -23,9 +23,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "rpc/base/status_util.h"
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
-#include "rpc/status_util.h"
 #include "tools/ferryd/launch_env.h"
 #include "tools/runtime/worker.h"
 

@@ -4,7 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "collectives/service.h"
-#include "rpc/status_util.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/json.h"
+#include "rpc/value/json.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {

@@ -1,0 +1,61 @@
+// A fixed pool of threads running queued tasks: where registered functions
+// execute, so gRPC's own threads never run user code.
+#ifndef FERRY_RPC_BASE_EXECUTOR_H_
+#define FERRY_RPC_BASE_EXECUTOR_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace ferry {
+
+class Executor {
+ public:
+  using Task = absl::AnyInvocable<void() &&>;
+
+  // Starts `threads` (>= 1) threads.
+  explicit Executor(int threads);
+  // Stop() without a deadline.
+  ~Executor();
+
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Queues `task`; false (task dropped) after Stop().
+  bool Submit(Task task);
+
+  // Refuses new tasks, lets queued and running ones finish, joins the
+  // threads. If they are not done by `deadline` (a function that never
+  // returns), they are detached: they keep only shared state alive, so the
+  // executor can still be destroyed. Must not be called from a task.
+  void Stop(absl::Time deadline = absl::InfiniteFuture());
+
+  int64_t queued() const;
+  int64_t running() const;
+
+ private:
+  struct Shared {
+    mutable absl::Mutex mu;
+    std::deque<Task> queue ABSL_GUARDED_BY(mu);
+    bool stopping ABSL_GUARDED_BY(mu) = false;
+    int64_t running ABSL_GUARDED_BY(mu) = 0;
+    int live ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  static void Loop(std::shared_ptr<Shared> shared);
+
+  const std::shared_ptr<Shared> shared_;
+  std::vector<std::thread> threads_;  // Owned by Stop() once started.
+  bool stopped_ = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_BASE_EXECUTOR_H_

@@ -1,0 +1,250 @@
+#include "rpc/membership/membership_client.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "rpc/grpc_status.h"
+
+namespace ferry {
+
+namespace {
+
+constexpr absl::Duration kRetryBackoff = absl::Milliseconds(100);
+// Margin beyond the server-side wait, so the master answers first.
+constexpr absl::Duration kReplyMargin = absl::Seconds(5);
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+// Calls `attempt` until it returns something other than UNAVAILABLE or the
+// time is up; then DEADLINE_EXCEEDED names the master and the last error.
+template <typename Response, typename Attempt>
+absl::StatusOr<Response> RetryWhileUnavailable(const std::string& master,
+                                               absl::Duration timeout,
+                                               Attempt attempt) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status last;
+  while (true) {
+    Response response;
+    absl::Status s = attempt(deadline - absl::Now(), &response);
+    if (s.ok()) return response;
+    if (s.code() != absl::StatusCode::kUnavailable) return s;
+    last = s;
+    if (absl::Now() + kRetryBackoff >= deadline) break;
+    absl::SleepFor(kRetryBackoff);
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("the master at ", master, " was not ready within ",
+                   absl::ToInt64Milliseconds(timeout),
+                   " ms (last error: ", last.message(), ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
+    const std::shared_ptr<grpc::Channel>& master,
+    const std::string& master_address, const proto::JoinRequest& request,
+    absl::Duration timeout) {
+  auto stub = proto::Rendezvous::NewStub(master);
+  auto response = RetryWhileUnavailable<proto::JoinResponse>(
+      master_address, timeout,
+      [&](absl::Duration left, proto::JoinResponse* out) {
+        grpc::ClientContext context;
+        SetDeadline(&context, left + kReplyMargin);
+        proto::JoinRequest r = request;
+        r.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+        return FromGrpcStatus(stub->Join(&context, r, out));
+      });
+  if (!response.ok()) return response.status();
+  std::vector<WorkerInfo> workers;
+  for (const auto& w : response->workers())
+    workers.push_back(WorkerInfoFromProto(w));
+  return workers;
+}
+
+absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
+    const std::shared_ptr<grpc::Channel>& master,
+    const std::string& master_address, const std::string& description,
+    absl::Duration timeout) {
+  auto stub = proto::Rendezvous::NewStub(master);
+  return RetryWhileUnavailable<proto::RegisterClientResponse>(
+      master_address, timeout,
+      [&](absl::Duration left, proto::RegisterClientResponse* out) {
+        grpc::ClientContext context;
+        SetDeadline(&context, std::max(left, absl::Milliseconds(1)));
+        proto::RegisterClientRequest r;
+        r.set_description(description);
+        return FromGrpcStatus(stub->RegisterClient(&context, r, out));
+      });
+}
+
+struct MembershipClient::PollCall {
+  grpc::ClientContext context;
+  proto::PollRequest request;
+  proto::PollResponse response;
+};
+
+std::shared_ptr<MembershipClient> MembershipClient::Create(
+    std::shared_ptr<grpc::Channel> master, Membership* membership,
+    Timers* timers, MembershipOptions options) {
+  return std::make_shared<MembershipClient>(std::move(master), membership,
+                                            timers, options);
+}
+
+MembershipClient::MembershipClient(std::shared_ptr<grpc::Channel> master,
+                                   Membership* membership, Timers* timers,
+                                   MembershipOptions options)
+    : master_(std::move(master)),
+      stub_(proto::Rendezvous::NewStub(master_)),
+      membership_(membership),
+      timers_(timers),
+      options_(options) {}
+
+absl::Status MembershipClient::EventStatus(const proto::NodeEvent& event) {
+  if (event.kind() == proto::NodeEvent::LEFT) {
+    return absl::UnavailableError(absl::StrCat(event.name(), " left the job"));
+  }
+  return absl::UnavailableError(
+      absl::StrCat(event.name(), " died (", event.reason(), ")"));
+}
+
+void MembershipClient::Start(uint64_t node, uint64_t incarnation,
+                             FencedCallback on_fenced) {
+  {
+    absl::MutexLock lock(&mu_);
+    node_ = node;
+    incarnation_ = incarnation;
+    stopped_ = false;
+    last_ok_ = absl::Now();
+    on_fenced_ = std::move(on_fenced);
+  }
+  IssuePoll();
+}
+
+void MembershipClient::IssuePoll() {
+  auto call = std::make_shared<PollCall>();
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    call->request.set_node(node_);
+    call->request.set_incarnation(incarnation_);
+    call->request.set_since(since_);
+    call->request.set_hold_ms(absl::ToInt64Milliseconds(options_.poll_hold));
+    current_ = call;
+    ++polls_active_;
+  }
+  SetDeadline(&call->context, options_.poll_hold + kReplyMargin);
+  // The callback holds no reference to this client (see ChannelPool); Stop()
+  // waits for it instead.
+  stub_->async()->Poll(&call->context, &call->request, &call->response,
+                       [this, call](grpc::Status s) {
+                         OnPollDone(call, s);
+                         absl::MutexLock lock(&mu_);
+                         --polls_active_;
+                       });
+}
+
+void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
+                                  const grpc::Status& status) {
+  FencedCallback fenced;
+  bool master_lost = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (current_ == call) current_ = nullptr;
+    if (stopped_) return;
+    if (status.ok()) {
+      last_ok_ = absl::Now();
+      since_ += call->response.events_size();
+    } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      stopped_ = true;
+      fenced = on_fenced_;
+    } else if (absl::Now() - last_ok_ > options_.master_timeout) {
+      stopped_ = true;
+      master_lost = true;
+    }
+  }
+  // Publishing runs listeners (which fail pending work); no lock held.
+  for (const proto::NodeEvent& e : call->response.events()) {
+    membership_->MarkDown(e.node(), EventStatus(e));
+  }
+  if (fenced) {
+    fenced(FromGrpcStatus(status));
+  } else if (master_lost) {
+    membership_->MarkDown(
+        WorkerNode(0), absl::UnavailableError(absl::StrCat(
+                           "the master (rank 0) died: no answer for ",
+                           absl::ToInt64Milliseconds(options_.master_timeout),
+                           " ms (", status.error_message(), ")")));
+  } else if (status.ok()) {
+    IssuePoll();
+  } else {
+    Retry();
+  }
+}
+
+void MembershipClient::Retry() {
+  std::weak_ptr<MembershipClient> weak = shared_from_this();
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return;
+  retry_timer_ = timers_->RunAfter(kRetryBackoff, [weak] {
+    if (auto self = weak.lock()) self->IssuePoll();
+  });
+}
+
+absl::Status MembershipClient::Barrier(const std::string& name,
+                                       absl::Duration timeout) {
+  proto::BarrierRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_node(node_);
+  }
+  request.set_name(name);
+  request.set_timeout_ms(
+      std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout)));
+  grpc::ClientContext context;
+  SetDeadline(&context, timeout + kReplyMargin);
+  proto::BarrierResponse response;
+  return FromGrpcStatus(stub_->Barrier(&context, request, &response));
+}
+
+absl::Status MembershipClient::Leave(absl::Duration timeout) {
+  proto::PollRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return absl::OkStatus();
+    request.set_node(node_);
+    request.set_incarnation(incarnation_);
+    request.set_since(since_);
+  }
+  request.set_leaving(true);
+  grpc::ClientContext context;
+  SetDeadline(&context, timeout);
+  proto::PollResponse response;
+  grpc::Status status = stub_->Poll(&context, request, &response);
+  Stop();
+  return FromGrpcStatus(status);
+}
+
+void MembershipClient::Stop() {
+  std::shared_ptr<PollCall> current;
+  Timers::TimerId retry;
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    current = current_;
+    retry = retry_timer_;
+    retry_timer_ = 0;
+  }
+  if (retry != 0) timers_->Cancel(retry);
+  if (current != nullptr) current->context.TryCancel();
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return polls_active_ == 0;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(5));
+}
+
+}  // namespace ferry

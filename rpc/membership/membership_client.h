@@ -1,0 +1,107 @@
+// A node's side of rendezvous and membership: join (or register as a
+// client), then keep one long poll open at the master. The poll is the
+// heartbeat and brings news of nodes that died or left, which is published
+// to a Membership so pending work on those nodes fails at once.
+#ifndef FERRY_RPC_MEMBERSHIP_MEMBERSHIP_CLIENT_H_
+#define FERRY_RPC_MEMBERSHIP_MEMBERSHIP_CLIENT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/timers.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
+
+namespace ferry {
+
+struct MembershipOptions {
+  // How long the master may hold a poll (also the heartbeat period).
+  absl::Duration poll_hold = absl::Milliseconds(1000);
+  // Without a successful poll for this long, the master is declared dead.
+  absl::Duration master_timeout = absl::Seconds(5);
+};
+
+// Joins the job as a worker: retried while the master is unreachable, until
+// `timeout`. The master answers once all workers joined; DEADLINE_EXCEEDED
+// (naming the missing ranks, or the unreachable master) otherwise.
+absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
+    const std::shared_ptr<grpc::Channel>& master,
+    const std::string& master_address, const proto::JoinRequest& request,
+    absl::Duration timeout);
+
+// Registers a client (not a rank): its node id and the directory. Retried
+// until the job is formed or `timeout` passes.
+absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
+    const std::shared_ptr<grpc::Channel>& master,
+    const std::string& master_address, const std::string& description,
+    absl::Duration timeout);
+
+class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
+ public:
+  // Called when the master says this node was declared dead (fenced).
+  using FencedCallback = std::function<void(const absl::Status&)>;
+
+  static std::shared_ptr<MembershipClient> Create(
+      std::shared_ptr<grpc::Channel> master, Membership* membership,
+      Timers* timers, MembershipOptions options);
+
+  // Starts polling as (node, incarnation).
+  void Start(uint64_t node, uint64_t incarnation, FencedCallback on_fenced)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits until all live workers reached barrier `name`.
+  absl::Status Barrier(const std::string& name, absl::Duration timeout);
+
+  // Tells the master this node leaves (not a death), then stops polling.
+  absl::Status Leave(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops polling; waits (bounded) until the poll in flight has called back.
+  // Call before destroying the client.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The event for `node` as a status: UNAVAILABLE "<name> died (…)".
+  static absl::Status EventStatus(const proto::NodeEvent& event);
+
+  MembershipClient(std::shared_ptr<grpc::Channel> master,
+                   Membership* membership, Timers* timers,
+                   MembershipOptions options);
+
+ private:
+  struct PollCall;
+
+  void IssuePoll() ABSL_LOCKS_EXCLUDED(mu_);
+  void OnPollDone(const std::shared_ptr<PollCall>& call,
+                  const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  void Retry() ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::shared_ptr<grpc::Channel> master_;
+  const std::unique_ptr<proto::Rendezvous::Stub> stub_;
+  Membership* const membership_;
+  Timers* const timers_;
+  const MembershipOptions options_;
+
+  absl::Mutex mu_;
+  uint64_t node_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t since_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Time last_ok_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PollCall> current_ ABSL_GUARDED_BY(mu_);
+  int polls_active_ ABSL_GUARDED_BY(mu_) = 0;  // Until their callback ends.
+  Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  FencedCallback on_fenced_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_MEMBERSHIP_MEMBERSHIP_CLIENT_H_

@@ -1,0 +1,527 @@
+#include "rpc/membership/rendezvous_service.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "rpc/membership/directory.h"
+#include "rpc/value/value.h"
+
+namespace ferry {
+
+class RendezvousService::Held final : public grpc::ServerUnaryReactor {
+ public:
+  enum class Kind { kJoin, kPoll, kBarrier, kOther };
+
+  Held(RendezvousService* service, Kind kind) : service_(service), kind(kind) {}
+
+  void OnCancel() override { service_->Cancelled(id); }
+  void OnDone() override { delete this; }
+
+  RendezvousService* const service_;
+  const Kind kind;
+  // Written under the service's mu_ while the call is held.
+  uint64_t id = 0;
+  Timers::TimerId timer = 0;
+  int rank = -1;
+  uint64_t node = 0;
+  uint64_t incarnation = 0;
+  int64_t since = 0;
+  int64_t timeout_ms = 0;
+  std::string barrier;
+  proto::JoinResponse* join = nullptr;
+  proto::PollResponse* poll = nullptr;
+};
+
+namespace {
+
+constexpr int64_t kDefaultWaitMs = 60000;
+constexpr int64_t kMaxPollHoldMs = 5000;
+
+grpc::Status Error(grpc::StatusCode code, std::string message) {
+  return grpc::Status(code, std::move(message));
+}
+
+}  // namespace
+
+RendezvousService::RendezvousService(RendezvousOptions options,
+                                     std::shared_ptr<const Security> security,
+                                     Timers* timers)
+    : options_(options), security_(std::move(security)), timers_(timers) {
+  absl::MutexLock lock(&mu_);
+  slots_.resize(std::max(options_.world_size, 1));
+  sweep_timer_ =
+      timers_->RunAfter(options_.sweep_interval, [this] { Sweep(); });
+}
+
+RendezvousService::~RendezvousService() { Shutdown(); }
+
+void RendezvousService::Shutdown() {
+  Finishes finishes;
+  Timers::TimerId sweep;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    sweep = sweep_timer_;
+    sweep_timer_ = 0;
+    std::vector<uint64_t> ids;
+    for (const auto& [id, held] : held_) ids.push_back(id);
+    for (uint64_t id : ids) {
+      Held* held = Take(id);
+      // Joiners still waiting get the verdict, not a vague "unavailable".
+      grpc::Status status =
+          held->kind == Held::Kind::kJoin
+              ? Error(grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("rendezvous: ", MissingRanks(), " of ",
+                                   slots_.size(),
+                                   " did not join before the master gave up"))
+              : Error(grpc::StatusCode::UNAVAILABLE,
+                      "the master is shutting down");
+      finishes.emplace_back(held, status);
+    }
+  }
+  if (sweep != 0) timers_->Cancel(sweep);
+  FinishAll(std::move(finishes));
+}
+
+void RendezvousService::FinishAll(Finishes finishes) {
+  for (auto& [held, status] : finishes) {
+    if (held->timer != 0) timers_->Cancel(held->timer);
+    held->Finish(status);
+  }
+}
+
+grpc::ServerUnaryReactor* RendezvousService::Start(
+    grpc::CallbackServerContext* context, Held* held,
+    const std::function<Finishes()>& admit) {
+  grpc::Status auth = security_->Check(*context);
+  if (!auth.ok()) {
+    held->Finish(auth);
+    return held;
+  }
+  Finishes finishes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      finishes.emplace_back(held, Error(grpc::StatusCode::UNAVAILABLE,
+                                        "the master is shutting down"));
+    } else {
+      finishes = admit();
+    }
+  }
+  FinishAll(std::move(finishes));
+  return held;
+}
+
+RendezvousService::Held* RendezvousService::Take(uint64_t id) {
+  auto it = held_.find(id);
+  if (it == held_.end()) return nullptr;
+  Held* held = it->second;
+  held_.erase(it);
+  if (held->kind == Held::Kind::kPoll) {
+    auto node = nodes_.find(held->node);
+    if (node != nodes_.end() && node->second.held_poll == id) {
+      node->second.held_poll = 0;
+      // Its connection was open all along: alive until now.
+      node->second.last_seen = absl::Now();
+    }
+  } else if (held->kind == Held::Kind::kBarrier) {
+    auto& waiters = barriers_[held->barrier].waiters;
+    waiters.erase(std::remove(waiters.begin(), waiters.end(), id),
+                  waiters.end());
+  }
+  return held;
+}
+
+void RendezvousService::Hold(Held* held, absl::Time until) {
+  held->id = next_held_++;
+  held_.emplace(held->id, held);
+  uint64_t id = held->id;
+  held->timer = timers_->RunAt(until, [this, id] { Expire(id); });
+}
+
+// ---- Join ----
+
+grpc::ServerUnaryReactor* RendezvousService::Join(
+    grpc::CallbackServerContext* context, const proto::JoinRequest* request,
+    proto::JoinResponse* response) {
+  auto* held = new Held(this, Held::Kind::kJoin);
+  held->join = response;
+  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return AdmitJoin(held, *request);
+  });
+}
+
+grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
+  const int world = static_cast<int>(slots_.size());
+  const int rank = r.worker().rank();
+  if (r.world_size() != world) {
+    return Error(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("world_size ", r.world_size(), " of ", r.worker().name(),
+                     " does not match the master's ", world));
+  }
+  if (rank < 0 || rank >= world) {
+    return Error(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat("rank ", rank, " is out of range [0, ", world, ")"));
+  }
+  if (r.worker().name().empty()) {
+    return Error(grpc::StatusCode::INVALID_ARGUMENT, "worker name is empty");
+  }
+  const Slot& slot = slots_[rank];
+  if (slot.joined && slot.incarnation != r.incarnation()) {
+    return Error(grpc::StatusCode::ALREADY_EXISTS,
+                 absl::StrCat("rank ", rank, " is already taken by ",
+                              slot.info.name(), " (pid ", slot.info.pid(),
+                              " at ", slot.info.address(), ")"));
+  }
+  for (int k = 0; k < world; ++k) {
+    if (k != rank && slots_[k].joined &&
+        slots_[k].info.name() == r.worker().name()) {
+      return Error(grpc::StatusCode::ALREADY_EXISTS,
+                   absl::StrCat("name '", r.worker().name(),
+                                "' is already taken by rank ", k));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+RendezvousService::Finishes RendezvousService::AdmitJoin(
+    Held* held, const proto::JoinRequest& r) {
+  grpc::Status bad = CheckJoin(r);
+  if (!bad.ok()) return {{held, bad}};
+  const int rank = r.worker().rank();
+  Slot& slot = slots_[rank];
+  if (!slot.joined) slot = Slot{true, r.worker(), r.incarnation()};
+  held->rank = rank;
+  held->incarnation = r.incarnation();
+  held->timeout_ms = r.timeout_ms() > 0 ? r.timeout_ms() : kDefaultWaitMs;
+  if (complete_) {  // A retried join after completion.
+    FillDirectory(held->join->mutable_workers());
+    return {{held, grpc::Status::OK}};
+  }
+  Hold(held, absl::Now() + absl::Milliseconds(held->timeout_ms));
+  bool all = std::all_of(slots_.begin(), slots_.end(),
+                         [](const Slot& s) { return s.joined; });
+  return all ? CompleteRendezvous() : Finishes{};
+}
+
+RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
+  complete_ = true;
+  const absl::Time now = absl::Now();
+  for (const Slot& s : slots_) {
+    Node& n = nodes_[WorkerNode(s.info.rank())];
+    n.name = s.info.name();
+    n.incarnation = s.incarnation;
+    n.last_seen = now;
+  }
+  Finishes finishes;
+  std::vector<uint64_t> joins;
+  for (const auto& [id, held] : held_) {
+    if (held->kind == Held::Kind::kJoin) joins.push_back(id);
+  }
+  for (uint64_t id : joins) {
+    Held* held = Take(id);
+    FillDirectory(held->join->mutable_workers());
+    finishes.emplace_back(held, grpc::Status::OK);
+  }
+  return finishes;
+}
+
+void RendezvousService::FillDirectory(
+    google::protobuf::RepeatedPtrField<proto::WorkerInfo>* out) const {
+  out->Clear();
+  for (const Slot& s : slots_) *out->Add() = s.info;
+}
+
+std::string RendezvousService::MissingRanks() const {
+  std::vector<int> missing;
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (!slots_[k].joined) missing.push_back(static_cast<int>(k));
+  }
+  return absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(missing, ", "));
+}
+
+// ---- Clients ----
+
+grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
+    grpc::CallbackServerContext* context,
+    const proto::RegisterClientRequest* request,
+    proto::RegisterClientResponse* response) {
+  auto* held = new Held(this, Held::Kind::kOther);
+  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Finishes {
+    if (!complete_) {
+      return {
+          {held, Error(grpc::StatusCode::UNAVAILABLE,
+                       absl::StrCat("the job is not formed yet (waiting for ",
+                                    MissingRanks(), ")"))}};
+    }
+    uint64_t number = next_client_++;
+    uint64_t node = kFirstClientNode + number;
+    Node& n = nodes_[node];
+    n.name = absl::StrCat("client", number);
+    if (!request->description().empty()) {
+      absl::StrAppend(&n.name, " (", request->description(), ")");
+    }
+    n.last_seen = absl::Now();
+    response->set_node(node);
+    FillDirectory(response->mutable_workers());
+    return {{held, grpc::Status::OK}};
+  });
+}
+
+// ---- Poll ----
+
+grpc::ServerUnaryReactor* RendezvousService::Poll(
+    grpc::CallbackServerContext* context, const proto::PollRequest* request,
+    proto::PollResponse* response) {
+  auto* held = new Held(this, Held::Kind::kPoll);
+  held->poll = response;
+  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return AdmitPoll(held, *request);
+  });
+}
+
+RendezvousService::Finishes RendezvousService::AdmitPoll(
+    Held* held, const proto::PollRequest& r) {
+  auto it = nodes_.find(r.node());
+  if (it == nodes_.end()) {
+    return {{held, complete_ ? Error(grpc::StatusCode::NOT_FOUND,
+                                     absl::StrCat("unknown node ", r.node()))
+                             : Error(grpc::StatusCode::UNAVAILABLE,
+                                     "the job is not formed yet")}};
+  }
+  Node& n = it->second;
+  if (n.incarnation != r.incarnation()) {
+    return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
+                         absl::StrCat(n.name, ": stale incarnation"))}};
+  }
+  if (n.down) {
+    return {
+        {held, Error(grpc::StatusCode::FAILED_PRECONDITION,
+                     absl::StrCat(n.name, " was declared gone by the master: ",
+                                  n.down_reason))}};
+  }
+  n.last_seen = absl::Now();
+  held->node = r.node();
+  held->since = std::max<int64_t>(r.since(), events_base_);
+  n.seen = held->since;
+  Finishes finishes;
+  if (r.leaving()) {
+    finishes = MarkDown(r.node(), proto::NodeEvent::LEFT, "left the job");
+  }
+  if (r.leaving() || EventsEnd() > held->since) {
+    FillEvents(held->since, held->poll);
+    finishes.emplace_back(held, grpc::Status::OK);
+    TrimEvents();
+    return finishes;
+  }
+  if (n.held_poll != 0) {  // Superseded by this one.
+    finishes.emplace_back(Take(n.held_poll), grpc::Status::OK);
+  }
+  // Held no longer than half the heartbeat timeout: the answer and the next
+  // poll must both fit before a node could be declared dead.
+  int64_t hold_ms = std::clamp<int64_t>(
+      r.hold_ms(), 0,
+      std::min(kMaxPollHoldMs,
+               absl::ToInt64Milliseconds(options_.heartbeat_timeout) / 2));
+  Hold(held, absl::Now() + absl::Milliseconds(hold_ms));
+  n.held_poll = held->id;
+  return finishes;
+}
+
+RendezvousService::Finishes RendezvousService::ReleasePolls() {
+  Finishes finishes;
+  std::vector<uint64_t> polls;
+  for (const auto& [node, n] : nodes_) {
+    if (n.held_poll != 0) polls.push_back(n.held_poll);
+  }
+  for (uint64_t id : polls) {
+    Held* held = Take(id);
+    FillEvents(held->since, held->poll);
+    finishes.emplace_back(held, grpc::Status::OK);
+  }
+  return finishes;
+}
+
+void RendezvousService::FillEvents(int64_t since,
+                                   proto::PollResponse* out) const {
+  for (int64_t k = std::max(since, events_base_); k < EventsEnd(); ++k) {
+    *out->add_events() = events_[k - events_base_];
+  }
+}
+
+void RendezvousService::TrimEvents() {
+  int64_t seen_by_all = EventsEnd();
+  for (const auto& [node, n] : nodes_) {
+    if (!n.down) seen_by_all = std::min(seen_by_all, n.seen);
+  }
+  // Workers stay known (for fencing); departed clients are forgotten once
+  // their event is trimmed.
+  while (events_base_ < seen_by_all) {
+    const proto::NodeEvent& e = events_.front();
+    if (!IsWorkerNode(e.node())) nodes_.erase(e.node());
+    events_.pop_front();
+    ++events_base_;
+  }
+}
+
+RendezvousService::Finishes RendezvousService::MarkDown(
+    uint64_t node, proto::NodeEvent::Kind kind, std::string reason) {
+  Node& n = nodes_[node];
+  if (n.down) return {};
+  n.down = true;
+  n.down_reason = reason;
+  proto::NodeEvent event;
+  event.set_node(node);
+  event.set_name(n.name);
+  event.set_kind(kind);
+  event.set_reason(std::move(reason));
+  events_.push_back(std::move(event));
+  Finishes finishes = ReleasePolls();
+  Finishes barriers = CheckBarriers();
+  finishes.insert(finishes.end(), barriers.begin(), barriers.end());
+  return finishes;
+}
+
+void RendezvousService::Sweep() {
+  Finishes finishes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    const absl::Time now = absl::Now();
+    std::vector<uint64_t> dead;
+    for (const auto& [node, n] : nodes_) {
+      if (!n.down && n.held_poll == 0 &&
+          now - n.last_seen > options_.heartbeat_timeout) {
+        dead.push_back(node);
+      }
+    }
+    for (uint64_t node : dead) {
+      Finishes f = MarkDown(
+          node, proto::NodeEvent::DEAD,
+          absl::StrCat("missed heartbeats for ",
+                       absl::ToInt64Milliseconds(options_.heartbeat_timeout),
+                       " ms"));
+      finishes.insert(finishes.end(), f.begin(), f.end());
+    }
+    sweep_timer_ =
+        timers_->RunAfter(options_.sweep_interval, [this] { Sweep(); });
+  }
+  FinishAll(std::move(finishes));
+}
+
+// ---- Barrier ----
+
+grpc::ServerUnaryReactor* RendezvousService::Barrier(
+    grpc::CallbackServerContext* context, const proto::BarrierRequest* request,
+    proto::BarrierResponse*) {
+  auto* held = new Held(this, Held::Kind::kBarrier);
+  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return AdmitBarrier(held, *request);
+  });
+}
+
+RendezvousService::Finishes RendezvousService::AdmitBarrier(
+    Held* held, const proto::BarrierRequest& r) {
+  auto it = nodes_.find(r.node());
+  if (!IsWorkerNode(r.node()) || it == nodes_.end() || it->second.down) {
+    return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
+                         absl::StrCat("node ", r.node(),
+                                      " is not a live worker of this job"))}};
+  }
+  BarrierState& b = barriers_[r.name()];
+  if (b.done) return {{held, grpc::Status::OK}};
+  b.arrived.insert(r.node());
+  held->node = r.node();
+  held->barrier = r.name();
+  held->timeout_ms = r.timeout_ms() > 0 ? r.timeout_ms() : kDefaultWaitMs;
+  Hold(held, absl::Now() + absl::Milliseconds(held->timeout_ms));
+  b.waiters.push_back(held->id);
+  return CheckBarriers();
+}
+
+std::string RendezvousService::MissingFromBarrier(const BarrierState& b) const {
+  std::vector<std::string> missing;
+  for (const auto& [node, n] : nodes_) {
+    if (IsWorkerNode(node) && !n.down && !b.arrived.contains(node)) {
+      missing.push_back(absl::StrCat(node, " (", n.name, ")"));
+    }
+  }
+  std::sort(missing.begin(), missing.end());
+  return absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
+                      absl::StrJoin(missing, ", "));
+}
+
+RendezvousService::Finishes RendezvousService::CheckBarriers() {
+  Finishes finishes;
+  for (auto& [name, b] : barriers_) {
+    if (b.done || b.waiters.empty()) continue;
+    bool all = true;
+    for (const auto& [node, n] : nodes_) {
+      if (IsWorkerNode(node) && !n.down && !b.arrived.contains(node))
+        all = false;
+    }
+    if (!all) continue;
+    b.done = true;
+    std::vector<uint64_t> waiters = b.waiters;
+    for (uint64_t id : waiters)
+      finishes.emplace_back(Take(id), grpc::Status::OK);
+  }
+  return finishes;
+}
+
+// ---- Timeouts and cancellation ----
+
+void RendezvousService::Expire(uint64_t id) {
+  Finishes finishes;
+  {
+    absl::MutexLock lock(&mu_);
+    Held* held = Take(id);
+    if (held == nullptr) return;
+    held->timer = 0;  // Firing now; nothing to cancel.
+    grpc::Status status = grpc::Status::OK;
+    if (held->kind == Held::Kind::kJoin) {
+      status = Error(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          absl::StrCat("rendezvous: ", MissingRanks(), " of ", slots_.size(),
+                       " did not join within ", held->timeout_ms, " ms"));
+      // Let a restarted process take the rank (the master's own stays).
+      if (held->rank != 0) slots_[held->rank] = Slot{};
+    } else if (held->kind == Held::Kind::kBarrier) {
+      status = Error(
+          grpc::StatusCode::DEADLINE_EXCEEDED,
+          absl::StrCat("barrier '", held->barrier,
+                       "': ", MissingFromBarrier(barriers_[held->barrier]),
+                       " did not arrive within ", held->timeout_ms, " ms"));
+    }
+    finishes.emplace_back(held, status);
+  }
+  FinishAll(std::move(finishes));
+}
+
+void RendezvousService::Cancelled(uint64_t id) {
+  Finishes finishes;
+  {
+    absl::MutexLock lock(&mu_);
+    Held* held = Take(id);
+    if (held == nullptr) return;
+    if (held->kind == Held::Kind::kJoin && !complete_) {
+      slots_[held->rank] = Slot{};
+    }
+    if (held->kind == Held::Kind::kPoll && !stopping_) {
+      // The poller's connection broke while we held its poll: it died.
+      finishes = MarkDown(held->node, proto::NodeEvent::DEAD,
+                          "lost its connection to the master");
+    }
+    finishes.emplace_back(held,
+                          Error(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  FinishAll(std::move(finishes));
+}
+
+}  // namespace ferry

@@ -1,0 +1,154 @@
+// The master's side of rendezvous and membership (hosted by rank 0).
+//
+// Joins, polls and barriers are unary calls the master may hold: a held
+// call is answered when what it waits for happens or its time runs out.
+// Every held call lives in exactly one table under mu_; whoever removes it
+// from its table (under mu_) is the one who finishes it (outside mu_), so
+// each is finished exactly once even when timeouts, events and
+// cancellations race.
+//
+// Liveness: a node (worker or client) proves it is alive by polling. It is
+// declared dead when its held poll is cancelled (its connection broke: the
+// process died) or when it has not polled for `heartbeat_timeout`. A dead
+// node is fenced: its later polls get FAILED_PRECONDITION.
+#ifndef FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
+#define FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/timers.h"
+#include "rpc/security.h"
+
+namespace ferry {
+
+struct RendezvousOptions {
+  int world_size = 1;
+  // A node that has not polled for this long is declared dead.
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // How often liveness is checked.
+  absl::Duration sweep_interval = absl::Milliseconds(200);
+};
+
+class RendezvousService final : public proto::Rendezvous::CallbackService {
+ public:
+  RendezvousService(RendezvousOptions options,
+                    std::shared_ptr<const Security> security, Timers* timers);
+  // Call Shutdown() first; the server must be shut down before destruction.
+  ~RendezvousService() override;
+
+  grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
+                                 const proto::JoinRequest* request,
+                                 proto::JoinResponse* response) override;
+  grpc::ServerUnaryReactor* RegisterClient(
+      grpc::CallbackServerContext* context,
+      const proto::RegisterClientRequest* request,
+      proto::RegisterClientResponse* response) override;
+  grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
+                                 const proto::PollRequest* request,
+                                 proto::PollResponse* response) override;
+  grpc::ServerUnaryReactor* Barrier(grpc::CallbackServerContext* context,
+                                    const proto::BarrierRequest* request,
+                                    proto::BarrierResponse* response) override;
+
+  // Answers every held call with UNAVAILABLE and stops liveness checks.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  class Held;
+  using Finishes = std::vector<std::pair<Held*, grpc::Status>>;
+
+  struct Slot {
+    bool joined = false;
+    proto::WorkerInfo info;
+    uint64_t incarnation = 0;
+  };
+  struct Node {
+    std::string name;
+    uint64_t incarnation = 0;
+    absl::Time last_seen;
+    bool down = false;
+    std::string down_reason;
+    uint64_t held_poll = 0;  // Id of the held poll, 0 if none.
+    int64_t seen = 0;        // Events this node has acknowledged.
+  };
+  struct BarrierState {
+    absl::flat_hash_set<uint64_t> arrived;
+    std::vector<uint64_t> waiters;  // Held ids.
+    bool done = false;
+  };
+
+  // Each step runs under mu_ and returns the calls to finish after unlock.
+  grpc::Status CheckJoin(const proto::JoinRequest& r) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes AdmitJoin(Held* held, const proto::JoinRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes CompleteRendezvous() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes AdmitPoll(Held* held, const proto::PollRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes AdmitBarrier(Held* held, const proto::BarrierRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes MarkDown(uint64_t node, proto::NodeEvent::Kind kind,
+                    std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes ReleasePolls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds events [since, end) to a poll reply.
+  void FillEvents(int64_t since, proto::PollResponse* out) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t EventsEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return events_base_ + static_cast<int64_t>(events_.size());
+  }
+  void TrimEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Finishes CheckBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillDirectory(google::protobuf::RepeatedPtrField<proto::WorkerInfo>* out)
+      const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingFromBarrier(const BarrierState& b) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Held* Take(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Hold(Held* held, absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void Expire(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Cancelled(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
+  void FinishAll(Finishes finishes) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts handling a held call: security check, then `admit` under mu_.
+  grpc::ServerUnaryReactor* Start(grpc::CallbackServerContext* context,
+                                  Held* held,
+                                  const std::function<Finishes()>& admit)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  const RendezvousOptions options_;
+  const std::shared_ptr<const Security> security_;
+  Timers* const timers_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  bool complete_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_held_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_client_ ABSL_GUARDED_BY(mu_) = 1;
+  // Every held call, by id.
+  absl::flat_hash_map<uint64_t, Held*> held_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
+  // Events numbered from events_base_; older ones (seen by every live
+  // node) are trimmed, with the clients they announced, so a long job with
+  // many short-lived clients does not grow the master without bound.
+  std::deque<proto::NodeEvent> events_ ABSL_GUARDED_BY(mu_);
+  int64_t events_base_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+  Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_

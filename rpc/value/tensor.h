@@ -1,0 +1,193 @@
+// Tensor: a dtype, a shape and contiguous row-major little-endian bytes in a
+// shared immutable buffer. Copying a Tensor copies a pointer, never bytes;
+// views (Rows, Reshape) share the buffer too.
+//
+//   Tensor t = Tensor::FromVector<float>({1, 2, 3, 4});
+//   absl::StatusOr<Tensor> m = t.Reshape({2, 2});
+//
+// To fill a new tensor, use TensorBuilder (uninitialized bytes, written once,
+// then frozen into a Tensor).
+#ifndef FERRY_RPC_VALUE_TENSOR_H_
+#define FERRY_RPC_VALUE_TENSOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "rpc/value/dtype.h"
+
+namespace ferry {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of `shape`. INVALID_ARGUMENT (naming shape[i]) for a
+// negative dimension, or if numel * itemsize would overflow int64.
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape,
+                                           size_t itemsize);
+
+// "[2, 3]".
+std::string ShapeString(absl::Span<const int64_t> shape);
+
+class Tensor {
+ public:
+  // An empty 1-D float32 tensor (shape [0]).
+  Tensor();
+
+  // Takes ownership of `bytes` without copying. Validates the shape, that
+  // bytes.size() == numel * itemsize and, for bool, that every byte is 0/1.
+  static absl::StatusOr<Tensor> FromBytes(DType dtype, Shape shape,
+                                          std::string bytes);
+
+  // Wraps `nbytes` at `data`, kept alive by `owner`; validated as FromBytes.
+  static absl::StatusOr<Tensor> FromShared(DType dtype, Shape shape,
+                                           std::shared_ptr<const void> owner,
+                                           const char* data, size_t nbytes);
+
+  // A 1-D tensor holding `values`.
+  template <typename T>
+  static Tensor FromVector(const std::vector<T>& values);
+
+  // A tensor of `shape` holding `values` (row-major); INVALID_ARGUMENT if
+  // the counts differ.
+  template <typename T>
+  static absl::StatusOr<Tensor> FromVector(const std::vector<T>& values,
+                                           Shape shape);
+
+  // A 0-d tensor.
+  template <typename T>
+  static Tensor Scalar(T value);
+
+  static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return nbytes_; }
+  size_t itemsize() const { return ItemSize(dtype_); }
+
+  const char* data() const { return data_.get(); }
+  absl::string_view bytes() const { return {data_.get(), nbytes_}; }
+
+  // Typed element access; T must match dtype() (checked in debug builds).
+  template <typename T>
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
+  template <typename T>
+  std::vector<T> ToVector() const;
+
+  // The sub-tensor of rows [begin, end) along dimension 0, sharing bytes.
+  // OUT_OF_RANGE if the range is not within dim 0; INVALID_ARGUMENT for
+  // a 0-d tensor.
+  absl::StatusOr<Tensor> Rows(int64_t begin, int64_t end) const;
+
+  // The same bytes viewed with another shape of equal numel.
+  absl::StatusOr<Tensor> Reshape(Shape shape) const;
+
+  // The buffer's keep-alive handle (for zero-copy hand-off to transports).
+  const std::shared_ptr<const char>& buffer() const { return data_; }
+
+  // "tensor(int64, [2, 3])".
+  std::string DebugString() const;
+
+  // Same dtype, shape and bytes.
+  friend bool operator==(const Tensor& a, const Tensor& b);
+  friend bool operator!=(const Tensor& a, const Tensor& b) { return !(a == b); }
+
+ private:
+  friend class TensorBuilder;
+  Tensor(DType dtype, Shape shape, int64_t numel,
+         std::shared_ptr<const char> data, size_t nbytes);
+
+  DType dtype_;
+  Shape shape_;
+  int64_t numel_;
+  std::shared_ptr<const char> data_;
+  size_t nbytes_;
+};
+
+// Allocates an uninitialized buffer for a tensor, lets the caller fill it,
+// and hands it over as an immutable Tensor.
+//
+//   FERRY_ASSIGN_OR_RETURN(TensorBuilder b, TensorBuilder::Create(dtype,
+//   shape)); std::memcpy(b.data(), src, b.nbytes()); Tensor t =
+//   std::move(b).Build();
+class TensorBuilder {
+ public:
+  // INVALID_ARGUMENT for an invalid shape.
+  static absl::StatusOr<TensorBuilder> Create(DType dtype, Shape shape);
+
+  TensorBuilder(TensorBuilder&&) = default;
+  TensorBuilder& operator=(TensorBuilder&&) = default;
+
+  char* data() { return data_.get(); }
+  template <typename T>
+  T* data_as() {
+    return reinterpret_cast<T*>(data_.get());
+  }
+  size_t nbytes() const { return nbytes_; }
+  int64_t numel() const { return numel_; }
+  DType dtype() const { return dtype_; }
+
+  // The finished tensor; the builder is left empty.
+  Tensor Build() &&;
+
+  // A 1-D view of elements [begin, end) of the buffer being built, sharing
+  // it. For senders that stream finished regions while others are still
+  // written: the caller must not write the viewed region while the view is
+  // in use.
+  Tensor View(int64_t begin, int64_t end) const;
+
+ private:
+  TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);
+
+  DType dtype_;
+  Shape shape_;
+  int64_t numel_;
+  size_t nbytes_;
+  std::shared_ptr<char> data_;
+};
+
+// ---- Implementation of templates ----
+
+template <typename T>
+Tensor Tensor::FromVector(const std::vector<T>& values) {
+  return *FromVector(values, {static_cast<int64_t>(values.size())});
+}
+
+template <typename T>
+absl::StatusOr<Tensor> Tensor::FromVector(const std::vector<T>& values,
+                                          Shape shape) {
+  absl::StatusOr<TensorBuilder> builder =
+      TensorBuilder::Create(DTypeOf<T>(), std::move(shape));
+  if (!builder.ok()) return builder.status();
+  if (builder->numel() != static_cast<int64_t>(values.size())) {
+    return absl::InvalidArgumentError(
+        "tensor: number of values does not match the shape");
+  }
+  T* out = builder->template data_as<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return std::move(*builder).Build();
+}
+
+template <typename T>
+Tensor Tensor::Scalar(T value) {
+  return *FromVector(std::vector<T>{value}, {});
+}
+
+template <typename T>
+std::vector<T> Tensor::ToVector() const {
+  const T* p = data_as<T>();
+  return std::vector<T>(p, p + numel_);
+}
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_VALUE_TENSOR_H_
