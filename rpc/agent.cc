@@ -458,6 +458,9 @@ proto::WorkerStatus RpcAgent::Status() const {
                                              "stopping", "stopped"};
     s.set_state(kNames[static_cast<int>(state_)]);
   }
+  for (const auto& [flag, value] : options_.limits.AsFlags()) {
+    (*s.mutable_limits())[flag] = value;
+  }
   for (const AgentExtension* e : extensions_) e->FillStatus(&s);
   return s;
 }

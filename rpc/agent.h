@@ -34,6 +34,7 @@
 #include "grpcpp/server.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
 #include "rpc/call_service.h"
 #include "rpc/caller.h"
@@ -64,6 +65,8 @@ struct AgentOptions {
   // Master side: a node silent for this long is declared dead.
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   MembershipOptions membership;
+  // What one peer may make this worker hold or do (rpc/base/limits.h).
+  Limits limits;
   std::shared_ptr<const Security> security;  // Null: plaintext.
   ChannelOptions channels;
   // Also listen on a unix-abstract socket for same-host peers.

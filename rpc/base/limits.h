@@ -1,0 +1,97 @@
+// Limits: what one peer may make a worker hold or do. Every bound a
+// decoder, builtin, service or mailbox enforces comes from here, so one
+// struct says what a worker accepts (ferryd has a flag per field; `ferryctl
+// status` shows them). Defaults are chosen so honest work never meets them
+// (a 1 GiB tensor still travels) while one peer can make a worker hold at
+// most a small bounded multiple of what it sent.
+//
+// An input over a limit is answered RESOURCE_EXHAUSTED (too much of
+// something the worker would hold) or INVALID_ARGUMENT (a shape or nesting
+// no honest input has), and the message names the flag that sets it:
+//
+//   RESOURCE_EXHAUSTED: worker1: zeros: 64 GiB would be allocated, over the
+//   limit of 2 GiB (--max_alloc_mb=2048)
+#ifndef FERRY_RPC_BASE_LIMITS_H_
+#define FERRY_RPC_BASE_LIMITS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace ferry {
+
+struct Limits {
+  static constexpr int64_t kMiB = int64_t{1} << 20;
+
+  // ---- Messages and values (decoders) ----
+  // Largest gRPC message received or sent (--max_message_mb).
+  int64_t max_message_bytes = 1100 * kMiB;
+  // Values (of any kind, at any depth) in one message or call
+  // (--max_items): bounds what parsing a message may build.
+  int64_t max_items = int64_t{1} << 20;
+  // Longest string or bytes value (--max_string_mb).
+  int64_t max_string_bytes = 1024 * kMiB;
+  // Arguments of one call (--max_args).
+  int64_t max_args = 4096;
+  // Tensor rank (--max_tensor_rank) and any one dimension, also when
+  // another dimension is 0 (--max_tensor_dim).
+  int max_tensor_rank = 32;
+  int64_t max_tensor_dim = int64_t{1} << 40;
+
+  // ---- Work ----
+  // Bytes one call may make the worker allocate for its result and
+  // temporaries, builtins included (--max_alloc_mb).
+  int64_t max_alloc_bytes = 2048 * kMiB;
+  // Calls one peer may have executing or queued here (--max_inflight_per_peer).
+  int64_t max_inflight_per_peer = 1024;
+  // Tasks waiting for an executor thread (--max_queued_tasks).
+  int64_t max_queued_tasks = 65536;
+
+  // ---- Collectives ----
+  // Bytes held for collective messages nobody asked for yet, and so the
+  // largest single message (--max_mailbox_mb).
+  int64_t max_mailbox_bytes = 1024 * kMiB;
+  // How long a message for an op nobody runs here is kept
+  // (--mailbox_ttl_ms).
+  int64_t mailbox_ttl_ms = 60000;
+  // Longest timeout a client may ask a collective to wait
+  // (--max_collective_timeout_ms).
+  int64_t max_collective_timeout_ms = 3600 * 1000;
+
+  // ---- Membership (the master) ----
+  // Rendezvous calls the master holds at once (--max_held_calls), clients
+  // registered (--max_clients), barrier names alive (--max_barriers).
+  int64_t max_held_calls = 4096;
+  int64_t max_clients = 4096;
+  int64_t max_barriers = 1024;
+
+  // ---- gRPC server ----
+  // Concurrent streams per connection (--max_concurrent_streams) and the
+  // memory gRPC may use for buffers (--grpc_memory_mb).
+  int64_t max_concurrent_streams = 1024;
+  int64_t grpc_memory_bytes = 2048 * kMiB;
+
+  // (flag name without "--", value in the flag's unit), for status.
+  std::vector<std::pair<std::string, int64_t>> AsFlags() const;
+};
+
+// "over the limit of 2 GiB (--max_alloc_mb=2048)"-style tail for errors:
+// `flag` is the flag's name without "--", `flag_value` its value in the
+// flag's unit, `limit` what it means (e.g. "2 GiB").
+std::string LimitNote(absl::string_view limit, absl::string_view flag,
+                      int64_t flag_value);
+
+// RESOURCE_EXHAUSTED "<what>, over the limit of <limit> (--flag=value)".
+absl::Status OverLimit(absl::string_view what, absl::string_view limit,
+                       absl::string_view flag, int64_t flag_value);
+
+// "1.5 GiB", "64 KiB", "12 B".
+std::string HumanBytes(int64_t bytes);
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_BASE_LIMITS_H_
