@@ -14,20 +14,9 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/security_options.h"
 
 namespace ferry {
-
-struct SecurityOptions {
-  // All three or none: PEM files for this process and the trusted CA.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_ca_file;
-  // Name to expect in peers' certificates instead of the dialled host
-  // (handy when certificates name a service, not an address).
-  std::string tls_server_name;
-  // A file whose content (trimmed) is the shared secret.
-  std::string token_file;
-};
 
 class Security {
  public:

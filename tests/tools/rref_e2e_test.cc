@@ -19,7 +19,7 @@
 #include "rref/rref.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace {
@@ -91,11 +91,11 @@ class RRefE2eTest : public ::testing::Test {
     return RunProcess(argv, o, timeout);
   }
 
-  Client& client() {
+  ClientImpl& client() {
     if (client_ == nullptr) {
-      ClientOptions o;
+      RpcClientOptions o;
       o.master = master_;
-      client_ = *Client::Connect(o);
+      client_ = *ClientImpl::Connect(o);
     }
     return *client_;
   }
@@ -126,7 +126,7 @@ class RRefE2eTest : public ::testing::Test {
   std::string dir_;
   std::string master_;
   std::vector<int64_t> pids_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<ClientImpl> client_;
 };
 
 TEST_F(RRefE2eTest, SeedScriptRunsAgainstDaemonsAndLeavesNothing) {

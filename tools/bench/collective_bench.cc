@@ -59,7 +59,7 @@ double Median(std::vector<double> v) {
 absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
                       Report* report) {
   LocalJob::Options job_options;
-  job_options.configure = [&](WorkerOptions& w) {
+  job_options.configure = [&](WorkerConfig& w) {
     if (o.direct_bytes > 0) w.collectives.direct_bytes = o.direct_bytes;
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,

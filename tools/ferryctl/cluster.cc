@@ -250,7 +250,7 @@ std::string AwaitExit(int64_t pid, absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<Value> Down(Session& session) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   const std::vector<WorkerInfo> workers = client->rpc().directory().workers();
   const absl::Duration grace = std::min(session.bound(), absl::Seconds(20));
   std::vector<bool> reached;

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const CommandLine& cl) {
   FERRY_ASSIGN_OR_RETURN(int64_t local, cl.IntFlag("local", 0));
   if (local > 0) {
     LocalJob::Options job;
-    job.configure = [&s](WorkerOptions& o) { o.security = s->security_; };
+    job.configure = [&s](WorkerConfig& o) { o.security = s->security_; };
     FERRY_ASSIGN_OR_RETURN(s->local_,
                            LocalJob::Start(static_cast<int>(local), job));
     s->master_ = s->local_->master();
@@ -56,15 +56,15 @@ Session::~Session() {
   if (local_ != nullptr) local_->ShutdownAll().IgnoreError();
 }
 
-absl::StatusOr<Client*> Session::client() {
+absl::StatusOr<ClientImpl*> Session::client() {
   if (client_ == nullptr) {
-    ClientOptions o;
+    RpcClientOptions o;
     o.master = master_;
     o.description = absl::StrCat("ferryctl pid ", getpid());
     o.connect_timeout = std::min(bound(), absl::Seconds(10));
     o.default_timeout = timeout_;
     o.security = security_;
-    FERRY_ASSIGN_OR_RETURN(client_, Client::Connect(o));
+    FERRY_ASSIGN_OR_RETURN(client_, ClientImpl::Connect(o));
   }
   return client_.get();
 }

@@ -12,7 +12,7 @@
 #include "rpc/security.h"
 #include "tools/ferryctl/cli.h"
 #include "tools/runtime/local_job.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace ctl {
@@ -31,7 +31,7 @@ class Session {
   ~Session();
 
   // Connects on first use.
-  absl::StatusOr<Client*> client();
+  absl::StatusOr<ClientImpl*> client();
 
   const std::string& master() const { return master_; }
   // Per-operation timeout (--timeout_ms; 0 = none).
@@ -47,7 +47,7 @@ class Session {
   absl::Duration timeout_ = absl::Seconds(60);
   std::shared_ptr<const Security> security_;
   std::unique_ptr<LocalJob> local_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<ClientImpl> client_;
 };
 
 }  // namespace ctl

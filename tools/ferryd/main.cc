@@ -27,7 +27,7 @@
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
 #include "tools/ferryd/launch_env.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
           "worker name (env FERRY_NAME; default worker<rank>)");
@@ -98,12 +98,12 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<WorkerOptions> BuildOptions() {
+absl::StatusOr<WorkerConfig> BuildOptions() {
   PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
                        absl::GetFlag(FLAGS_master)};
   FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
-  WorkerOptions o;
+  WorkerConfig o;
   o.name = p.name;
   o.rank = p.rank;
   o.world_size = p.world_size;
@@ -138,7 +138,7 @@ absl::StatusOr<WorkerOptions> BuildOptions() {
 
 // SIGTERM/SIGINT are blocked in every thread and taken here, so the leave
 // runs on an ordinary thread, not in a signal handler.
-void WatchSignals(Worker* worker) {
+void WatchSignals(WorkerImpl* worker) {
   RpcAgent* agent = &worker->rpc();
   sigset_t set;
   sigemptyset(&set);
@@ -163,10 +163,10 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  absl::StatusOr<WorkerOptions> options = BuildOptions();
+  absl::StatusOr<WorkerConfig> options = BuildOptions();
   if (!options.ok()) return Fail(options.status());
   log_name = options->name;
-  Worker worker(*options);
+  WorkerImpl worker(*options);
   RpcAgent& agent = worker.rpc();
   absl::StatusOr<std::string> address = worker.Listen();
   if (!address.ok()) return Fail(address.status());
