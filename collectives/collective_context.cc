@@ -44,7 +44,7 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
       mailbox_(config.max_buffer_bytes),
       exchange_(std::make_unique<Exchange>(
           agent->rank(), &agent->directory(), &agent->channels(),
-          &agent->membership(), agent->security(), &mailbox_, &agent->timers(),
+          &agent->membership(), &mailbox_, &agent->timers(),
           Exchange::Options{config.chunk_bytes})),
       executor_(std::make_unique<Executor>(config.threads)) {}
 

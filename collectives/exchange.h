@@ -24,7 +24,6 @@
 #include "rpc/inflight.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -38,8 +37,8 @@ class Exchange final : public grpc::CallbackGenericService {
 
   // `directory` must be filled (the worker started) before the first Send.
   Exchange(int self_rank, const Directory* directory, ChannelPool* channels,
-           Membership* membership, std::shared_ptr<const Security> security,
-           Mailbox* mailbox, Timers* timers, Options options);
+           Membership* membership, Mailbox* mailbox, Timers* timers,
+           Options options);
   ~Exchange() override;
 
   // Sends `message` to global rank `dst` under `key`.
@@ -71,7 +70,6 @@ class Exchange final : public grpc::CallbackGenericService {
   const int self_;
   const Directory* const directory_;
   Membership* const membership_;
-  const std::shared_ptr<const Security> security_;
   Mailbox* const mailbox_;
   Timers* const timers_;
   const Options options_;

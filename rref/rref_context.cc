@@ -60,8 +60,7 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
         auto c = weak.lock();
         return c ? c->NodeName(node) : absl::StrCat("node ", node);
       });
-  context->service_ =
-      std::make_unique<RRefService>(context.get(), agent->security());
+  context->service_ = std::make_unique<RRefService>(context.get());
   agent->AddService(context->service_.get());
   agent->AddExtension(context.get());
   agent->SetCodecs(context.get());

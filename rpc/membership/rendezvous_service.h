@@ -28,7 +28,6 @@
 #include "absl/time/time.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/timers.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -42,8 +41,7 @@ struct RendezvousOptions {
 
 class RendezvousService final : public proto::Rendezvous::CallbackService {
  public:
-  RendezvousService(RendezvousOptions options,
-                    std::shared_ptr<const Security> security, Timers* timers);
+  RendezvousService(RendezvousOptions options, Timers* timers);
   // Call Shutdown() first; the server must be shut down before destruction.
   ~RendezvousService() override;
 
@@ -128,7 +126,6 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const RendezvousOptions options_;
-  const std::shared_ptr<const Security> security_;
   Timers* const timers_;
 
   absl::Mutex mu_;

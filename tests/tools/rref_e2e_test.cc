@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rpc/base/status_util.h"
+#include "rpc/security.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
 #include "tests/testing/status_matchers.h"
@@ -64,6 +65,7 @@ class RRefE2eTest : public ::testing::Test {
     ASSERT_EQ(up.exit_code, 0) << up.Describe();
     ASSERT_OK_AND_ASSIGN(Value cluster, ParseJson(up.out));
     master_ = cluster.Find("master")->as_string();
+    token_file_ = cluster.Find("token_file")->as_string();
     for (const Value& w : cluster.Find("workers")->as_list()) {
       pids_.push_back(w.Find("pid")->as_int());
     }
@@ -95,6 +97,7 @@ class RRefE2eTest : public ::testing::Test {
     if (client_ == nullptr) {
       RpcClientOptions o;
       o.master = master_;
+      o.security = *Security::Load({.token_file = token_file_});
       client_ = *ClientImpl::Connect(o);
     }
     return *client_;
@@ -125,6 +128,7 @@ class RRefE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::string master_;
+  std::string token_file_;
   std::vector<int64_t> pids_;
   std::unique_ptr<ClientImpl> client_;
 };

@@ -20,7 +20,10 @@ namespace ctl {
 inline constexpr char kDefaultMaster[] = "127.0.0.1:29500";
 
 // The global security flags (--token_file, --tls_cert, --tls_key,
-// --tls_ca, --tls_server_name): as options, and as ferryd flags for `up`.
+// --tls_ca, --tls_server_name, --insecure): as options, and as ferryd flags
+// for `up`. Without --token_file (and not --insecure), a session uses the
+// token of the job this user's `up` started at the master, if any
+// (tools/ferryctl/job_dir.h).
 SecurityOptions SecurityFlags(const CommandLine& cl);
 std::vector<std::string> SecurityFlagsForFerryd(const CommandLine& cl);
 

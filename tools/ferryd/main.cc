@@ -54,12 +54,22 @@ ABSL_FLAG(int64_t, max_rrefs, 1 << 20,
 ABSL_FLAG(int64_t, max_message_mb, 0, "largest message in MiB (0 = no limit)");
 ABSL_FLAG(bool, local_socket, true,
           "also serve same-host peers on a unix-abstract socket");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (mutual TLS)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key (mutual TLS)");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (TLS)");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key (TLS; must not be readable by group or others)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate (TLS)");
 ABSL_FLAG(std::string, tls_server_name, "",
           "name to expect in peers' certificates");
-ABSL_FLAG(std::string, token_file, "", "file holding a shared secret token");
+ABSL_FLAG(bool, tls_client_certs, true,
+          "with TLS, require peers' certificates (mutual TLS); false: "
+          "server-authenticated TLS, callers prove themselves by the token");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding the job's secret token, required on every call (must "
+          "not be readable by group or others)");
+ABSL_FLAG(bool, insecure, false,
+          "serve plaintext on addresses other hosts reach, with no token or "
+          "identity checks: only where every host is trusted");
+ABSL_FLAG(bool, reflection, false, "serve gRPC's reflection service");
 ABSL_FLAG(std::string, address_file, "",
           "write the listening address here once listening");
 ABSL_FLAG(std::string, ready_file, "",
@@ -124,10 +134,16 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
   o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);
   SecurityOptions security{
-      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-      absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_server_name),
-      absl::GetFlag(FLAGS_token_file)};
+      .tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
+      .tls_key_file = absl::GetFlag(FLAGS_tls_key),
+      .tls_ca_file = absl::GetFlag(FLAGS_tls_ca),
+      .tls_server_name = absl::GetFlag(FLAGS_tls_server_name),
+      .tls_client_certs = absl::GetFlag(FLAGS_tls_client_certs),
+      .token_file = absl::GetFlag(FLAGS_token_file),
+      .insecure = absl::GetFlag(FLAGS_insecure),
+  };
   FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
+  o.reflection = absl::GetFlag(FLAGS_reflection);
   o.on_event = Log;
   Log("starting",
       absl::StrCat("rank=", p.rank, " world_size=", p.world_size,

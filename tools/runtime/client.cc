@@ -4,6 +4,7 @@
 
 #include "collectives/client_collective.h"
 #include "rpc/base/status_util.h"
+#include "tools/runtime/job_dir.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {
@@ -16,7 +17,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(ClientOptions options) {
   rpc.description = std::move(options.description);
   rpc.connect_timeout = options.connect_timeout;
   rpc.default_timeout = options.default_timeout;
-  FERRY_ASSIGN_OR_RETURN(rpc.security, Security::Load(options.security));
+  SecurityOptions security = options.security;
+  if (security.token_file.empty() && !security.insecure) {
+    // A job this user's `ferryctl up` started here: its token.
+    if (std::optional<std::string> dir = jobs::FindJob(rpc.master)) {
+      security.token_file = *dir + "/token";
+    }
+  }
+  FERRY_ASSIGN_OR_RETURN(rpc.security, Security::Load(security));
   ClientLayers layers;
   layers.rref.lease = options.rref_lease;
   layers.rref.max_live_rrefs = options.max_rrefs;

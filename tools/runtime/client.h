@@ -37,7 +37,9 @@ struct ClientOptions {
   // How long to wait for the master and for the job to be formed.
   absl::Duration connect_timeout = absl::Seconds(30);
   absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
-  SecurityOptions security;                            // TLS and token files.
+  // TLS and token files. Without a token file (and not insecure), the
+  // token of the job this user's `ferryctl up` started at `master`, if any.
+  SecurityOptions security;
   // How long owners keep this client's copies if it stops renewing.
   absl::Duration rref_lease = absl::Seconds(10);
   int64_t max_rrefs = int64_t{1} << 20;
