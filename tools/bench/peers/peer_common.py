@@ -25,6 +25,7 @@ def use_loopback():
     (e.g. "RPC agent ... is shutting down") off unless asked for."""
     os.environ.update(LOOPBACK_ENV)
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("GLOG_minloglevel", "1")
 
 
 def free_port():
