@@ -25,7 +25,6 @@ namespace bench {
 
 namespace {
 
-constexpr absl::Duration kExitWait = absl::Seconds(30);
 constexpr size_t kMaxLine = 1 << 20;
 
 absl::Status ErrnoError(absl::string_view what) {
@@ -122,12 +121,11 @@ absl::StatusOr<std::unique_ptr<PeerProcess>> PeerProcess::Start(
       new PeerProcess(pid, in[1], out[0], std::move(name)));
   absl::StatusOr<std::string> ready =
       peer->ReadLine(absl::Now() + ready_within);
+  if (ready.ok() && *ready == "ok") return peer;
+  peer->exit_wait_ = absl::ZeroDuration();  // Not waited for: killed.
   if (!ready.ok()) return ready.status();
-  if (*ready != "ok") {
-    return absl::UnavailableError(
-        absl::StrCat(peer->name(), " did not start: ", *ready));
-  }
-  return peer;
+  return absl::UnavailableError(
+      absl::StrCat(peer->name(), " did not start: ", *ready));
 }
 
 PeerProcess::PeerProcess(pid_t pid, int in_fd, int out_fd, std::string name)
@@ -135,7 +133,7 @@ PeerProcess::PeerProcess(pid_t pid, int in_fd, int out_fd, std::string name)
 
 PeerProcess::~PeerProcess() {
   CloseFd(&in_fd_);  // EOF on its stdin: the peer shuts its ranks down.
-  if (!Reaped(pid_, kExitWait)) {
+  if (!Reaped(pid_, exit_wait_)) {
     kill(-pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }

@@ -56,7 +56,8 @@ class PeerProcess {
       std::vector<std::string> argv, absl::Duration ready_within);
 
   // Closes its stdin, waits up to 30 s for it to exit, then kills its
-  // process group (SIGKILL): its own children go too.
+  // process group (SIGKILL): its own children go too. (A peer that failed
+  // to start is killed at once.)
   ~PeerProcess();
 
   PeerProcess(const PeerProcess&) = delete;
@@ -83,6 +84,8 @@ class PeerProcess {
   std::string name_;
   std::string buffered_;  // Read from out_fd_, not yet returned as lines.
   bool broken_ = false;   // A request failed midway: the stream is lost.
+  // How long the destructor waits for it to exit before killing it.
+  absl::Duration exit_wait_ = absl::Seconds(30);
 };
 
 }  // namespace bench
