@@ -29,7 +29,9 @@ import multiprocessing
 import sys
 import time
 
-import peer_common
+# No __pycache__ beside the scripts (a checkout, or Bazel's runfiles).
+sys.dont_write_bytecode = True
+import peer_common  # noqa: E402
 
 SYSTEM = "torch_gloo"
 OPS = ("all_to_all_single", "all_gather", "all_reduce", "reduce_scatter",

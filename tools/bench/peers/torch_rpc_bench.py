@@ -33,7 +33,9 @@ import sys
 import threading
 import time
 
-import peer_common
+# No __pycache__ beside the scripts (a checkout, or Bazel's runfiles).
+sys.dont_write_bytecode = True
+import peer_common  # noqa: E402
 
 CALL_TIMEOUT_S = 60
 
