@@ -1,0 +1,54 @@
+#include "rpc/membership/etcd/etcd_options.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ferry {
+namespace {
+
+// Checks one "HOST:PORT"; returns it trimmed.
+absl::StatusOr<std::string> CheckEndpoint(absl::string_view entry) {
+  entry = absl::StripAsciiWhitespace(entry);
+  size_t colon = entry.rfind(':');
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("etcd endpoint '", entry, "': ", why));
+  };
+  if (colon == absl::string_view::npos) return bad("expected HOST:PORT");
+  absl::string_view host = entry.substr(0, colon);
+  int port = 0;
+  if (!absl::SimpleAtoi(entry.substr(colon + 1), &port) || port < 1 ||
+      port > 65535) {
+    return bad("port must be 1..65535");
+  }
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return bad("unclosed '[' around the IPv6 host");
+  }
+  if (host.empty()) return bad("empty host");
+  if (host.find_first_of("/[]") != absl::string_view::npos ||
+      (host.find(':') != absl::string_view::npos && entry[0] != '[')) {
+    return bad("bad host (IPv6 hosts go in brackets; no scheme)");
+  }
+  return std::string(entry);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(
+    absl::string_view list) {
+  if (absl::StripAsciiWhitespace(list).empty()) {
+    return absl::InvalidArgumentError("no etcd endpoints given");
+  }
+  std::vector<std::string> endpoints;
+  for (absl::string_view entry : absl::StrSplit(list, ',')) {
+    absl::StatusOr<std::string> endpoint = CheckEndpoint(entry);
+    if (!endpoint.ok()) return endpoint.status();
+    endpoints.push_back(*std::move(endpoint));
+  }
+  return endpoints;
+}
+
+}  // namespace ferry
