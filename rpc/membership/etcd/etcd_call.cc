@@ -28,7 +28,7 @@ void EtcdCallBase::Begin() {
 }
 
 void EtcdCallBase::Attempt() {
-  auto context = std::make_shared<grpc::ClientContext>();
+  std::shared_ptr<grpc::ClientContext> context = connection_->NewContext();
   int endpoint = 0;
   EtcdConnection::Token token;
   bool cancelled = false;
@@ -42,7 +42,7 @@ void EtcdCallBase::Attempt() {
       token_generation_ = token.generation;
       context_ = context;
       ++attempts_;
-      const std::string& address = connection_->stubs(endpoint).address;
+      const std::string& address = connection_->address(endpoint);
       if (std::find(tried_.begin(), tried_.end(), address) == tried_.end()) {
         tried_.push_back(address);
       }
@@ -100,9 +100,15 @@ void EtcdCallBase::AttemptDone(int endpoint, const grpc::Status& status) {
   const int n = connection_->size();
   if (attempts % n != 0) {
     Attempt();  // Endpoints left to try in this round.
+    return;
+  }
+  // Every endpoint failed: pause, unless the pause outlasts the deadline
+  // (a try at the deadline could only time out, hiding this failure).
+  const absl::Duration pause = connection_->Backoff(attempts / n - 1);
+  if (connection_->Now() + pause >= deadline_) {
+    Finish(Failure(endpoint, status));
   } else {
-    RetryLater(std::min(connection_->Backoff(attempts / n - 1),
-                        deadline_ - connection_->Now()));
+    RetryLater(pause);
   }
 }
 
@@ -180,7 +186,7 @@ absl::Status EtcdCallBase::Failure(int endpoint,
       absl::StrAppend(&what, " (tried ", absl::StrJoin(tried_, ", "), ")");
     }
   }
-  return EtcdError(status, connection_->stubs(endpoint).address, what);
+  return EtcdError(status, connection_->address(endpoint), what);
 }
 
 absl::Status EtcdCallBase::Cancelled() const {

@@ -72,6 +72,7 @@ EtcdClient::~EtcdClient() { Stop(); }
 void EtcdClient::Stop() {
   connection_->Stop(kStopWait);
   connection_->StopOwnTimers();
+  connection_->ReleaseChannels(kStopWait);
 }
 
 absl::Time EtcdClient::Deadline() const {
@@ -104,10 +105,9 @@ absl::Status EtcdClient::FindHealthyEndpoint(absl::Time deadline) {
         connection_->SetCurrent(i);
         return absl::OkStatus();
       }
-      errors[i] = status.ok()
-                      ? absl::StrCat("etcd ", connection_->stubs(i).address,
-                                     ": answers but knows no leader")
-                      : std::string(status.status().message());
+      errors[i] = status.ok() ? absl::StrCat("etcd ", connection_->address(i),
+                                             ": answers but knows no leader")
+                              : std::string(status.status().message());
     }
     const absl::Duration left = deadline - connection_->Now();
     if (left <= absl::ZeroDuration()) break;
@@ -375,7 +375,7 @@ Future<EtcdMemberStatus> EtcdClient::Status() {
                -> absl::StatusOr<EtcdMemberStatus> {
         if (!r.ok()) return r.status();
         EtcdMemberStatus status;
-        status.endpoint = connection->stubs(connection->current()).address;
+        status.endpoint = connection->address(connection->current());
         status.version = r->version();
         status.member_id = r->header().member_id();
         status.leader = r->leader();
@@ -385,7 +385,7 @@ Future<EtcdMemberStatus> EtcdClient::Status() {
 }
 
 std::string EtcdClient::endpoint() const {
-  return connection_->stubs(connection_->current()).address;
+  return connection_->address(connection_->current());
 }
 
 const std::vector<std::string>& EtcdClient::endpoints() const {

@@ -115,6 +115,29 @@ absl::Status CheckDurations(const EtcdOptions& options) {
 
 }  // namespace
 
+// The contexts alive, so the channels can wait for them.
+class ContextCount {
+ public:
+  void Add() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ++live_;
+  }
+  void Done() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    --live_;
+  }
+  bool AwaitNone(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    auto none = [this]()
+                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_ == 0; };
+    return mu_.AwaitWithTimeout(absl::Condition(&none), timeout);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t live_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 absl::StatusOr<std::shared_ptr<EtcdConnection>> EtcdConnection::Create(
     const EtcdOptions& options) {
   if (options.endpoints.empty()) {
@@ -146,8 +169,20 @@ EtcdConnection::EtcdConnection(EtcdOptions options,
     : options_(std::move(options)),
       own_timers_(std::move(own_timers)),
       timers_(own_timers_ != nullptr ? own_timers_.get() : options_.timers),
-      stubs_(std::move(stubs)),
-      all_endpoints_(absl::StrJoin(options_.endpoints, ",")) {}
+      addresses_(options_.endpoints),
+      all_endpoints_(absl::StrJoin(options_.endpoints, ",")),
+      contexts_(std::make_shared<ContextCount>()),
+      stubs_(std::move(stubs)) {}
+
+std::shared_ptr<grpc::ClientContext> EtcdConnection::NewContext() const {
+  contexts_->Add();
+  std::shared_ptr<ContextCount> count = contexts_;
+  return std::shared_ptr<grpc::ClientContext>(
+      new grpc::ClientContext(), [count](grpc::ClientContext* context) {
+        delete context;
+        count->Done();
+      });
+}
 
 int EtcdConnection::current() const {
   absl::MutexLock lock(&mu_);
@@ -285,6 +320,19 @@ bool EtcdConnection::Stop(absl::Duration timeout) {
 
 void EtcdConnection::StopOwnTimers() {
   if (own_timers_ != nullptr) own_timers_->Stop();
+}
+
+// gRPC 1.51 runs callbacks on the threads of a completion queue that the
+// last grpc::Channel to go shuts down and joins; a channel destroyed on one
+// of those threads (its last reference dropped in a callback) joins itself,
+// fails, and the queue is freed under the running thread (grpc/grpc#32584).
+// Contexts hold their channel, and calls end in callbacks, so the channels
+// go here, on the thread stopping the client, once no context is left.
+void EtcdConnection::ReleaseChannels(absl::Duration timeout) {
+  if (!contexts_->AwaitNone(timeout)) {
+    for (auto& stubs : stubs_) stubs.release();  // Leaked on purpose.
+  }
+  stubs_.clear();
 }
 
 }  // namespace ferry

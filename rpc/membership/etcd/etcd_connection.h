@@ -47,6 +47,8 @@ class EtcdTask {
   virtual void Cancel() = 0;
 };
 
+class ContextCount;
+
 class EtcdConnection : public std::enable_shared_from_this<EtcdConnection> {
  public:
   // Builds channels (no network traffic yet). INVALID_ARGUMENT for bad
@@ -59,7 +61,9 @@ class EtcdConnection : public std::enable_shared_from_this<EtcdConnection> {
   const EtcdOptions& options() const { return options_; }
   Clock* clock() const { return options_.clock; }
   Timers* timers() const { return timers_; }
-  int size() const { return static_cast<int>(stubs_.size()); }
+  int size() const { return static_cast<int>(addresses_.size()); }
+  const std::string& address(int i) const { return addresses_[i]; }
+  // Only while a task is tracked (ReleaseChannels drops them after Stop).
   const EtcdStubs& stubs(int i) const { return *stubs_[i]; }
   // "a:1,b:2": every endpoint, for errors.
   const std::string& all_endpoints() const { return all_endpoints_; }
@@ -85,6 +89,10 @@ class EtcdConnection : public std::enable_shared_from_this<EtcdConnection> {
   Future<Done> RenewToken(uint64_t seen_generation, absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A context for one call or stream. Every context must come from here:
+  // the channels are released only once all of them are gone.
+  std::shared_ptr<grpc::ClientContext> NewContext() const;
+
   // Sets the deadline (unless infinite) and the token metadata; streams
   // also require a leader, so etcd ends them when the member loses it.
   void Prepare(grpc::ClientContext* context, absl::Time deadline,
@@ -107,6 +115,10 @@ class EtcdConnection : public std::enable_shared_from_this<EtcdConnection> {
   // Stops the timers the connection runs itself (if any), after Stop():
   // later timers are dropped. Not from a timer callback.
   void StopOwnTimers();
+  // After Stop(): waits up to `timeout` until every context is destroyed,
+  // then destroys the channels here. If contexts remain, the channels are
+  // leaked instead (see the .cc for why). Not from a gRPC callback.
+  void ReleaseChannels(absl::Duration timeout);
 
  private:
   EtcdConnection(EtcdOptions options, std::unique_ptr<Timers> own_timers,
@@ -120,8 +132,12 @@ class EtcdConnection : public std::enable_shared_from_this<EtcdConnection> {
   // client never touch a destroyed Timers.
   const std::unique_ptr<Timers> own_timers_;
   Timers* const timers_;
-  const std::vector<std::unique_ptr<EtcdStubs>> stubs_;
+  const std::vector<std::string> addresses_;
   const std::string all_endpoints_;
+  // Counts the contexts alive; shared with their deleters.
+  const std::shared_ptr<ContextCount> contexts_;
+  // Constant until ReleaseChannels, which runs when no task is left.
+  std::vector<std::unique_ptr<EtcdStubs>> stubs_;
 
   mutable absl::Mutex mu_;
   int current_ ABSL_GUARDED_BY(mu_) = 0;

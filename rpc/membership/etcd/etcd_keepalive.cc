@@ -97,12 +97,15 @@ class KeepAliveStream final
                                      etcdserverpb::LeaseKeepAliveResponse> {
  public:
   KeepAliveStream(std::weak_ptr<LeaseKeeper> keeper, int endpoint,
-                  int64_t lease_id)
-      : keeper_(std::move(keeper)), endpoint_(endpoint) {
+                  int64_t lease_id,
+                  std::shared_ptr<grpc::ClientContext> context)
+      : keeper_(std::move(keeper)),
+        endpoint_(endpoint),
+        context_(std::move(context)) {
     request_.set_id(lease_id);
   }
 
-  grpc::ClientContext* context() { return &context_; }
+  grpc::ClientContext* context() { return context_.get(); }
 
   // Opens the stream; it keeps itself alive until OnDone.
   void Start(const EtcdStubs& stubs, std::shared_ptr<KeepAliveStream> self)
@@ -112,10 +115,12 @@ class KeepAliveStream final
       absl::MutexLock lock(&mu_);
       holding_ = true;
     }
-    AddHold();
-    stubs.lease->async()->LeaseKeepAlive(&context_, this);
+    stubs.lease->async()->LeaseKeepAlive(context_.get(), this);
+    AddHold();  // After binding to the call, before StartCall.
     StartRead(&response_);
     StartCall();
+    absl::MutexLock lock(&mu_);
+    started_ = true;
   }
 
   // Sends one renewal; false if one is still in flight or the stream is
@@ -123,14 +128,16 @@ class KeepAliveStream final
   bool Send() ABSL_LOCKS_EXCLUDED(mu_) {
     {
       absl::MutexLock lock(&mu_);
-      if (closing_ || writing_) return false;
+      // The keeper publishes a stream before starting it; a renewal due
+      // in between waits for the next tick.
+      if (!started_ || closing_ || writing_) return false;
       writing_ = true;
     }
     StartWrite(&request_);
     return true;
   }
 
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() { context_->TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -176,12 +183,14 @@ class KeepAliveStream final
 
   const std::weak_ptr<LeaseKeeper> keeper_;
   const int endpoint_;
-  grpc::ClientContext context_;
+  // From EtcdConnection::NewContext; destroyed with the stream.
+  const std::shared_ptr<grpc::ClientContext> context_;
   etcdserverpb::LeaseKeepAliveRequest request_;  // Same for every renewal.
   etcdserverpb::LeaseKeepAliveResponse response_;
   std::shared_ptr<KeepAliveStream> self_;  // Until OnDone.
 
   absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool holding_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
@@ -224,8 +233,8 @@ void LeaseKeeper::OpenStream() {
     absl::MutexLock lock(&mu_);
     if (ended_) return;
     endpoint = connection_->current();
-    stream = std::make_shared<KeepAliveStream>(weak_from_this(), endpoint,
-                                               lease_.id);
+    stream = std::make_shared<KeepAliveStream>(
+        weak_from_this(), endpoint, lease_.id, connection_->NewContext());
     stream_ = stream;
     unanswered_.clear();
     token = connection_->token();
@@ -283,7 +292,7 @@ void LeaseKeeper::OnResponse(const KeepAliveStream* stream,
     if (ttl_seconds <= 0) {
       lost = absl::NotFoundError(
           absl::StrCat(Name(), " no longer exists (expired or revoked): etcd ",
-                       connection_->stubs(connection_->current()).address,
+                       connection_->address(connection_->current()),
                        " renewed it with TTL 0"));
     } else {
       absl::Time sent = connection_->Now();
@@ -339,6 +348,8 @@ void LeaseKeeper::OnStreamDone(const KeepAliveStream* stream, int endpoint,
     generation = stream_generation_;
     stream_.reset();
     unanswered_.clear();
+    if (tick_timer_ != 0) connection_->timers()->Cancel(tick_timer_);
+    tick_timer_ = 0;
     ended = ended_;
     if (!ended) {
       failures = ++failures_;
@@ -346,7 +357,7 @@ void LeaseKeeper::OnStreamDone(const KeepAliveStream* stream, int endpoint,
           EtcdError(status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
                                                "the stream was closed")
                                 : status,
-                    connection_->stubs(endpoint).address,
+                    connection_->address(endpoint),
                     absl::StrCat("LeaseKeepAlive ", lease_.id));
     }
   }

@@ -96,23 +96,25 @@ class WatchStream final
                                      etcdserverpb::WatchResponse> {
  public:
   WatchStream(std::weak_ptr<PrefixWatcher> watcher, int endpoint,
-              etcdserverpb::WatchRequest create)
+              etcdserverpb::WatchRequest create,
+              std::shared_ptr<grpc::ClientContext> context)
       : watcher_(std::move(watcher)),
         endpoint_(endpoint),
-        create_(std::move(create)) {}
+        create_(std::move(create)),
+        context_(std::move(context)) {}
 
-  grpc::ClientContext* context() { return &context_; }
+  grpc::ClientContext* context() { return context_.get(); }
 
   // Opens the stream; it keeps itself alive until OnDone.
   void Start(const EtcdStubs& stubs, std::shared_ptr<WatchStream> self) {
     self_ = std::move(self);
-    stubs.watch->async()->Watch(&context_, this);
+    stubs.watch->async()->Watch(context_.get(), this);
     StartWrite(&create_);
     StartRead(&response_);
     StartCall();
   }
 
-  void Cancel() { context_.TryCancel(); }
+  void Cancel() { context_->TryCancel(); }
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows with the reason.
@@ -132,7 +134,8 @@ class WatchStream final
   const std::weak_ptr<PrefixWatcher> watcher_;
   const int endpoint_;
   const etcdserverpb::WatchRequest create_;
-  grpc::ClientContext context_;
+  // From EtcdConnection::NewContext; destroyed with the stream.
+  const std::shared_ptr<grpc::ClientContext> context_;
   etcdserverpb::WatchResponse response_;
   std::shared_ptr<WatchStream> self_;  // Until OnDone.
 };
@@ -180,7 +183,8 @@ void PrefixWatcher::OpenStream() {
     // resumed watch starts no earlier than it must.
     c->set_progress_notify(true);
     stream = std::make_shared<WatchStream>(weak_from_this(), endpoint,
-                                           std::move(create));
+                                           std::move(create),
+                                           connection_->NewContext());
     stream_ = stream;
     stream_endpoint_ = endpoint;
     stream_generation_ = token.generation;
@@ -232,7 +236,7 @@ WatchStep PrefixWatcher::StepLocked(
   WatchStep step;
   if (response.compact_revision() > 0) {
     step.end = absl::OutOfRangeError(absl::StrCat(
-        "etcd ", connection_->stubs(stream_endpoint_).address, ": ", Name(),
+        "etcd ", connection_->address(stream_endpoint_), ": ", Name(),
         " from revision ", next_revision_, ": history up to revision ",
         response.compact_revision(),
         " was compacted; read the prefix again and watch from there"));
@@ -270,7 +274,7 @@ absl::Status PrefixWatcher::CancelReasonLocked(
     const etcdserverpb::WatchResponse& response) {
   const std::string& reason = response.cancel_reason();
   std::string message =
-      absl::StrCat("etcd ", connection_->stubs(stream_endpoint_).address, ": ",
+      absl::StrCat("etcd ", connection_->address(stream_endpoint_), ": ",
                    Name(), " cancelled by etcd: ", reason);
   if (absl::StrContains(reason, "no leader")) return absl::OkStatus();
   if (absl::StrContains(reason, "permission denied")) {
@@ -325,7 +329,7 @@ void PrefixWatcher::OnStreamDone(const WatchStream* stream, int endpoint,
     return;
   }
   absl::Status error =
-      EtcdError(status, connection_->stubs(endpoint).address, Name());
+      EtcdError(status, connection_->address(endpoint), Name());
   if (absl::IsPermissionDenied(error) || absl::IsUnauthenticated(error)) {
     End(error);  // Another endpoint would say the same.
     return;
