@@ -392,4 +392,6 @@ const std::vector<std::string>& EtcdClient::endpoints() const {
   return connection_->options().endpoints;
 }
 
+#undef FERRY_ETCD_START
+
 }  // namespace ferry

@@ -35,17 +35,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& path,
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> Credentials(
     const EtcdOptions& options) {
-  if (options.tls_ca_file.empty()) {
-    if (!options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
-      return absl::InvalidArgumentError(
-          "etcd TLS certificate and key need a CA file too");
-    }
-    return grpc::InsecureChannelCredentials();
-  }
-  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
-    return absl::InvalidArgumentError(
-        "etcd TLS certificate and key go together: give both or neither");
-  }
+  if (options.tls_ca_file.empty()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
   absl::StatusOr<std::string> ca = ReadPem(options.tls_ca_file, "CA");
   if (!ca.ok()) return ca.status();
@@ -93,26 +83,6 @@ std::unique_ptr<EtcdStubs> MakeStubs(
   return stubs;
 }
 
-absl::Status CheckDurations(const EtcdOptions& options) {
-  struct Named {
-    const char* name;
-    absl::Duration value;
-  };
-  for (const Named& d :
-       {Named{"connect_timeout", options.connect_timeout},
-        Named{"call_timeout", options.call_timeout},
-        Named{"retry_backoff", options.retry_backoff},
-        Named{"max_retry_backoff", options.max_retry_backoff}}) {
-    if (d.value <= absl::ZeroDuration() ||
-        d.value == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "etcd option ", d.name, " must be positive and finite, not ",
-          absl::FormatDuration(d.value)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 // The contexts alive, so the channels can wait for them.
@@ -140,23 +110,19 @@ class ContextCount {
 
 absl::StatusOr<std::shared_ptr<EtcdConnection>> EtcdConnection::Create(
     const EtcdOptions& options) {
-  if (options.endpoints.empty()) {
-    return absl::InvalidArgumentError("no etcd endpoints given");
-  }
-  absl::Status durations = CheckDurations(options);
-  if (!durations.ok()) return durations;
-  absl::StatusOr<std::vector<std::string>> endpoints =
-      ParseEtcdEndpoints(absl::StrJoin(options.endpoints, ","));
-  if (!endpoints.ok()) return endpoints.status();
+  absl::Status valid = ValidateEtcdOptions(options);
+  if (!valid.ok()) return valid;
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       Credentials(options);
   if (!credentials.ok()) return credentials.status();
+  EtcdOptions fixed = options;
+  fixed.endpoints =  // Trimmed, one endpoint per entry.
+      ParseEtcdEndpoints(absl::StrJoin(options.endpoints, ",")).value();
+  if (fixed.clock == nullptr) fixed.clock = Clock::Real();
   std::vector<std::unique_ptr<EtcdStubs>> stubs;
-  for (const std::string& address : *endpoints) {
+  for (const std::string& address : fixed.endpoints) {
     stubs.push_back(MakeStubs(address, *credentials));
   }
-  EtcdOptions fixed = options;
-  if (fixed.clock == nullptr) fixed.clock = Clock::Real();
   std::unique_ptr<Timers> own_timers;
   if (fixed.timers == nullptr) own_timers = std::make_unique<Timers>();
   return std::shared_ptr<EtcdConnection>(new EtcdConnection(

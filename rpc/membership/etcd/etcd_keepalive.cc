@@ -45,8 +45,8 @@ class LeaseKeeper : public EtcdTask,
   bool lost() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // From the stream.
-  void OnResponse(const KeepAliveStream* stream, int64_t ttl_seconds)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void OnResponse(const KeepAliveStream* stream, int endpoint,
+                  int64_t ttl_seconds) ABSL_LOCKS_EXCLUDED(mu_);
   void OnStreamDone(const KeepAliveStream* stream, int endpoint,
                     const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -145,7 +145,7 @@ class KeepAliveStream final
       return;
     }
     if (auto keeper = keeper_.lock()) {
-      keeper->OnResponse(this, response_.ttl());
+      keeper->OnResponse(this, endpoint_, response_.ttl());
     }
     StartRead(&response_);
   }
@@ -283,17 +283,16 @@ void LeaseKeeper::Renew(const std::shared_ptr<KeepAliveStream>& stream) {
   if (stream == stream_ && !unanswered_.empty()) unanswered_.pop_back();
 }
 
-void LeaseKeeper::OnResponse(const KeepAliveStream* stream,
+void LeaseKeeper::OnResponse(const KeepAliveStream* stream, int endpoint,
                              int64_t ttl_seconds) {
   absl::Status lost;
   {
     absl::MutexLock lock(&mu_);
     if (ended_ || stream != stream_.get()) return;
     if (ttl_seconds <= 0) {
-      lost = absl::NotFoundError(
-          absl::StrCat(Name(), " no longer exists (expired or revoked): etcd ",
-                       connection_->address(connection_->current()),
-                       " renewed it with TTL 0"));
+      lost = absl::NotFoundError(absl::StrCat(
+          Name(), " no longer exists (expired or revoked): etcd ",
+          connection_->address(endpoint), " renewed it with TTL 0"));
     } else {
       absl::Time sent = connection_->Now();
       if (!unanswered_.empty()) {

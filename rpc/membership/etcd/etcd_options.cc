@@ -1,8 +1,10 @@
 #include "rpc/membership/etcd/etcd_options.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -49,6 +51,58 @@ absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(
     endpoints.push_back(*std::move(endpoint));
   }
   return endpoints;
+}
+
+bool IsLoopbackEndpoint(absl::string_view endpoint) {
+  absl::string_view host = endpoint.substr(0, endpoint.rfind(':'));
+  return absl::StartsWith(host, "127.") || host == "[::1]" ||
+         host == "localhost";
+}
+
+absl::Status ValidateEtcdOptions(const EtcdOptions& options) {
+  if (options.endpoints.empty()) {
+    return absl::InvalidArgumentError("no etcd endpoints given");
+  }
+  absl::StatusOr<std::vector<std::string>> endpoints =
+      ParseEtcdEndpoints(absl::StrJoin(options.endpoints, ","));
+  if (!endpoints.ok()) return endpoints.status();
+  struct Named {
+    const char* name;
+    absl::Duration value;
+  };
+  for (const Named& d :
+       {Named{"connect_timeout", options.connect_timeout},
+        Named{"call_timeout", options.call_timeout},
+        Named{"retry_backoff", options.retry_backoff},
+        Named{"max_retry_backoff", options.max_retry_backoff}}) {
+    if (d.value <= absl::ZeroDuration() ||
+        d.value == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd option ", d.name, " must be positive and finite, not ",
+          absl::FormatDuration(d.value)));
+    }
+  }
+  if (options.tls_ca_file.empty() &&
+      (!options.tls_cert_file.empty() || !options.tls_key_file.empty())) {
+    return absl::InvalidArgumentError(
+        "etcd TLS certificate and key need a CA file too");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "etcd TLS certificate and key go together: give both or neither");
+  }
+  if (!options.user.empty() && options.tls_ca_file.empty()) {
+    for (const std::string& endpoint : *endpoints) {
+      if (!IsLoopbackEndpoint(endpoint)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("etcd user '", options.user,
+                         "': the password would cross the "
+                         "network unencrypted to ",
+                         endpoint, "; use TLS (a CA file)"));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ferry

@@ -27,7 +27,8 @@ struct EtcdOptions {
   std::string tls_key_file;
 
   // etcd user and password; empty user: no authentication. The token
-  // etcd hands out is renewed whenever etcd calls it invalid.
+  // etcd hands out is renewed whenever etcd calls it invalid. Sent in the
+  // clear only to loopback endpoints: others need TLS.
   std::string user;
   std::string password;
 
@@ -51,6 +52,15 @@ struct EtcdOptions {
 // names the bad entry.
 absl::StatusOr<std::vector<std::string>> ParseEtcdEndpoints(
     absl::string_view list);
+
+// Whether a "HOST:PORT" endpoint is on this machine's loopback
+// (127.0.0.0/8, [::1], localhost).
+bool IsLoopbackEndpoint(absl::string_view endpoint);
+
+// INVALID_ARGUMENT naming the problem: no endpoints, bad endpoints,
+// durations not positive, a TLS certificate without key or CA, a password
+// that would cross the network unencrypted.
+absl::Status ValidateEtcdOptions(const EtcdOptions& options);
 
 }  // namespace ferry
 

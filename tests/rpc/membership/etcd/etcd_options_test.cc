@@ -1,5 +1,6 @@
 #include "rpc/membership/etcd/etcd_options.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,63 @@ TEST(ParseEtcdEndpointsTest, NamesTheBadEntry) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.says)))
         << c.list;
   }
+}
+
+TEST(ValidateEtcdOptionsTest, AcceptsTheDefaultsWithEndpoints) {
+  EtcdOptions options;
+  options.endpoints = {"127.0.0.1:2379", "localhost:2380"};
+  EXPECT_OK(ValidateEtcdOptions(options));
+  options.user = "ferry";  // Loopback only: the password stays here.
+  EXPECT_OK(ValidateEtcdOptions(options));
+}
+
+TEST(ValidateEtcdOptionsTest, NamesWhatIsWrong) {
+  struct Case {
+    std::function<void(EtcdOptions*)> change;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {[](EtcdOptions* o) { o->endpoints.clear(); }, "no etcd endpoints"},
+      {[](EtcdOptions* o) {
+         o->endpoints = {"a:1", "b"};
+       },
+       "'b'"},
+      {[](EtcdOptions* o) { o->call_timeout = absl::ZeroDuration(); },
+       "call_timeout must be positive"},
+      {[](EtcdOptions* o) { o->connect_timeout = absl::InfiniteDuration(); },
+       "connect_timeout must be positive and finite"},
+      {[](EtcdOptions* o) { o->retry_backoff = -absl::Seconds(1); },
+       "retry_backoff"},
+      {[](EtcdOptions* o) { o->tls_cert_file = "c.pem"; }, "need a CA file"},
+      {[](EtcdOptions* o) {
+         o->tls_ca_file = "ca.pem";
+         o->tls_key_file = "k.pem";
+       },
+       "give both or neither"},
+      {[](EtcdOptions* o) {
+         o->endpoints = {"127.0.0.1:2379", "etcd.example:2379"};
+         o->user = "ferry";
+       },
+       "unencrypted to etcd.example:2379"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EtcdOptions options;
+    options.endpoints = {"127.0.0.1:2379"};
+    cases[i].change(&options);
+    EXPECT_THAT(
+        ValidateEtcdOptions(options),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(cases[i].says)))
+        << "case " << i;
+  }
+}
+
+TEST(IsLoopbackEndpointTest, KnowsLoopbackHosts) {
+  EXPECT_TRUE(IsLoopbackEndpoint("127.0.0.1:2379"));
+  EXPECT_TRUE(IsLoopbackEndpoint("127.1.2.3:2379"));
+  EXPECT_TRUE(IsLoopbackEndpoint("[::1]:2379"));
+  EXPECT_TRUE(IsLoopbackEndpoint("localhost:2379"));
+  EXPECT_FALSE(IsLoopbackEndpoint("10.0.0.1:2379"));
+  EXPECT_FALSE(IsLoopbackEndpoint("etcd:2379"));
 }
 
 TEST(EtcdPrefixEndTest, IsTheFirstKeyAfterThePrefix) {
