@@ -86,6 +86,11 @@ void EtcdCallBase::AttemptDone(int endpoint, const grpc::Status& status) {
     RenewTokenThenRetry(generation);
     return;
   }
+  FailOverOrFinish(endpoint, status, attempts);
+}
+
+void EtcdCallBase::FailOverOrFinish(int endpoint, const grpc::Status& status,
+                                    int attempts) {
   const bool pinned = spec_.pinned_endpoint >= 0;
   if (!pinned && ShouldFailOver(status)) connection_->FailOver(endpoint);
   // Another try is safe when nothing could have been applied, or when

@@ -73,6 +73,9 @@ class EtcdCallBase : public EtcdTask,
 
  private:
   void Attempt() ABSL_LOCKS_EXCLUDED(mu_);
+  // After a failed attempt that needs no new token.
+  void FailOverOrFinish(int endpoint, const grpc::Status& status, int attempts)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void RetryLater(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
   void RenewTokenThenRetry(uint64_t generation);
   void Finish(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);

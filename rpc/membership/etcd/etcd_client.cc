@@ -82,33 +82,11 @@ absl::Time EtcdClient::Deadline() const {
 // Probes every endpoint at once, in rounds, until one answers and knows a
 // leader; the first such in the endpoints' order becomes the one in use.
 absl::Status EtcdClient::FindHealthyEndpoint(absl::Time deadline) {
-  const int n = connection_->size();
-  std::vector<std::string> errors(n, "not tried");
+  std::vector<std::string> errors(connection_->size(), "not tried");
   for (int round = 0;; ++round) {
-    const absl::Time now = connection_->Now();
-    const absl::Time round_end = std::min(deadline, now + kProbeRound);
-    std::vector<Future<pb::StatusResponse>> probes;
-    for (int i = 0; i < n; ++i) {
-      EtcdCallSpec spec{.what = "Status",
-                        .read_only = true,
-                        .authenticated = false,
-                        .pinned_endpoint = i};
-      probes.push_back(EtcdCall<pb::StatusRequest, pb::StatusResponse>(
-          connection_, std::move(spec), pb::StatusRequest(),
-          FERRY_ETCD_START(maintenance, Status, StatusRequest, StatusResponse),
-          round_end));
-    }
-    for (int i = 0; i < n; ++i) {
-      absl::StatusOr<pb::StatusResponse> status =
-          probes[i].Wait(round_end - connection_->Now() + kWaitSlack);
-      if (status.ok() && status->leader() != 0) {
-        connection_->SetCurrent(i);
-        return absl::OkStatus();
-      }
-      errors[i] = status.ok() ? absl::StrCat("etcd ", connection_->address(i),
-                                             ": answers but knows no leader")
-                              : std::string(status.status().message());
-    }
+    const absl::Time round_end =
+        std::min(deadline, connection_->Now() + kProbeRound);
+    if (ProbeRound(round_end, &errors)) return absl::OkStatus();
     const absl::Duration left = deadline - connection_->Now();
     if (left <= absl::ZeroDuration()) break;
     absl::SleepFor(std::min(connection_->Backoff(round), left));
@@ -117,6 +95,36 @@ absl::Status EtcdClient::FindHealthyEndpoint(absl::Time deadline) {
       "no healthy etcd endpoint among ", connection_->all_endpoints(),
       " within ", absl::FormatDuration(connection_->options().connect_timeout),
       ": ", absl::StrJoin(errors, "; ")));
+}
+
+// One round of probes; true once an endpoint was chosen, else each
+// endpoint's reason in `errors`.
+bool EtcdClient::ProbeRound(absl::Time round_end,
+                            std::vector<std::string>* errors) {
+  const int n = connection_->size();
+  std::vector<Future<pb::StatusResponse>> probes;
+  for (int i = 0; i < n; ++i) {
+    EtcdCallSpec spec{.what = "Status",
+                      .read_only = true,
+                      .authenticated = false,
+                      .pinned_endpoint = i};
+    probes.push_back(EtcdCall<pb::StatusRequest, pb::StatusResponse>(
+        connection_, std::move(spec), pb::StatusRequest(),
+        FERRY_ETCD_START(maintenance, Status, StatusRequest, StatusResponse),
+        round_end));
+  }
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<pb::StatusResponse> status =
+        probes[i].Wait(round_end - connection_->Now() + kWaitSlack);
+    if (status.ok() && status->leader() != 0) {
+      connection_->SetCurrent(i);
+      return true;
+    }
+    (*errors)[i] = status.ok() ? absl::StrCat("etcd ", connection_->address(i),
+                                              ": answers but knows no leader")
+                               : std::string(status.status().message());
+  }
+  return false;
 }
 
 // ---- KV ----

@@ -128,6 +128,7 @@ class EtcdClient {
  private:
   explicit EtcdClient(std::shared_ptr<EtcdConnection> connection);
   absl::Status FindHealthyEndpoint(absl::Time deadline);
+  bool ProbeRound(absl::Time round_end, std::vector<std::string>* errors);
   Future<EtcdRange> Range(std::string key, bool prefix);
   Future<int64_t> DeleteRange(std::string key, bool prefix);
   // A call's deadline from now.

@@ -57,6 +57,7 @@ class LeaseKeeper : public EtcdTask,
       ABSL_LOCKS_EXCLUDED(mu_);
   void CheckExpiry() ABSL_LOCKS_EXCLUDED(mu_);
   void ScheduleExpiryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RenewTokenThenReopen(uint64_t generation, absl::Duration pause);
   void ReopenLater(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
   void Lose(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
   // Ends everything; returns the stream to cancel outside the lock.
@@ -364,29 +365,35 @@ void LeaseKeeper::OnStreamDone(const KeepAliveStream* stream, int endpoint,
     MaybeUntrack();
     return;
   }
+  const absl::Duration pause = connection_->Backoff(failures - 1);
   if (IsStaleToken(status) && connection_->authenticates()) {
-    std::weak_ptr<LeaseKeeper> weak = weak_from_this();
-    absl::Duration pause = connection_->Backoff(failures - 1);
-    connection_
-        ->RenewToken(generation,
-                     connection_->Now() + connection_->options().call_timeout)
-        .Then([weak, pause](const absl::StatusOr<Done>& renewed) {
-          auto self = weak.lock();
-          if (self == nullptr) return;
-          if (renewed.ok()) {
-            self->OpenStream();
-            return;
-          }
-          {
-            absl::MutexLock lock(&self->mu_);
-            self->last_error_ = renewed.status();
-          }
-          self->ReopenLater(pause);
-        });
+    RenewTokenThenReopen(generation, pause);
     return;
   }
   connection_->FailOver(endpoint);
-  ReopenLater(connection_->Backoff(failures - 1));
+  ReopenLater(pause);
+}
+
+// Reopens at once with a new token, or after `pause` if none came.
+void LeaseKeeper::RenewTokenThenReopen(uint64_t generation,
+                                       absl::Duration pause) {
+  std::weak_ptr<LeaseKeeper> weak = weak_from_this();
+  connection_
+      ->RenewToken(generation,
+                   connection_->Now() + connection_->options().call_timeout)
+      .Then([weak, pause](const absl::StatusOr<Done>& renewed) {
+        auto self = weak.lock();
+        if (self == nullptr) return;
+        if (renewed.ok()) {
+          self->OpenStream();
+          return;
+        }
+        {
+          absl::MutexLock lock(&self->mu_);
+          self->last_error_ = renewed.status();
+        }
+        self->ReopenLater(pause);
+      });
 }
 
 void LeaseKeeper::ReopenLater(absl::Duration delay) {

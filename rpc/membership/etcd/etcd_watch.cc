@@ -61,6 +61,7 @@ class PrefixWatcher : public EtcdTask,
   absl::Status CancelReasonLocked(const etcdserverpb::WatchResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CreateTimedOut(const WatchStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void RenewTokenThenReopen(uint64_t generation, absl::Duration pause);
   void ReopenLater(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
   void Deliver(std::vector<EtcdEvent> events);
   void End(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -313,19 +314,7 @@ void PrefixWatcher::OnStreamDone(const WatchStream* stream, int endpoint,
   }
   const absl::Duration pause = connection_->Backoff(failures - 1);
   if (IsStaleToken(status) && connection_->authenticates()) {
-    std::weak_ptr<PrefixWatcher> weak = weak_from_this();
-    connection_
-        ->RenewToken(generation,
-                     connection_->Now() + connection_->options().call_timeout)
-        .Then([weak, pause](const absl::StatusOr<Done>& renewed) {
-          auto self = weak.lock();
-          if (self == nullptr) return;
-          if (renewed.ok()) {
-            self->OpenStream();
-          } else {
-            self->ReopenLater(pause);
-          }
-        });
+    RenewTokenThenReopen(generation, pause);
     return;
   }
   absl::Status error =
@@ -336,6 +325,24 @@ void PrefixWatcher::OnStreamDone(const WatchStream* stream, int endpoint,
   }
   connection_->FailOver(endpoint);
   ReopenLater(pause);
+}
+
+// Reopens at once with a new token, or after `pause` if none came.
+void PrefixWatcher::RenewTokenThenReopen(uint64_t generation,
+                                         absl::Duration pause) {
+  std::weak_ptr<PrefixWatcher> weak = weak_from_this();
+  connection_
+      ->RenewToken(generation,
+                   connection_->Now() + connection_->options().call_timeout)
+      .Then([weak, pause](const absl::StatusOr<Done>& renewed) {
+        auto self = weak.lock();
+        if (self == nullptr) return;
+        if (renewed.ok()) {
+          self->OpenStream();
+        } else {
+          self->ReopenLater(pause);
+        }
+      });
 }
 
 void PrefixWatcher::ReopenLater(absl::Duration delay) {
