@@ -289,7 +289,11 @@ void BindOps(py::module_& m) {
          double timeout, bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         Value in(c.Input(input, "tensor"));
-        if (!outputs.is_none()) c.Outputs(outputs, "gather_list");
+        if (outputs.is_none()) {
+          c.staging.returns_result = true;
+        } else {
+          c.Outputs(outputs, "gather_list");
+        }
         auto group = g.group;
         CollectiveOptions o = c.options;
         return c.Launch<std::vector<Value>>(

@@ -324,6 +324,13 @@ void BindWorker(py::module_& m) {
             ThrowIfError(s);
           },
           py::arg("timeout"))
+      .def(
+          "wait_stopped",
+          [](WorkerHandle& h, double timeout) {
+            py::gil_scoped_release release;
+            return h.worker->WaitStopped(absl::Seconds(timeout));
+          },
+          py::arg("timeout"))
       .def("stop", [](WorkerHandle& h) {
         py::gil_scoped_release release;
         h.worker->Stop();
