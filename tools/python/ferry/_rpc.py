@@ -57,6 +57,7 @@ _default_timeout = 60.0  # init()'s timeout, for collectives.
 _pending = []            # register() calls made before init().
 _clients = []            # Clients to close at exit.
 _retired = []            # Stopped workers, kept until exit (RRefs refer).
+_stopping = False        # shutdown() under way.
 
 
 def _current():
@@ -179,21 +180,25 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
 
 def shutdown(graceful=True, timeout=None):
     """Leaves the job. Graceful (torch's default): waits, bounded, until
-    every worker called it, drains calls and RRef messages, then stops.
-    Otherwise stops this worker at once."""
-    global _worker
+    every worker called it -- serving calls meanwhile -- drains calls and
+    RRef messages, then stops. Otherwise stops this worker at once."""
+    global _worker, _stopping
     with _lock:
         worker = _worker
-        if worker is None:
+        if worker is None or _stopping:
             return
-        _worker = None
-        _retired.append(worker)
-    if worker.wait_stopped(0):
-        return  # Stopped already (the job was shut down: serve()).
-    if graceful:
-        worker.shutdown(timeout)
-    else:
-        worker.stop()
+        _stopping = True
+    try:
+        if worker.wait_stopped(0):
+            return  # Stopped already (the job was shut down: serve()).
+        if graceful:
+            worker.shutdown(timeout)
+        else:
+            worker.stop()
+    finally:
+        with _lock:
+            _worker, _stopping = None, False
+            _retired.append(worker)
 
 
 def serve(timeout=None):
