@@ -8,7 +8,7 @@ Rows (rank 0 prints them; ferry_bench's row format, suite "python", system
   rpc_sync  latency_p50_us   an 8-byte echo, worker0 -> worker1
   echo      bandwidth_MBps   a 64 MiB uint8 numpy array echoed (payload / time)
   all_reduce op_time_us      a 16 MiB float32 torch tensor, sum, 2 workers
-Systems interleave over 3 rounds; medians are reported. Like ferry_bench,
+Python's and C++'s calls alternate (pairs), and medians are reported. Like ferry_bench,
 both processes keep large buffers on the heap (rpc/process_tuning.h's
 malloc settings, applied here through ctypes).
 """
@@ -32,30 +32,18 @@ def tune_malloc():
     libc.mallopt(M_TRIM_THRESHOLD, 512 << 20)
 
 
-def python_rpc_us(n):
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        ferry.rpc_sync("worker1", "echo", args=(np.zeros(8, np.uint8),))
-        times.append((time.perf_counter() - start) * 1e6)
-    return times
-
-
-def echo_mbps(send, payload, n):
-    send()  # Warm-up.
+def timed_us(fn):
     start = time.perf_counter()
-    for _ in range(n):
-        send()
-    return payload * n / (time.perf_counter() - start) / 1e6
+    fn()
+    return (time.perf_counter() - start) * 1e6
 
 
-def python_all_reduce_us(t, n):
-    times = []
+def paired(samples, n, python_fn, cpp_fn):
+    """n times: Python's then C++'s call, each timed (µs), so both see the
+    same state of a noisy host."""
     for _ in range(n):
-        start = time.perf_counter()
-        ferry.all_reduce(t)
-        times.append((time.perf_counter() - start) * 1e6)
-    return times
+        samples.setdefault("python", []).append(timed_us(python_fn))
+        samples.setdefault("cpp", []).append(cpp_fn())
 
 
 def row(metric, system, op, size, value):
@@ -72,33 +60,35 @@ def main():
     ferry.init(timeout=600, shutdown_timeout=600)
     rank = ferry.rank()
     worker = ferry._rpc._current()
-    calls = 300 if args.quick else 2000
-    echoes = 1 if args.quick else 3
-    reduces = 3 if args.quick else 10
-    samples = {}
-
-    def add(key, value):
-        samples.setdefault(key, []).append(value)
-
+    calls = 300 if args.quick else 3000
+    echoes = 2 if args.quick else 12
+    reduces = 4 if args.quick else 30
     payload = np.ones(64 << 20, np.uint8)
+    small = np.zeros(8, np.uint8)
     tensor = torch.ones(4 << 20, dtype=torch.float32)
-    for _ in range(3):
-        if rank == 0:
-            add(("python", "rpc"), statistics.median(python_rpc_us(calls)))
-            add(("cpp", "rpc"), statistics.median(ferry._ferry.bench.rpc_sync_us(
-                worker, "worker1", "echo", (np.zeros(8, np.uint8),), calls)))
-            add(("python", "echo"), echo_mbps(
-                lambda: ferry.rpc_sync("worker1", "echo", args=(payload,)),
-                payload.nbytes, echoes))
-            add(("cpp", "echo"), echo_mbps(
-                lambda: ferry._ferry.bench.rpc_sync_us(
-                    worker, "worker1", "echo", (payload,), 1),
-                payload.nbytes, echoes))
-        ferry.barrier()
-        add(("python", "all_reduce"),
-            statistics.median(python_all_reduce_us(tensor, reduces)))
-        add(("cpp", "all_reduce"), statistics.median(
-            ferry._ferry.bench.all_reduce_us(worker.world(), tensor, reduces)))
+    rpc, echo, reduce = {}, {}, {}
+    cpp = ferry._ferry.bench
+    if rank == 0:
+        ferry.rpc_sync("worker1", "echo", args=(payload,))  # Warm-up.
+        for _ in range(calls // 100):
+            paired(rpc, 100,
+                   lambda: ferry.rpc_sync("worker1", "echo", args=(small,)),
+                   lambda: cpp.rpc_sync_us(worker, "worker1", "echo",
+                                           (small,), 1)[0])
+        paired(echo, echoes,
+               lambda: ferry.rpc_sync("worker1", "echo", args=(payload,)),
+               lambda: cpp.rpc_sync_us(worker, "worker1", "echo",
+                                       (payload,), 1)[0])
+    ferry.barrier()
+    paired(reduce, reduces, lambda: ferry.all_reduce(tensor),
+           lambda: cpp.all_reduce_us(worker.world(), tensor, 1)[0])
+    mbps = {k: [payload.nbytes / us for us in v] for k, v in echo.items()}
+    samples = {("python", "rpc"): rpc.get("python"),
+               ("cpp", "rpc"): rpc.get("cpp"),
+               ("python", "echo"): mbps.get("python"),
+               ("cpp", "echo"): mbps.get("cpp"),
+               ("python", "all_reduce"): reduce["python"],
+               ("cpp", "all_reduce"): reduce["cpp"]}
     if rank == 0:
         rows = []
         for system in ("python", "cpp"):

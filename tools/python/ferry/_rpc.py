@@ -338,7 +338,10 @@ def register(name, fn=None, *, doc=None, tensor_type=None):
         else:
             _worker.register(name, fn, _signature(name, fn), doc,
                              tensor_type or _worker.tensor_type, _invoke)
-    fn.__ferry_name__ = name
+    try:
+        fn.__ferry_name__ = name  # rpc_sync(to, fn) then finds the name.
+    except (AttributeError, TypeError):
+        pass  # Builtins take no attributes: call them by name.
     return fn
 
 

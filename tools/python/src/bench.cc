@@ -47,17 +47,15 @@ void BindBench(py::module_& m) {
   bench.def(
       "rpc_sync_us",
       [](WorkerHandle& h, const std::string& to, const std::string& fn,
-         py::handle args, int n) {
-        return RpcSyncTimes(*h.worker, to, fn, args, n);
-      },
+         py::handle args,
+         int n) { return RpcSyncTimes(*h.worker, to, fn, args, n); },
       py::arg("endpoint"), py::arg("to"), py::arg("fn"), py::arg("args"),
       py::arg("n"));
   bench.def(
       "rpc_sync_us",
       [](ClientHandle& h, const std::string& to, const std::string& fn,
-         py::handle args, int n) {
-        return RpcSyncTimes(*h.client, to, fn, args, n);
-      },
+         py::handle args,
+         int n) { return RpcSyncTimes(*h.client, to, fn, args, n); },
       py::arg("endpoint"), py::arg("to"), py::arg("fn"), py::arg("args"),
       py::arg("n"));
   bench.def(

@@ -70,7 +70,8 @@ struct Call {
 
   void Outputs(py::handle list, const char* name) {
     int64_t i = 0;
-    for (py::handle item : list) Output(item, absl::StrCat(name, "[", i++, "]"));
+    for (py::handle item : list)
+      Output(item, absl::StrCat(name, "[", i++, "]"));
   }
 
   // Runs the op (synchronously, or started with async_op) with the GIL
@@ -82,8 +83,8 @@ struct Call {
     Future<Value> result;
     {
       py::gil_scoped_release release;
-      auto to_value = [norm](const absl::StatusOr<T>& r)
-          -> absl::StatusOr<Value> {
+      auto to_value =
+          [norm](const absl::StatusOr<T>& r) -> absl::StatusOr<Value> {
         if (!r.ok()) return r.status();
         return norm(*r);
       };
@@ -248,8 +249,8 @@ void BindOps(py::module_& m) {
 
   m.def(
       "broadcast",
-      [](GroupHandle& g, py::handle tensor, int src, double timeout,
-         bool async, const std::string& kind) {
+      [](GroupHandle& g, py::handle tensor, int src, double timeout, bool async,
+         const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         Value in(c.Input(tensor, "tensor"));
         c.Output(tensor, "tensor");
@@ -336,8 +337,7 @@ void BindOps(py::module_& m) {
             async,
             [&] {
               return SparseFeaturesAllToAll(*group, in, id_list_per_rank,
-                                            id_score_list_per_rank, stagger,
-                                            o);
+                                            id_score_list_per_rank, stagger, o);
             },
             [&] {
               return SparseFeaturesAllToAllAsync(*group, in, id_list_per_rank,

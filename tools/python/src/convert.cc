@@ -58,11 +58,11 @@ const py::dtype& NumpyDType(DType dtype) {
     auto* t = new std::vector<py::dtype>(13);
     py::module_ np = py::module_::import("numpy");
     const std::pair<DType, const char*> names[] = {
-        {DType::kBool, "bool"},         {DType::kUInt8, "uint8"},
-        {DType::kInt8, "int8"},         {DType::kInt16, "int16"},
-        {DType::kInt32, "int32"},       {DType::kInt64, "int64"},
-        {DType::kFloat16, "float16"},   {DType::kBFloat16, "int16"},
-        {DType::kFloat32, "float32"},   {DType::kFloat64, "float64"},
+        {DType::kBool, "bool"},           {DType::kUInt8, "uint8"},
+        {DType::kInt8, "int8"},           {DType::kInt16, "int16"},
+        {DType::kInt32, "int32"},         {DType::kInt64, "int64"},
+        {DType::kFloat16, "float16"},     {DType::kBFloat16, "int16"},
+        {DType::kFloat32, "float32"},     {DType::kFloat64, "float64"},
         {DType::kComplex64, "complex64"}, {DType::kComplex128, "complex128"},
     };
     for (const auto& [d, name] : names) {
@@ -127,7 +127,8 @@ std::optional<Tensor> TensorBehind(const py::array& a) {
   const auto* t =
       static_cast<const Tensor*>(PyCapsule_GetPointer(base, kCapsuleName));
   if (t->data() != static_cast<const char*>(a.data()) ||
-      t->nbytes() != static_cast<size_t>(a.nbytes()) || t->shape() != ShapeOf(a)) {
+      t->nbytes() != static_cast<size_t>(a.nbytes()) ||
+      t->shape() != ShapeOf(a)) {
     return std::nullopt;
   }
   return *t;
@@ -214,8 +215,8 @@ absl::StatusOr<Value> FromDict(py::handle object, const Path& path,
   Value::Map map;
   for (auto [key, value] : py::reinterpret_borrow<py::dict>(object)) {
     if (!PyUnicode_Check(key.ptr())) {
-      return Invalid(path, absl::StrCat("map keys must be str, not ",
-                                        TypeName(key)));
+      return Invalid(path,
+                     absl::StrCat("map keys must be str, not ", TypeName(key)));
     }
     std::string k = key.cast<std::string>();
     Path item{&path, nullptr, -1, &k};
@@ -312,7 +313,8 @@ absl::StatusOr<Tensor> ToTensor(py::handle object, const Path& path,
     if (!a.ok()) return a.status();
     return FromNumpy(std::move(a->first), a->second, path, state);
   }
-  if (classes.bfloat16_class && py::isinstance(object, classes.bfloat16_class)) {
+  if (classes.bfloat16_class &&
+      py::isinstance(object, classes.bfloat16_class)) {
     state->saw_numpy = true;
     py::array bits = py::array::ensure(object.attr("bits"));
     if (!bits || bits.itemsize() != 2 || bits.dtype().kind() != 'u') {
@@ -345,8 +347,8 @@ absl::StatusOr<Value> ToValue(py::handle object, const Path& path,
     return Value(Bytes{std::string(PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o))});
   }
   if (PyByteArray_Check(o)) {
-    return Value(Bytes{std::string(PyByteArray_AS_STRING(o),
-                                   PyByteArray_GET_SIZE(o))});
+    return Value(
+        Bytes{std::string(PyByteArray_AS_STRING(o), PyByteArray_GET_SIZE(o))});
   }
   if (PyList_Check(o) || PyTuple_Check(o)) return FromList(object, path, state);
   if (PyDict_Check(o)) return FromDict(object, path, state);
@@ -431,7 +433,8 @@ py::object FromValue(const Value& value, TensorKind kind) {
     }
     case Value::Kind::kMap: {
       py::dict out;
-      for (const auto& [k, v] : value.as_map()) out[py::str(k)] = FromValue(v, kind);
+      for (const auto& [k, v] : value.as_map())
+        out[py::str(k)] = FromValue(v, kind);
       return out;
     }
     case Value::Kind::kRRef:
@@ -443,7 +446,8 @@ py::object FromValue(const Value& value, TensorKind kind) {
 
 py::list FromValues(const std::vector<Value>& values, TensorKind kind) {
   py::list out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) out[i] = FromValue(values[i], kind);
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = FromValue(values[i], kind);
   return out;
 }
 

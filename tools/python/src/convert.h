@@ -44,8 +44,8 @@ enum class TensorKind { kNumpy, kTorch };
 // stack as conversion descends and formatted only on error.
 struct Path {
   const Path* parent = nullptr;
-  const char* name = nullptr;  // The root: "args", "input", …
-  int64_t index = -1;          // A list item…
+  const char* name = nullptr;        // The root: "args", "input", …
+  int64_t index = -1;                // A list item…
   const std::string* key = nullptr;  // …or a map key.
 
   std::string ToString() const;
@@ -61,17 +61,18 @@ struct ConvertState {
   // torch if any tensor argument was a torch tensor, numpy if any was a
   // numpy array, `fallback` if there were none.
   TensorKind KindOr(TensorKind fallback) const {
-    return saw_torch ? TensorKind::kTorch
-                     : saw_numpy ? TensorKind::kNumpy : fallback;
+    return saw_torch   ? TensorKind::kTorch
+           : saw_numpy ? TensorKind::kNumpy
+                       : fallback;
   }
 };
 
 // Set at import by ferry/__init__.py: the Python classes the conversion
 // recognizes and makes (ferry.RRef and its factory, ferry.BFloat16).
 struct PythonClasses {
-  py::handle rref_class;       // instances have ._handle (an RRefHandle)
-  py::handle make_rref;        // make_rref(RRefHandle) → ferry.RRef
-  py::handle bfloat16_class;   // instances have .bits (a uint16 array)
+  py::handle rref_class;      // instances have ._handle (an RRefHandle)
+  py::handle make_rref;       // make_rref(RRefHandle) → ferry.RRef
+  py::handle bfloat16_class;  // instances have .bits (a uint16 array)
 };
 void SetPythonClasses(py::handle rref_class, py::handle make_rref,
                       py::handle bfloat16_class);
@@ -102,14 +103,13 @@ struct Destination {
   Shape shape;
   char* data = nullptr;
   size_t nbytes = 0;
-  PyRef keep;  // The array owning `data`.
+  PyRef keep;          // The array owning `data`.
   bool torch = false;  // A torch tensor (else a numpy array).
 };
 
 // INVALID_ARGUMENT if `object` is not a writable, contiguous numpy array or
 // CPU torch tensor.
-absl::StatusOr<Destination> ToDestination(py::handle object,
-                                          std::string label);
+absl::StatusOr<Destination> ToDestination(py::handle object, std::string label);
 
 }  // namespace ferry::python
 

@@ -103,8 +103,7 @@ void BindCalls(py::class_<Handle>& c, Get get) {
             return Remote(get(h), h.kind, to, fn, args, timeout);
           },
           py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("timeout"))
-      .def_property_readonly(
-          "name", [get](Handle& h) { return get(h).name(); })
+      .def_property_readonly("name", [get](Handle& h) { return get(h).name(); })
       .def("workers",
            [get](Handle& h) {
              py::gil_scoped_release release;
@@ -177,8 +176,7 @@ AsyncFunction PythonFunction(PyRef fn, PyRef invoke, TensorKind kind) {
     DrainDeferred();
     try {
       py::list py_args = FromValues(args, kind);
-      invoke.object()(fn.object(), py_args, PromiseHandle(promise),
-                      ctx.caller);
+      invoke.object()(fn.object(), py_args, PromiseHandle(promise), ctx.caller);
     } catch (py::error_already_set& e) {
       // Nobody has the future yet: setting it runs no callback.
       promise.Set(StatusFromException(e.value()));
@@ -280,8 +278,7 @@ void BindWorker(py::module_& m) {
               py::gil_scoped_release release;
               r = h.worker->Wrap(std::move(v));
             }
-            return RRefHandle(ValueOrRaise(std::move(r)),
-                              state.KindOr(h.kind));
+            return RRefHandle(ValueOrRaise(std::move(r)), state.KindOr(h.kind));
           },
           py::arg("value"))
       .def(
@@ -485,8 +482,7 @@ void BindRRef(py::module_& m) {
             Settle(h.ref.RpcAsync(fn, std::move(values), Timeout(timeout)),
                    kind, std::move(callback));
           },
-          py::arg("fn"), py::arg("args"), py::arg("timeout"),
-          py::arg("settle"))
+          py::arg("fn"), py::arg("args"), py::arg("timeout"), py::arg("settle"))
       .def(
           "remote",
           [](RRefHandle& h, const std::string& fn, py::handle args,
@@ -498,8 +494,7 @@ void BindRRef(py::module_& m) {
               py::gil_scoped_release release;
               r = h.ref.Remote(fn, std::move(values), Timeout(timeout));
             }
-            return RRefHandle(ValueOrRaise(std::move(r)),
-                              state.KindOr(h.kind));
+            return RRefHandle(ValueOrRaise(std::move(r)), state.KindOr(h.kind));
           },
           py::arg("fn"), py::arg("args"), py::arg("timeout"));
 }

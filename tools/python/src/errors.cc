@@ -16,8 +16,8 @@ PyObject* error_base = nullptr;
 
 py::handle ClassFor(absl::StatusCode code) {
   if (error_classes != nullptr) {
-    PyObject* cls = PyDict_GetItemString(error_classes,
-                                         StatusCodeName(code).c_str());
+    PyObject* cls =
+        PyDict_GetItemString(error_classes, StatusCodeName(code).c_str());
     if (cls != nullptr) return cls;
   }
   if (error_base != nullptr) return error_base;
@@ -79,7 +79,8 @@ absl::Status StatusFromException(py::handle exception) {
   }
   std::string text = py::str(exception);
   std::string type = py::str(py::type::handle_of(exception).attr("__name__"));
-  return absl::Status(code, text.empty() ? type : absl::StrCat(type, ": ", text));
+  return absl::Status(code,
+                      text.empty() ? type : absl::StrCat(type, ": ", text));
 }
 
 }  // namespace ferry::python

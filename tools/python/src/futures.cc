@@ -58,8 +58,7 @@ void BindFutures(py::module_& m) {
   py::class_<PromiseHandle>(m, "Promise",
                             "Settles a call to a registered function.")
       .def("set_result", &PromiseHandle::SetResult, py::arg("value"))
-      .def("set_exception", &PromiseHandle::SetException,
-           py::arg("exception"));
+      .def("set_exception", &PromiseHandle::SetException, py::arg("exception"));
 }
 
 }  // namespace ferry::python

@@ -19,9 +19,8 @@ void LeaseSet::Release() {
 
 absl::Status LeaseSet::WaitAllReleased(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return held_ == 0;
-  };
+  auto released = [this]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_ == 0; };
   if (mu_.AwaitWithDeadline(absl::Condition(&released), deadline)) {
     return absl::OkStatus();
   }
@@ -54,7 +53,8 @@ Tensor OwnedCopyIfPython(const Tensor& tensor) {
   absl::StatusOr<TensorBuilder> b =
       TensorBuilder::Create(tensor.dtype(), tensor.shape());
   if (!b.ok()) return tensor;  // The shape was valid once; cannot happen.
-  if (tensor.nbytes() > 0) std::memcpy(b->data(), tensor.data(), tensor.nbytes());
+  if (tensor.nbytes() > 0)
+    std::memcpy(b->data(), tensor.data(), tensor.nbytes());
   return std::move(*b).Build();
 }
 

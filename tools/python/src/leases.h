@@ -61,10 +61,9 @@ struct PythonBuffer {
 
 // A tensor over `data` (in `object`'s memory, which it keeps alive): no
 // copy. Holds a lease on `leases` if set. GIL held.
-absl::StatusOr<Tensor> WrapPythonMemory(py::handle object, DType dtype,
-                                        Shape shape, const char* data,
-                                        size_t nbytes,
-                                        const std::shared_ptr<LeaseSet>& leases);
+absl::StatusOr<Tensor> WrapPythonMemory(
+    py::handle object, DType dtype, Shape shape, const char* data,
+    size_t nbytes, const std::shared_ptr<LeaseSet>& leases);
 
 // True if `tensor`'s buffer is a Python object's memory.
 inline bool IsPythonMemory(const Tensor& tensor) {

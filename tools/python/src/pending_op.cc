@@ -48,10 +48,10 @@ Value CopyPythonMemory(Value v) {
 
 absl::Status CheckFits(const Tensor& t, const Destination& d) {
   if (t.dtype() == d.dtype && t.shape() == d.shape) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      d.label, ": the result is ", DTypeName(t.dtype()), " ",
-      ShapeString(t.shape()), ", the output ", DTypeName(d.dtype), " ",
-      ShapeString(d.shape)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(d.label, ": the result is ", DTypeName(t.dtype()), " ",
+                   ShapeString(t.shape()), ", the output ", DTypeName(d.dtype),
+                   " ", ShapeString(d.shape)));
 }
 
 void CopyInto(const Tensor& t, const Destination& d) {
@@ -90,8 +90,8 @@ absl::Status PendingOp::Deliver(Value result) {
   std::vector<Destination>& outs = staging_.outputs;
   if (leaves.size() != outs.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the collective returned ", leaves.size(),
-                     " tensors for ", outs.size(), " outputs"));
+        absl::StrCat("the collective returned ", leaves.size(), " tensors for ",
+                     outs.size(), " outputs"));
   }
   for (size_t i = 0; i < leaves.size(); ++i) {
     absl::Status s = CheckFits(leaves[i], outs[i]);
