@@ -288,6 +288,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
   // The copy must outlive the fetch: its release would overtake it.
   fetched.Then([result, created, rref](const absl::StatusOr<Value>& v) {
     if (v.ok()) {
+      rref->MarkFetched();
       result.Set(v);
       return;
     }

@@ -5,10 +5,13 @@
 #   PREFIX/lib/libferry.so, libferry.a
 #   PREFIX/include/ferry/ferry.h and the headers it includes
 #   PREFIX/lib/pkgconfig/ferry.pc
+#   PREFIX/lib/python3/dist-packages/ferry/   the Python package, if built
+#                                            (PYTHONPATH=PREFIX/lib/python3/dist-packages)
 #
 # Usage: install.sh PREFIX BUILT SOURCES
 #   BUILT    where Bazel put tools/ferryd, tools/ferryctl, libferry.a,
-#            libferry.so and ferry_headers.manifest (bazel-bin)
+#            libferry.so, ferry_headers.manifest and tools/python/site/ferry
+#            (bazel-bin)
 #   SOURCES  the tree the manifest's header paths are relative to
 # `tools/dev install` builds (optimized) and runs this.
 set -euo pipefail
@@ -32,4 +35,10 @@ while IFS= read -r header; do
 done <"$built/ferry_headers.manifest"
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|0.1|" \
   -e "s|@ABSL@|$(echo $ABSL)|" "$here/ferry.pc.in" >"$prefix/lib/pkgconfig/ferry.pc"
-echo "installed ferry under $prefix (pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig)"
+if [ -d "$built/tools/python/site/ferry" ]; then
+  python_dir="$prefix/lib/python3/dist-packages/ferry"
+  install -d "$python_dir"
+  install -m 0644 "$built"/tools/python/site/ferry/*.py "$python_dir/"
+  install -m 0755 "$built/tools/python/site/ferry/_ferry.so" "$python_dir/"
+fi
+echo "installed ferry under $prefix (pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig; Python: PYTHONPATH=$prefix/lib/python3/dist-packages)"

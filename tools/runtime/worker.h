@@ -14,7 +14,9 @@
 // Timeouts: an unset timeout is the worker's default_timeout; zero means
 // none. Every wait is bounded by one of them.
 //
-// Thread-safe after Start(); Register before it.
+// Thread-safe after Start(). Register before it, or after: the registry is
+// thread-safe, and a function registered later is callable once Register
+// returned (the Python package registers functions at any time).
 #ifndef FERRY_TOOLS_RUNTIME_WORKER_H_
 #define FERRY_TOOLS_RUNTIME_WORKER_H_
 
@@ -81,7 +83,7 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // ---- Before Start ----
+  // ---- Before Start (or after: see above) ----
   // A plain C++ function or lambda over Values, Tensors, numbers, strings
   // (rpc/registry.h). ALREADY_EXISTS if the name is taken.
   template <typename F>
