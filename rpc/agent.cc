@@ -66,7 +66,7 @@ RpcAgent::RpcAgent(AgentOptions options)
       security_(options_.security ? options_.security : Security::Insecure()),
       incarnation_(RandomIncarnation()),
       started_(absl::Now()),
-      timers_(std::make_unique<Timers>()),
+      timers_(std::make_unique<ThreadTimers>()),
       executor_(std::make_unique<Executor>(options_.executor_threads)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
       authenticator_(std::make_shared<Authenticator>(security_->token())) {

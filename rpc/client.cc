@@ -12,7 +12,7 @@ namespace ferry {
 RpcClient::RpcClient(RpcClientOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
-      timers_(std::make_unique<Timers>()),
+      timers_(std::make_unique<ThreadTimers>()),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     if (caller_ != nullptr) caller_->FailNode(node, reason);

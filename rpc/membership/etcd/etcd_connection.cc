@@ -124,7 +124,7 @@ absl::StatusOr<std::shared_ptr<EtcdConnection>> EtcdConnection::Create(
     stubs.push_back(MakeStubs(address, *credentials));
   }
   std::unique_ptr<Timers> own_timers;
-  if (fixed.timers == nullptr) own_timers = std::make_unique<Timers>();
+  if (fixed.timers == nullptr) own_timers = std::make_unique<ThreadTimers>();
   return std::shared_ptr<EtcdConnection>(new EtcdConnection(
       std::move(fixed), std::move(own_timers), std::move(stubs)));
 }
