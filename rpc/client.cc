@@ -66,8 +66,7 @@ void RpcClient::Close(bool leave) {
 }
 
 absl::Duration RpcClient::Resolve(const CallOptions& options) const {
-  absl::Duration t = options.timeout.value_or(options_.default_timeout);
-  return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
+  return CallTimeout(options, options_.default_timeout);
 }
 
 Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
@@ -80,7 +79,7 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref);
+                       options.create_rref, options.cancellation);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
