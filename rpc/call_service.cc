@@ -197,7 +197,15 @@ void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
                                                 : absl::StrCat(
                                                       options_.worker_name,
                                                       ": ", fn));
-  if (status.ok()) call->response->Swap(&call->reply);
+  if (status.ok()) {
+    // A remote() call replies an empty message (gRPC sends no buffer that
+    // was never filled).
+    if (!call->reply.Valid()) {
+      grpc::Slice empty;
+      call->reply = grpc::ByteBuffer(&empty, 1);
+    }
+    call->response->Swap(&call->reply);
+  }
   call->reactor->Finish(ToGrpcStatus(named));
 }
 

@@ -78,8 +78,9 @@ struct RegisteredFunction {
   AsyncFunction fn;
 };
 
-// Runs `fn`, turning a C++ exception escaping it into INTERNAL, so a buggy
-// function cannot take the worker down.
+// Runs `fn`, turning a C++ exception escaping it into INTERNAL (and
+// std::bad_alloc into RESOURCE_EXHAUSTED), so a buggy or greedy function
+// cannot take the worker down.
 Future<Value> InvokeFunction(const RegisteredFunction& fn,
                              const CallContext& ctx, std::vector<Value> args);
 

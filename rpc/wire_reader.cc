@@ -713,16 +713,18 @@ absl::StatusOr<CallRequestReader> CallRequestReader::Open(
 absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
   FERRY_RETURN_IF_ERROR(args_error_);
   CallRequestScan scan;
-  FERRY_RETURN_IF_ERROR(ScanCallRequest(Cursor(&slices_), *limits_, &scan));
+  FERRY_RETURN_IF_ERROR(ScanCallRequest(Cursor(&slices_), limits_, &scan));
   std::vector<Value> args;
   args.reserve(scan.args.size());
+  // One parser for every argument: --max_items counts the whole message.
+  Cursor in;
+  ValueParser parser(&in, limits_, codec);
   for (size_t i = 0; i < scan.args.size(); ++i) {
-    Cursor in = scan.args[i].first;
-    ValueParser parser(&in, *limits_, codec);
+    in = scan.args[i].first;
     const Path path{nullptr, "args", static_cast<int64_t>(i)};
     PendingValue pending;
-    FERRY_RETURN_IF_ERROR(parser.Message(scan.args[i].second, 0, path,
-                                         &pending));
+    FERRY_RETURN_IF_ERROR(
+        parser.Message(scan.args[i].second, 0, path, &pending));
     FERRY_ASSIGN_OR_RETURN(Value v, parser.Finish(&pending, path));
     args.push_back(std::move(v));
   }

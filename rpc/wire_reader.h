@@ -74,10 +74,10 @@ class CallRequestReader {
 
  private:
   CallRequestReader(std::vector<grpc::Slice> slices, const Limits& limits)
-      : slices_(std::move(slices)), limits_(&limits) {}
+      : slices_(std::move(slices)), limits_(limits) {}
 
   std::vector<grpc::Slice> slices_;
-  const Limits* limits_;
+  Limits limits_;
   CallHeader header_;
   // The first error met past the header (too many arguments); Args()
   // reports it.

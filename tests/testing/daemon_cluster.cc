@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
   job->master_ = cluster->Find("master")->as_string();
   for (const Value& w : cluster->Find("workers")->as_list()) {
     job->pids_.push_back(static_cast<pid_t>(w.Find("pid")->as_int()));
+    job->addresses_.push_back(w.Find("address")->as_string());
   }
   return job;
 }

@@ -52,6 +52,8 @@ class DaemonCluster {
 
   const std::string& master() const { return master_; }
   pid_t pid(int rank) const { return pids_[rank]; }
+  // host:port a worker serves on.
+  const std::string& address(int rank) const { return addresses_[rank]; }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -61,6 +63,7 @@ class DaemonCluster {
   std::string dir_;
   std::string master_;
   std::vector<pid_t> pids_;
+  std::vector<std::string> addresses_;
 };
 
 }  // namespace testing
