@@ -232,6 +232,9 @@ class ValueParser {
   absl::Status Body(int depth, const Path& path, PendingValue* out);
   absl::Status Field(int field, int depth, const Path& path,
                      PendingValue* out);
+  // The entries (field 1) of the list or map of `len` bytes at the
+  // cursor; RESOURCE_EXHAUSTED if more than the values left in the budget.
+  absl::Status CountEntries(uint64_t len, const Path& path, int64_t* count);
   absl::Status List(uint64_t len, int depth, const Path& path,
                     Value::List* out);
   absl::Status Map(uint64_t len, int depth, const Path& path, Value::Map* out);
@@ -385,8 +388,37 @@ absl::Status ValueParser::Field(int field, int depth, const Path& path,
   }
 }
 
+absl::Status ValueParser::CountEntries(uint64_t len, const Path& path,
+                                       int64_t* count) {
+  // A copy of the cursor walks the entries (skipping their bodies), so a
+  // list or map of more values than the budget allows fails before any is
+  // built, and a list is allocated once.
+  Cursor scan = *in_;
+  ValueParser counter(&scan, limits_, nullptr);
+  scan.Narrow(len);
+  *count = 0;
+  while (!scan.done()) {
+    uint64_t key;
+    if (!scan.Varint(&key)) return Malformed(path, "truncated key");
+    if (key == ((1 << 3) | kLength)) ++*count;
+    FERRY_RETURN_IF_ERROR(counter.SkipField(static_cast<int>(key & 7), path));
+  }
+  if (*count > limits_.max_items - items_) {
+    return OverLimit(absl::StrCat(path.Render(), ": more than ",
+                                  limits_.max_items,
+                                  " values in one message (", *count,
+                                  " entries here)"),
+                     absl::StrCat(limits_.max_items, " values"), "max_items",
+                     limits_.max_items);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValueParser::List(uint64_t len, int depth, const Path& path,
                                Value::List* out) {
+  int64_t count = 0;
+  FERRY_RETURN_IF_ERROR(CountEntries(len, path, &count));
+  out->reserve(out->size() + static_cast<size_t>(count));
   uint64_t outer = in_->Narrow(len);
   absl::Status s;
   while (s.ok() && !in_->done()) {
@@ -415,6 +447,8 @@ absl::Status ValueParser::List(uint64_t len, int depth, const Path& path,
 
 absl::Status ValueParser::Map(uint64_t len, int depth, const Path& path,
                               Value::Map* out) {
+  int64_t count = 0;
+  FERRY_RETURN_IF_ERROR(CountEntries(len, path, &count));
   uint64_t outer = in_->Narrow(len);
   absl::Status s;
   while (s.ok() && !in_->done()) {

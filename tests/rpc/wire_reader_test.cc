@@ -218,10 +218,16 @@ TEST(WireReaderTest, TooManyValuesFail) {
   Limits limits;
   limits.max_items = 10;
   Value::List many(20, Value());
+  // Refused before the list is built.
   EXPECT_THAT(Read(Encode({Value(many)}), limits),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       AllOf(HasSubstr("args[0][9]: more than 10 values"),
+                       AllOf(HasSubstr("args[0]: more than 10 values in one message (20 "),
                              HasSubstr("(--max_items=10)"))));
+  // Nested values count too.
+  Value::List nested(5, Value(Value::List{1}));
+  EXPECT_THAT(Read(Encode({Value(nested)}), limits),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("args[0][4]: more than 10 values")));
   // Counted across arguments.
   EXPECT_THAT(Read(Encode({Value(Value::List(6)), Value(Value::List(6))}),
                    limits),
@@ -396,3 +402,4 @@ TEST(WireReaderTest, ReadsCreateRRef) {
 
 }  // namespace
 }  // namespace ferry
+
