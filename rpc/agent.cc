@@ -42,8 +42,8 @@ int64_t HeapBytesInUse() {
 
 // What one connection may cost the server (rpc/base/limits.h).
 void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
-  const int max_message = static_cast<int>(
-      std::min<int64_t>(limits.max_message_bytes, INT32_MAX));
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(limits.max_message_bytes, INT32_MAX));
   builder->SetMaxReceiveMessageSize(max_message);
   builder->SetMaxSendMessageSize(max_message);
   // Memory for gRPC's buffers, incoming messages included: past it new
@@ -51,10 +51,9 @@ void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
   grpc::ResourceQuota quota("ferry");
   quota.Resize(static_cast<size_t>(limits.grpc_memory_bytes));
   builder->SetResourceQuota(quota);
-  builder->AddChannelArgument(
-      GRPC_ARG_MAX_CONCURRENT_STREAMS,
-      static_cast<int>(std::min<int64_t>(limits.max_concurrent_streams,
-                                         INT32_MAX)));
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(std::min<int64_t>(
+                                  limits.max_concurrent_streams, INT32_MAX)));
   // Peers ping idle connections to detect death (every 10 s, see
   // rpc/channels.cc): let them, but no more often than every 5 s; a peer
   // that floods pings is cut off after gRPC's default two strikes.

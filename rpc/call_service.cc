@@ -192,11 +192,11 @@ bool CallService::Claim(const std::shared_ptr<ActiveCall>& call) {
 void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
   const std::string& fn = call->context.function;
   absl::Status named =
-      status.ok() ? status
-                  : Annotate(status, fn.empty() ? options_.worker_name
-                                                : absl::StrCat(
-                                                      options_.worker_name,
-                                                      ": ", fn));
+      status.ok()
+          ? status
+          : Annotate(status,
+                     fn.empty() ? options_.worker_name
+                                : absl::StrCat(options_.worker_name, ": ", fn));
   if (status.ok()) {
     // A remote() call replies an empty message (gRPC sends no buffer that
     // was never filled).

@@ -55,8 +55,8 @@ absl::Duration CallTimeout(const CallOptions& options,
   absl::Duration t = options.timeout.value_or(default_timeout);
   if (t == absl::ZeroDuration()) t = absl::InfiniteDuration();
   if (options.deadline != absl::InfiniteFuture()) {
-    t = std::min(t, std::max(options.deadline - absl::Now(),
-                             absl::ZeroDuration()));
+    t = std::min(
+        t, std::max(options.deadline - absl::Now(), absl::ZeroDuration()));
   }
   return t;
 }
@@ -137,8 +137,8 @@ void Caller::Follow(const std::shared_ptr<Pending>& call,
   Cancellation* c = cancellation.get();
   InflightCalls::Token token = call->token;
   call->parent = std::move(cancellation);
-  call->parent_id =
-      c->OnCancel([this, c, token] { inflight_.CancelOne(token, c->reason()); });
+  call->parent_id = c->OnCancel(
+      [this, c, token] { inflight_.CancelOne(token, c->reason()); });
 }
 
 void Caller::Send(const std::shared_ptr<Pending>& call) {

@@ -230,8 +230,7 @@ class ValueParser {
 
  private:
   absl::Status Body(int depth, const Path& path, PendingValue* out);
-  absl::Status Field(int field, int depth, const Path& path,
-                     PendingValue* out);
+  absl::Status Field(int field, int depth, const Path& path, PendingValue* out);
   // The entries (field 1) of the list or map of `len` bytes at the
   // cursor; RESOURCE_EXHAUSTED if more than the values left in the budget.
   absl::Status CountEntries(uint64_t len, const Path& path, int64_t* count);
@@ -239,8 +238,7 @@ class ValueParser {
                     Value::List* out);
   absl::Status Map(uint64_t len, int depth, const Path& path, Value::Map* out);
   absl::Status MapEntry(int depth, const Path& path, Value::Map* out);
-  absl::Status TensorFields(uint64_t len, const Path& path,
-                            PendingTensor* out);
+  absl::Status TensorFields(uint64_t len, const Path& path, PendingTensor* out);
   absl::Status ShapeDim(uint64_t dim, const Path& path, Shape* shape);
   absl::StatusOr<Tensor> FinishTensor(PendingTensor* t, const Path& path);
   absl::Status CheckDims(const Shape& shape, const Path& path) const;
@@ -315,8 +313,7 @@ absl::Status ValueParser::Message(uint64_t len, int depth, const Path& path,
   return s;
 }
 
-absl::Status ValueParser::Body(int depth, const Path& path,
-                               PendingValue* out) {
+absl::Status ValueParser::Body(int depth, const Path& path, PendingValue* out) {
   while (!in_->done()) {
     uint64_t key;
     if (!in_->Varint(&key)) return Malformed(path, "truncated key");
@@ -341,7 +338,8 @@ absl::Status ValueParser::Field(int field, int depth, const Path& path,
   uint64_t v = 0;
   if (field == kBool || field == kInt) {
     if (!in_->Varint(&v)) return Malformed(path, "truncated varint");
-    out->value = field == kBool ? Value(v != 0) : Value(static_cast<int64_t>(v));
+    out->value =
+        field == kBool ? Value(v != 0) : Value(static_cast<int64_t>(v));
     return absl::OkStatus();
   }
   if (field == kDouble) {
@@ -397,17 +395,17 @@ absl::Status ValueParser::CountEntries(uint64_t len, const Path& path,
   ValueParser counter(&scan, limits_, nullptr);
   scan.Narrow(len);
   *count = 0;
-  while (!scan.done()) {
+  const int64_t budget = limits_.max_items - items_;
+  // Stops one past the budget: the walk costs at most what building would.
+  while (!scan.done() && *count <= budget) {
     uint64_t key;
     if (!scan.Varint(&key)) return Malformed(path, "truncated key");
     if (key == ((1 << 3) | kLength)) ++*count;
     FERRY_RETURN_IF_ERROR(counter.SkipField(static_cast<int>(key & 7), path));
   }
-  if (*count > limits_.max_items - items_) {
+  if (*count > budget) {
     return OverLimit(absl::StrCat(path.Render(), ": more than ",
-                                  limits_.max_items,
-                                  " values in one message (", *count,
-                                  " entries here)"),
+                                  limits_.max_items, " values in one message"),
                      absl::StrCat(limits_.max_items, " values"), "max_items",
                      limits_.max_items);
   }
@@ -500,11 +498,11 @@ absl::Status ValueParser::MapEntry(int depth, const Path& path,
 absl::Status ValueParser::ShapeDim(uint64_t dim, const Path& path,
                                    Shape* shape) {
   if (static_cast<int64_t>(shape->size()) >= limits_.max_tensor_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path.Field("shape").Render(), ": rank ", shape->size() + 1,
-        " or more is ",
-        LimitNote(absl::StrCat(limits_.max_tensor_rank), "max_tensor_rank",
-                  limits_.max_tensor_rank)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path.Field("shape").Render(), ": rank ", shape->size() + 1,
+                     " or more is ",
+                     LimitNote(absl::StrCat(limits_.max_tensor_rank),
+                               "max_tensor_rank", limits_.max_tensor_rank)));
   }
   shape->push_back(static_cast<int64_t>(dim));
   return absl::OkStatus();
@@ -557,21 +555,20 @@ absl::Status ValueParser::CheckDims(const Shape& shape,
   for (size_t i = 0; i < shape.size(); ++i) {
     const int64_t d = shape[i];
     if (d < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path.Field("shape").Item(i).Render(),
-                       ": negative dimension ", d));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path.Field("shape").Item(i).Render(), ": negative dimension ", d));
     }
     if (d > max_dim) {
       return absl::InvalidArgumentError(
-          absl::StrCat(path.Field("shape").Item(i).Render(), ": dimension ",
-                       d, " is ", note));
+          absl::StrCat(path.Field("shape").Item(i).Render(), ": dimension ", d,
+                       " is ", note));
     }
     if (d == 0) continue;
     if (extent > max_dim / d) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path.Field("shape").Render(), ": ", ShapeString(shape),
-          " spans more than ", max_dim,
-          " elements (zero dimensions counted as 1), ", note));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path.Field("shape").Render(), ": ", ShapeString(shape),
+                       " spans more than ", max_dim,
+                       " elements (zero dimensions counted as 1), ", note));
     }
     extent *= d;
   }
@@ -646,13 +643,7 @@ absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
 }
 
 // CallRequest fields (proto/worker.proto).
-enum CallField {
-  kFunction = 1,
-  kArgs,
-  kCallerNode,
-  kCallerName,
-  kCreateRRef
-};
+enum CallField { kFunction = 1, kArgs, kCallerNode, kCallerName, kCreateRRef };
 
 std::vector<grpc::Slice> SlicesOf(const grpc::ByteBuffer& bytes) {
   std::vector<grpc::Slice> slices;

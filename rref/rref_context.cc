@@ -122,12 +122,11 @@ std::string RRefContext::NodeName(uint64_t node) const {
 
 absl::Status RRefContext::CheckHandle(const proto::RRefHandle& h) const {
   const int world = host_.directory->world_size();
-  const std::string id =
-      GlobalIdString({h.rref_creator(), h.rref_local()});
+  const std::string id = GlobalIdString({h.rref_creator(), h.rref_local()});
   if (h.owner_rank() < 0 || h.owner_rank() >= world) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rref ", id, ": owner rank ", h.owner_rank(),
-        " is not a worker of this job (world size ", world, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rref ", id, ": owner rank ", h.owner_rank(),
+                     " is not a worker of this job (world size ", world, ")"));
   }
   const std::string& owner = host_.directory->at(h.owner_rank()).name;
   if (h.owner() != owner) {
@@ -137,9 +136,9 @@ absl::Status RRefContext::CheckHandle(const proto::RRefHandle& h) const {
   }
   for (uint64_t node : {h.rref_creator(), h.fork_creator()}) {
     if (IsWorkerNode(node) && node >= static_cast<uint64_t>(world)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rref ", id, ": created by node ", node,
-          ", which is neither a worker of this job nor a client"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("rref ", id, ": created by node ", node,
+                       ", which is neither a worker of this job nor a client"));
     }
   }
   return absl::OkStatus();
@@ -380,9 +379,9 @@ absl::Status RRefContext::Begin(const proto::RRefHandle& rref,
                                 uint64_t caller) {
   FERRY_RETURN_IF_ERROR(Annotate(CheckHandle(rref), "create_rref"));
   if (!owns(rref.owner_rank())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "create_rref: the rref would be owned by ", rref.owner(), ", not ",
-        host_.name));
+    return absl::InvalidArgumentError(
+        absl::StrCat("create_rref: the rref would be owned by ", rref.owner(),
+                     ", not ", host_.name));
   }
   return owner_table_->Create({rref.rref_creator(), rref.rref_local()},
                               {rref.fork_creator(), rref.fork_local()}, caller);

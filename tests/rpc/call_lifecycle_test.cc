@@ -57,11 +57,11 @@ void RegisterWaitForCancel(Worker& w, std::shared_ptr<CancelProbe> probe) {
 
 TEST(CallLifecycleTest, DeadlinePassedCancelsTheWorkAndTheCount) {
   auto probe = std::make_shared<CancelProbe>();
-  ASSERT_OK_AND_ASSIGN(auto job,
-                       LocalJob::Start(2, {.setup = [&](Worker& w) {
-                                         if (w.rank() == 1)
-                                           RegisterWaitForCancel(w, probe);
-                                       }}));
+  ASSERT_OK_AND_ASSIGN(auto job, LocalJob::Start(2, {.setup = [&](Worker& w) {
+                                                   if (w.rank() == 1)
+                                                     RegisterWaitForCancel(
+                                                         w, probe);
+                                                 }}));
   RpcAgent& caller = job->worker(0).rpc();
   EXPECT_THAT(caller.RpcSync("worker1", "wait_for_cancel", {},
                              {.timeout = absl::Milliseconds(200)}),
@@ -91,27 +91,25 @@ TEST(CallLifecycleTest, NestedCallsEndWithTheirParent) {
   auto nested = std::make_shared<absl::Status>();
   auto nested_done = std::make_shared<absl::Notification>();
   ASSERT_OK_AND_ASSIGN(
-      auto job, LocalJob::Start(3, {.setup = [&](Worker& w) {
-                                  if (w.rank() != 1) return;
-                                  RpcAgent* agent = &w.rpc();
-                                  ASSERT_OK(w.registry().RegisterAsync(
-                                      "relay",
-                                      [agent, nested, nested_done](
-                                          const CallContext& ctx,
-                                          std::vector<Value>) {
-                                        Future<Value> f = agent->RpcAsync(
-                                            "worker2", "sleep_ms", {600000},
-                                            NestedIn(ctx));
-                                        f.Then([nested, nested_done](
-                                                   const absl::StatusOr<Value>&
-                                                       r) {
-                                          *nested = r.status();
-                                          nested_done->Notify();
-                                        });
-                                        return f;
-                                      },
-                                      "relay() -> null"));
-                                }}));
+      auto job,
+      LocalJob::Start(
+          3, {.setup = [&](Worker& w) {
+            if (w.rank() != 1) return;
+            RpcAgent* agent = &w.rpc();
+            ASSERT_OK(w.registry().RegisterAsync(
+                "relay",
+                [agent, nested, nested_done](const CallContext& ctx,
+                                             std::vector<Value>) {
+                  Future<Value> f = agent->RpcAsync("worker2", "sleep_ms",
+                                                    {600000}, NestedIn(ctx));
+                  f.Then([nested, nested_done](const absl::StatusOr<Value>& r) {
+                    *nested = r.status();
+                    nested_done->Notify();
+                  });
+                  return f;
+                },
+                "relay() -> null"));
+          }}));
   EXPECT_THAT(job->worker(0).rpc().RpcSync(
                   "worker1", "relay", {}, {.timeout = absl::Milliseconds(300)}),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
@@ -132,8 +130,8 @@ TEST(CallLifecycleTest, NestedCallOfACancelledParentIsCancelled) {
   Future<Value> f = job->worker(0).rpc().RpcAsync(
       "worker1", "sleep_ms", {600000}, {.cancellation = cancel});
   cancel->Cancel(absl::CancelledError("parent gone"));
-  EXPECT_THAT(f.Wait(kWait), StatusIs(absl::StatusCode::kCancelled,
-                                      HasSubstr("parent gone")));
+  EXPECT_THAT(f.Wait(kWait),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("parent gone")));
   EXPECT_TRUE(Idle(job->worker(0).rpc()));
   EXPECT_TRUE(Idle(job->worker(1).rpc()));
 }
@@ -171,16 +169,18 @@ TEST(CallLifecycleTest, FunctionsSeeTheWorkersLimits) {
   int64_t seen = 0;
   ASSERT_OK_AND_ASSIGN(
       auto job,
-      LocalJob::Start(1, {.configure = [](WorkerOptions& o) {
-                            o.limits.max_alloc_bytes = 7 * Limits::kMiB;
-                          },
-                          .setup = [&](Worker& w) {
-                            ASSERT_OK(w.registry().Register(
-                                "alloc_limit", [&](const CallContext& ctx) {
-                                  seen = ctx.limits->max_alloc_bytes;
-                                  return Value();
-                                }));
-                          }}));
+      LocalJob::Start(1, {.configure =
+                              [](WorkerOptions& o) {
+                                o.limits.max_alloc_bytes = 7 * Limits::kMiB;
+                              },
+                          .setup =
+                              [&](Worker& w) {
+                                ASSERT_OK(w.registry().Register(
+                                    "alloc_limit", [&](const CallContext& ctx) {
+                                      seen = ctx.limits->max_alloc_bytes;
+                                      return Value();
+                                    }));
+                              }}));
   EXPECT_OK(job->worker(0).rpc().RpcSync("worker0", "alloc_limit", {}));
   EXPECT_EQ(seen, 7 * Limits::kMiB);
 }

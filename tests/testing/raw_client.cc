@@ -85,8 +85,8 @@ std::vector<RawReply> RawClient::UnaryMany(const std::string& method,
   return replies;
 }
 
-RawReply RawClient::Unary(const std::string& method,
-                          const std::string& request, absl::Duration timeout) {
+RawReply RawClient::Unary(const std::string& method, const std::string& request,
+                          absl::Duration timeout) {
   return UnaryMany(method, request, 1, timeout)[0];
 }
 

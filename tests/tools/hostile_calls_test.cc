@@ -64,12 +64,10 @@ class HostileCallsTest : public ::testing::Test {
     EXPECT_EQ(reply.status.error_code(), code) << reply.status.error_message();
     EXPECT_THAT(reply.status.error_message(), HasSubstr(text));
     EXPECT_LT(reply.elapsed, kAnswered);
-    std::cout << ::testing::UnitTest::GetInstance()
-                     ->current_test_info()
-                     ->name()
+    std::cout << ::testing::UnitTest::GetInstance()->current_test_info()->name()
               << ": " << reply.status.error_code() << " in "
-              << absl::ToInt64Milliseconds(reply.elapsed) << " ms: "
-              << reply.status.error_message().substr(0, 200) << "\n";
+              << absl::ToInt64Milliseconds(reply.elapsed)
+              << " ms: " << reply.status.error_message().substr(0, 200) << "\n";
     ExpectIdleAndSmall();
     EXPECT_EQ(kill(job_->pid(0), 0), 0) << "worker0 died";
     RawReply honest =
@@ -107,6 +105,15 @@ class HostileCallsTest : public ::testing::Test {
 
 DaemonCluster* HostileCallsTest::job_ = nullptr;
 
+// `unit` repeated to `bytes` bytes (a multiple of its size), by doubling.
+std::string Repeat(std::string unit, int64_t bytes) {
+  while (static_cast<int64_t>(unit.size()) * 2 <= bytes) unit += unit;
+  while (static_cast<int64_t>(unit.size()) < bytes) {
+    unit += unit.substr(0, bytes - unit.size());
+  }
+  return unit;
+}
+
 proto::RRefHandle Handle(int owner_rank) {
   proto::RRefHandle h;
   h.set_rref_creator(0);
@@ -126,17 +133,17 @@ TEST_F(HostileCallsTest, RRefOwnerRankHuge) {
 }
 
 TEST_F(HostileCallsTest, RRefOwnerRankNegative) {
-  RawReply r = raw_->Unary(
-      kCallMethod, wire::CallRequest("echo", {wire::RRef(Handle(-5))}));
+  RawReply r = raw_->Unary(kCallMethod,
+                           wire::CallRequest("echo", {wire::RRef(Handle(-5))}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "owner rank -5 is not a worker");
 }
 
 TEST_F(HostileCallsTest, ConcatOfHugeZeroSizeShape) {
   std::string t = wire::Tensor(kFloat32, {int64_t{1} << 62, 0}, "");
-  RawReply r = raw_->Unary(
-      kCallMethod,
-      wire::CallRequest("concat", {wire::List({t}), wire::Int(1)}));
+  RawReply r =
+      raw_->Unary(kCallMethod,
+                  wire::CallRequest("concat", {wire::List({t}), wire::Int(1)}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "--max_tensor_dim=");
 }
 
@@ -151,9 +158,8 @@ TEST_F(HostileCallsTest, ZerosOfSixtyFourGiB) {
 
 TEST_F(HostileCallsTest, TwoHundredMegabytesOfEmptyValues) {
   // 100 million empty arguments.
-  std::string request = wire::CallRequest("echo", {});
-  request.reserve(request.size() + 200 * kMiB);
-  for (int64_t i = 0; i < 100 * kMiB; ++i) request.append("\x12\x00", 2);
+  std::string request = wire::CallRequest("echo", {}) +
+                        Repeat(std::string("\x12\x00", 2), 200 * kMiB);
   RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
   request.clear();
   request.shrink_to_fit();
@@ -161,16 +167,13 @@ TEST_F(HostileCallsTest, TwoHundredMegabytesOfEmptyValues) {
 }
 
 TEST_F(HostileCallsTest, OneListOfAHundredMillionEmptyValues) {
-  std::string items;
-  items.reserve(200 * kMiB);
-  for (int64_t i = 0; i < 100 * kMiB; ++i) items.append("\x0a\x00", 2);
-  std::string request =
-      wire::CallRequest("echo", {wire::Bytes(7, items)});
+  std::string items = Repeat(std::string("\x0a\x00", 2), 200 * kMiB);
+  std::string request = wire::CallRequest("echo", {wire::Bytes(7, items)});
   items.clear();
   items.shrink_to_fit();
   RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
   ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                "args[0]: more than 1048576 values in one message (104857600 ");
+                "args[0]: more than 1048576 values in one message");
   EXPECT_THAT(r.status.error_message(), HasSubstr("(--max_items=1048576)"));
 }
 
@@ -218,9 +221,9 @@ TEST_F(HostileCallsTest, CancelledSleep) {
 }
 
 TEST_F(HostileCallsTest, SleepPastItsDeadline) {
-  RawReply r =
-      raw_->Unary(kCallMethod, wire::CallRequest("sleep_ms", {wire::Int(600000)}),
-                  absl::Milliseconds(300));
+  RawReply r = raw_->Unary(kCallMethod,
+                           wire::CallRequest("sleep_ms", {wire::Int(600000)}),
+                           absl::Milliseconds(300));
   ExpectHealthy(r, grpc::StatusCode::DEADLINE_EXCEEDED, "");
 }
 

@@ -70,9 +70,9 @@ Value MapFieldValue(const google::protobuf::Message& m,
     const google::protobuf::Message& entry = r->GetRepeatedMessage(m, f, k);
     const FieldDescriptor* key_field = entry.GetDescriptor()->map_key();
     Value key = FieldValue(entry, key_field, 0);
-    out.insert_or_assign(key.is_string() ? key.as_string() : ToJson(key),
-                         FieldValue(entry, entry.GetDescriptor()->map_value(),
-                                    0));
+    out.insert_or_assign(
+        key.is_string() ? key.as_string() : ToJson(key),
+        FieldValue(entry, entry.GetDescriptor()->map_value(), 0));
   }
   return Value(std::move(out));
 }

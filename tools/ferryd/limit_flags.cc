@@ -64,11 +64,11 @@ absl::StatusOr<int64_t> Positive(const absl::Flag<int64_t>& flag,
   return v;
 }
 
-#define FERRY_LIMIT_FLAG_(field, name, max, scale)                     \
-  do {                                                                 \
+#define FERRY_LIMIT_FLAG_(field, name, max, scale)                    \
+  do {                                                                \
     absl::StatusOr<int64_t> v = Positive(FLAGS_##name, #name, (max)); \
-    if (!v.ok()) return v.status();                                    \
-    limits.field = static_cast<decltype(limits.field)>(*v * (scale));  \
+    if (!v.ok()) return v.status();                                   \
+    limits.field = static_cast<decltype(limits.field)>(*v * (scale)); \
   } while (false)
 
 }  // namespace
@@ -88,8 +88,8 @@ absl::StatusOr<Limits> LimitsFromFlags() {
   FERRY_LIMIT_FLAG_(max_queued_tasks, max_queued_tasks, kAny, 1);
   FERRY_LIMIT_FLAG_(max_mailbox_bytes, max_mailbox_mb, kMaxMiB, kMiB);
   FERRY_LIMIT_FLAG_(mailbox_ttl_ms, mailbox_ttl_ms, kAny, 1);
-  FERRY_LIMIT_FLAG_(max_collective_timeout_ms, max_collective_timeout_ms,
-                    kAny, 1);
+  FERRY_LIMIT_FLAG_(max_collective_timeout_ms, max_collective_timeout_ms, kAny,
+                    1);
   FERRY_LIMIT_FLAG_(max_held_calls, max_held_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(max_clients, max_clients, kAny, 1);
   FERRY_LIMIT_FLAG_(max_barriers, max_barriers, kAny, 1);

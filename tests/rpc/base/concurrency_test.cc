@@ -208,8 +208,7 @@ TEST(ExecutorTest, QueueIsBounded) {
   EXPECT_EQ(owned.use_count(), 1);  // Dropped, never run.
   release.Notify();
   executor.Stop();
-  EXPECT_EQ(executor.TrySubmit([] {}).code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(executor.TrySubmit([] {}).code(), absl::StatusCode::kUnavailable);
 }
 
 TEST(ExecutorTest, QueuedAndRunningCounters) {
