@@ -3,6 +3,8 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -11,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
 #include "rpc/base/status_util.h"
 #include "rpc/builtins.h"
@@ -35,6 +38,29 @@ int64_t HeapBytesInUse() {
   const struct mallinfo2 heap = mallinfo2();
   return static_cast<int64_t>(heap.uordblks + heap.hblkhd);
 #endif
+}
+
+// What one connection may cost the server (rpc/base/limits.h).
+void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
+  const int max_message =
+      static_cast<int>(std::min<int64_t>(limits.max_message_bytes, INT32_MAX));
+  builder->SetMaxReceiveMessageSize(max_message);
+  builder->SetMaxSendMessageSize(max_message);
+  // Memory for gRPC's buffers, incoming messages included: past it new
+  // requests wait or are refused instead of the process growing.
+  grpc::ResourceQuota quota("ferry");
+  quota.Resize(static_cast<size_t>(limits.grpc_memory_bytes));
+  builder->SetResourceQuota(quota);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                              static_cast<int>(std::min<int64_t>(
+                                  limits.max_concurrent_streams, INT32_MAX)));
+  // Peers ping idle connections to detect death (every 10 s, see
+  // rpc/channels.cc): let them, but no more often than every 5 s; a peer
+  // that floods pings is cut off after gRPC's default two strikes.
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder->AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
 }
 
 uint64_t RandomIncarnation() {
@@ -67,14 +93,16 @@ RpcAgent::RpcAgent(AgentOptions options)
       incarnation_(RandomIncarnation()),
       started_(absl::Now()),
       timers_(std::make_unique<ThreadTimers>()),
-      executor_(std::make_unique<Executor>(options_.executor_threads)),
+      executor_(std::make_unique<Executor>(options_.executor_threads,
+                                           options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
       authenticator_(std::make_shared<Authenticator>(security_->token())) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
       channels_.get(), &membership_,
-      CallerIdentity{WorkerNode(options_.rank), options_.name});
+      CallerIdentity{WorkerNode(options_.rank), options_.name},
+      options_.limits);
   absl::Status s = RegisterBuiltins(&registry_, timers_.get());
   (void)s;  // Built-in names are valid and unique.
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
@@ -180,6 +208,7 @@ absl::Status RpcAgent::StartServer() {
   EnableStandardServices(options_.reflection);
   call_service_ = std::make_unique<CallService>(CallService::Options{
       .worker_name = options_.name,
+      .limits = options_.limits,
       .registry = &registry_,
       .executor = executor_.get(),
       .codecs = codecs_,
@@ -199,13 +228,7 @@ absl::Status RpcAgent::StartServer() {
     builder.AddListeningPort(
         local, security_->ServerCredentials(local, authenticator_));
   }
-  builder.SetMaxReceiveMessageSize(options_.channels.max_message_bytes);
-  builder.SetMaxSendMessageSize(options_.channels.max_message_bytes);
-  // Peers ping idle connections to detect death; let them.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  ApplyServerLimits(options_.limits, &builder);
   builder.RegisterService(call_service_.get());
   if (options_.rank == 0) {
     rendezvous_ = std::make_unique<RendezvousService>(
@@ -279,8 +302,13 @@ std::string RpcAgent::NodeLabel(uint64_t node) const {
 }
 
 absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
-  absl::Duration t = options.timeout.value_or(options_.default_timeout);
-  return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
+  return CallTimeout(options, options_.default_timeout);
+}
+
+CallOptions NestedIn(const CallContext& ctx, CallOptions options) {
+  options.cancellation = ctx.cancellation;
+  options.deadline = std::min(options.deadline, ctx.deadline);
+  return options;
 }
 
 Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
@@ -295,7 +323,7 @@ Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref);
+                       options.create_rref, options.cancellation);
 }
 
 absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,

@@ -95,6 +95,14 @@ class AgentExtension {
   virtual void FillStatus(proto::WorkerStatus* /*status*/) const {}
 };
 
+// Options for a call a running function makes on behalf of its own call
+// (`ctx`): it is cancelled with that call and ends by its deadline.
+//
+//   registry.RegisterAsync("relay", [&](const CallContext& ctx, auto args) {
+//     return agent.RpcAsync("worker2", "slow", args, NestedIn(ctx));
+//   }, …);
+CallOptions NestedIn(const CallContext& ctx, CallOptions options = {});
+
 class RpcAgent {
  public:
   explicit RpcAgent(AgentOptions options);

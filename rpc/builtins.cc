@@ -1,6 +1,8 @@
 #include "rpc/builtins.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -123,15 +125,29 @@ Future<Value> SleepMs(Timers* timers, const CallContext& ctx, int64_t ms) {
   // sleep cut short is a failure, not a result.
   const absl::Time full = absl::Now() + absl::Milliseconds(ms);
   const bool cut_short = ctx.deadline < full;
-  auto wake = [done, cut_short] {
+  // The timer and the cancellation each stop the other, so a cancelled
+  // sleep holds neither a timer nor a callback afterwards.
+  auto cancel_id = std::make_shared<std::atomic<Cancellation::Id>>(0);
+  std::shared_ptr<Cancellation> cancellation = ctx.cancellation;
+  auto wake = [done, cut_short, cancellation, cancel_id] {
+    if (cancellation != nullptr) cancellation->Remove(cancel_id->load());
     if (cut_short) {
       done.Set(absl::DeadlineExceededError("the caller's deadline came first"));
     } else {
       done.Set(Value());
     }
   };
-  if (timers->RunAt(std::min(full, ctx.deadline), wake) == 0) {
+  Timers::TimerId timer = timers->RunAt(std::min(full, ctx.deadline), wake);
+  if (timer == 0) {
     done.Set(absl::UnavailableError("worker is stopping"));
+    return done.future();
+  }
+  if (cancellation != nullptr) {
+    // Not owning: the cancellation keeps its callbacks (no cycle).
+    Cancellation* c = cancellation.get();
+    cancel_id->store(c->OnCancel([timers, timer, done, c] {
+      if (timers->Cancel(timer)) done.Set(c->reason());
+    }));
   }
   return done.future();
 }

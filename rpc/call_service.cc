@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -10,41 +11,49 @@
 #include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
+#include "rpc/wire_writer.h"
 
 namespace ferry {
 
 namespace {
 
-// A unary reactor that reports cancellation and deletes itself when done.
+// A unary reactor that tells its call of cancellation and deletes itself
+// when done.
 class CallReactor final : public grpc::ServerUnaryReactor {
  public:
-  CallReactor() : cancelled_(std::make_shared<std::atomic<bool>>(false)) {}
   void OnCancel() override {
-    cancelled_->store(true);
     if (on_cancel_) on_cancel_();
   }
   void OnDone() override { delete this; }
-  const std::shared_ptr<std::atomic<bool>>& cancelled() const {
-    return cancelled_;
-  }
-  // Set before the call starts running (OnCancel can only follow).
+  // Set before the reactor is returned to gRPC (OnCancel can only follow).
   void set_on_cancel(std::function<void()> f) { on_cancel_ = std::move(f); }
 
  private:
-  std::shared_ptr<std::atomic<bool>> cancelled_;
   std::function<void()> on_cancel_;
 };
+
+std::string PeerLabel(const CallHeader& h) {
+  return h.caller_name.empty() ? absl::StrCat("node ", h.caller_node)
+                               : h.caller_name;
+}
 
 }  // namespace
 
 struct CallService::ActiveCall {
   CallReactor* reactor = nullptr;
-  proto::CallResponse* response = nullptr;
+  // gRPC's response buffer: written only by the call's claimer, right
+  // before it finishes the reactor (after Finish it may be gone).
+  grpc::ByteBuffer* response = nullptr;
+  grpc::ByteBuffer reply;  // The encoded result, until claimed.
   std::shared_ptr<const RegisteredFunction> function;
   CallContext context;
   std::vector<Value> args;
   LazyCodec codec;
   std::optional<proto::RRefHandle> remote;  // A remote() call's RRef.
+  bool remote_begun = false;
+  uint64_t peer = 0;
+  std::string peer_label;
+  bool admitted = false;
   std::atomic<bool> claimed{false};
 };
 
@@ -56,76 +65,102 @@ CallService::~CallService() {
 }
 
 absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
-                                  const proto::CallRequest* request,
-                                  ActiveCall* call) {
-  call->function = options_.registry->Find(request->function());
+                                  const grpc::ByteBuffer& request,
+                                  const std::shared_ptr<ActiveCall>& call) {
+  FERRY_ASSIGN_OR_RETURN(CallRequestReader reader,
+                         CallRequestReader::Open(request, options_.limits));
+  const CallHeader& header = reader.header();
+  call->context.function = header.function;
+  call->function = options_.registry->Find(header.function);
   if (call->function == nullptr) {
     return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
   call->context.worker = options_.worker_name;
-  call->context.function = request->function();
-  call->context.caller = request->caller_name();
-  call->context.caller_node = request->caller_node();
+  call->context.caller = header.caller_name;
+  call->context.caller_node = header.caller_node;
   call->context.deadline = absl::FromChrono(context->deadline());
-  call->context.cancelled = call->reactor->cancelled();
-  call->codec = LazyCodec(options_.codecs, request->caller_node());
-  // The request is ours until we finish; decoding moves tensor bytes out of
-  // it instead of copying them.
-  auto* args = const_cast<proto::CallRequest*>(request)->mutable_args();
-  call->args.reserve(args->size());
-  for (int i = 0; i < args->size(); ++i) {
-    FERRY_ASSIGN_OR_RETURN(
-        Value v, ValueFromProto(args->Mutable(i), absl::StrCat("args[", i, "]"),
-                                &call->codec));
-    call->args.push_back(std::move(v));
-  }
-  if (request->has_create_rref()) {
+  call->context.cancellation = std::make_shared<Cancellation>();
+  call->context.limits = &options_.limits;
+  call->peer = header.caller_node;
+  call->peer_label = PeerLabel(header);
+  call->codec = LazyCodec(options_.codecs, header.caller_node);
+  // Refused before any value is built: a flood costs only the header.
+  FERRY_RETURN_IF_ERROR(Admit(call));
+  FERRY_RETURN_IF_ERROR(DecodeArgs(&reader, call.get()));
+  if (header.create_rref) {
     if (options_.remote == nullptr) {
       return absl::UnimplementedError("this worker keeps no RRefs");
     }
+    call->remote = *header.create_rref;
     FERRY_RETURN_IF_ERROR(
-        options_.remote->Begin(request->create_rref(), request->caller_node()));
-    call->remote = request->create_rref();
+        options_.remote->Begin(*call->remote, header.caller_node));
+    call->remote_begun = true;
   }
   return absl::OkStatus();
 }
 
+absl::Status CallService::DecodeArgs(CallRequestReader* reader,
+                                     ActiveCall* call) {
+  // Sizes are bounded by the limits, but the worker's memory may still run
+  // out: that is the caller's to retry later, not a crash.
+  try {
+    FERRY_ASSIGN_OR_RETURN(call->args, reader->Args(&call->codec));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory while decoding the arguments");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
+  const int64_t max = options_.limits.max_inflight_per_peer;
+  absl::MutexLock lock(&mu_);
+  if (!accepting_) {
+    return absl::UnavailableError(
+        absl::StrCat(options_.worker_name, " is shutting down"));
+  }
+  int64_t& count = per_peer_[call->peer];
+  if (count >= max) {
+    if (count == 0) per_peer_.erase(call->peer);
+    return OverLimit(
+        absl::StrCat(call->peer_label, " has ", count, " calls in flight here"),
+        absl::StrCat(max, " calls"), "max_inflight_per_peer", max);
+  }
+  ++count;
+  call->admitted = true;
+  active_.insert(call);
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* CallService::Call(
-    grpc::CallbackServerContext* context, const proto::CallRequest* request,
-    proto::CallResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   auto call = std::make_shared<ActiveCall>();
   call->reactor = new CallReactor();
   call->response = response;
-  absl::Status prepared = Prepare(context, request, call.get());
-  if (prepared.ok()) {
-    absl::MutexLock lock(&mu_);
-    if (accepting_) {
-      active_.insert(call);
-    } else {
-      prepared = absl::UnavailableError(
-          absl::StrCat(options_.worker_name, " is shutting down"));
-    }
-  }
-  if (!prepared.ok()) {
-    if (call->remote) options_.remote->Finish(*call->remote, prepared);
-    call->claimed = true;
-    call->reactor->Finish(
-        ToGrpcStatus(Annotate(prepared, absl::StrCat(options_.worker_name, ": ",
-                                                     request->function()))));
-    return call->reactor;
-  }
-  if (call->remote) {
-    RemoteHandler* remote = options_.remote;
-    proto::RRefHandle rref = *call->remote;
-    call->reactor->set_on_cancel([remote, rref] { remote->Abandon(rref); });
-  }
   CallReactor* reactor = call->reactor;
+  absl::Status prepared = Prepare(context, *request, call);
+  if (!prepared.ok()) {
+    Refuse(call, prepared);
+    return reactor;
+  }
+  reactor->set_on_cancel([this, call] { Cancelled(call); });
   Run(std::move(call));
   return reactor;
 }
 
+void CallService::Refuse(const std::shared_ptr<ActiveCall>& call,
+                         const absl::Status& status) {
+  if (call->remote_begun) options_.remote->Finish(*call->remote, status);
+  call->args.clear();  // RRefs decoded before the error are released.
+  call->codec.Abandon();
+  if (Claim(call)) FinishClaimed(call.get(), status);
+}
+
 void CallService::Run(std::shared_ptr<ActiveCall> call) {
   auto execute = [this, call]() {
+    // Cancelled while queued: already answered, nobody wants the work.
+    if (call->context.IsCancelled()) return;
     Future<Value> result =
         InvokeFunction(*call->function, call->context, std::move(call->args));
     result.Then(
@@ -135,17 +170,55 @@ void CallService::Run(std::shared_ptr<ActiveCall> call) {
     execute();
     return;
   }
-  if (!options_.executor->Submit(execute)) {
-    Answer(call, absl::UnavailableError(
-                     absl::StrCat(options_.worker_name, " is shutting down")));
+  absl::Status queued = options_.executor->TrySubmit(execute);
+  if (queued.code() == absl::StatusCode::kUnavailable) {
+    queued = absl::UnavailableError(
+        absl::StrCat(options_.worker_name, " is shutting down"));
   }
+  if (!queued.ok()) Answer(call, queued);
 }
 
 bool CallService::Claim(const std::shared_ptr<ActiveCall>& call) {
   if (call->claimed.exchange(true)) return false;
   absl::MutexLock lock(&mu_);
-  active_.erase(call);
+  if (call->admitted && active_.erase(call) > 0) {
+    auto it = per_peer_.find(call->peer);
+    if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
+  }
   return true;
+}
+
+void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
+  const std::string& fn = call->context.function;
+  absl::Status named =
+      status.ok()
+          ? status
+          : Annotate(status,
+                     fn.empty() ? options_.worker_name
+                                : absl::StrCat(options_.worker_name, ": ", fn));
+  if (status.ok()) {
+    // A remote() call replies an empty message (gRPC sends no buffer that
+    // was never filled).
+    if (!call->reply.Valid()) {
+      grpc::Slice empty;
+      call->reply = grpc::ByteBuffer(&empty, 1);
+    }
+    call->response->Swap(&call->reply);
+  }
+  call->reactor->Finish(ToGrpcStatus(named));
+}
+
+absl::Status CallService::Encode(ActiveCall* call, const Value& result) {
+  try {
+    absl::StatusOr<grpc::ByteBuffer> bytes =
+        EncodeCallResponse(result, &call->codec);
+    if (!bytes.ok()) return bytes.status();
+    call->reply = *std::move(bytes);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "result: out of memory while encoding the result");
+  }
+  return absl::OkStatus();
 }
 
 void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
@@ -157,12 +230,12 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
     Reply(call, result.status());
     return;
   }
-  absl::Status status = result.status();
-  if (status.ok()) {
-    status = Annotate(
-        ValueToProto(*result, call->response->mutable_result(), &call->codec),
-        "result");
+  if (call->claimed.load()) {  // Cancelled or aborted: nobody reads it.
+    Reply(call, result.status());
+    return;
   }
+  absl::Status status = result.status();
+  if (status.ok()) status = Encode(call.get(), *result);
   if (!status.ok() || !call->codec.used()) {
     Reply(call, status);
     return;
@@ -177,15 +250,26 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
 void CallService::Reply(const std::shared_ptr<ActiveCall>& call,
                         const absl::Status& status) {
   if (!Claim(call)) {
-    call->codec.Abandon();  // Aborted meanwhile.
+    call->codec.Abandon();  // Aborted or cancelled meanwhile.
     return;
   }
   if (!status.ok()) call->codec.Abandon();
-  absl::Status named =
-      status.ok() ? status
-                  : Annotate(status, absl::StrCat(options_.worker_name, ": ",
-                                                  call->context.function));
-  call->reactor->Finish(ToGrpcStatus(named));
+  FinishClaimed(call.get(), status);
+}
+
+void CallService::Cancelled(const std::shared_ptr<ActiveCall>& call) {
+  // Answered first, so the call leaves the in-flight count now; then the
+  // work is told, so its waits end (their callbacks may answer too, and
+  // lose the claim).
+  if (Claim(call)) {
+    FinishClaimed(call.get(),
+                  absl::CancelledError("the caller went away or its deadline "
+                                       "passed"));
+  }
+  call->context.cancellation->Cancel(absl::CancelledError(absl::StrCat(
+      options_.worker_name, ": ", call->context.function,
+      ": cancelled: the caller went away or its deadline passed")));
+  if (call->remote) options_.remote->Abandon(*call->remote);
 }
 
 void CallService::StopAccepting() {
@@ -201,10 +285,11 @@ void CallService::Abort(const absl::Status& status) {
     calls.assign(active_.begin(), active_.end());
   }
   for (auto& call : calls) {
-    if (!Claim(call)) continue;
-    call->reactor->Finish(
-        ToGrpcStatus(Annotate(status, absl::StrCat(options_.worker_name, ": ",
-                                                   call->context.function))));
+    if (Claim(call)) FinishClaimed(call.get(), status);
+    // The work stops waiting too (outside any lock: its callbacks run).
+    call->context.cancellation->Cancel(Annotate(
+        status,
+        absl::StrCat(options_.worker_name, ": ", call->context.function)));
   }
 }
 

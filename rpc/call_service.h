@@ -2,10 +2,20 @@
 // callers, answers status and function listings, and accepts shutdown
 // requests.
 //
-// A call is decoded on the gRPC thread, run on the executor (or inline for
-// functions registered run_inline), and answered when its future resolves,
-// holding no thread while it waits. Every call is answered exactly once:
-// by its result, or by Abort() when the worker stops.
+// A call is decoded on the gRPC thread straight from the received bytes
+// (rpc/wire_reader.h, within the worker's Limits), run on the executor (or
+// inline for functions registered run_inline), and answered when its
+// future resolves, holding no thread while it waits. Every call is answered
+// exactly once: by its result, by its cancellation (the caller went away
+// or its deadline passed: CANCELLED, and the function's
+// CallContext::cancellation fires so its waits end), or by Abort() when
+// the worker stops. Whoever answers first removes the call from the
+// in-flight count at once; a result produced later is dropped.
+//
+// Admission: a caller (by the node its requests name) may have at most
+// --max_inflight_per_peer calls here, executing or queued; beyond that,
+// and beyond --max_queued_tasks waiting for the executor,
+// RESOURCE_EXHAUSTED naming the flag.
 #ifndef FERRY_RPC_CALL_SERVICE_H_
 #define FERRY_RPC_CALL_SERVICE_H_
 
@@ -16,13 +26,17 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/base/executor.h"
+#include "rpc/base/limits.h"
 #include "rpc/registry.h"
 #include "rpc/value/value_proto.h"
+#include "rpc/wire_reader.h"
 
 namespace ferry {
 
@@ -44,10 +58,18 @@ class RemoteHandler {
   virtual void Abandon(const proto::RRefHandle& rref) = 0;
 };
 
-class CallService final : public proto::Worker::CallbackService {
+// The Worker service with Call taking raw bytes (no protobuf parse).
+using WorkerServiceBase = proto::Worker::WithRawCallbackMethod_Call<
+    proto::Worker::WithCallbackMethod_GetStatus<
+        proto::Worker::WithCallbackMethod_ListFunctions<
+            proto::Worker::WithCallbackMethod_Shutdown<
+                proto::Worker::Service>>>>;
+
+class CallService final : public WorkerServiceBase {
  public:
   struct Options {
     std::string worker_name;
+    Limits limits;
     Registry* registry = nullptr;
     Executor* executor = nullptr;
     CodecFactory* codecs = nullptr;   // Optional: RRefs in values.
@@ -60,8 +82,8 @@ class CallService final : public proto::Worker::CallbackService {
   ~CallService() override;
 
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* context,
-                                 const proto::CallRequest* request,
-                                 proto::CallResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const proto::StatusRequest* request,
                                       proto::WorkerStatus* response) override;
@@ -88,16 +110,32 @@ class CallService final : public proto::Worker::CallbackService {
  private:
   struct ActiveCall;
 
-  // Decodes the request into `call`; the error answers the call.
+  // Reads and admits the request into `call`; the error answers the call.
   absl::Status Prepare(grpc::CallbackServerContext* context,
-                       const proto::CallRequest* request, ActiveCall* call);
+                       const grpc::ByteBuffer& request,
+                       const std::shared_ptr<ActiveCall>& call);
+  // The arguments, decoded; out of memory is RESOURCE_EXHAUSTED.
+  absl::Status DecodeArgs(CallRequestReader* reader, ActiveCall* call);
+  // Counts `call` in flight (its peer's count too) unless over a limit.
+  absl::Status Admit(const std::shared_ptr<ActiveCall>& call)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers a call that never ran with `status`.
+  void Refuse(const std::shared_ptr<ActiveCall>& call,
+              const absl::Status& status);
   void Run(std::shared_ptr<ActiveCall> call);
   void Answer(const std::shared_ptr<ActiveCall>& call,
               const absl::StatusOr<Value>& result) ABSL_LOCKS_EXCLUDED(mu_);
+  // The result's wire bytes into call->reply; out of memory is
+  // RESOURCE_EXHAUSTED.
+  absl::Status Encode(ActiveCall* call, const Value& result);
   void Reply(const std::shared_ptr<ActiveCall>& call,
              const absl::Status& status);
+  // The caller went away or the deadline passed (gRPC's OnCancel).
+  void Cancelled(const std::shared_ptr<ActiveCall>& call);
   // Claims `call` (exactly one claimer wins) and drops it from active_.
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
+  // Finishes a claimed call with `status`, naming worker and function.
+  void FinishClaimed(ActiveCall* call, const absl::Status& status);
 
   const Options options_;
   std::atomic<int64_t> served_{0};
@@ -105,6 +143,8 @@ class CallService final : public proto::Worker::CallbackService {
   mutable absl::Mutex mu_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   absl::flat_hash_set<std::shared_ptr<ActiveCall>> active_ ABSL_GUARDED_BY(mu_);
+  // Calls in active_ by the node that made them.
+  absl::flat_hash_map<uint64_t, int64_t> per_peer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -1,13 +1,15 @@
 #include "rpc/caller.h"
 
+#include <algorithm>
+#include <new>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
+#include "rpc/wire_reader.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {
@@ -31,15 +33,32 @@ struct Caller::Pending {
   absl::Duration timeout;
   LazyCodec codec;
   InflightCalls::Token token = 0;
+  // The calling function's cancellation, and our callback there.
+  std::shared_ptr<Cancellation> parent;
+  Cancellation::Id parent_id = 0;
 };
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
-               CallerIdentity self)
-    : membership_(membership), self_(std::move(self)), stubs_(channels) {}
+               CallerIdentity self, Limits limits)
+    : membership_(membership),
+      self_(std::move(self)),
+      limits_(std::move(limits)),
+      stubs_(channels) {}
 
 Caller::~Caller() {
   CancelAll(absl::CancelledError("caller shut down"));
   WaitIdle(absl::Now() + absl::Seconds(5));
+}
+
+absl::Duration CallTimeout(const CallOptions& options,
+                           absl::Duration default_timeout) {
+  absl::Duration t = options.timeout.value_or(default_timeout);
+  if (t == absl::ZeroDuration()) t = absl::InfiniteDuration();
+  if (options.deadline != absl::InfiniteFuture()) {
+    t = std::min(
+        t, std::max(options.deadline - absl::Now(), absl::ZeroDuration()));
+  }
+  return t;
 }
 
 absl::StatusOr<Value> AwaitCall(const Future<Value>& call,
@@ -67,7 +86,8 @@ absl::Status CallError(const std::string& peer, const std::string& function,
 
 Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
                            std::vector<Value> args, absl::Duration timeout,
-                           std::optional<proto::RRefHandle> create_rref) {
+                           std::optional<proto::RRefHandle> create_rref,
+                           std::shared_ptr<Cancellation> cancellation) {
   if (auto down = membership_->DownReason(WorkerNode(to.rank))) {
     return Future<Value>::Ready(CallError(to.name, function, *down, timeout));
   }
@@ -93,6 +113,7 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   }
   Future<Value> result = call->promise.future();
   call->token = inflight_.Add(WorkerNode(to.rank), call->context);
+  if (cancellation != nullptr) Follow(call, std::move(cancellation));
   if (!call->codec.used()) {
     Send(call);
   } else {
@@ -109,6 +130,17 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   return result;
 }
 
+void Caller::Follow(const std::shared_ptr<Pending>& call,
+                    std::shared_ptr<Cancellation> cancellation) {
+  // Not owning: the cancellation keeps its callbacks, and the call removes
+  // its own before it completes (so `this` is alive when it runs).
+  Cancellation* c = cancellation.get();
+  InflightCalls::Token token = call->token;
+  call->parent = std::move(cancellation);
+  call->parent_id = c->OnCancel(
+      [this, c, token] { inflight_.CancelOne(token, c->reason()); });
+}
+
 void Caller::Send(const std::shared_ptr<Pending>& call) {
   stubs_.For(call->to)->UnaryCall(
       call->context.get(), kCallMethod, grpc::StubOptions(),
@@ -118,6 +150,7 @@ void Caller::Send(const std::shared_ptr<Pending>& call) {
 
 void Caller::Fail(const std::shared_ptr<Pending>& call,
                   const absl::Status& status) {
+  if (call->parent != nullptr) call->parent->Remove(call->parent_id);
   absl::Status failure = inflight_.Remove(call->token);
   call->codec.Abandon();
   call->codec.Release();
@@ -126,24 +159,28 @@ void Caller::Fail(const std::shared_ptr<Pending>& call,
   inflight_.Finished();
 }
 
+absl::StatusOr<Value> Caller::DecodeReply(Pending* call) {
+  try {
+    return ReadCallResponse(call->response_bytes, limits_, &call->codec);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory while decoding the reply");
+  }
+}
+
 void Caller::Complete(const std::shared_ptr<Pending>& call,
                       const grpc::Status& grpc_status) {
   if (!grpc_status.ok()) {
     Fail(call, FromGrpcStatus(grpc_status));
     return;
   }
+  if (call->parent != nullptr) call->parent->Remove(call->parent_id);
   absl::Status failure = inflight_.Remove(call->token);
-  proto::CallResponse response;
-  absl::Status parsed = FromGrpcStatus(
-      grpc::SerializationTraits<proto::CallResponse>::Deserialize(
-          &call->response_bytes, &response));
-  absl::StatusOr<Value> result =
-      parsed.ok()
-          ? ValueFromProto(response.mutable_result(), "result", &call->codec)
-          : absl::StatusOr<Value>(parsed);
+  absl::StatusOr<Value> result = DecodeReply(call.get());
   if (!failure.ok()) {
     result = failure;
-  } else if (!result.ok()) {
+  } else if (!result.ok() &&
+             result.status().code() != absl::StatusCode::kResourceExhausted) {
     // The peer sent something malformed: not the caller's input at fault.
     result = absl::InternalError(
         absl::StrCat("malformed reply: ", result.status().message()));

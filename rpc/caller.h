@@ -17,7 +17,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/worker.pb.h"
+#include "rpc/base/cancellation.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/channels.h"
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
@@ -41,11 +43,19 @@ struct CallOptions {
   // remote(): the callee keeps the result as this RRef (it is the owner;
   // the handle's fork is the caller's) and replies null.
   std::optional<proto::RRefHandle> create_rref;
+  // A call made by a running function on behalf of its own call: ends
+  // (CANCELLED) when that call is cancelled, and by its deadline at the
+  // latest. Pass the function's CallContext::cancellation and ::deadline
+  // (NestedIn(ctx) in rpc/agent.h does).
+  std::shared_ptr<Cancellation> cancellation;
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 class Caller {
  public:
-  Caller(ChannelPool* channels, Membership* membership, CallerIdentity self);
+  // Replies are decoded within `limits` (rpc/wire_reader.h).
+  Caller(ChannelPool* channels, Membership* membership, CallerIdentity self,
+         Limits limits = Limits());
   ~Caller();
 
   Caller(const Caller&) = delete;
@@ -56,11 +66,13 @@ class Caller {
   //   the function's own:  "<to>: <function>: <its message>", its code;
   //   peer gone:           UNAVAILABLE "<to>: <function>: <to> died: …";
   //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within
-  //   N ms".
+  //   N ms";
+  //   `cancellation` fired: CANCELLED with its reason.
   Future<Value> Call(
       const WorkerInfo& to, const std::string& function,
       std::vector<Value> args, absl::Duration timeout,
-      std::optional<proto::RRefHandle> create_rref = std::nullopt);
+      std::optional<proto::RRefHandle> create_rref = std::nullopt,
+      std::shared_ptr<Cancellation> cancellation = nullptr);
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).
   void FailNode(uint64_t node, const absl::Status& reason) {
@@ -85,13 +97,25 @@ class Caller {
   void Complete(const std::shared_ptr<Pending>& call,
                 const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
+  absl::StatusOr<Value> DecodeReply(Pending* call);
+
+  // Ties a call to its parent's cancellation (until it completes).
+  void Follow(const std::shared_ptr<Pending>& call,
+              std::shared_ptr<Cancellation> cancellation);
 
   Membership* const membership_;
   const CallerIdentity self_;
+  const Limits limits_;
   std::atomic<CodecFactory*> codecs_{nullptr};
   InflightCalls inflight_;
   GenericStubs stubs_;
 };
+
+// The timeout of a call made with `options`: its own (or
+// `default_timeout`; 0 = none, absl::InfiniteDuration()), cut to what is
+// left until options.deadline.
+absl::Duration CallTimeout(const CallOptions& options,
+                           absl::Duration default_timeout);
 
 // The result of a call started with `timeout`. The call carries its own
 // deadline (and fails when its peer dies), so this wait ends; the extra

@@ -67,8 +67,11 @@ void RpcClient::Close(bool leave) {
 
 absl::Duration RpcClient::ResolveTimeout(
     std::optional<absl::Duration> timeout) const {
-  absl::Duration t = timeout.value_or(options_.default_timeout);
-  return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
+  return CallTimeout({.timeout = timeout}, options_.default_timeout);
+}
+
+absl::Duration RpcClient::Resolve(const CallOptions& options) const {
+  return CallTimeout(options, options_.default_timeout);
 }
 
 Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
@@ -80,8 +83,8 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   }
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
-  return caller_->Call(**peer, fn, std::move(args),
-                       ResolveTimeout(options.timeout), options.create_rref);
+  return caller_->Call(**peer, fn, std::move(args), Resolve(options),
+                       options.create_rref, options.cancellation);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,

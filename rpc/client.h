@@ -84,6 +84,7 @@ class RpcClient {
 
  private:
   explicit RpcClient(RpcClientOptions options);
+  absl::Duration Resolve(const CallOptions& options) const;
   std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
                                                absl::Status* error);
 

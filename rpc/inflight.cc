@@ -51,6 +51,18 @@ void InflightCalls::Cancel(bool all, uint64_t node,
   for (auto& context : victims) context->TryCancel();
 }
 
+void InflightCalls::CancelOne(Token token, const absl::Status& reason) {
+  std::shared_ptr<grpc::ClientContext> victim;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = calls_.find(token);
+    if (it == calls_.end()) return;
+    if (it->second.failure.ok()) it->second.failure = reason;
+    victim = it->second.context;
+  }
+  victim->TryCancel();
+}
+
 int64_t InflightCalls::size() const {
   absl::MutexLock lock(&mu_);
   return active_;

@@ -46,6 +46,9 @@ class InflightCalls {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Cancels every call.
   void CancelAll(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels one call (if still cancellable), recording `reason` for Remove.
+  void CancelOne(Token token, const absl::Status& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Calls not yet Finished.
   int64_t size() const ABSL_LOCKS_EXCLUDED(mu_);

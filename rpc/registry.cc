@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,6 +29,11 @@ Future<Value> InvokeFunction(const RegisteredFunction& fn,
                              const CallContext& ctx, std::vector<Value> args) {
   try {
     return fn.fn(ctx, std::move(args));
+  } catch (const std::bad_alloc&) {
+    // The worker could not hold what the call asked for: refuse it (the
+    // caller may retry smaller or later), do not crash.
+    return Future<Value>::Ready(absl::ResourceExhaustedError(
+        "out of memory: the worker cannot allocate what this call needs"));
   } catch (const std::exception& e) {
     return Future<Value>::Ready(
         absl::InternalError(absl::StrCat("uncaught exception: ", e.what())));

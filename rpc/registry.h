@@ -26,7 +26,9 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rpc/base/cancellation.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -38,10 +40,21 @@ struct CallContext {
   std::string caller;    // The caller's name (worker or client).
   uint64_t caller_node = 0;
   absl::Time deadline = absl::InfiniteFuture();
-  // Becomes true when the caller cancelled or its deadline passed.
-  std::shared_ptr<const std::atomic<bool>> cancelled;
+  // Cancelled when nobody waits for the result any more: the caller went
+  // away or cancelled, the deadline passed, or the worker is stopping.
+  // Work that waits (timers, nested calls, collective receives) registers
+  // with cancellation->OnCancel() to stop waiting then; the call has
+  // already been answered (CANCELLED) and its result will be dropped.
+  // Null only for contexts made outside a call service.
+  std::shared_ptr<Cancellation> cancellation;
+  // What the call may make this worker hold or allocate (the worker's
+  // --max_* flags); the call service points it at the worker's limits.
+  // Never null.
+  const Limits* limits = &DefaultLimits();
 
-  bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
+  bool IsCancelled() const {
+    return cancellation != nullptr && cancellation->cancelled();
+  }
 };
 
 // A function over Values returning a future; called concurrently.
@@ -65,8 +78,9 @@ struct RegisteredFunction {
   AsyncFunction fn;
 };
 
-// Runs `fn`, turning a C++ exception escaping it into INTERNAL, so a buggy
-// function cannot take the worker down.
+// Runs `fn`, turning a C++ exception escaping it into INTERNAL (and
+// std::bad_alloc into RESOURCE_EXHAUSTED), so a buggy or greedy function
+// cannot take the worker down.
 Future<Value> InvokeFunction(const RegisteredFunction& fn,
                              const CallContext& ctx, std::vector<Value> args);
 

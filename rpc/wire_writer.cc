@@ -28,6 +28,7 @@ enum ValueField {
 };
 enum TensorField { kDType = 1, kShape, kData };
 constexpr int kCallArgs = 2;
+constexpr int kResponseResult = 1;
 
 size_t KeySize(int field) {
   return WireWriter::VarintSize(uint64_t(field) << 3);
@@ -299,6 +300,17 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
     w.Varint(arg_sizes[i]);
     encoder.Write(args[i], &w);
   }
+  return w.Finish();
+}
+
+absl::StatusOr<grpc::ByteBuffer> EncodeCallResponse(const Value& result,
+                                                    RRefCodec* codec) {
+  ValueEncoder encoder(codec);
+  FERRY_ASSIGN_OR_RETURN(size_t size, encoder.Size(result, 0, "result"));
+  WireWriter w;
+  w.Key(kResponseResult, kLength);
+  w.Varint(size);
+  encoder.Write(result, &w);
   return w.Finish();
 }
 

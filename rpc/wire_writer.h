@@ -63,6 +63,11 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
     const proto::CallRequest& header, const std::vector<Value>& args,
     RRefCodec* codec);
 
+// The wire bytes of a CallResponse whose result is `result` (tensor bytes
+// referenced). Errors are those of ValueToProto, naming "result".
+absl::StatusOr<grpc::ByteBuffer> EncodeCallResponse(const Value& result,
+                                                    RRefCodec* codec);
+
 }  // namespace ferry
 
 #endif  // FERRY_RPC_WIRE_WRITER_H_

@@ -84,6 +84,8 @@ absl::StatusOr<Value::RRefPtr> ForkCodec::DecodeOnOwner(
 
 absl::StatusOr<Value::RRefPtr> ForkCodec::Decode(
     const proto::RRefHandle& handle) {
+  // A peer's numbers index the directory and stubs below: bound them first.
+  FERRY_RETURN_IF_ERROR(context_->CheckHandle(handle));
   if (context_->owns(handle.owner_rank())) return DecodeOnOwner(handle);
   if (handle.borrowed()) {
     return absl::InvalidArgumentError(

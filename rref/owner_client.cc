@@ -45,9 +45,14 @@ proto::RRefs::Stub* OwnerClient::StubFor(int owner) {
   return stub.get();
 }
 
+bool OwnerClient::Known(int owner) const {
+  return owner >= 0 && owner < directory_->world_size();
+}
+
 absl::Status OwnerClient::OwnerError(int owner, const std::string& what,
                                      const absl::Status& status) const {
-  const std::string& name = directory_->at(owner).name;
+  const std::string name =
+      Known(owner) ? directory_->at(owner).name : absl::StrCat("rank ", owner);
   if (auto down = membership_->DownReason(WorkerNode(owner))) {
     return absl::UnavailableError(
         absl::StrCat("owner ", name, " died (", down->message(), ")"));
@@ -59,6 +64,13 @@ absl::Status OwnerClient::OwnerError(int owner, const std::string& what,
 template <typename Response, typename Start>
 Future<Response> OwnerClient::Unary(int owner, const std::string& what,
                                     absl::Duration timeout, Start start) {
+  if (!Known(owner)) {
+    return Future<Response>::Ready(
+        OwnerError(owner, what,
+                   absl::InvalidArgumentError(absl::StrCat(
+                       "no worker of rank ", owner, " (world size ",
+                       directory_->world_size(), ")"))));
+  }
   if (membership_->DownReason(WorkerNode(owner)).has_value()) {
     return Future<Response>::Ready(
         OwnerError(owner, what, absl::UnavailableError("")));

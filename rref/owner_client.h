@@ -71,6 +71,8 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
   absl::Status OwnerError(int owner, const std::string& what,
                           const absl::Status& status) const;
   proto::RRefs::Stub* StubFor(int owner) ABSL_LOCKS_EXCLUDED(mu_);
+  // True if `owner` is a rank of the directory (so it may index it).
+  bool Known(int owner) const;
 
   ChannelPool* const channels_;
   Membership* const membership_;

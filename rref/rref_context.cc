@@ -119,6 +119,30 @@ std::string RRefContext::NodeName(uint64_t node) const {
   return absl::StrCat("client", node - kFirstClientNode);
 }
 
+absl::Status RRefContext::CheckHandle(const proto::RRefHandle& h) const {
+  const int world = host_.directory->world_size();
+  const std::string id = GlobalIdString({h.rref_creator(), h.rref_local()});
+  if (h.owner_rank() < 0 || h.owner_rank() >= world) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rref ", id, ": owner rank ", h.owner_rank(),
+                     " is not a worker of this job (world size ", world, ")"));
+  }
+  const std::string& owner = host_.directory->at(h.owner_rank()).name;
+  if (h.owner() != owner) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rref ", id, ": owner '", h.owner(), "' is not rank ",
+                     h.owner_rank(), " (", owner, ")"));
+  }
+  for (uint64_t node : {h.rref_creator(), h.fork_creator()}) {
+    if (IsWorkerNode(node) && node >= static_cast<uint64_t>(world)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rref ", id, ": created by node ", node,
+                       ", which is neither a worker of this job nor a client"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Duration RRefContext::Timeout(std::optional<absl::Duration> t) const {
   absl::Duration d = t.value_or(host_.default_timeout);
   return d == absl::ZeroDuration() ? absl::InfiniteDuration() : d;
@@ -317,7 +341,12 @@ absl::StatusOr<Value> RRefContext::LocalValue(const RRefState& rref) {
 Future<Value> RRefContext::CallOnOwner(
     const std::shared_ptr<const RRefState>& rref, const std::string& fn,
     std::vector<Value> args, std::optional<absl::Duration> timeout) {
-  const WorkerInfo& owner = host_.directory->at(rref->descriptor().owner_rank);
+  const int owner_rank = rref->descriptor().owner_rank;
+  if (owner_rank < 0 || owner_rank >= host_.directory->world_size()) {
+    return Future<Value>::Ready(absl::InvalidArgumentError(
+        absl::StrCat("rref owner rank ", owner_rank, " is not a worker")));
+  }
+  const WorkerInfo& owner = host_.directory->at(owner_rank);
   return host_.caller->Call(owner, "ferry.rref_call",
                             {Value(Value::RRefPtr(rref)), Value(fn),
                              Value(Value::List(std::move(args)))},
@@ -348,6 +377,12 @@ std::unique_ptr<RRefCodec> RRefContext::ForPeer(uint64_t peer) {
 
 absl::Status RRefContext::Begin(const proto::RRefHandle& rref,
                                 uint64_t caller) {
+  FERRY_RETURN_IF_ERROR(Annotate(CheckHandle(rref), "create_rref"));
+  if (!owns(rref.owner_rank())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("create_rref: the rref would be owned by ", rref.owner(),
+                     ", not ", host_.name));
+  }
   return owner_table_->Create({rref.rref_creator(), rref.rref_local()},
                               {rref.fork_creator(), rref.fork_local()}, caller);
 }

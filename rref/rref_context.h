@@ -123,6 +123,11 @@ class RRefContext final : public RRefCore,
   bool owns(int rank) const { return host_.rank >= 0 && rank == host_.rank; }
   absl::Duration Timeout(std::optional<absl::Duration> t) const;
   std::string NodeName(uint64_t node) const;
+  // Bounds every number a peer's handle carries before anything uses it:
+  // the owner a worker of this job (rank in range, its name matching), the
+  // creators' nodes either workers of this job or clients.
+  // INVALID_ARGUMENT naming the rref and the field otherwise.
+  absl::Status CheckHandle(const proto::RRefHandle& handle) const;
   // A state for a copy received or created here (counted against the limit
   // if this node is not its owner).
   absl::StatusOr<std::shared_ptr<const RRefState>> Adopt(

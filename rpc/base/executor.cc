@@ -2,9 +2,13 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "rpc/base/limits.h"
+
 namespace ferry {
 
-Executor::Executor(int threads) : shared_(std::make_shared<Shared>()) {
+Executor::Executor(int threads, int64_t max_queued)
+    : shared_(std::make_shared<Shared>()), max_queued_(max_queued) {
   if (threads < 1) threads = 1;
   {
     absl::MutexLock lock(&shared_->mu);
@@ -16,11 +20,17 @@ Executor::Executor(int threads) : shared_(std::make_shared<Shared>()) {
 
 Executor::~Executor() { Stop(); }
 
-bool Executor::Submit(Task task) {
+absl::Status Executor::TrySubmit(Task task) {
   absl::MutexLock lock(&shared_->mu);
-  if (shared_->stopping) return false;
+  if (shared_->stopping) return absl::UnavailableError("stopping");
+  const int64_t queued = static_cast<int64_t>(shared_->queue.size());
+  if (max_queued_ > 0 && queued >= max_queued_) {
+    return OverLimit(absl::StrCat(queued, " tasks wait for a thread"),
+                     absl::StrCat(max_queued_, " tasks"), "max_queued_tasks",
+                     max_queued_);
+  }
   shared_->queue.push_back(std::move(task));
-  return true;
+  return absl::OkStatus();
 }
 
 void Executor::Stop(absl::Time deadline) {

@@ -7,10 +7,12 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -20,16 +22,22 @@ class Executor {
  public:
   using Task = absl::AnyInvocable<void() &&>;
 
-  // Starts `threads` (>= 1) threads.
-  explicit Executor(int threads);
+  // Starts `threads` (>= 1) threads. At most `max_queued` tasks wait for
+  // a thread (0 = no bound): a peer's flood of work is refused, not queued
+  // without end.
+  explicit Executor(int threads, int64_t max_queued = 0);
   // Stop() without a deadline.
   ~Executor();
 
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Queues `task`; false (task dropped) after Stop().
-  bool Submit(Task task);
+  // Queues `task`. On refusal the task is dropped (never run): UNAVAILABLE
+  // after Stop(); RESOURCE_EXHAUSTED naming --max_queued_tasks when
+  // `max_queued` tasks already wait.
+  absl::Status TrySubmit(Task task);
+  // TrySubmit(task).ok().
+  bool Submit(Task task) { return TrySubmit(std::move(task)).ok(); }
 
   // Refuses new tasks, lets queued and running ones finish, joins the
   // threads. If they are not done by `deadline` (a function that never
@@ -52,6 +60,7 @@ class Executor {
   static void Loop(std::shared_ptr<Shared> shared);
 
   const std::shared_ptr<Shared> shared_;
+  const int64_t max_queued_;
   std::vector<std::thread> threads_;  // Owned by Stop() once started.
   bool stopped_ = false;
 };

@@ -77,6 +77,7 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
   job->token_file_ = cluster->Find("token_file")->as_string();
   for (const Value& w : cluster->Find("workers")->as_list()) {
     job->pids_.push_back(static_cast<pid_t>(w.Find("pid")->as_int()));
+    job->addresses_.push_back(w.Find("address")->as_string());
   }
   return job;
 }

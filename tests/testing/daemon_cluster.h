@@ -54,6 +54,8 @@ class DaemonCluster {
   // The job's token (up made it, in the job's private directory).
   const std::string& token_file() const { return token_file_; }
   pid_t pid(int rank) const { return pids_[rank]; }
+  // host:port a worker serves on.
+  const std::string& address(int rank) const { return addresses_[rank]; }
   const std::string& dir() const { return dir_; }
 
  private:
@@ -64,6 +66,7 @@ class DaemonCluster {
   std::string master_;
   std::string token_file_;
   std::vector<pid_t> pids_;
+  std::vector<std::string> addresses_;
 };
 
 }  // namespace testing

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 #include "tests/testing/daemon_cluster.h"
@@ -419,6 +420,12 @@ TEST_F(ClusterTest, StatusReportsEveryWorker) {
       EXPECT_EQ(GetInt(w, counter), 0) << counter << " in " << ToJson(w);
     }
     EXPECT_THAT(Strings(GetList(w, "dead_peers")), ::testing::IsEmpty());
+    // The limits the worker enforces, by ferryd flag (defaults here).
+    const Value* limits = w.Find("limits");
+    ASSERT_TRUE(limits != nullptr && limits->is_map()) << ToJson(w);
+    EXPECT_EQ(GetInt(*limits, "max_message_mb"), 1100) << ToJson(*limits);
+    EXPECT_EQ(GetInt(*limits, "max_inflight_per_peer"), 1024);
+    EXPECT_EQ(limits->as_map().size(), Limits().AsFlags().size());
   }
 }
 

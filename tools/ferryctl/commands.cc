@@ -60,6 +60,23 @@ Value FieldValue(const google::protobuf::Message& m, const FieldDescriptor* f,
   return Value();
 }
 
+// A map field as a JSON object (its keys as text), e.g. WorkerStatus.limits
+// as {"max_args":4096,…}.
+Value MapFieldValue(const google::protobuf::Message& m,
+                    const FieldDescriptor* f) {
+  const auto* r = m.GetReflection();
+  Value::Map out;
+  for (int k = 0; k < r->FieldSize(m, f); ++k) {
+    const google::protobuf::Message& entry = r->GetRepeatedMessage(m, f, k);
+    const FieldDescriptor* key_field = entry.GetDescriptor()->map_key();
+    Value key = FieldValue(entry, key_field, 0);
+    out.insert_or_assign(
+        key.is_string() ? key.as_string() : ToJson(key),
+        FieldValue(entry, entry.GetDescriptor()->map_value(), 0));
+  }
+  return Value(std::move(out));
+}
+
 }  // namespace
 
 Value MessageToValue(const google::protobuf::Message& message) {
@@ -68,7 +85,9 @@ Value MessageToValue(const google::protobuf::Message& message) {
   const auto* r = message.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (f->is_repeated()) {
+    if (f->is_map()) {
+      out.emplace(f->name(), MapFieldValue(message, f));
+    } else if (f->is_repeated()) {
       Value::List items;
       for (int k = 0; k < r->FieldSize(message, f); ++k) {
         items.push_back(FieldValue(message, f, k));

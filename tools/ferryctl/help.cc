@@ -82,12 +82,15 @@ example:
 Every worker's state: a table at a terminal (the default there), JSON
 otherwise (the default when stdout is a pipe or a file):
   {"workers":[{name, rank, address, owned_rrefs, user_rrefs, inflight,
-   collectives_inflight, ...}]}
+   collectives_inflight, heap_bytes, limits:{max_message_mb, ...}, ...}]}
+"limits" holds the bounds the worker enforces, by ferryd flag name (see
+`ferryd --help`); the table omits them.
 An unreachable worker shows "state":"unreachable" and its "error".
 
 examples:
   ferryctl status
   ferryctl status --format=json | jq '.workers[].owned_rrefs'
+  ferryctl status --format=json | jq '.workers[0].limits'
 )"},
       {"functions", R"(usage: ferryctl functions [WORKER]
 

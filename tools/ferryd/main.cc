@@ -8,6 +8,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -27,6 +29,7 @@
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
 #include "tools/ferryd/launch_env.h"
+#include "tools/ferryd/limit_flags.h"
 #include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
@@ -51,7 +54,6 @@ ABSL_FLAG(int64_t, rref_lease_ms, 10000,
           "an owner drops the rrefs of a holder silent for this long");
 ABSL_FLAG(int64_t, max_rrefs, 1 << 20,
           "most live rrefs a node may hold (RESOURCE_EXHAUSTED beyond)");
-ABSL_FLAG(int64_t, max_message_mb, 0, "largest message in MiB (0 = no limit)");
 ABSL_FLAG(bool, local_socket, true,
           "also serve same-host peers on a unix-abstract socket");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (TLS)");
@@ -127,9 +129,10 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.heartbeat_timeout =
       absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   o.executor_threads = absl::GetFlag(FLAGS_executor_threads);
-  int64_t mb = absl::GetFlag(FLAGS_max_message_mb);
-  o.channels.max_message_bytes =
-      mb > 0 ? static_cast<int>(std::min<int64_t>(mb << 20, INT32_MAX)) : -1;
+  FERRY_ASSIGN_OR_RETURN(o.limits, LimitsFromFlags());
+  // Outgoing calls obey the same message bound as incoming ones.
+  o.channels.max_message_bytes = static_cast<int>(
+      std::min<int64_t>(o.limits.max_message_bytes, INT32_MAX));
   o.local_socket = absl::GetFlag(FLAGS_local_socket);
   o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
   o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);

@@ -189,6 +189,28 @@ TEST(ExecutorTest, SubmitAfterStopIsRefused) {
   EXPECT_EQ(owned.use_count(), 1);
 }
 
+TEST(ExecutorTest, QueueIsBounded) {
+  Executor executor(1, /*max_queued=*/2);
+  absl::Notification started, release;
+  ASSERT_TRUE(executor.Submit([&] {
+    started.Notify();
+    release.WaitForNotificationWithTimeout(kWait);
+  }));
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
+  ASSERT_TRUE(executor.Submit([] {}));
+  ASSERT_TRUE(executor.Submit([] {}));
+  auto owned = std::make_shared<int>(1);
+  absl::Status refused = executor.TrySubmit([owned] {});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("(--max_queued_tasks=2)"),
+            absl::string_view::npos)
+      << refused;
+  EXPECT_EQ(owned.use_count(), 1);  // Dropped, never run.
+  release.Notify();
+  executor.Stop();
+  EXPECT_EQ(executor.TrySubmit([] {}).code(), absl::StatusCode::kUnavailable);
+}
+
 TEST(ExecutorTest, QueuedAndRunningCounters) {
   Executor executor(1);
   absl::Notification started, release;

@@ -1,0 +1,94 @@
+// Call messages read straight from gRPC's received bytes into Values: the
+// counterpart of wire_writer.h. No protobuf tree is built first.
+//
+// Why: parsing a CallRequest with the generated code first builds a
+// protobuf tree (a Value message of ~100 bytes for every 2 bytes a peer
+// sends: one 200 MB message of empty values grew a worker by 8 GiB), and
+// only then could limits be checked. This reader checks every Limits bound
+// as it goes (arguments, values, nesting, string bytes, tensor rank and
+// dims), so a hostile message fails at the first field over a bound, having
+// built at most what the limits allow.
+//
+// The wire format is proto/worker.proto's, read as protobuf would (fields
+// in any order, unknown fields skipped, packed or unpacked shapes, a
+// repeated message field merged, the last of a oneof winning). Errors:
+//   malformed bytes                                  INVALID_ARGUMENT
+//   nesting deeper than kMaxValueDepth, an unknown dtype, a tensor shape
+//   over --max_tensor_rank/--max_tensor_dim, bytes not matching the shape,
+//   invalid UTF-8                                    INVALID_ARGUMENT
+//   more than --max_args arguments, more than --max_items values, a string,
+//   bytes value or map key over --max_string_mb      RESOURCE_EXHAUSTED
+// each naming where ("args[1].shape[0]: …") and, over a limit, the flag.
+//
+// Tensor bytes: a tensor of at least 4 KiB whose bytes lie in one received
+// slice (suitably aligned) references that slice, no copy; otherwise its
+// bytes are copied once. Smaller tensors are copied so they never keep a
+// large message alive.
+#ifndef FERRY_RPC_WIRE_READER_H_
+#define FERRY_RPC_WIRE_READER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "proto/value.pb.h"
+#include "rpc/base/limits.h"
+#include "rpc/value/value.h"
+#include "rpc/value/value_proto.h"
+
+namespace ferry {
+
+// The fields of a CallRequest other than its arguments.
+struct CallHeader {
+  std::string function;
+  uint64_t caller_node = 0;
+  std::string caller_name;
+  std::optional<proto::RRefHandle> create_rref;
+};
+
+// One received CallRequest: its header is read when opened (cheaply, the
+// arguments skipped), its arguments when asked for, so a call can be
+// refused (unknown function, a busy peer) before any value is built.
+//
+//   FERRY_ASSIGN_OR_RETURN(CallRequestReader r,
+//                          CallRequestReader::Open(bytes, limits));
+//   … r.header().function …
+//   FERRY_ASSIGN_OR_RETURN(std::vector<Value> args, r.Args(&codec));
+class CallRequestReader {
+ public:
+  // References `bytes`' slices (no copy). INVALID_ARGUMENT if the header
+  // is malformed.
+  static absl::StatusOr<CallRequestReader> Open(const grpc::ByteBuffer& bytes,
+                                                const Limits& limits);
+
+  const CallHeader& header() const { return header_; }
+
+  // The arguments, RRefs decoded by `codec` (null: bare descriptors).
+  // Errors as described above, paths "args[i]…". Call once.
+  absl::StatusOr<std::vector<Value>> Args(RRefCodec* codec);
+
+ private:
+  CallRequestReader(std::vector<grpc::Slice> slices, const Limits& limits)
+      : slices_(std::move(slices)), limits_(limits) {}
+
+  std::vector<grpc::Slice> slices_;
+  Limits limits_;
+  CallHeader header_;
+  // The first error met past the header (too many arguments); Args()
+  // reports it.
+  absl::Status args_error_;
+};
+
+// The result of a CallResponse (null if absent), decoded as above; paths
+// "result…".
+absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,
+                                       const Limits& limits, RRefCodec* codec);
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_WIRE_READER_H_

@@ -1,0 +1,198 @@
+#include "tests/testing/raw_client.h"
+
+#include <utility>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace ferry {
+namespace testing {
+
+namespace {
+
+grpc::ByteBuffer ToBuffer(const std::string& bytes) {
+  grpc::Slice slice(bytes.data(), bytes.size());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string FromBuffer(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+// One call in flight: its context, buffers and completion.
+struct Pending {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  absl::Notification done;
+  RawReply reply;
+  absl::Time start;
+};
+
+}  // namespace
+
+RawClient::RawClient(const std::string& address, std::string token)
+    : token_(std::move(token)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  channel_ = grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args);
+  stub_ = std::make_unique<grpc::GenericStub>(channel_);
+}
+
+std::vector<RawReply> RawClient::UnaryMany(const std::string& method,
+                                           const std::string& request, int n,
+                                           absl::Duration timeout) {
+  std::vector<std::unique_ptr<Pending>> calls;
+  for (int i = 0; i < n; ++i) {
+    auto call = std::make_unique<Pending>();
+    call->request = ToBuffer(request);
+    call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    if (!token_.empty()) {
+      call->context.AddMetadata("authorization", "Bearer " + token_);
+    }
+    call->start = absl::Now();
+    Pending* p = call.get();
+    stub_->UnaryCall(&p->context, method, grpc::StubOptions(), &p->request,
+                     &p->response, [p](grpc::Status s) {
+                       p->reply.status = std::move(s);
+                       p->reply.elapsed = absl::Now() - p->start;
+                       if (p->reply.status.ok()) {
+                         p->reply.bytes = FromBuffer(p->response);
+                       }
+                       p->done.Notify();
+                     });
+    calls.push_back(std::move(call));
+  }
+  std::vector<RawReply> replies;
+  for (auto& call : calls) {
+    // The deadline ends each call; the extra time only guards a lost one.
+    call->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(5));
+    replies.push_back(call->reply);
+  }
+  return replies;
+}
+
+RawReply RawClient::Unary(const std::string& method, const std::string& request,
+                          absl::Duration timeout) {
+  return UnaryMany(method, request, 1, timeout)[0];
+}
+
+RawReply RawClient::UnaryCancelledAfter(const std::string& method,
+                                        const std::string& request,
+                                        absl::Duration after) {
+  Pending call;
+  call.request = ToBuffer(request);
+  call.context.set_deadline(
+      absl::ToChronoTime(absl::Now() + after + absl::Seconds(30)));
+  if (!token_.empty()) {
+    call.context.AddMetadata("authorization", "Bearer " + token_);
+  }
+  call.start = absl::Now();
+  stub_->UnaryCall(&call.context, method, grpc::StubOptions(), &call.request,
+                   &call.response, [&call](grpc::Status s) {
+                     call.reply.status = std::move(s);
+                     call.reply.elapsed = absl::Now() - call.start;
+                     call.done.Notify();
+                   });
+  if (!call.done.WaitForNotificationWithTimeout(after)) {
+    call.context.TryCancel();
+  }
+  call.done.WaitForNotificationWithTimeout(absl::Seconds(10));
+  return call.reply;
+}
+
+absl::StatusOr<proto::WorkerStatus> RawClient::Status() {
+  RawReply r = Unary(kStatusMethod, "", absl::Seconds(5));
+  if (!r.status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.status.error_code()),
+                        r.status.error_message());
+  }
+  proto::WorkerStatus status;
+  if (!status.ParseFromString(r.bytes)) {
+    return absl::InternalError("malformed WorkerStatus");
+  }
+  return status;
+}
+
+namespace wire {
+
+std::string Varint(uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+
+std::string Bytes(int field, absl::string_view bytes) {
+  std::string out = Varint((uint64_t(field) << 3) | 2);
+  out += Varint(bytes.size());
+  out.append(bytes.data(), bytes.size());
+  return out;
+}
+
+std::string VarintField(int field, uint64_t v) {
+  return Varint(uint64_t(field) << 3) + Varint(v);
+}
+
+std::string Null() { return ""; }
+std::string Int(int64_t v) { return VarintField(2, static_cast<uint64_t>(v)); }
+std::string Str(absl::string_view s) { return Bytes(4, s); }
+
+std::string List(const std::vector<std::string>& items) {
+  std::string body;
+  for (const std::string& item : items) body += Bytes(1, item);
+  return Bytes(7, body);
+}
+
+std::string Tensor(int dtype, const std::vector<int64_t>& shape,
+                   absl::string_view data) {
+  std::string packed;
+  for (int64_t d : shape) packed += Varint(static_cast<uint64_t>(d));
+  std::string body = VarintField(1, static_cast<uint64_t>(dtype));
+  if (!shape.empty()) body += Bytes(2, packed);
+  if (!data.empty()) body += Bytes(3, data);
+  return Bytes(6, body);
+}
+
+std::string RRef(const proto::RRefHandle& handle) {
+  return Bytes(9, handle.SerializeAsString());
+}
+
+std::string CallRequest(absl::string_view function,
+                        const std::vector<std::string>& args,
+                        uint64_t caller_node, absl::string_view caller_name) {
+  std::string out = Bytes(1, function);
+  out += VarintField(3, caller_node);
+  out += Bytes(4, caller_name);
+  for (const std::string& arg : args) out += Bytes(2, arg);
+  return out;
+}
+
+}  // namespace wire
+
+absl::StatusOr<proto::Value> ParseResult(const std::string& response) {
+  proto::CallResponse r;
+  if (!r.ParseFromString(response)) {
+    return absl::InternalError("malformed CallResponse");
+  }
+  return r.result();
+}
+
+}  // namespace testing
+}  // namespace ferry

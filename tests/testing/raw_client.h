@@ -1,0 +1,95 @@
+// A hostile peer's client: sends hand-built bytes to a worker's gRPC
+// methods through a generic stub (no ferry code on the sending path, no
+// message size limit of its own), and times the answers.
+//
+//   RawClient raw(worker_address);
+//   RawReply r = raw.Unary(kCallMethod,
+//                          wire::CallRequest("echo", {wire::Int(1)}));
+//   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::OK);
+#ifndef FERRY_TESTS_TESTING_RAW_CLIENT_H_
+#define FERRY_TESTS_TESTING_RAW_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "proto/worker.pb.h"
+
+namespace ferry {
+namespace testing {
+
+inline constexpr char kCallMethod[] = "/ferry.proto.Worker/Call";
+inline constexpr char kStatusMethod[] = "/ferry.proto.Worker/GetStatus";
+
+struct RawReply {
+  grpc::Status status;
+  std::string bytes;  // The response message, if OK.
+  absl::Duration elapsed;
+};
+
+class RawClient {
+ public:
+  // A channel of its own to `address` (host:port); `token`, if not empty,
+  // is sent as "authorization: Bearer <token>".
+  explicit RawClient(const std::string& address, std::string token = "");
+
+  // One unary call of `method` with `request` as its message bytes.
+  RawReply Unary(const std::string& method, const std::string& request,
+                 absl::Duration timeout = absl::Seconds(10));
+  // `n` calls of the same request started at once; their replies.
+  std::vector<RawReply> UnaryMany(const std::string& method,
+                                  const std::string& request, int n,
+                                  absl::Duration timeout);
+  // A call cancelled by this client `after` it started.
+  RawReply UnaryCancelledAfter(const std::string& method,
+                               const std::string& request,
+                               absl::Duration after);
+
+  // The worker's status (GetStatus, parsed).
+  absl::StatusOr<proto::WorkerStatus> Status();
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+  std::string token_;
+};
+
+// Protobuf wire bytes built by hand, for messages no honest writer makes.
+namespace wire {
+
+std::string Varint(uint64_t v);
+// A length-delimited field (key, length, bytes).
+std::string Bytes(int field, absl::string_view bytes);
+std::string VarintField(int field, uint64_t v);
+
+// ferry.proto.Value messages (the body of one value).
+std::string Null();
+std::string Int(int64_t v);
+std::string Str(absl::string_view s);
+std::string List(const std::vector<std::string>& items);
+// A tensor of wire dtype `dtype` (proto/value.proto's numbering).
+std::string Tensor(int dtype, const std::vector<int64_t>& shape,
+                   absl::string_view data);
+std::string RRef(const proto::RRefHandle& handle);
+
+// A CallRequest for `function` with these argument values.
+std::string CallRequest(absl::string_view function,
+                        const std::vector<std::string>& args,
+                        uint64_t caller_node = (uint64_t{1} << 32) + 99,
+                        absl::string_view caller_name = "hostile");
+
+}  // namespace wire
+
+// The value of a CallResponse's result (null if absent).
+absl::StatusOr<proto::Value> ParseResult(const std::string& response);
+
+}  // namespace testing
+}  // namespace ferry
+
+#endif  // FERRY_TESTS_TESTING_RAW_CLIENT_H_

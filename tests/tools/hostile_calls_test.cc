@@ -1,0 +1,279 @@
+// A hostile client against real ferryd daemons: hand-built Call messages
+// that once crashed, stalled or bloated a worker (issue 11), sent with a
+// raw gRPC client. After each one the worker must be alive, have answered
+// with the specific code (naming the flag when a limit was hit), be idle
+// again (no call in flight), hold about the heap it held before, and
+// still serve an honest call.
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "proto/worker.pb.h"
+#include "rpc/security.h"
+#include "tests/testing/daemon_cluster.h"
+#include "tests/testing/raw_client.h"
+#include "tests/testing/status_matchers.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DaemonCluster;
+using ::ferry::testing::kCallMethod;
+using ::ferry::testing::RawClient;
+using ::ferry::testing::RawReply;
+using ::testing::HasSubstr;
+namespace wire = ::ferry::testing::wire;
+
+constexpr int kFloat32 = 9;  // proto/value.proto's DType numbers.
+constexpr int64_t kMiB = int64_t{1} << 20;
+// A worker's heap may differ this much from before a case once it is
+// idle again (allocator and gRPC caches), never by what a case sent.
+constexpr int64_t kHeapSlack = 48 * kMiB;
+// A hostile call is answered long before this; it only tells a hang.
+constexpr absl::Duration kAnswered = absl::Seconds(5);
+
+// The job's token, as its file holds it, trimmed ("" if unreadable: the
+// calls then fail UNAUTHENTICATED and say so).
+std::string TokenOf(const DaemonCluster& job) {
+  absl::StatusOr<std::string> token =
+      ReadSecretFile(job.token_file(), "--token_file");
+  EXPECT_TRUE(token.ok()) << token.status();
+  return token.ok() ? std::string(absl::StripAsciiWhitespace(*token)) : "";
+}
+
+class HostileCallsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+        DaemonCluster::Up(1, {"--max_inflight_per_peer=8"});
+    ASSERT_TRUE(job.ok()) << job.status();
+    job_ = job->release();
+  }
+  static void TearDownTestSuite() {
+    delete job_;
+    job_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(job_, nullptr);
+    raw_ = std::make_unique<RawClient>(job_->address(0), TokenOf(*job_));
+    absl::StatusOr<proto::WorkerStatus> s = raw_->Status();
+    ASSERT_TRUE(s.ok()) << s.status();
+    heap_before_ = s->heap_bytes();
+  }
+
+  // The checks after every case.
+  void ExpectHealthy(const RawReply& reply, grpc::StatusCode code,
+                     const std::string& text) {
+    EXPECT_EQ(reply.status.error_code(), code) << reply.status.error_message();
+    EXPECT_THAT(reply.status.error_message(), HasSubstr(text));
+    EXPECT_LT(reply.elapsed, kAnswered);
+    std::cout << ::testing::UnitTest::GetInstance()->current_test_info()->name()
+              << ": " << reply.status.error_code() << " in "
+              << absl::ToInt64Milliseconds(reply.elapsed)
+              << " ms: " << reply.status.error_message().substr(0, 200) << "\n";
+    ExpectIdleAndSmall();
+    EXPECT_EQ(kill(job_->pid(0), 0), 0) << "worker0 died";
+    RawReply honest =
+        raw_->Unary(kCallMethod, wire::CallRequest("echo", {wire::Int(42)}));
+    ASSERT_TRUE(honest.status.ok()) << honest.status.error_message();
+    absl::StatusOr<proto::Value> v = testing::ParseResult(honest.bytes);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->int_value(), 42);
+  }
+
+  // No call in flight and the heap back near where it was; both are
+  // polled (bounded) since a call's memory goes when gRPC is done with it.
+  void ExpectIdleAndSmall() {
+    absl::StatusOr<proto::WorkerStatus> s;
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    do {
+      s = raw_->Status();
+      ASSERT_TRUE(s.ok()) << s.status();
+      if (s->inflight_incoming() == 0 &&
+          s->heap_bytes() <= heap_before_ + kHeapSlack) {
+        break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    } while (absl::Now() < deadline);
+    EXPECT_EQ(s->inflight_incoming(), 0);
+    EXPECT_EQ(s->inflight(), 0);
+    EXPECT_LE(s->heap_bytes(), heap_before_ + kHeapSlack)
+        << "heap before " << heap_before_;
+  }
+
+  static DaemonCluster* job_;
+  std::unique_ptr<RawClient> raw_;
+  int64_t heap_before_ = 0;
+};
+
+DaemonCluster* HostileCallsTest::job_ = nullptr;
+
+// `unit` repeated to `bytes` bytes (a multiple of its size), by doubling.
+std::string Repeat(std::string unit, int64_t bytes) {
+  while (static_cast<int64_t>(unit.size()) * 2 <= bytes) unit += unit;
+  while (static_cast<int64_t>(unit.size()) < bytes) {
+    unit += unit.substr(0, bytes - unit.size());
+  }
+  return unit;
+}
+
+proto::RRefHandle Handle(int owner_rank) {
+  proto::RRefHandle h;
+  h.set_rref_creator(0);
+  h.set_rref_local(1);
+  h.set_fork_creator(0);
+  h.set_fork_local(2);
+  h.set_owner("worker0");
+  h.set_owner_rank(owner_rank);
+  return h;
+}
+
+TEST_F(HostileCallsTest, RRefOwnerRankHuge) {
+  RawReply r = raw_->Unary(
+      kCallMethod, wire::CallRequest("echo", {wire::RRef(Handle(1 << 30))}));
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "args[0]: rref w0.1: owner rank 1073741824 is not a worker");
+}
+
+TEST_F(HostileCallsTest, RRefOwnerRankNegative) {
+  RawReply r = raw_->Unary(kCallMethod,
+                           wire::CallRequest("echo", {wire::RRef(Handle(-5))}));
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "owner rank -5 is not a worker");
+}
+
+TEST_F(HostileCallsTest, ConcatOfHugeZeroSizeShape) {
+  std::string t = wire::Tensor(kFloat32, {int64_t{1} << 62, 0}, "");
+  RawReply r =
+      raw_->Unary(kCallMethod,
+                  wire::CallRequest("concat", {wire::List({t}), wire::Int(1)}));
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "--max_tensor_dim=");
+}
+
+TEST_F(HostileCallsTest, ZerosOfSixtyFourGiB) {
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's operator new aborts on an impossible request instead
+  // of throwing std::bad_alloc; only a --max_alloc_mb check in the builtin
+  // (before it allocates) survives it. Until builtins check it, this case
+  // runs in ordinary builds only.
+  GTEST_SKIP() << "needs zeros to check --max_alloc_mb before allocating";
+#endif
+  RawReply r = raw_->Unary(
+      kCallMethod,
+      wire::CallRequest("zeros", {wire::List({wire::Int(17179869184)})}));
+  // Refused (by --max_alloc_mb where builtins check it, else as out of
+  // memory), never an uncaught exception.
+  ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED, "zeros");
+}
+
+TEST_F(HostileCallsTest, TwoHundredMegabytesOfEmptyValues) {
+  // 100 million empty arguments.
+  std::string request = wire::CallRequest("echo", {}) +
+                        Repeat(std::string("\x12\x00", 2), 200 * kMiB);
+  RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
+  request.clear();
+  request.shrink_to_fit();
+  ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_args=4096)");
+}
+
+TEST_F(HostileCallsTest, OneListOfAHundredMillionEmptyValues) {
+  std::string items = Repeat(std::string("\x0a\x00", 2), 200 * kMiB);
+  std::string request = wire::CallRequest("echo", {wire::Bytes(7, items)});
+  items.clear();
+  items.shrink_to_fit();
+  RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
+  ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                "args[0]: more than 1048576 values in one message");
+  EXPECT_THAT(r.status.error_message(), HasSubstr("(--max_items=1048576)"));
+}
+
+TEST_F(HostileCallsTest, TooManyArguments) {
+  std::vector<std::string> args(5000, wire::Int(1));
+  RawReply r = raw_->Unary(kCallMethod, wire::CallRequest("echo", args));
+  ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                "args: more than 4096 arguments");
+}
+
+TEST_F(HostileCallsTest, OverDeepValue) {
+  std::string v = wire::Int(1);
+  for (int i = 0; i < 100; ++i) v = wire::List({v});
+  RawReply r = raw_->Unary(kCallMethod, wire::CallRequest("echo", {v}));
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "nesting deeper than 64 levels");
+}
+
+TEST_F(HostileCallsTest, FloodFromOnePeer) {
+  // 40 calls at once from one caller; 8 may be in flight.
+  std::vector<RawReply> replies = raw_->UnaryMany(
+      kCallMethod, wire::CallRequest("sleep_ms", {wire::Int(500)}), 40,
+      absl::Seconds(10));
+  int ok = 0, refused = 0;
+  RawReply refusal;
+  for (const RawReply& r : replies) {
+    if (r.status.ok()) ++ok;
+    if (r.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      refusal = r;
+    }
+  }
+  EXPECT_LE(ok, 8);
+  EXPECT_GT(ok, 0);
+  EXPECT_EQ(ok + refused, 40);
+  ExpectHealthy(refusal, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                "over the limit of 8 calls (--max_inflight_per_peer=8)");
+}
+
+TEST_F(HostileCallsTest, CancelledSleep) {
+  RawReply r = raw_->UnaryCancelledAfter(
+      kCallMethod, wire::CallRequest("sleep_ms", {wire::Int(600000)}),
+      absl::Milliseconds(200));
+  ExpectHealthy(r, grpc::StatusCode::CANCELLED, "");
+}
+
+TEST_F(HostileCallsTest, SleepPastItsDeadline) {
+  RawReply r = raw_->Unary(kCallMethod,
+                           wire::CallRequest("sleep_ms", {wire::Int(600000)}),
+                           absl::Milliseconds(300));
+  ExpectHealthy(r, grpc::StatusCode::DEADLINE_EXCEEDED, "");
+}
+
+TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> small =
+      DaemonCluster::Up(1, {"--max_message_mb=1"});
+  ASSERT_TRUE(small.ok()) << small.status();
+  RawClient raw((*small)->address(0), TokenOf(**small));
+  std::string request = wire::CallRequest(
+      "echo", {wire::Tensor(kFloat32, {int64_t{1} << 19},
+                            std::string(size_t{2} << 20, '\0'))});
+  RawReply r = raw.Unary(kCallMethod, request);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << r.status.error_message();
+  EXPECT_THAT(r.status.error_message(), HasSubstr("larger than max"));
+  EXPECT_LT(r.elapsed, kAnswered);
+  std::cout << "MessageOverTheSizeLimit: " << r.status.error_code() << " in "
+            << absl::ToInt64Milliseconds(r.elapsed)
+            << " ms: " << r.status.error_message() << "\n";
+  RawReply honest =
+      raw.Unary(kCallMethod, wire::CallRequest("echo", {wire::Int(7)}));
+  EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
+  EXPECT_EQ(kill((*small)->pid(0), 0), 0);
+}
+
+TEST_F(HostileCallsTest, LimitsAreReported) {
+  absl::StatusOr<proto::WorkerStatus> s = raw_->Status();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->limits().at("max_inflight_per_peer"), 8);
+  EXPECT_EQ(s->limits().at("max_message_mb"), 1100);
+  EXPECT_EQ(s->limits().at("max_args"), 4096);
+}
+
+}  // namespace
+}  // namespace ferry
