@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -40,6 +41,10 @@ struct CallContext {
   absl::Time deadline = absl::InfiniteFuture();
   // Becomes true when the caller cancelled or its deadline passed.
   std::shared_ptr<const std::atomic<bool>> cancelled;
+  // What the call may make this worker hold or allocate (the worker's
+  // --max_* flags); the call service points it at the worker's limits.
+  // Never null.
+  const Limits* limits = &DefaultLimits();
 
   bool IsCancelled() const { return cancelled != nullptr && cancelled->load(); }
 };

@@ -27,6 +27,11 @@ std::vector<std::pair<std::string, int64_t>> Limits::AsFlags() const {
   };
 }
 
+const Limits& DefaultLimits() {
+  static const Limits* const limits = new Limits();
+  return *limits;
+}
+
 std::string LimitNote(absl::string_view limit, absl::string_view flag,
                       int64_t flag_value) {
   return absl::StrCat("over the limit of ", limit, " (--", flag, "=",

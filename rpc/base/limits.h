@@ -79,6 +79,10 @@ struct Limits {
   std::vector<std::pair<std::string, int64_t>> AsFlags() const;
 };
 
+// A process-wide `Limits{}` (the defaults), for decoders and functions
+// whose caller passes no limits of its own.
+const Limits& DefaultLimits();
+
 // "over the limit of 2 GiB (--max_alloc_mb=2048)"-style tail for errors:
 // `flag` is the flag's name without "--", `flag_value` its value in the
 // flag's unit, `limit` what it means (e.g. "2 GiB").

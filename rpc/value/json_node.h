@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 
@@ -62,8 +63,10 @@ absl::Status ErrorAt(const JsonNode& node, absl::string_view message);
 // Fills `out` from an ErrorAt message.
 void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out);
 
-// Interprets an object with a "dtype" key as a tensor.
-absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node);
+// Interprets an object with a "dtype" key as a tensor whose shape keeps
+// within `limits` (tensor.h's shape rules).
+absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node,
+                                      const Limits& limits);
 
 // Appends the JSON of `tensor` to `out`.
 void AppendTensorJson(const Tensor& tensor, std::string* out);

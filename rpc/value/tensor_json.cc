@@ -192,11 +192,15 @@ absl::StatusOr<Shape> ParseShape(const JsonNode& n) {
 
 // Chooses the tensor's shape from "shape" (if given) and the data's nesting.
 absl::StatusOr<Shape> ResolveShape(const JsonNode& node, const Shape& inferred,
-                                   size_t item_size) {
+                                   DType dtype, const Limits& limits) {
   const JsonNode* shape_node = node.Member("shape");
-  if (shape_node == nullptr) return inferred;
+  if (shape_node == nullptr) {
+    absl::Status ok = CheckShape(inferred, dtype, limits).status();
+    if (!ok.ok()) return ErrorAt(*node.Member("data"), ok.message());
+    return inferred;
+  }
   FERRY_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_node));
-  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, item_size);
+  absl::StatusOr<int64_t> numel = CheckShape(shape, dtype, limits);
   if (!numel.ok()) return ErrorAt(*shape_node, numel.status().message());
   bool flat_matches = inferred.size() == 1 && inferred[0] == *numel;
   bool scalar_matches = inferred.empty() && *numel == 1;
@@ -210,7 +214,8 @@ absl::StatusOr<Shape> ResolveShape(const JsonNode& node, const Shape& inferred,
 
 }  // namespace
 
-absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node) {
+absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node,
+                                      const Limits& limits) {
   FERRY_RETURN_IF_ERROR(CheckTensorKeys(node));
   const JsonNode& dtype_node = *node.Member("dtype");
   if (dtype_node.type != Type::kString) {
@@ -224,7 +229,7 @@ absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node) {
   std::vector<const JsonNode*> leaves;
   FERRY_RETURN_IF_ERROR(Flatten(data, inferred, 0, complex, &leaves));
   FERRY_ASSIGN_OR_RETURN(Shape shape,
-                         ResolveShape(node, inferred, ItemSize(*dtype)));
+                         ResolveShape(node, inferred, *dtype, limits));
   FERRY_ASSIGN_OR_RETURN(TensorBuilder builder,
                          TensorBuilder::Create(*dtype, std::move(shape)));
   absl::Status status = VisitDType(*dtype, [&](auto tag) -> absl::Status {

@@ -71,8 +71,12 @@ TEST(TensorTest, NumelOverflowDetected) {
   EXPECT_THAT(TensorBuilder::Create(DType::kComplex128, {big / 4}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("overflows int64")));
-  // A zero dimension makes any other dimension harmless.
-  EXPECT_OK(Tensor::FromBytes(DType::kInt8, {big, 0, big}, ""));
+  // A zero dimension does not make the others harmless: their product
+  // (the extent) must fit too, since code multiplies the dims.
+  EXPECT_THAT(Tensor::FromBytes(DType::kInt8, {big, 0, big}, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("overflows int64")));
+  EXPECT_OK(Tensor::FromBytes(DType::kInt8, {big, 0}, ""));
 }
 
 TEST(TensorTest, BoolBytesMustBeZeroOrOne) {

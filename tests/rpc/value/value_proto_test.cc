@@ -1,5 +1,7 @@
 #include "rpc/value/value_proto.h"
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -113,10 +115,13 @@ TEST(ValueProtoTest, NegativeDimAndOverflowNamed) {
   EXPECT_THAT(
       ValueFromProto(&p, "args[0]"),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("args[0].x: shape[1]: negative dimension -2")));
+               HasSubstr("args[0].x.shape[1]: negative dimension -2")));
+  // Past the limits' reach, int64 overflow itself is caught.
+  Limits unbounded;
+  unbounded.max_tensor_dim = std::numeric_limits<int64_t>::max();
   t->set_shape(1, int64_t{1} << 40);
   t->add_shape(int64_t{1} << 40);
-  EXPECT_THAT(ValueFromProto(&p, "args[0]"),
+  EXPECT_THAT(ValueFromProto(&p, "args[0]", nullptr, unbounded),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("overflows int64")));
 }

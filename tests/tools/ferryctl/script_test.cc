@@ -1,8 +1,8 @@
 // Unit tests of ferryctl scripts (tools/ferryctl/script.h): the parser's
 // errors, which name FILE:LINE:COL and show the line with a caret under the
 // offending character, and the statements that need no job (value, show,
-// echo, print, expect, sleep). Run against a Session that is never
-// connected: these statements do not touch the job.
+// echo, print, expect, sleep). Run against a fake job that records the
+// job statements it is asked to run.
 #include "tools/ferryctl/script.h"
 
 #include <algorithm>
@@ -18,8 +18,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
-#include "tools/ferryctl/cli.h"
-#include "tools/ferryctl/session.h"
 
 namespace ferry {
 namespace ctl {
@@ -389,28 +387,53 @@ struct RunResult {
   std::string out;
 };
 
+// A job that answers every call with UNAVAILABLE and records sleeps.
+class FakeJob final : public ScriptJob {
+ public:
+  absl::StatusOr<Value> Call(const std::string& worker, const std::string& fn,
+                             std::vector<Value>) override {
+    return Unreachable(absl::StrCat("call ", worker, " ", fn));
+  }
+  absl::StatusOr<Value> Remote(const std::string& worker,
+                               const std::string& fn,
+                               std::vector<Value>) override {
+    return Unreachable(absl::StrCat("remote ", worker, " ", fn));
+  }
+  absl::StatusOr<Value> Fetch(const Value&) override {
+    return Unreachable("fetch");
+  }
+  absl::StatusOr<Value> RRefs(const std::string& worker) override {
+    return Unreachable(absl::StrCat("rrefs ", worker));
+  }
+  absl::StatusOr<Value> JobStatus() override { return Unreachable("status"); }
+  absl::StatusOr<Value> Functions(const std::string& worker) override {
+    return Unreachable(absl::StrCat("functions ", worker));
+  }
+  absl::StatusOr<Value> Collective(const std::string& op, Value) override {
+    return Unreachable(absl::StrCat("collective ", op));
+  }
+  void Sleep(absl::Duration d) override { slept.push_back(d); }
+
+  std::vector<absl::Duration> slept;
+
+ private:
+  static absl::Status Unreachable(const std::string& what) {
+    return absl::UnavailableError(absl::StrCat("no job for ", what));
+  }
+};
+
 class ScriptRunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // No --local and no connection: value/show/echo/print/expect/sleep
-    // never touch the job.
-    CommandLine cl;
-    cl.command = "run";
-    absl::StatusOr<std::unique_ptr<Session>> session = Session::Open(cl);
-    ASSERT_OK(session);
-    session_ = *std::move(session);
-  }
-
   RunResult Run(const std::string& text) {
     absl::StatusOr<Script> script = Script::Parse("t.ferry", text);
     EXPECT_OK(script);
     if (!script.ok()) return {script.status(), ""};
     std::ostringstream out;
-    absl::Status status = script->Run(*session_, out);
+    absl::Status status = script->Run(job_, out);
     return {status, out.str()};
   }
 
-  std::unique_ptr<Session> session_;
+  FakeJob job_;
 };
 
 TEST_F(ScriptRunTest, UnboundValueIsPrintedAsJson) {
