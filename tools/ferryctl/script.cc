@@ -359,9 +359,11 @@ struct Parser {
 }  // namespace
 
 absl::StatusOr<Script> Script::Parse(const std::string& file,
-                                     const std::string& text) {
+                                     const std::string& text,
+                                     const Limits& limits) {
   Script script;
   script.file_ = file;
+  script.limits_ = limits;
   script.lines_ = absl::StrSplit(text, '\n');
   // Lines as shown in messages: without the '\r' of CRLF line ends.
   for (std::string& line : script.lines_) {
@@ -384,6 +386,7 @@ absl::StatusOr<Value> Script::EvalJson(const Statement& s, size_t index) const {
       return absl::NotFoundError(absl::StrCat("unset variable $", name));
     return it->second;
   };
+  options.limits = &limits_;
   return ParseJson(s.json[index].text, options);
 }
 

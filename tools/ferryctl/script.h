@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -79,13 +80,15 @@ struct Statement {
 class Script {
  public:
   // Parses and checks `text`. INVALID_ARGUMENT "file:line:col: …".
+  // JSON arguments are read within `limits` (json.h) when the script runs.
   static absl::StatusOr<Script> Parse(const std::string& file,
-                                      const std::string& text);
+                                      const std::string& text,
+                                      const Limits& limits = DefaultLimits());
 
   // Runs every statement in order against `job`, writing printed values
   // to `out`. Stops at the first failure. JSON arguments are read within
-  // DefaultLimits() (json.h): nesting through `$NAME` stops at
-  // kMaxValueDepth, values at --max_items.
+  // the limits given to Parse: nesting, also through `$NAME`, stops at
+  // kMaxValueDepth, values at max_items.
   absl::Status Run(ScriptJob& job, std::ostream& out);
 
   const std::vector<Statement>& statements() const { return statements_; }
@@ -97,6 +100,7 @@ class Script {
   absl::StatusOr<Value> EvalJson(const Statement& s, size_t index) const;
 
   std::string file_;
+  Limits limits_;
   std::vector<std::string> lines_;
   std::vector<Statement> statements_;
   std::map<std::string, Value> vars_;
