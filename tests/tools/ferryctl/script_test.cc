@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -24,6 +25,7 @@ namespace ctl {
 namespace {
 
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -580,6 +582,59 @@ TEST_F(ScriptRunTest, SleepTakesMilliseconds) {
                        "     sleep soon\n"
                        "     ^"));
   EXPECT_EQ(r.out, "before\n");
+}
+
+// ---- Hostile scripts ----
+
+TEST_F(ScriptRunTest, ShowOfAKjtWithOverflowingLengths) {
+  // Segfaulted: the lengths' sum overflows int64.
+  RunResult r = Run(
+      "X = value {\"keys\":[\"a\",\"b\"],\"lengths\":{\"dtype\":\"int64\","
+      "\"data\":[9223372036854775807,9223370937343148033,1,1]},"
+      "\"values\":[1]}\n"
+      "show $X\n");
+  EXPECT_OK(r.status);
+  EXPECT_THAT(r.out, HasSubstr("'a'   [1]   []"));
+}
+
+TEST_F(ScriptRunTest, NestingThroughSubstitutionStopsAtTheLimit) {
+  // Segfaulted ~24,000 levels down: each line nested $Z one level deeper.
+  std::string text = "Z = value 1\n";
+  for (int i = 0; i < 100; ++i) text += "Z = value [$Z]\n";
+  RunResult r = Run(text + "print $Z\n");
+  // Line 66 would make the 65th level.
+  EXPECT_THAT(r.status,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("t.ferry:66:1: json: line 1, column "
+                                        "2: nesting deeper than 64 levels"),
+                             HasSubstr("Z = value [$Z]"))));
+}
+
+TEST_F(ScriptRunTest, DoublingThroughSubstitutionMeetsTheItemLimit) {
+  std::string text = "Z = value [1]\n";
+  for (int i = 0; i < 30; ++i) text += "Z = value [$Z, $Z]\n";
+  Limits limits;
+  limits.max_items = 1000;
+  ASSERT_OK_AND_ASSIGN(Script script, Script::Parse("t.ferry", text, limits));
+  std::ostringstream out;
+  // Line n holds 3 * 2^(n-2) - 1 values: 767 on line 9, 1535 on line 10.
+  EXPECT_THAT(script.Run(job_, out),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(StartsWith("t.ferry:10:1: "),
+                             HasSubstr("(--max_items=1000)"))));
+}
+
+TEST_F(ScriptRunTest, TinyNumbersPrintAsZero) {
+  RunResult r = Run("print 1e-400\nprint [-1e-400, 1e400]\n");
+  EXPECT_OK(r.status);
+  EXPECT_EQ(r.out, "0.0\n[-0.0,{\"$double\":\"Infinity\"}]\n");
+}
+
+TEST_F(ScriptRunTest, JobStatementsGoToTheJob) {
+  RunResult r = Run("sleep 250\nX = call worker1 echo [1]\n");
+  EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kUnavailable,
+                                 HasSubstr("no job for call worker1 echo")));
+  EXPECT_THAT(job_.slept, ElementsAre(absl::Milliseconds(250)));
 }
 
 }  // namespace
