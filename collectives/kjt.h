@@ -32,8 +32,8 @@ class KeyedJaggedTensor {
   // entries; `weights`: float32 like `values`. `stride` is needed only when
   // there are no keys (otherwise it is lengths / keys), and is at most
   // --max_tensor_dim's default. Lengths are summed with overflow checks and
-  // must add up to the number of values (whatever a peer sent). INVALID_ARGUMENT naming
-  // the field (prefixed with `what`, e.g. "id_list").
+  // must add up to the number of values (whatever a peer sent).
+  // INVALID_ARGUMENT naming the field (prefixed with `what`, e.g. "id_list").
   static absl::StatusOr<KeyedJaggedTensor> Create(
       std::vector<std::string> keys, Tensor lengths, Tensor values,
       std::optional<Tensor> weights = std::nullopt,

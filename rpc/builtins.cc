@@ -183,17 +183,16 @@ absl::Status RegisterBuiltins(Registry* r, Timers* timers) {
                   },
                   {.params = {"shape", "dtype"},
                    .doc = "a tensor of zeros (dtype default float32)"}));
-  FERRY_RETURN_IF_ERROR(
-      r->RegisterAsync("arange",
-                       [](const CallContext& ctx, std::vector<Value> args) {
-                         absl::StatusOr<Tensor> t =
-                             ArangeFn(*ctx.limits, std::move(args));
-                         if (!t.ok()) return Future<Value>::Ready(t.status());
-                         return Future<Value>::Ready(Value(*std::move(t)));
-                       },
-                       "arange(start?: number, end: number, step?: number, "
-                       "dtype?: string) -> tensor",
-                       {.doc = "like torch.arange"}));
+  FERRY_RETURN_IF_ERROR(r->RegisterAsync(
+      "arange",
+      [](const CallContext& ctx, std::vector<Value> args) {
+        absl::StatusOr<Tensor> t = ArangeFn(*ctx.limits, std::move(args));
+        if (!t.ok()) return Future<Value>::Ready(t.status());
+        return Future<Value>::Ready(Value(*std::move(t)));
+      },
+      "arange(start?: number, end: number, step?: number, "
+      "dtype?: string) -> tensor",
+      {.doc = "like torch.arange"}));
   FERRY_RETURN_IF_ERROR(
       r->Register("concat",
                   [](const CallContext& ctx, std::vector<Tensor> tensors,

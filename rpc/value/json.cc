@@ -396,8 +396,7 @@ class ValueBuilder {
 
  private:
   absl::StatusOr<Value> Object(const JsonNode& node, int depth);
-  absl::Status CheckResolved(const Value& value, int depth,
-                             const JsonNode& at);
+  absl::Status CheckResolved(const Value& value, int depth, const JsonNode& at);
   absl::Status Take(const JsonNode& at, int64_t n);
   absl::Status CheckString(const JsonNode& at, size_t size) const;
 
@@ -413,8 +412,8 @@ absl::Status LimitErrorAt(const JsonNode& node, const absl::Status& status) {
 }
 
 absl::Status DepthErrorAt(const JsonNode& node) {
-  return ErrorAt(node, absl::StrCat("nesting deeper than ", kMaxValueDepth,
-                                    " levels"));
+  return ErrorAt(
+      node, absl::StrCat("nesting deeper than ", kMaxValueDepth, " levels"));
 }
 
 absl::Status ValueBuilder::Take(const JsonNode& at, int64_t n) {
@@ -506,7 +505,8 @@ absl::StatusOr<Value> SpecialObject(const JsonNode& node) {
 absl::StatusOr<Value> ValueBuilder::Object(const JsonNode& node, int depth) {
   if (IsSpecialObject(node)) {
     FERRY_ASSIGN_OR_RETURN(Value v, SpecialObject(node));
-    if (v.is_bytes()) FERRY_RETURN_IF_ERROR(CheckString(node, v.as_bytes().data.size()));
+    if (v.is_bytes())
+      FERRY_RETURN_IF_ERROR(CheckString(node, v.as_bytes().data.size()));
     return v;
   }
   if (node.Member("dtype") != nullptr) {

@@ -58,10 +58,10 @@ std::string ShapePath(absl::string_view path) {
 absl::Status CheckShapeAgainst(absl::Span<const int64_t> shape,
                                const Limits& limits, absl::string_view path) {
   if (static_cast<int64_t>(shape.size()) > limits.max_tensor_rank) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ShapePath(path), ": rank ", shape.size(), " is ",
-        LimitNote(absl::StrCat(limits.max_tensor_rank), "max_tensor_rank",
-                  limits.max_tensor_rank)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(ShapePath(path), ": rank ", shape.size(), " is ",
+                     LimitNote(absl::StrCat(limits.max_tensor_rank),
+                               "max_tensor_rank", limits.max_tensor_rank)));
   }
   const int64_t max_dim = limits.max_tensor_dim;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -76,9 +76,8 @@ absl::Status CheckShapeAgainst(absl::Span<const int64_t> shape,
     if (d == 0) continue;
     if (extent > max_dim / d) {
       return absl::InvalidArgumentError(absl::StrCat(
-          ShapePath(path), ": ", ShapeString(shape),
-          " spans more than ", max_dim,
-          " elements (zero dimensions counted as 1), ",
+          ShapePath(path), ": ", ShapeString(shape), " spans more than ",
+          max_dim, " elements (zero dimensions counted as 1), ",
           LimitNote(absl::StrCat(max_dim), "max_tensor_dim", max_dim)));
     }
     extent *= d;
@@ -88,13 +87,13 @@ absl::Status CheckShapeAgainst(absl::Span<const int64_t> shape,
 
 }  // namespace
 
-absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape,
-                                   DType dtype, const Limits& limits,
+absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
+                                   const Limits& limits,
                                    absl::string_view path) {
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          DimPath(path, i), ": negative dimension ", shape[i]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(DimPath(path, i), ": negative dimension ", shape[i]));
     }
   }
   absl::Status s = CheckShapeAgainst(shape, limits, path);

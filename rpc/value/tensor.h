@@ -58,8 +58,8 @@ int64_t ShapeExtent(absl::Span<const int64_t> shape);
 // dimension: "args[1].shape[0]: dimension 4611686018427387904 is over the
 // limit of 1099511627776 (--max_tensor_dim=1099511627776)". An empty `path`
 // gives "shape[0]: …".
-absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape,
-                                   DType dtype, const Limits& limits,
+absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
+                                   const Limits& limits,
                                    absl::string_view path = "");
 
 // "[2, 3]".

@@ -355,10 +355,10 @@ absl::StatusOr<Tensor> Arange(double start, double end, double step,
   // (end - start) may overflow to infinity: compare before converting.
   const double count = std::ceil((end - start) / step);
   if (!(count <= static_cast<double>(limits.max_tensor_dim))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "arange: ", count, " elements is ",
-        LimitNote(absl::StrCat(limits.max_tensor_dim), "max_tensor_dim",
-                  limits.max_tensor_dim)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("arange: ", count, " elements is ",
+                     LimitNote(absl::StrCat(limits.max_tensor_dim),
+                               "max_tensor_dim", limits.max_tensor_dim)));
   }
   FERRY_ASSIGN_OR_RETURN(
       TensorBuilder out,

@@ -153,10 +153,9 @@ absl::Status ValueDecoder::CheckSize(size_t bytes,
   if (bytes <= static_cast<uint64_t>(limits_.max_string_bytes)) {
     return absl::OkStatus();
   }
-  return OverLimit(
-      absl::StrCat(path, ": a string of ", HumanBytes(bytes)),
-      HumanBytes(limits_.max_string_bytes), "max_string_mb",
-      limits_.max_string_bytes / Limits::kMiB);
+  return OverLimit(absl::StrCat(path, ": a string of ", HumanBytes(bytes)),
+                   HumanBytes(limits_.max_string_bytes), "max_string_mb",
+                   limits_.max_string_bytes / Limits::kMiB);
 }
 
 absl::StatusOr<Value> ValueDecoder::Decode(proto::Value* in,

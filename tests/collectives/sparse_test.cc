@@ -267,13 +267,12 @@ TEST(KjtTest, Validation) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kjt.lengths add up to")));
   // The KJT (its `show` segfaulted): refused, naming the field.
-  EXPECT_THAT(
-      KeyedJaggedTensor::Create(
-          {"a", "b"},
-          Tensor::FromVector<int64_t>({big, 9223370937343148033, 1, 1}),
-          Tensor::FromVector<int64_t>({1})),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("kjt.lengths add up to more than 2^63")));
+  EXPECT_THAT(KeyedJaggedTensor::Create(
+                  {"a", "b"},
+                  Tensor::FromVector<int64_t>({big, 9223370937343148033, 1, 1}),
+                  Tensor::FromVector<int64_t>({1})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kjt.lengths add up to more than 2^63")));
   // A batch size no honest KJT has.
   EXPECT_THAT(KeyedJaggedTensor::Create({}, Tensor::FromVector<int64_t>({}),
                                         Tensor::FromVector<int64_t>({}),

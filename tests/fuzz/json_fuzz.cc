@@ -32,11 +32,11 @@ const std::map<std::string, Value>& Variables() {
       {"D", Nested(60)},
       {"W", Value(Value::List(1000, Value(int64_t{7})))},
       {"T", Value(*Tensor::FromBytes(DType::kInt64, {3, 0}, ""))},
-      {"K", Value(Value::Map{
-                {"keys", Value(Value::List{Value("a"), Value("b")})},
-                {"lengths", Value(Value::List{Value(int64_t{1}),
-                                              Value(int64_t{0})})},
-                {"values", Value(Value::List{Value(int64_t{5})})}})},
+      {"K",
+       Value(Value::Map{{"keys", Value(Value::List{Value("a"), Value("b")})},
+                        {"lengths", Value(Value::List{Value(int64_t{1}),
+                                                      Value(int64_t{0})})},
+                        {"values", Value(Value::List{Value(int64_t{5})})}})},
       {"S", Value("text")},
   };
   return *vars;

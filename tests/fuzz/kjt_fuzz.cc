@@ -91,11 +91,11 @@ void FromFields(Reader in) {
       Tensor::FromVector(std::vector<int64_t>(n_values, 3)), weights, stride);
   // The same fields as a map, shown as `show` would.
   Value::List key_list(names.begin(), names.end());
-  ctl::Pretty(Value(Value::Map{{"keys", Value(key_list)},
-                               {"lengths", Value(Tensor::FromVector(lengths))},
-                               {"values", Value(Tensor::FromVector(
-                                              std::vector<int64_t>(
-                                                  n_values, 3)))}}));
+  ctl::Pretty(Value(Value::Map{
+      {"keys", Value(key_list)},
+      {"lengths", Value(Tensor::FromVector(lengths))},
+      {"values",
+       Value(Tensor::FromVector(std::vector<int64_t>(n_values, 3)))}}));
   if (k.ok()) Exercise(*k);
 }
 

@@ -27,9 +27,7 @@ class RefusingJob final : public ScriptJob {
     return Refused();
   }
   absl::StatusOr<Value> Fetch(const Value&) override { return Refused(); }
-  absl::StatusOr<Value> RRefs(const std::string&) override {
-    return Refused();
-  }
+  absl::StatusOr<Value> RRefs(const std::string&) override { return Refused(); }
   absl::StatusOr<Value> JobStatus() override { return Refused(); }
   absl::StatusOr<Value> Functions(const std::string&) override {
     return Refused();

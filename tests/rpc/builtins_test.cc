@@ -501,20 +501,19 @@ constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
 TEST_F(BuiltinsTest, ZerosOverTheAllocationLimitNamesTheFlag) {
   // 2^34 float32 = 64 GiB (it used to try, and die of bad_alloc).
   EXPECT_THAT(Call("zeros", {Value::List{int64_t{17179869184}}}),
-              StatusIs(kExhausted,
-                       AllOf(HasSubstr("64 GiB would be allocated"),
-                             HasSubstr("over the limit of 2 GiB "
-                                       "(--max_alloc_mb=2048)"))));
+              StatusIs(kExhausted, AllOf(HasSubstr("64 GiB would be allocated"),
+                                         HasSubstr("over the limit of 2 GiB "
+                                                   "(--max_alloc_mb=2048)"))));
   EXPECT_THAT(Call("ones", {Value::List{int64_t{1} << 30}, "complex128"}),
               StatusIs(kExhausted, HasSubstr("--max_alloc_mb=2048")));
 }
 
 TEST_F(BuiltinsTest, ShapesOverTheDimensionLimitAreInvalid) {
-  EXPECT_THAT(Call("zeros", {Value::List{int64_t{1} << 62, 0}}),
-              StatusIs(kInvalid,
-                       AllOf(HasSubstr("args[0]: shape[0]: dimension "
-                                       "4611686018427387904"),
-                             HasSubstr("--max_tensor_dim=1099511627776"))));
+  EXPECT_THAT(
+      Call("zeros", {Value::List{int64_t{1} << 62, 0}}),
+      StatusIs(kInvalid, AllOf(HasSubstr("args[0]: shape[0]: dimension "
+                                         "4611686018427387904"),
+                               HasSubstr("--max_tensor_dim=1099511627776"))));
   Value::List rank40(40, Value(1));
   EXPECT_THAT(Call("ones", {rank40}),
               StatusIs(kInvalid, HasSubstr("rank 40 is over the limit of 32 "
@@ -526,9 +525,8 @@ TEST_F(BuiltinsTest, TheCallsLimitsApply) {
   small.max_alloc_bytes = Limits::kMiB;
   ctx_.limits = &small;
   EXPECT_THAT(Call("zeros", {Value::List{int64_t{1} << 19}}),
-              StatusIs(kExhausted,
-                       AllOf(HasSubstr("2 MiB would be allocated"),
-                             HasSubstr("(--max_alloc_mb=1)"))));
+              StatusIs(kExhausted, AllOf(HasSubstr("2 MiB would be allocated"),
+                                         HasSubstr("(--max_alloc_mb=1)"))));
   // Temporaries count: int32 [200000] + 2.5 casts to float32 (800 KB) and
   // makes a float32 result (800 KB).
   Tensor ints = Tensor::FromVector(std::vector<int32_t>(200000, 1));

@@ -22,8 +22,7 @@ class SessionJob final : public ScriptJob {
 
   absl::StatusOr<Value> Call(const std::string& worker, const std::string& fn,
                              std::vector<Value> args) override;
-  absl::StatusOr<Value> Remote(const std::string& worker,
-                               const std::string& fn,
+  absl::StatusOr<Value> Remote(const std::string& worker, const std::string& fn,
                                std::vector<Value> args) override;
   absl::StatusOr<Value> Fetch(const Value& rref) override;
   absl::StatusOr<Value> RRefs(const std::string& worker) override;

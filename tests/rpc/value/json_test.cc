@@ -287,9 +287,8 @@ TEST(JsonTest, ItemsAreCountedSubstitutedOnesIncluded) {
   };
   EXPECT_OK(ParseJson("[$W]", options));
   EXPECT_THAT(ParseJson("[$W, $W]", options),
-              StatusIs(kExhausted,
-                       AllOf(HasSubstr("more than 100 values"),
-                             HasSubstr("(--max_items=100)"))));
+              StatusIs(kExhausted, AllOf(HasSubstr("more than 100 values"),
+                                         HasSubstr("(--max_items=100)"))));
   std::string wide = "[0";
   for (int i = 0; i < 100; ++i) wide += ",0";
   EXPECT_THAT(ParseJson(wide + "]", options),
@@ -302,10 +301,10 @@ TEST(JsonTest, StringsAreBounded) {
   JsonParseOptions options;
   options.limits = &limits;
   EXPECT_OK(ParseJson(R"("12345678")", options));
-  EXPECT_THAT(ParseJson(R"(["123456789"])", options),
-              StatusIs(kExhausted,
-                       AllOf(HasSubstr("line 1, column 2: a string of 9 B"),
-                             HasSubstr("(--max_string_mb=0)"))));
+  EXPECT_THAT(
+      ParseJson(R"(["123456789"])", options),
+      StatusIs(kExhausted, AllOf(HasSubstr("line 1, column 2: a string of 9 B"),
+                                 HasSubstr("(--max_string_mb=0)"))));
   EXPECT_THAT(ParseJson(R"({"$bytes":"MTIzNDU2Nzg5"})", options),
               StatusIs(kExhausted, HasSubstr("--max_string_mb")));
 }

@@ -135,18 +135,18 @@ TEST(TensorTest, ComplexValues) {
 
 TEST(TensorTest, CheckShapeBoundsEveryDimEvenBesideAZero) {
   const Limits& limits = DefaultLimits();
-  EXPECT_THAT(CheckShape({int64_t{1} << 62, 0}, DType::kFloat32, limits,
-                         "args[1]"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("args[1].shape[0]: dimension "
-                                 "4611686018427387904 is over the limit of "
-                                 "1099511627776 (--max_tensor_dim=")));
+  EXPECT_THAT(
+      CheckShape({int64_t{1} << 62, 0}, DType::kFloat32, limits, "args[1]"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("args[1].shape[0]: dimension "
+                         "4611686018427387904 is over the limit of "
+                         "1099511627776 (--max_tensor_dim=")));
   // The extent (zero dims counted as 1) is bounded too.
-  EXPECT_THAT(CheckShape({int64_t{1} << 30, 0, int64_t{1} << 30},
-                         DType::kInt8, limits),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("shape: [1073741824, 0, 1073741824] spans "
-                                 "more than 1099511627776 elements")));
+  EXPECT_THAT(
+      CheckShape({int64_t{1} << 30, 0, int64_t{1} << 30}, DType::kInt8, limits),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("shape: [1073741824, 0, 1073741824] spans "
+                         "more than 1099511627776 elements")));
   EXPECT_THAT(CheckShape({2, -1}, DType::kInt8, limits, "x"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("x.shape[1]: negative dimension -1")));

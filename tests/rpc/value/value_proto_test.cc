@@ -114,10 +114,9 @@ TEST(ValueProtoTest, NegativeDimAndOverflowNamed) {
   auto* t = (*p.mutable_map()->mutable_entries())["x"].mutable_tensor();
   t->add_shape(4);
   t->add_shape(-2);
-  EXPECT_THAT(
-      ValueFromProto(&p, "args[0]"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("args[0].x.shape[1]: negative dimension -2")));
+  EXPECT_THAT(ValueFromProto(&p, "args[0]"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("args[0].x.shape[1]: negative dimension -2")));
   // Past the limits' reach, int64 overflow itself is caught: 2^61 int64
   // elements (with a zero dim) are 2^64 bytes.
   Limits unbounded;
@@ -209,7 +208,10 @@ constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
 TEST(ValueProtoTest, HugeZeroSizeShapeNamesPathAndFlag) {
   // The concat argument: [[{float32, [2^62, 0]}], 1].
   proto::Value p;
-  auto* t = p.mutable_list()->add_items()->mutable_list()->add_items()
+  auto* t = p.mutable_list()
+                ->add_items()
+                ->mutable_list()
+                ->add_items()
                 ->mutable_tensor();
   t->set_dtype(proto::FLOAT32);
   t->add_shape(int64_t{1} << 62);
@@ -239,7 +241,8 @@ TEST(ValueProtoTest, ItemsAreCountedAcrossTheMessage) {
   Limits limits;
   limits.max_items = 10;
   proto::Value list;
-  for (int i = 0; i < 4; ++i) list.mutable_list()->add_items()->set_int_value(i);
+  for (int i = 0; i < 4; ++i)
+    list.mutable_list()->add_items()->set_int_value(i);
   // One list of 4 items is 5 values; a decoder counts every argument.
   ValueDecoder decoder(limits);
   proto::Value a = list, b = list, c = list;
@@ -249,7 +252,7 @@ TEST(ValueProtoTest, ItemsAreCountedAcrossTheMessage) {
   EXPECT_THAT(decoder.Decode(&c, "args[2]"),
               StatusIs(kExhausted,
                        AllOf(HasSubstr("args[2]: more than 10 values in one "
-                                         "message"),
+                                       "message"),
                              HasSubstr("(--max_items=10)"))));
   // A long list is refused before anything is reserved for it.
   proto::Value wide;
@@ -264,9 +267,8 @@ TEST(ValueProtoTest, StringsBytesAndKeysAreBounded) {
   proto::Value s;
   s.set_string_value("12345");
   EXPECT_THAT(ValueFromProto(&s, "args[0]", nullptr, limits),
-              StatusIs(kExhausted,
-                       AllOf(HasSubstr("args[0]: a string of 5 B"),
-                             HasSubstr("(--max_string_mb=0)"))));
+              StatusIs(kExhausted, AllOf(HasSubstr("args[0]: a string of 5 B"),
+                                         HasSubstr("(--max_string_mb=0)"))));
   proto::Value b;
   b.set_bytes_value("12345");
   EXPECT_THAT(ValueFromProto(&b, "args[0]", nullptr, limits),

@@ -396,8 +396,7 @@ class FakeJob final : public ScriptJob {
                              std::vector<Value>) override {
     return Unreachable(absl::StrCat("call ", worker, " ", fn));
   }
-  absl::StatusOr<Value> Remote(const std::string& worker,
-                               const std::string& fn,
+  absl::StatusOr<Value> Remote(const std::string& worker, const std::string& fn,
                                std::vector<Value>) override {
     return Unreachable(absl::StrCat("remote ", worker, " ", fn));
   }
@@ -588,11 +587,11 @@ TEST_F(ScriptRunTest, SleepTakesMilliseconds) {
 
 TEST_F(ScriptRunTest, ShowOfAKjtWithOverflowingLengths) {
   // Segfaulted: the lengths' sum overflows int64.
-  RunResult r = Run(
-      "X = value {\"keys\":[\"a\",\"b\"],\"lengths\":{\"dtype\":\"int64\","
-      "\"data\":[9223372036854775807,9223370937343148033,1,1]},"
-      "\"values\":[1]}\n"
-      "show $X\n");
+  RunResult r =
+      Run("X = value {\"keys\":[\"a\",\"b\"],\"lengths\":{\"dtype\":\"int64\","
+          "\"data\":[9223372036854775807,9223370937343148033,1,1]},"
+          "\"values\":[1]}\n"
+          "show $X\n");
   EXPECT_OK(r.status);
   EXPECT_THAT(r.out, HasSubstr("'a'   [1]   []"));
 }

@@ -3,8 +3,8 @@
 // what was got and what was expected.
 #include "tools/ferryctl/value_diff.h"
 
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -179,8 +179,8 @@ TEST(ValueDiffTest, ScalarMismatch) {
 TEST(ValueDiffTest, LargeTensorsAreQuotedBriefly) {
   std::vector<int64_t> a(1 << 20, 7), b = a;
   b.back() = 8;
-  std::optional<std::string> d = FirstDifference(
-      Value(Tensor::FromVector(a)), Value(Tensor::FromVector(b)));
+  std::optional<std::string> d = FirstDifference(Value(Tensor::FromVector(a)),
+                                                 Value(Tensor::FromVector(b)));
   ASSERT_TRUE(d.has_value());
   EXPECT_THAT(*d, ::testing::StartsWith(
                       "value.data[1048575]: got 7, expected 8\n      got:"));
