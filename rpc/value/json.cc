@@ -353,6 +353,7 @@ class Parser {
     }
     const char* first = text_.data() + start;
     const char* last = text_.data() + pos_;
+    node.number = absl::string_view(first, last - first);
     if (is_integer) {
       auto [p, ec] = std::from_chars(first, last, node.i);
       if (ec == std::errc() && p == last) {

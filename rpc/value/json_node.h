@@ -37,6 +37,10 @@ struct JsonNode {
   std::vector<JsonNode> items;
   std::vector<JsonMember> members;  // In source order.
   Value resolved;                   // A `$NAME` substituted by the caller.
+  // kInt, kDouble: the number as written (points into the parsed text, so
+  // valid only while ParseJson runs), for element types that must be read
+  // from the text itself (float32: no double rounding).
+  absl::string_view number;
   int line = 1;
   int column = 1;
 

@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/charconv.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
@@ -121,6 +124,28 @@ absl::Status StoreInteger(const JsonNode& n, absl::string_view dtype, T* out) {
   return absl::OkStatus();
 }
 
+// A number as R (float or double), read from the number's text where
+// there is one: an integer token keeps its sign ("-0", which is how
+// AppendTensorJson writes negative zero, is -0.0, not the int 0), and a
+// float is read directly rather than through a double (no double
+// rounding). Substituted values have no text and convert.
+template <typename R>
+absl::StatusOr<R> GetReal(const JsonNode& n) {
+  FERRY_ASSIGN_OR_RETURN(Number num, GetNumber(n, true));
+  if (!n.number.empty()) {
+    R r = 0;
+    const char* first = n.number.data();
+    auto [p, ec] = absl::from_chars(first, first + n.number.size(), r);
+    // Underflow reads as (signed) zero, overflow as infinity (json.h).
+    if (ec == std::errc::result_out_of_range && r != 0) {
+      r = *first == '-' ? -std::numeric_limits<R>::infinity()
+                        : std::numeric_limits<R>::infinity();
+    }
+    if (ec == std::errc() || ec == std::errc::result_out_of_range) return r;
+  }
+  return static_cast<R>(num.d);
+}
+
 template <typename T>
 absl::Status StoreElement(const JsonNode& n, DType dtype, T* out) {
   absl::string_view name = DTypeName(dtype);
@@ -137,23 +162,20 @@ absl::Status StoreElement(const JsonNode& n, DType dtype, T* out) {
                        std::is_same<T, std::complex<double>>::value) {
     using R = typename T::value_type;
     if (n.type == Type::kArray) {
-      FERRY_ASSIGN_OR_RETURN(Number re, GetNumber(n.items[0], true));
-      FERRY_ASSIGN_OR_RETURN(Number im, GetNumber(n.items[1], true));
-      *out = T(static_cast<R>(re.d), static_cast<R>(im.d));
+      FERRY_ASSIGN_OR_RETURN(R re, GetReal<R>(n.items[0]));
+      FERRY_ASSIGN_OR_RETURN(R im, GetReal<R>(n.items[1]));
+      *out = T(re, im);
     } else {
-      FERRY_ASSIGN_OR_RETURN(Number re, GetNumber(n, true));
-      *out = T(static_cast<R>(re.d), 0);
+      FERRY_ASSIGN_OR_RETURN(R re, GetReal<R>(n));
+      *out = T(re, 0);
     }
     return absl::OkStatus();
-  } else {
-    FERRY_ASSIGN_OR_RETURN(Number num, GetNumber(n, true));
-    if constexpr (std::is_same<T, double>::value) {
-      *out = num.d;
-    } else if constexpr (std::is_same<T, float>::value) {
-      *out = static_cast<float>(num.d);
-    } else {  // Float16, BFloat16
-      *out = T(static_cast<float>(num.d));
-    }
+  } else if constexpr (std::is_same<T, double>::value) {
+    FERRY_ASSIGN_OR_RETURN(*out, GetReal<double>(n));
+    return absl::OkStatus();
+  } else {  // float; Float16 and BFloat16 from float (as FormatHalf checks)
+    FERRY_ASSIGN_OR_RETURN(float f, GetReal<float>(n));
+    *out = T(f);
     return absl::OkStatus();
   }
 }

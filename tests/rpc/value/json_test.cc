@@ -246,6 +246,19 @@ TEST(JsonTest, NumbersRoundToNearestIeee) {
             R"({"dtype":"float64","data":[0,"Infinity"]})");
 }
 
+TEST(JsonTest, NegativeZeroElementsRoundTrip) {
+  // Written as "-0" (an integer token); read back as -0.0, not int 0.
+  // Found by json_fuzz (corpus: crash-negative-zero).
+  for (DType dtype :
+       {DType::kFloat32, DType::kFloat64, DType::kComplex64, DType::kFloat16}) {
+    const std::string json = absl::StrCat(R"({"dtype":")", DTypeName(dtype),
+                                          R"(","data":[-0.0,1e-40]})");
+    const Value v = Parse(json);
+    EXPECT_EQ(ToJson(Parse(ToJson(v))), ToJson(v)) << json;
+    EXPECT_NE(ToJson(v).find("-0"), std::string::npos) << ToJson(v);
+  }
+}
+
 TEST(JsonTest, ManyKeysAndADuplicateAtTheEnd) {
   // The duplicate check is a hash set per object, not a scan per key.
   std::string text = "{";
