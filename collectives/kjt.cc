@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/tensor_math.h"
 
@@ -90,6 +91,14 @@ absl::StatusOr<KeyedJaggedTensor> KeyedJaggedTensor::Create(
     if (n != 0)
       return Bad(what, "lengths", "must be empty when there are no keys");
     if (stride && *stride < 0) return Bad(what, "stride", "must be >= 0");
+    // A batch size no honest KJT has would size whatever walks its samples.
+    const int64_t max_stride = DefaultLimits().max_tensor_dim;
+    if (stride && *stride > max_stride) {
+      return Bad(what, "stride",
+                 absl::StrCat("is ", *stride, ", ",
+                              LimitNote(absl::StrCat(max_stride),
+                                        "max_tensor_dim", max_stride)));
+    }
     k.stride_ = stride.value_or(0);
   } else {
     if (n % static_cast<int64_t>(keys.size()) != 0) {

@@ -30,8 +30,10 @@ class KeyedJaggedTensor {
   // Checks and builds. `lengths`: a 1-D integer tensor of keys × stride
   // non-negative entries (stored as int64); `values`: 1-D, sum(lengths)
   // entries; `weights`: float32 like `values`. `stride` is needed only when
-  // there are no keys (otherwise it is lengths / keys). INVALID_ARGUMENT
-  // naming the field (prefixed with `what`, e.g. "id_list").
+  // there are no keys (otherwise it is lengths / keys), and is at most
+  // --max_tensor_dim's default. Lengths are summed with overflow checks and
+  // must add up to the number of values (whatever a peer sent).
+  // INVALID_ARGUMENT naming the field (prefixed with `what`, e.g. "id_list").
   static absl::StatusOr<KeyedJaggedTensor> Create(
       std::vector<std::string> keys, Tensor lengths, Tensor values,
       std::optional<Tensor> weights = std::nullopt,

@@ -29,11 +29,12 @@ absl::Status RegisterArithmetic(Registry* r) {
         Op{"sub", BinaryOp::kSub, "a - b"}, Op{"mul", BinaryOp::kMul, "a * b"},
         Op{"div", BinaryOp::kDiv, "a / b (true division)"}}) {
     BinaryOp kind = op.op;
-    FERRY_RETURN_IF_ERROR(r->Register(op.name,
-                                      [kind](const Value& a, const Value& b) {
-                                        return Arithmetic(kind, a, b);
-                                      },
-                                      {.params = {"a", "b"}, .doc = op.doc}));
+    FERRY_RETURN_IF_ERROR(r->Register(
+        op.name,
+        [kind](const CallContext& ctx, const Value& a, const Value& b) {
+          return Arithmetic(kind, a, b, *ctx.limits);
+        },
+        {.params = {"a", "b"}, .doc = op.doc}));
   }
   return absl::OkStatus();
 }
@@ -55,19 +56,19 @@ absl::StatusOr<Shape> ShapeArg(const Value& v) {
   return shape;
 }
 
-absl::StatusOr<Tensor> Filled(const Value& shape,
+absl::StatusOr<Tensor> Filled(const CallContext& ctx, const Value& shape,
                               const std::optional<std::string>& dtype,
                               double value) {
   FERRY_ASSIGN_OR_RETURN(Shape s, ShapeArg(shape));
   FERRY_ASSIGN_OR_RETURN(DType d, ParseDType(dtype.value_or("float32")));
-  absl::StatusOr<Tensor> t = Fill(d, std::move(s), value);
+  absl::StatusOr<Tensor> t = Fill(d, std::move(s), value, *ctx.limits);
   if (!t.ok()) return Annotate(t.status(), "args[0]");
   return t;
 }
 
 // torch.arange: (end), (start, end) or (start, end, step); int64 if all
 // bounds are ints, else float32; a trailing dtype name overrides.
-absl::StatusOr<Tensor> ArangeFn(std::vector<Value> args) {
+absl::StatusOr<Tensor> ArangeFn(const Limits& limits, std::vector<Value> args) {
   std::optional<DType> dtype;
   if (!args.empty() && args.back().is_string()) {
     FERRY_ASSIGN_OR_RETURN(dtype, ParseDType(args.back().as_string()));
@@ -90,10 +91,11 @@ absl::StatusOr<Tensor> ArangeFn(std::vector<Value> args) {
   double end = args.size() > 1 ? args[1].as_number() : args[0].as_number();
   double step = args.size() > 2 ? args[2].as_number() : 1;
   return Arange(start, end, step,
-                dtype.value_or(all_ints ? DType::kInt64 : DType::kFloat32));
+                dtype.value_or(all_ints ? DType::kInt64 : DType::kFloat32),
+                limits);
 }
 
-absl::StatusOr<Value> SumFn(const Value& x) {
+absl::StatusOr<Value> SumFn(const CallContext& ctx, const Value& x) {
   if (x.is_tensor()) return Value(SumAll(x.as_tensor()));
   if (!x.is_list() || x.as_list().empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -107,7 +109,7 @@ absl::StatusOr<Value> SumFn(const Value& x) {
   Value acc = first;
   for (size_t i = 1; i < x.as_list().size(); ++i) {
     absl::StatusOr<Value> next =
-        Arithmetic(BinaryOp::kAdd, acc, x.as_list()[i]);
+        Arithmetic(BinaryOp::kAdd, acc, x.as_list()[i], *ctx.limits);
     if (!next.ok())
       return Annotate(next.status(), absl::StrCat("args[0][", i, "]"));
     acc = *std::move(next);
@@ -183,32 +185,35 @@ absl::Status RegisterBuiltins(Registry* r, Timers* timers) {
            "sum of a tensor's elements (0-d tensor), or of a list's items"}));
   FERRY_RETURN_IF_ERROR(
       r->Register("ones",
-                  [](const Value& shape, std::optional<std::string> dtype) {
-                    return Filled(shape, dtype, 1);
+                  [](const CallContext& ctx, const Value& shape,
+                     std::optional<std::string> dtype) {
+                    return Filled(ctx, shape, dtype, 1);
                   },
                   {.params = {"shape", "dtype"},
                    .doc = "a tensor of ones (dtype default float32)"}));
   FERRY_RETURN_IF_ERROR(
       r->Register("zeros",
-                  [](const Value& shape, std::optional<std::string> dtype) {
-                    return Filled(shape, dtype, 0);
+                  [](const CallContext& ctx, const Value& shape,
+                     std::optional<std::string> dtype) {
+                    return Filled(ctx, shape, dtype, 0);
                   },
                   {.params = {"shape", "dtype"},
                    .doc = "a tensor of zeros (dtype default float32)"}));
-  FERRY_RETURN_IF_ERROR(
-      r->RegisterAsync("arange",
-                       [](const CallContext&, std::vector<Value> args) {
-                         absl::StatusOr<Tensor> t = ArangeFn(std::move(args));
-                         if (!t.ok()) return Future<Value>::Ready(t.status());
-                         return Future<Value>::Ready(Value(*std::move(t)));
-                       },
-                       "arange(start?: number, end: number, step?: number, "
-                       "dtype?: string) -> tensor",
-                       {.doc = "like torch.arange"}));
+  FERRY_RETURN_IF_ERROR(r->RegisterAsync(
+      "arange",
+      [](const CallContext& ctx, std::vector<Value> args) {
+        absl::StatusOr<Tensor> t = ArangeFn(*ctx.limits, std::move(args));
+        if (!t.ok()) return Future<Value>::Ready(t.status());
+        return Future<Value>::Ready(Value(*std::move(t)));
+      },
+      "arange(start?: number, end: number, step?: number, "
+      "dtype?: string) -> tensor",
+      {.doc = "like torch.arange"}));
   FERRY_RETURN_IF_ERROR(
       r->Register("concat",
-                  [](std::vector<Tensor> tensors, std::optional<int64_t> axis) {
-                    return Concat(tensors, axis.value_or(0));
+                  [](const CallContext& ctx, std::vector<Tensor> tensors,
+                     std::optional<int64_t> axis) {
+                    return Concat(tensors, axis.value_or(0), *ctx.limits);
                   },
                   {.params = {"tensors", "axis"},
                    .doc = "concatenation along axis (default 0)"}));

@@ -7,9 +7,12 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/charconv.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json_node.h"
 #include "rpc/value/utf8.h"
@@ -172,6 +175,8 @@ class Parser {
   absl::StatusOr<JsonNode> ParseObject(JsonNode node, int depth) {
     node.type = JsonNode::Type::kObject;
     Advance();  // '{'
+    // Keys seen, so a duplicate is found in O(1), not by a scan per key.
+    absl::flat_hash_set<std::string> keys;
     SkipSpace();
     if (Peek() == '}') {
       Advance();
@@ -184,7 +189,7 @@ class Parser {
       key_pos.line = line_;
       key_pos.column = column_;
       FERRY_ASSIGN_OR_RETURN(std::string key, ParseString());
-      if (node.Member(key) != nullptr) {
+      if (!keys.insert(key).second) {
         return ErrorAt(key_pos, absl::StrCat("duplicate key \"", key, "\""));
       }
       SkipSpace();
@@ -348,6 +353,7 @@ class Parser {
     }
     const char* first = text_.data() + start;
     const char* last = text_.data() + pos_;
+    node.number = absl::string_view(first, last - first);
     if (is_integer) {
       auto [p, ec] = std::from_chars(first, last, node.i);
       if (ec == std::errc() && p == last) {
@@ -356,11 +362,15 @@ class Parser {
       }
       // Too large for int64: keep it as a double, as JSON readers do.
     }
-    auto [p, ec] = std::from_chars(first, last, node.d);
-    if (ec != std::errc() && ec != std::errc::result_out_of_range) {
+    // IEEE round-to-nearest: too small a magnitude reads as a subnormal or
+    // (signed) zero, too large as infinity. absl::from_chars sets zero on
+    // underflow (std::from_chars leaves the value unset on either).
+    auto [p, ec] = absl::from_chars(first, last, node.d);
+    if (p != last ||
+        (ec != std::errc() && ec != std::errc::result_out_of_range)) {
       return ErrorAt(node, "invalid number");
     }
-    if (ec == std::errc::result_out_of_range) {
+    if (ec == std::errc::result_out_of_range && node.d != 0) {
       node.d = (*first == '-') ? -HUGE_VAL : HUGE_VAL;
     }
     node.type = JsonNode::Type::kDouble;
@@ -374,7 +384,82 @@ class Parser {
   int column_ = 1;
 };
 
-absl::StatusOr<Value> ToValue(const JsonNode& node, int depth);
+// Turns the parsed tree into a Value within `limits`: lists and maps
+// nest at most kMaxValueDepth deep, substituted `$NAME` values included
+// (they count at the depth where they stand); at most max_items values in
+// all (substituted values counted item by item); strings and bytes at
+// most max_string_bytes; tensor shapes as tensor.h's rules say.
+class ValueBuilder {
+ public:
+  explicit ValueBuilder(const Limits& limits) : limits_(limits) {}
+
+  absl::StatusOr<Value> Build(const JsonNode& node, int depth);
+
+ private:
+  absl::StatusOr<Value> Object(const JsonNode& node, int depth);
+  absl::Status CheckResolved(const Value& value, int depth, const JsonNode& at);
+  absl::Status Take(const JsonNode& at, int64_t n);
+  absl::Status CheckString(const JsonNode& at, size_t size) const;
+
+  const Limits& limits_;
+  int64_t items_ = 0;
+};
+
+// A Limits error at `node`'s position, keeping its code.
+absl::Status LimitErrorAt(const JsonNode& node, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("json: line ", node.line, ", column ",
+                                   node.column, ": ", status.message()));
+}
+
+absl::Status DepthErrorAt(const JsonNode& node) {
+  return ErrorAt(
+      node, absl::StrCat("nesting deeper than ", kMaxValueDepth, " levels"));
+}
+
+absl::Status ValueBuilder::Take(const JsonNode& at, int64_t n) {
+  if (n <= limits_.max_items - items_) {
+    items_ += n;
+    return absl::OkStatus();
+  }
+  return LimitErrorAt(
+      at, OverLimit(absl::StrCat("more than ", limits_.max_items, " values"),
+                    absl::StrCat(limits_.max_items, " values"), "max_items",
+                    limits_.max_items));
+}
+
+absl::Status ValueBuilder::CheckString(const JsonNode& at, size_t size) const {
+  if (size <= static_cast<uint64_t>(limits_.max_string_bytes)) {
+    return absl::OkStatus();
+  }
+  return LimitErrorAt(
+      at, OverLimit(absl::StrCat("a string of ", HumanBytes(size)),
+                    HumanBytes(limits_.max_string_bytes), "max_string_mb",
+                    limits_.max_string_bytes / Limits::kMiB));
+}
+
+// Walks a substituted value as if it were written here: its depth below
+// `depth` and its items count. The walk stops at the first excess, so it
+// never goes deeper than kMaxValueDepth nor past max_items.
+absl::Status ValueBuilder::CheckResolved(const Value& value, int depth,
+                                         const JsonNode& at) {
+  FERRY_RETURN_IF_ERROR(Take(at, 1));
+  if (!value.is_list() && !value.is_map()) return absl::OkStatus();
+  if (depth >= kMaxValueDepth) {
+    return ErrorAt(at, absl::StrCat("nesting deeper than ", kMaxValueDepth,
+                                    " levels (with the variable's value)"));
+  }
+  if (value.is_list()) {
+    for (const Value& item : value.as_list()) {
+      FERRY_RETURN_IF_ERROR(CheckResolved(item, depth + 1, at));
+    }
+  } else {
+    for (const auto& [key, item] : value.as_map()) {
+      FERRY_RETURN_IF_ERROR(CheckResolved(item, depth + 1, at));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // {"$bytes": …}, {"$double": …} and {"$rref": …} stand for scalars.
 bool IsSpecialObject(const JsonNode& node) {
@@ -418,28 +503,30 @@ absl::StatusOr<Value> SpecialObject(const JsonNode& node) {
   return Value(std::make_shared<const RRefBase>(std::move(descriptor)));
 }
 
-absl::StatusOr<Value> ObjectToValue(const JsonNode& node, int depth) {
-  if (IsSpecialObject(node)) return SpecialObject(node);
+absl::StatusOr<Value> ValueBuilder::Object(const JsonNode& node, int depth) {
+  if (IsSpecialObject(node)) {
+    FERRY_ASSIGN_OR_RETURN(Value v, SpecialObject(node));
+    if (v.is_bytes())
+      FERRY_RETURN_IF_ERROR(CheckString(node, v.as_bytes().data.size()));
+    return v;
+  }
   if (node.Member("dtype") != nullptr) {
-    FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromJson(node));
+    FERRY_ASSIGN_OR_RETURN(Tensor t, TensorFromJson(node, limits_));
     return Value(std::move(t));
   }
+  if (depth >= kMaxValueDepth) return DepthErrorAt(node);
   Value::Map map;
   for (const auto& [key, item] : node.members) {
-    FERRY_ASSIGN_OR_RETURN(Value v, ToValue(item, depth + 1));
+    FERRY_RETURN_IF_ERROR(CheckString(item, key.size()));
+    FERRY_ASSIGN_OR_RETURN(Value v, Build(item, depth + 1));
     map.emplace(key, std::move(v));
   }
   return Value(std::move(map));
 }
 
-absl::StatusOr<Value> ToValue(const JsonNode& node, int depth) {
-  const bool container =
-      node.type == JsonNode::Type::kArray ||
-      (node.type == JsonNode::Type::kObject && !IsSpecialObject(node) &&
-       node.Member("dtype") == nullptr);
-  if (container && depth >= kMaxValueDepth) {
-    return ErrorAt(
-        node, absl::StrCat("nesting deeper than ", kMaxValueDepth, " levels"));
+absl::StatusOr<Value> ValueBuilder::Build(const JsonNode& node, int depth) {
+  if (node.type != JsonNode::Type::kResolved) {
+    FERRY_RETURN_IF_ERROR(Take(node, 1));
   }
   switch (node.type) {
     case JsonNode::Type::kNull:
@@ -451,20 +538,23 @@ absl::StatusOr<Value> ToValue(const JsonNode& node, int depth) {
     case JsonNode::Type::kDouble:
       return Value(node.d);
     case JsonNode::Type::kString:
+      FERRY_RETURN_IF_ERROR(CheckString(node, node.s.size()));
       return Value(node.s);
     case JsonNode::Type::kResolved:
+      FERRY_RETURN_IF_ERROR(CheckResolved(node.resolved, depth, node));
       return node.resolved;
     case JsonNode::Type::kArray: {
+      if (depth >= kMaxValueDepth) return DepthErrorAt(node);
       Value::List list;
       list.reserve(node.items.size());
       for (const JsonNode& item : node.items) {
-        FERRY_ASSIGN_OR_RETURN(Value v, ToValue(item, depth + 1));
+        FERRY_ASSIGN_OR_RETURN(Value v, Build(item, depth + 1));
         list.push_back(std::move(v));
       }
       return Value(std::move(list));
     }
     case JsonNode::Type::kObject:
-      return ObjectToValue(node, depth);
+      return Object(node, depth);
   }
   return ErrorAt(node, "unknown node");
 }
@@ -586,8 +676,11 @@ absl::StatusOr<Value> ParseJson(absl::string_view text,
                                 const JsonParseOptions& options) {
   json_internal::Parser parser(text, options);
   absl::StatusOr<json_internal::JsonNode> root = parser.ParseDocument();
+  const Limits& limits =
+      options.limits != nullptr ? *options.limits : DefaultLimits();
   absl::StatusOr<Value> value =
-      root.ok() ? json_internal::ToValue(*root, 0) : root.status();
+      root.ok() ? json_internal::ValueBuilder(limits).Build(*root, 0)
+                : root.status();
   if (!value.ok() && options.error != nullptr) {
     json_internal::ParseErrorPosition(value.status().message(), options.error);
   }

@@ -12,6 +12,8 @@
 //   JSON integers are int64, other numbers double, objects maps, arrays lists.
 //
 // Every parse error is INVALID_ARGUMENT naming the line and column.
+// Numbers read as IEEE doubles rounded to nearest: 1e-400 is 0, 1e400 is
+// infinity; integers that do not fit int64 read as doubles.
 #ifndef FERRY_RPC_VALUE_JSON_H_
 #define FERRY_RPC_VALUE_JSON_H_
 
@@ -20,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -41,6 +44,13 @@ struct JsonParseOptions {
   size_t* consumed = nullptr;
   // If set, receives the position of a parse error.
   JsonErrorPosition* error = nullptr;
+  // What the value may hold (nullptr: DefaultLimits()): at most max_items
+  // values, substituted ones included; strings up to max_string_bytes;
+  // tensor shapes as tensor.h's rules say. Nesting (also through `$NAME`)
+  // stops at kMaxValueDepth. Over a limit: RESOURCE_EXHAUSTED (items,
+  // strings) or INVALID_ARGUMENT (nesting, shapes), naming the position
+  // and the flag.
+  const Limits* limits = nullptr;
 };
 
 absl::StatusOr<Value> ParseJson(absl::string_view text,

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 
@@ -36,6 +37,10 @@ struct JsonNode {
   std::vector<JsonNode> items;
   std::vector<JsonMember> members;  // In source order.
   Value resolved;                   // A `$NAME` substituted by the caller.
+  // kInt, kDouble: the number as written (points into the parsed text, so
+  // valid only while ParseJson runs), for element types that must be read
+  // from the text itself (float32: no double rounding).
+  absl::string_view number;
   int line = 1;
   int column = 1;
 
@@ -62,8 +67,10 @@ absl::Status ErrorAt(const JsonNode& node, absl::string_view message);
 // Fills `out` from an ErrorAt message.
 void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out);
 
-// Interprets an object with a "dtype" key as a tensor.
-absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node);
+// Interprets an object with a "dtype" key as a tensor whose shape keeps
+// within `limits` (tensor.h's shape rules).
+absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node,
+                                      const Limits& limits);
 
 // Appends the JSON of `tensor` to `out`.
 void AppendTensorJson(const Tensor& tensor, std::string* out);

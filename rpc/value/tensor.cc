@@ -6,30 +6,100 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 
 absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape,
                                            size_t itemsize) {
+  // The extent (zero dims counted as 1) is bounded, not just the element
+  // count: code that walks the dims of an empty tensor multiplies them.
   const int64_t limit =
       std::numeric_limits<int64_t>::max() / static_cast<int64_t>(itemsize);
-  int64_t numel = 1;
+  int64_t extent = 1;
   bool has_zero = false;
   for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) {
+    const int64_t d = shape[i];
+    if (d < 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("shape[", i, "]: negative dimension ", shape[i]));
+          absl::StrCat("shape[", i, "]: negative dimension ", d));
     }
-    if (shape[i] == 0) has_zero = true;
-  }
-  if (has_zero) return 0;
-  for (int64_t d : shape) {
-    if (numel > limit / d) {
+    if (d == 0) {
+      has_zero = true;
+      continue;
+    }
+    if (extent > limit / d) {
       return absl::InvalidArgumentError(absl::StrCat(
           "shape ", ShapeString(shape), ": byte size overflows int64"));
     }
-    numel *= d;
+    extent *= d;
   }
+  return has_zero ? 0 : extent;
+}
+
+int64_t ShapeExtent(absl::Span<const int64_t> shape) {
+  int64_t extent = 1;
+  for (int64_t d : shape) extent *= d == 0 ? 1 : d;
+  return extent;
+}
+
+namespace {
+
+std::string DimPath(absl::string_view path, size_t i) {
+  return path.empty() ? absl::StrCat("shape[", i, "]")
+                      : absl::StrCat(path, ".shape[", i, "]");
+}
+
+std::string ShapePath(absl::string_view path) {
+  return path.empty() ? "shape" : absl::StrCat(path, ".shape");
+}
+
+// Rank and per-dimension limits; the extent is known not to overflow.
+absl::Status CheckShapeAgainst(absl::Span<const int64_t> shape,
+                               const Limits& limits, absl::string_view path) {
+  if (static_cast<int64_t>(shape.size()) > limits.max_tensor_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ShapePath(path), ": rank ", shape.size(), " is ",
+                     LimitNote(absl::StrCat(limits.max_tensor_rank),
+                               "max_tensor_rank", limits.max_tensor_rank)));
+  }
+  const int64_t max_dim = limits.max_tensor_dim;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] > max_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          DimPath(path, i), ": dimension ", shape[i], " is ",
+          LimitNote(absl::StrCat(max_dim), "max_tensor_dim", max_dim)));
+    }
+  }
+  int64_t extent = 1;
+  for (int64_t d : shape) {
+    if (d == 0) continue;
+    if (extent > max_dim / d) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          ShapePath(path), ": ", ShapeString(shape), " spans more than ",
+          max_dim, " elements (zero dimensions counted as 1), ",
+          LimitNote(absl::StrCat(max_dim), "max_tensor_dim", max_dim)));
+    }
+    extent *= d;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
+                                   const Limits& limits,
+                                   absl::string_view path) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(DimPath(path, i), ": negative dimension ", shape[i]));
+    }
+  }
+  absl::Status s = CheckShapeAgainst(shape, limits, path);
+  if (!s.ok()) return s;
+  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, ItemSize(dtype));
+  if (!numel.ok() && !path.empty()) return Annotate(numel.status(), path);
   return numel;
 }
 

@@ -19,16 +19,48 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/dtype.h"
 
 namespace ferry {
 
 using Shape = std::vector<int64_t>;
 
+// ---- Shape rules ----
+//
+// Every Tensor, however it is made, has dims >= 0 and an *extent* (the
+// product of its non-zero dims: its element count with zero dims counted
+// as 1) whose byte size, extent x itemsize, fits int64. So no product of
+// any of its dims, and no byte offset into it, overflows.
+//
+// A shape that a peer or a caller chose (decoders, builtins, KJTs) must
+// also keep within Limits, checked by CheckShape:
+//   rank <= max_tensor_rank (--max_tensor_rank), and
+//   extent <= max_tensor_dim (--max_tensor_dim), so every dim is bounded
+//   even when another one is 0: [2^62, 0] is refused, [2^20, 0] is not.
+// Over either: INVALID_ARGUMENT naming the dimension and the flag.
+//
+// An empty tensor may still have an extent up to max_tensor_dim (2^40 by
+// default), so code never loops over the dims of a tensor that has no
+// bytes: loops are bounded by the bytes or elements they produce (Concat
+// answers an empty result at once; printing stops after a few elements).
+// Validation is O(rank), never O(numel).
+
 // Number of elements of `shape`. INVALID_ARGUMENT (naming shape[i]) for a
-// negative dimension, or if numel * itemsize would overflow int64.
+// negative dimension, or if the extent x itemsize would overflow int64.
 absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape,
                                            size_t itemsize);
+
+// The extent of a valid shape: the product of its non-zero dims.
+int64_t ShapeExtent(absl::Span<const int64_t> shape);
+
+// CheckedNumElements plus the Limits above. Errors name `path` and the
+// dimension: "args[1].shape[0]: dimension 4611686018427387904 is over the
+// limit of 1099511627776 (--max_tensor_dim=1099511627776)". An empty `path`
+// gives "shape[0]: …".
+absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
+                                   const Limits& limits,
+                                   absl::string_view path = "");
 
 // "[2, 3]".
 std::string ShapeString(absl::Span<const int64_t> shape);

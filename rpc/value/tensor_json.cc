@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <system_error>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/charconv.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
@@ -121,6 +124,28 @@ absl::Status StoreInteger(const JsonNode& n, absl::string_view dtype, T* out) {
   return absl::OkStatus();
 }
 
+// A number as R (float or double), read from the number's text where
+// there is one: an integer token keeps its sign ("-0", which is how
+// AppendTensorJson writes negative zero, is -0.0, not the int 0), and a
+// float is read directly rather than through a double (no double
+// rounding). Substituted values have no text and convert.
+template <typename R>
+absl::StatusOr<R> GetReal(const JsonNode& n) {
+  FERRY_ASSIGN_OR_RETURN(Number num, GetNumber(n, true));
+  if (!n.number.empty()) {
+    R r = 0;
+    const char* first = n.number.data();
+    auto [p, ec] = absl::from_chars(first, first + n.number.size(), r);
+    // Underflow reads as (signed) zero, overflow as infinity (json.h).
+    if (ec == std::errc::result_out_of_range && r != 0) {
+      r = *first == '-' ? -std::numeric_limits<R>::infinity()
+                        : std::numeric_limits<R>::infinity();
+    }
+    if (ec == std::errc() || ec == std::errc::result_out_of_range) return r;
+  }
+  return static_cast<R>(num.d);
+}
+
 template <typename T>
 absl::Status StoreElement(const JsonNode& n, DType dtype, T* out) {
   absl::string_view name = DTypeName(dtype);
@@ -137,23 +162,20 @@ absl::Status StoreElement(const JsonNode& n, DType dtype, T* out) {
                        std::is_same<T, std::complex<double>>::value) {
     using R = typename T::value_type;
     if (n.type == Type::kArray) {
-      FERRY_ASSIGN_OR_RETURN(Number re, GetNumber(n.items[0], true));
-      FERRY_ASSIGN_OR_RETURN(Number im, GetNumber(n.items[1], true));
-      *out = T(static_cast<R>(re.d), static_cast<R>(im.d));
+      FERRY_ASSIGN_OR_RETURN(R re, GetReal<R>(n.items[0]));
+      FERRY_ASSIGN_OR_RETURN(R im, GetReal<R>(n.items[1]));
+      *out = T(re, im);
     } else {
-      FERRY_ASSIGN_OR_RETURN(Number re, GetNumber(n, true));
-      *out = T(static_cast<R>(re.d), 0);
+      FERRY_ASSIGN_OR_RETURN(R re, GetReal<R>(n));
+      *out = T(re, 0);
     }
     return absl::OkStatus();
-  } else {
-    FERRY_ASSIGN_OR_RETURN(Number num, GetNumber(n, true));
-    if constexpr (std::is_same<T, double>::value) {
-      *out = num.d;
-    } else if constexpr (std::is_same<T, float>::value) {
-      *out = static_cast<float>(num.d);
-    } else {  // Float16, BFloat16
-      *out = T(static_cast<float>(num.d));
-    }
+  } else if constexpr (std::is_same<T, double>::value) {
+    FERRY_ASSIGN_OR_RETURN(*out, GetReal<double>(n));
+    return absl::OkStatus();
+  } else {  // float; Float16 and BFloat16 from float (as FormatHalf checks)
+    FERRY_ASSIGN_OR_RETURN(float f, GetReal<float>(n));
+    *out = T(f);
     return absl::OkStatus();
   }
 }
@@ -192,11 +214,15 @@ absl::StatusOr<Shape> ParseShape(const JsonNode& n) {
 
 // Chooses the tensor's shape from "shape" (if given) and the data's nesting.
 absl::StatusOr<Shape> ResolveShape(const JsonNode& node, const Shape& inferred,
-                                   size_t item_size) {
+                                   DType dtype, const Limits& limits) {
   const JsonNode* shape_node = node.Member("shape");
-  if (shape_node == nullptr) return inferred;
+  if (shape_node == nullptr) {
+    absl::Status ok = CheckShape(inferred, dtype, limits).status();
+    if (!ok.ok()) return ErrorAt(*node.Member("data"), ok.message());
+    return inferred;
+  }
   FERRY_ASSIGN_OR_RETURN(Shape shape, ParseShape(*shape_node));
-  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, item_size);
+  absl::StatusOr<int64_t> numel = CheckShape(shape, dtype, limits);
   if (!numel.ok()) return ErrorAt(*shape_node, numel.status().message());
   bool flat_matches = inferred.size() == 1 && inferred[0] == *numel;
   bool scalar_matches = inferred.empty() && *numel == 1;
@@ -210,7 +236,8 @@ absl::StatusOr<Shape> ResolveShape(const JsonNode& node, const Shape& inferred,
 
 }  // namespace
 
-absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node) {
+absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node,
+                                      const Limits& limits) {
   FERRY_RETURN_IF_ERROR(CheckTensorKeys(node));
   const JsonNode& dtype_node = *node.Member("dtype");
   if (dtype_node.type != Type::kString) {
@@ -224,7 +251,7 @@ absl::StatusOr<Tensor> TensorFromJson(const JsonNode& node) {
   std::vector<const JsonNode*> leaves;
   FERRY_RETURN_IF_ERROR(Flatten(data, inferred, 0, complex, &leaves));
   FERRY_ASSIGN_OR_RETURN(Shape shape,
-                         ResolveShape(node, inferred, ItemSize(*dtype)));
+                         ResolveShape(node, inferred, *dtype, limits));
   FERRY_ASSIGN_OR_RETURN(TensorBuilder builder,
                          TensorBuilder::Create(*dtype, std::move(shape)));
   absl::Status status = VisitDType(*dtype, [&](auto tag) -> absl::Status {

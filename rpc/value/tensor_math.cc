@@ -12,6 +12,48 @@
 
 namespace ferry {
 
+absl::Status CheckAlloc(int64_t bytes, const Limits& limits) {
+  if (bytes <= limits.max_alloc_bytes) return absl::OkStatus();
+  return OverLimit(absl::StrCat(HumanBytes(bytes), " would be allocated"),
+                   HumanBytes(limits.max_alloc_bytes), "max_alloc_mb",
+                   limits.max_alloc_bytes / Limits::kMiB);
+}
+
+absl::StatusOr<int64_t> BytesOf(int64_t numel, DType dtype) {
+  int64_t bytes;
+  if (__builtin_mul_overflow(numel, static_cast<int64_t>(ItemSize(dtype)),
+                             &bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        numel, " elements of ", DTypeName(dtype), " overflow int64 bytes"));
+  }
+  return bytes;
+}
+
+namespace {
+
+// Adds the bytes of casting `t` to `dtype` (nothing if it has it) to
+// `total`; tensors held in memory cannot overflow this.
+void AddCastBytes(const Tensor& t, DType dtype, int64_t* total) {
+  if (t.dtype() != dtype) {
+    *total += t.numel() * static_cast<int64_t>(ItemSize(dtype));
+  }
+}
+
+// The tensor of `shape` and `dtype` that `limits` allow, uninitialized,
+// when `extra` bytes of temporaries come with it.
+absl::StatusOr<TensorBuilder> Allocate(DType dtype, Shape shape,
+                                       const Limits& limits,
+                                       int64_t extra = 0) {
+  FERRY_ASSIGN_OR_RETURN(int64_t numel, CheckShape(shape, dtype, limits));
+  FERRY_ASSIGN_OR_RETURN(int64_t bytes, BytesOf(numel, dtype));
+  int64_t total;
+  if (__builtin_add_overflow(bytes, extra, &total)) total = INT64_MAX;
+  FERRY_RETURN_IF_ERROR(CheckAlloc(total, limits));
+  return TensorBuilder::Create(dtype, std::move(shape));
+}
+
+}  // namespace
+
 Tensor Cast(const Tensor& tensor, DType dtype) {
   if (tensor.dtype() == dtype) return tensor;
   TensorBuilder out = *TensorBuilder::Create(dtype, tensor.shape());
@@ -132,7 +174,8 @@ bool IsScalar(const Value& v) { return v.is_number() || v.is_bool(); }
 
 }  // namespace
 
-absl::StatusOr<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b) {
+absl::StatusOr<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b,
+                                 const Limits& limits) {
   if (IsScalar(a) && IsScalar(b)) return ScalarArithmetic(op, a, b);
   if (!(a.is_tensor() || IsScalar(a)) || !(b.is_tensor() || IsScalar(b))) {
     return absl::InvalidArgumentError(
@@ -163,6 +206,12 @@ absl::StatusOr<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b) {
     return absl::InvalidArgumentError(
         "subtraction of bool tensors is not supported (use a logical op)");
   }
+  // The result and any casts, before any of them is made.
+  const Tensor& shaped = ta.rank() == 0 ? tb : ta;
+  int64_t total = shaped.numel() * static_cast<int64_t>(ItemSize(dtype));
+  AddCastBytes(ta, dtype, &total);
+  AddCastBytes(tb, dtype, &total);
+  FERRY_RETURN_IF_ERROR(CheckAlloc(total, limits));
   return Value(Elementwise(op, Cast(ta, dtype), Cast(tb, dtype)));
 }
 
@@ -214,9 +263,39 @@ absl::Status CheckConcatShapes(absl::Span<const Tensor> tensors, int64_t axis) {
   return absl::OkStatus();
 }
 
+// The concatenated shape; INVALID_ARGUMENT if the axis overflows.
+absl::StatusOr<Shape> ConcatShape(absl::Span<const Tensor> tensors,
+                                  int64_t axis) {
+  Shape shape = tensors[0].shape();
+  shape[axis] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (__builtin_add_overflow(shape[axis], tensors[i].dim(axis),
+                               &shape[axis])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensors[", i, "]: dimension ", axis, " overflows int64"));
+    }
+  }
+  return shape;
+}
+
+// Copies each tensor's block per outer row. Only called with bytes to
+// copy, so `outer` is at most the result's element count.
+void CopyBlocks(const std::vector<Tensor>& cast, int64_t outer, char* dst) {
+  std::vector<size_t> block;  // Bytes each tensor contributes per row.
+  for (const Tensor& t : cast) block.push_back(t.nbytes() / outer);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < cast.size(); ++i) {
+      if (block[i] == 0) continue;
+      std::memcpy(dst, cast[i].data() + o * block[i], block[i]);
+      dst += block[i];
+    }
+  }
+}
+
 }  // namespace
 
-absl::StatusOr<Tensor> Concat(absl::Span<const Tensor> tensors, int64_t axis) {
+absl::StatusOr<Tensor> Concat(absl::Span<const Tensor> tensors, int64_t axis,
+                              const Limits& limits) {
   if (tensors.empty()) {
     return absl::InvalidArgumentError("cannot concatenate an empty list");
   }
@@ -233,33 +312,26 @@ absl::StatusOr<Tensor> Concat(absl::Span<const Tensor> tensors, int64_t axis) {
   FERRY_RETURN_IF_ERROR(CheckConcatShapes(tensors, axis));
   DType dtype = tensors[0].dtype();
   for (const Tensor& t : tensors) dtype = PromoteTypes(dtype, t.dtype());
-  Shape shape = tensors[0].shape();
-  shape[axis] = 0;
-  for (const Tensor& t : tensors) shape[axis] += t.dim(static_cast<int>(axis));
+  FERRY_ASSIGN_OR_RETURN(Shape shape, ConcatShape(tensors, axis));
+  int64_t casts = 0;
+  for (const Tensor& t : tensors) AddCastBytes(t, dtype, &casts);
   FERRY_ASSIGN_OR_RETURN(TensorBuilder out,
-                         TensorBuilder::Create(dtype, shape));
+                         Allocate(dtype, shape, limits, casts));
+  // Nothing to copy: done, however large the other dimensions (the loop
+  // below would walk them all).
+  if (out.nbytes() == 0) return std::move(out).Build();
   int64_t outer = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
   std::vector<Tensor> cast;
-  std::vector<size_t> block;  // Bytes each tensor contributes per outer row.
-  for (const Tensor& t : tensors) {
-    cast.push_back(Cast(t, dtype));
-    block.push_back(outer == 0 ? 0 : cast.back().nbytes() / outer);
-  }
-  char* dst = out.data();
-  for (int64_t o = 0; o < outer; ++o) {
-    for (size_t i = 0; i < cast.size(); ++i) {
-      if (block[i] == 0) continue;
-      std::memcpy(dst, cast[i].data() + o * block[i], block[i]);
-      dst += block[i];
-    }
-  }
+  for (const Tensor& t : tensors) cast.push_back(Cast(t, dtype));
+  CopyBlocks(cast, outer, out.data());
   return std::move(out).Build();
 }
 
-absl::StatusOr<Tensor> Fill(DType dtype, Shape shape, double value) {
+absl::StatusOr<Tensor> Fill(DType dtype, Shape shape, double value,
+                            const Limits& limits) {
   FERRY_ASSIGN_OR_RETURN(TensorBuilder out,
-                         TensorBuilder::Create(dtype, std::move(shape)));
+                         Allocate(dtype, std::move(shape), limits));
   VisitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v = ConvertElement<T>(value);
@@ -270,7 +342,7 @@ absl::StatusOr<Tensor> Fill(DType dtype, Shape shape, double value) {
 }
 
 absl::StatusOr<Tensor> Arange(double start, double end, double step,
-                              DType dtype) {
+                              DType dtype, const Limits& limits) {
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) ||
       !std::isfinite(step)) {
     return absl::InvalidArgumentError(
@@ -280,13 +352,17 @@ absl::StatusOr<Tensor> Arange(double start, double end, double step,
     return absl::InvalidArgumentError(absl::StrCat(
         "arange: step ", step, " does not lead from ", start, " to ", end));
   }
-  double count = std::ceil((end - start) / step);
-  if (count > 1e9) {
-    return absl::InvalidArgumentError("arange: more than 1e9 elements");
+  // (end - start) may overflow to infinity: compare before converting.
+  const double count = std::ceil((end - start) / step);
+  if (!(count <= static_cast<double>(limits.max_tensor_dim))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arange: ", count, " elements is ",
+                     LimitNote(absl::StrCat(limits.max_tensor_dim),
+                               "max_tensor_dim", limits.max_tensor_dim)));
   }
   FERRY_ASSIGN_OR_RETURN(
       TensorBuilder out,
-      TensorBuilder::Create(dtype, {static_cast<int64_t>(count)}));
+      Allocate(dtype, {static_cast<int64_t>(count)}, limits));
   VisitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* p = out.data_as<T>();

@@ -16,15 +16,19 @@ void TensorToProto(const Tensor& tensor, proto::Tensor* out) {
 }
 
 absl::StatusOr<Tensor> TensorFromProto(proto::Tensor* in,
-                                       absl::string_view path) {
+                                       absl::string_view path,
+                                       const Limits& limits) {
   if (!IsValidDType(in->dtype())) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ".dtype: unknown dtype ", static_cast<int>(in->dtype())));
   }
-  Shape shape(in->shape().begin(), in->shape().end());
-  absl::StatusOr<Tensor> t =
-      Tensor::FromBytes(static_cast<DType>(in->dtype()), std::move(shape),
-                        std::move(*in->mutable_data()));
+  const DType dtype = static_cast<DType>(in->dtype());
+  absl::Span<const int64_t> dims(in->shape().data(), in->shape().size());
+  // The shape is checked before anything is sized from it.
+  absl::Status shape_ok = CheckShape(dims, dtype, limits, path).status();
+  if (!shape_ok.ok()) return shape_ok;
+  absl::StatusOr<Tensor> t = Tensor::FromBytes(
+      dtype, Shape(dims.begin(), dims.end()), std::move(*in->mutable_data()));
   if (!t.ok()) return Annotate(t.status(), path);
   return t;
 }
@@ -126,11 +130,42 @@ absl::Status Encode(const Value& value, proto::Value* out, RRefCodec* codec,
   return absl::InternalError(absl::StrCat(path, ": unknown value kind"));
 }
 
-absl::StatusOr<Value> Decode(proto::Value* in, RRefCodec* codec, int depth,
-                             const std::string& path) {
-  if ((in->has_list() || in->has_map()) && depth >= kMaxValueDepth) {
-    return ValueDepthError(path);
+}  // namespace
+
+absl::Status ValueToProto(const Value& value, proto::Value* out,
+                          RRefCodec* codec) {
+  return Encode(value, out, codec, 0, "value");
+}
+
+absl::Status ValueDecoder::TakeItems(int64_t n, const std::string& path) {
+  if (n <= limits_.max_items - items_) {
+    items_ += n;
+    return absl::OkStatus();
   }
+  return OverLimit(absl::StrCat(path, ": more than ", limits_.max_items,
+                                " values in one message"),
+                   absl::StrCat(limits_.max_items, " values"), "max_items",
+                   limits_.max_items);
+}
+
+absl::Status ValueDecoder::CheckSize(size_t bytes,
+                                     const std::string& path) const {
+  if (bytes <= static_cast<uint64_t>(limits_.max_string_bytes)) {
+    return absl::OkStatus();
+  }
+  return OverLimit(absl::StrCat(path, ": a string of ", HumanBytes(bytes)),
+                   HumanBytes(limits_.max_string_bytes), "max_string_mb",
+                   limits_.max_string_bytes / Limits::kMiB);
+}
+
+absl::StatusOr<Value> ValueDecoder::Decode(proto::Value* in,
+                                           absl::string_view path) {
+  return DecodeAt(in, 0, std::string(path));
+}
+
+absl::StatusOr<Value> ValueDecoder::DecodeAt(proto::Value* in, int depth,
+                                             const std::string& path) {
+  FERRY_RETURN_IF_ERROR(TakeItems(1, path));
   switch (in->kind_case()) {
     case proto::Value::KIND_NOT_SET:
       return Value();
@@ -141,41 +176,28 @@ absl::StatusOr<Value> Decode(proto::Value* in, RRefCodec* codec, int depth,
     case proto::Value::kDoubleValue:
       return Value(in->double_value());
     case proto::Value::kStringValue:
+      FERRY_RETURN_IF_ERROR(CheckSize(in->string_value().size(), path));
       return Value(std::move(*in->mutable_string_value()));
     case proto::Value::kBytesValue:
+      FERRY_RETURN_IF_ERROR(CheckSize(in->bytes_value().size(), path));
       return Value(Bytes{std::move(*in->mutable_bytes_value())});
     case proto::Value::kTensor: {
-      FERRY_ASSIGN_OR_RETURN(Tensor t,
-                             TensorFromProto(in->mutable_tensor(), path));
+      FERRY_ASSIGN_OR_RETURN(
+          Tensor t, TensorFromProto(in->mutable_tensor(), path, limits_));
       return Value(std::move(t));
     }
-    case proto::Value::kList: {
-      auto* items = in->mutable_list()->mutable_items();
-      Value::List list;
-      list.reserve(items->size());
-      for (int i = 0; i < items->size(); ++i) {
-        FERRY_ASSIGN_OR_RETURN(Value v,
-                               Decode(items->Mutable(i), codec, depth + 1,
-                                      absl::StrCat(path, "[", i, "]")));
-        list.push_back(std::move(v));
-      }
-      return Value(std::move(list));
-    }
-    case proto::Value::kMap: {
-      Value::Map map;
-      for (auto& [key, item] : *in->mutable_map()->mutable_entries()) {
-        FERRY_ASSIGN_OR_RETURN(Value v, Decode(&item, codec, depth + 1,
-                                               absl::StrCat(path, ".", key)));
-        map.emplace(key, std::move(v));
-      }
-      return Value(std::move(map));
-    }
+    case proto::Value::kList:
+      if (depth >= kMaxValueDepth) return ValueDepthError(path);
+      return DecodeList(in->mutable_list(), depth, path);
+    case proto::Value::kMap:
+      if (depth >= kMaxValueDepth) return ValueDepthError(path);
+      return DecodeMap(in->mutable_map(), depth, path);
     case proto::Value::kRref: {
-      if (codec == nullptr) {
+      if (codec_ == nullptr) {
         return Value(
             std::make_shared<const RRefBase>(DescriptorFromProto(in->rref())));
       }
-      absl::StatusOr<Value::RRefPtr> rref = codec->Decode(in->rref());
+      absl::StatusOr<Value::RRefPtr> rref = codec_->Decode(in->rref());
       if (!rref.ok()) return Annotate(rref.status(), path);
       return Value(*std::move(rref));
     }
@@ -184,16 +206,38 @@ absl::StatusOr<Value> Decode(proto::Value* in, RRefCodec* codec, int depth,
       path, ": unknown value kind ", static_cast<int>(in->kind_case())));
 }
 
-}  // namespace
+absl::StatusOr<Value> ValueDecoder::DecodeList(proto::ValueList* in, int depth,
+                                               const std::string& path) {
+  auto* items = in->mutable_items();
+  // Refused before anything is reserved for them.
+  if (items->size() > limits_.max_items - items_) {
+    FERRY_RETURN_IF_ERROR(TakeItems(items->size(), path));
+  }
+  Value::List list;
+  list.reserve(items->size());
+  for (int i = 0; i < items->size(); ++i) {
+    FERRY_ASSIGN_OR_RETURN(Value v, DecodeAt(items->Mutable(i), depth + 1,
+                                             absl::StrCat(path, "[", i, "]")));
+    list.push_back(std::move(v));
+  }
+  return Value(std::move(list));
+}
 
-absl::Status ValueToProto(const Value& value, proto::Value* out,
-                          RRefCodec* codec) {
-  return Encode(value, out, codec, 0, "value");
+absl::StatusOr<Value> ValueDecoder::DecodeMap(proto::ValueMap* in, int depth,
+                                              const std::string& path) {
+  Value::Map map;
+  for (auto& [key, item] : *in->mutable_entries()) {
+    FERRY_RETURN_IF_ERROR(CheckSize(key.size(), absl::StrCat(path, " key")));
+    std::string item_path = absl::StrCat(path, ".", key);
+    FERRY_ASSIGN_OR_RETURN(Value v, DecodeAt(&item, depth + 1, item_path));
+    map.emplace(key, std::move(v));
+  }
+  return Value(std::move(map));
 }
 
 absl::StatusOr<Value> ValueFromProto(proto::Value* in, absl::string_view path,
-                                     RRefCodec* codec) {
-  return Decode(in, codec, 0, std::string(path));
+                                     RRefCodec* codec, const Limits& limits) {
+  return ValueDecoder(limits, codec).Decode(in, path);
 }
 
 RRefCodec* LazyCodec::Real() {
@@ -216,9 +260,10 @@ absl::StatusOr<Value::RRefPtr> LazyCodec::Decode(
 
 absl::StatusOr<Value> ValueFromProtoCopy(const proto::Value& in,
                                          absl::string_view path,
-                                         RRefCodec* codec) {
+                                         RRefCodec* codec,
+                                         const Limits& limits) {
   proto::Value copy = in;
-  return ValueFromProto(&copy, path, codec);
+  return ValueFromProto(&copy, path, codec, limits);
 }
 
 }  // namespace ferry

@@ -1,8 +1,9 @@
 // Conversion between Value/Tensor and their wire messages (proto/value.proto).
 //
 // Decoding validates everything a peer could get wrong and reports
-// INVALID_ARGUMENT with the path of the offending field, e.g.
-// "args[1].shape: shape[0]: negative dimension -2". Encoding checks what the
+// INVALID_ARGUMENT (or RESOURCE_EXHAUSTED, over a Limits bound) with the
+// path of the offending field, e.g. "args[1].shape[0]: negative dimension
+// -2". Encoding checks what the
 // C++ types cannot rule out (nesting depth, UTF-8 strings).
 //
 // Tensor bytes: decoding from a mutable message moves the bytes out of it
@@ -18,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "proto/value.pb.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
@@ -82,21 +84,66 @@ class LazyCodec final : public RRefCodec {
 
 void TensorToProto(const Tensor& tensor, proto::Tensor* out);
 
-// Consumes `in`'s bytes. `path` prefixes error messages.
+// Consumes `in`'s bytes. `path` prefixes error messages. The shape must
+// keep within `limits` (tensor.h "Shape rules").
 absl::StatusOr<Tensor> TensorFromProto(proto::Tensor* in,
-                                       absl::string_view path);
+                                       absl::string_view path,
+                                       const Limits& limits = DefaultLimits());
 
 absl::Status ValueToProto(const Value& value, proto::Value* out,
                           RRefCodec* codec = nullptr);
 
-// Consumes `in`'s tensor bytes. `path` names the value in errors ("args[0]").
+// Decodes the values of one message against `limits`:
+//   nesting deeper than kMaxValueDepth, a tensor shape over
+//   --max_tensor_rank/--max_tensor_dim        INVALID_ARGUMENT
+//   more than --max_items values (of any kind, at any depth, counted
+//   across every Decode of this decoder), a string, bytes or map key
+//   longer than --max_string_mb               RESOURCE_EXHAUSTED
+// each naming the path ("args[1].shape[0]: …") and the flag. Checks are
+// O(items + rank) — never O(tensor elements), except bool bytes (0/1).
+//
+//   ValueDecoder decoder(limits, &codec);
+//   for (int i = 0; i < n; ++i)
+//     FERRY_ASSIGN_OR_RETURN(Value v, decoder.Decode(args->Mutable(i),
+//                                                    StrCat("args[", i, "]")));
+class ValueDecoder {
+ public:
+  explicit ValueDecoder(const Limits& limits = DefaultLimits(),
+                        RRefCodec* codec = nullptr)
+      : limits_(limits), codec_(codec) {}
+
+  // Consumes `in`'s tensor bytes and strings. `path` names the value in
+  // errors ("args[0]").
+  absl::StatusOr<Value> Decode(proto::Value* in, absl::string_view path);
+
+  // Values decoded so far (every list, map, tensor and scalar counts 1).
+  int64_t items() const { return items_; }
+
+ private:
+  absl::StatusOr<Value> DecodeAt(proto::Value* in, int depth,
+                                 const std::string& path);
+  absl::StatusOr<Value> DecodeList(proto::ValueList* in, int depth,
+                                   const std::string& path);
+  absl::StatusOr<Value> DecodeMap(proto::ValueMap* in, int depth,
+                                  const std::string& path);
+  absl::Status TakeItems(int64_t n, const std::string& path);
+  absl::Status CheckSize(size_t bytes, const std::string& path) const;
+
+  const Limits& limits_;
+  RRefCodec* const codec_;
+  int64_t items_ = 0;
+};
+
+// One value with a decoder of its own (so --max_items counts this value
+// alone). Consumes `in`'s tensor bytes.
 absl::StatusOr<Value> ValueFromProto(proto::Value* in, absl::string_view path,
-                                     RRefCodec* codec = nullptr);
+                                     RRefCodec* codec = nullptr,
+                                     const Limits& limits = DefaultLimits());
 
 // As above for a message that must not be modified (copies tensor bytes).
-absl::StatusOr<Value> ValueFromProtoCopy(const proto::Value& in,
-                                         absl::string_view path,
-                                         RRefCodec* codec = nullptr);
+absl::StatusOr<Value> ValueFromProtoCopy(
+    const proto::Value& in, absl::string_view path, RRefCodec* codec = nullptr,
+    const Limits& limits = DefaultLimits());
 
 // The checks every Value encoder makes: INVALID_ARGUMENT naming `path`.
 absl::Status CheckValueString(absl::string_view text, absl::string_view path);

@@ -266,6 +266,20 @@ TEST(KjtTest, Validation) {
                   Tensor::FromVector<int64_t>({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("kjt.lengths add up to")));
+  // The issue's KJT (its `show` segfaulted): refused, naming the field.
+  EXPECT_THAT(KeyedJaggedTensor::Create(
+                  {"a", "b"},
+                  Tensor::FromVector<int64_t>({big, 9223370937343148033, 1, 1}),
+                  Tensor::FromVector<int64_t>({1})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kjt.lengths add up to more than 2^63")));
+  // A batch size no honest KJT has.
+  EXPECT_THAT(KeyedJaggedTensor::Create({}, Tensor::FromVector<int64_t>({}),
+                                        Tensor::FromVector<int64_t>({}),
+                                        std::nullopt, int64_t{1} << 62),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kjt.stride is 4611686018427387904, over "
+                                 "the limit")));
   ASSERT_OK_AND_ASSIGN(Value v, ParseJson(R"({"keys": ["a"], "lengths": [1, 1],
                                               "values": [5, 6], "weights": [0.5, 1]})"));
   ASSERT_OK_AND_ASSIGN(KeyedJaggedTensor k,

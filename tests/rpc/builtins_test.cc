@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
 #include "rpc/registry.h"
 #include "rpc/value/half.h"
@@ -491,6 +492,88 @@ TEST(CastTest, RealToComplexHasZeroImaginary) {
   Tensor t = Cast(Tensor::FromVector<int32_t>({3}), DType::kComplex64);
   EXPECT_THAT(t.ToVector<std::complex<float>>(),
               ElementsAre(std::complex<float>(3, 0)));
+}
+
+// ---- Hostile sizes: checked before anything is allocated ----
+
+constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
+
+TEST_F(BuiltinsTest, ZerosOverTheAllocationLimitNamesTheFlag) {
+  // 2^34 float32 = 64 GiB (it used to try, and die of bad_alloc).
+  EXPECT_THAT(Call("zeros", {Value::List{int64_t{17179869184}}}),
+              StatusIs(kExhausted, AllOf(HasSubstr("64 GiB would be allocated"),
+                                         HasSubstr("over the limit of 2 GiB "
+                                                   "(--max_alloc_mb=2048)"))));
+  EXPECT_THAT(Call("ones", {Value::List{int64_t{1} << 30}, "complex128"}),
+              StatusIs(kExhausted, HasSubstr("--max_alloc_mb=2048")));
+}
+
+TEST_F(BuiltinsTest, ShapesOverTheDimensionLimitAreInvalid) {
+  EXPECT_THAT(
+      Call("zeros", {Value::List{int64_t{1} << 62, 0}}),
+      StatusIs(kInvalid, AllOf(HasSubstr("args[0]: shape[0]: dimension "
+                                         "4611686018427387904"),
+                               HasSubstr("--max_tensor_dim=1099511627776"))));
+  Value::List rank40(40, Value(1));
+  EXPECT_THAT(Call("ones", {rank40}),
+              StatusIs(kInvalid, HasSubstr("rank 40 is over the limit of 32 "
+                                           "(--max_tensor_rank=32)")));
+}
+
+TEST_F(BuiltinsTest, TheCallsLimitsApply) {
+  Limits small;
+  small.max_alloc_bytes = Limits::kMiB;
+  ctx_.limits = &small;
+  EXPECT_THAT(Call("zeros", {Value::List{int64_t{1} << 19}}),
+              StatusIs(kExhausted, AllOf(HasSubstr("2 MiB would be allocated"),
+                                         HasSubstr("(--max_alloc_mb=1)"))));
+  // Temporaries count: int32 [200000] + 2.5 casts to float32 (800 KB) and
+  // makes a float32 result (800 KB).
+  Tensor ints = Tensor::FromVector(std::vector<int32_t>(200000, 1));
+  EXPECT_THAT(Call("add", {ints, 2.5}),
+              StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
+  EXPECT_OK(Call("add", {ints, 2}));  // int32 + int: 800 KB result only.
+  EXPECT_THAT(Call("arange", {0, 300000}),
+              StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
+  EXPECT_THAT(Call("concat", {Value::List{ints, ints}}),
+              StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
+  EXPECT_THAT(Call("sum", {Value::List{ints, 2.5}}),
+              StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
+}
+
+TEST_F(BuiltinsTest, ArangeCountIsBoundedBeforeConversion) {
+  EXPECT_THAT(Call("arange", {0.0, 1e15}),
+              StatusIs(kInvalid, HasSubstr("--max_tensor_dim")));
+  // end - start overflows to infinity.
+  EXPECT_THAT(Call("arange", {-1.7e308, 1.7e308}),
+              StatusIs(kInvalid, HasSubstr("--max_tensor_dim")));
+  EXPECT_THAT(Call("arange", {0, int64_t{1} << 36}),
+              StatusIs(kExhausted, HasSubstr("512 GiB would be allocated")));
+}
+
+TEST_F(BuiltinsTest, ConcatOfAHugeEmptyShapeAnswersAtOnce) {
+  // [2^62, 0] int8 is a valid Tensor (its extent fits int64) but over the
+  // default --max_tensor_dim; concat along axis 1 used to loop 2^62 times
+  // (all_gather with an axis reaches the same Concat).
+  Tensor empty = *Tensor::FromBytes(DType::kInt8, {int64_t{1} << 62, 0}, "");
+  EXPECT_THAT(Call("concat", {Value::List{empty, empty}, 1}),
+              StatusIs(kInvalid, HasSubstr("--max_tensor_dim")));
+  // With no dimension limit at all, the empty result comes back at once.
+  Limits unbounded;
+  unbounded.max_tensor_dim = std::numeric_limits<int64_t>::max();
+  ctx_.limits = &unbounded;
+  Tensor t = CallTensor("concat", {Value::List{empty, empty}, 1});
+  EXPECT_EQ(t.shape(), (Shape{int64_t{1} << 62, 0}));
+  EXPECT_EQ(t.nbytes(), 0u);
+}
+
+TEST_F(BuiltinsTest, ConcatAxisOverflowIsInvalid) {
+  Limits unbounded;
+  unbounded.max_tensor_dim = std::numeric_limits<int64_t>::max();
+  ctx_.limits = &unbounded;
+  Tensor half = *Tensor::FromBytes(DType::kInt8, {0, int64_t{1} << 62}, "");
+  EXPECT_THAT(Call("concat", {Value::List{half, half, half, half}, 1}),
+              StatusIs(kInvalid, HasSubstr("overflows int64")));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tools/ferryctl/help.h"
 #include "tools/ferryctl/script.h"
 #include "tools/ferryctl/session.h"
+#include "tools/ferryctl/session_job.h"
 
 namespace ferry {
 namespace ctl {
@@ -142,7 +143,8 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   FERRY_ASSIGN_OR_RETURN(std::string text, ReadScript(p[0]));
   FERRY_ASSIGN_OR_RETURN(Script script,
                          Script::Parse(p[0] == "-" ? "<stdin>" : p[0], text));
-  FERRY_RETURN_IF_ERROR(script.Run(*session, std::cout));
+  SessionJob job(*session);
+  FERRY_RETURN_IF_ERROR(script.Run(job, std::cout));
   return std::optional<Value>();
 }
 

@@ -57,21 +57,63 @@ std::string Element(const Tensor& t, int64_t i) {
   }
 }
 
-// The elements of dims [d:] starting at `offset`, nested like Python lists.
-std::string Nested(const Tensor& t, size_t d, int64_t offset) {
-  if (d == t.shape().size()) return Element(t, offset);
-  int64_t inner = 1;
-  for (size_t k = d + 1; k < t.shape().size(); ++k) inner *= t.shape()[k];
-  std::vector<std::string> items;
-  for (int64_t i = 0; i < t.shape()[d]; ++i)
-    items.push_back(Nested(t, d + 1, offset + i * inner));
-  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-}
+// torch prints a tensor of at most kSummarizeOver elements in full; a
+// larger one shows the first and last kEdgeItems of each dimension with
+// "..." between. Beyond that, at most kMaxShown elements are printed in
+// all, so printing is bounded whatever the shape.
+constexpr int64_t kSummarizeOver = 1000;
+constexpr int64_t kEdgeItems = 3;
+constexpr int64_t kMaxShown = 1000;
+
+// Prints a non-empty tensor nested like Python lists.
+class NestedPrinter {
+ public:
+  explicit NestedPrinter(const Tensor& t)
+      : t_(t), summarize_(t.numel() > kSummarizeOver) {}
+
+  // The elements of dims [d:] starting at `offset`.
+  std::string Print(size_t d, int64_t offset) {
+    if (d == t_.shape().size()) {
+      --budget_;
+      return Element(t_, offset);
+    }
+    int64_t inner = 1;  // No overflow: the tensor is not empty.
+    for (size_t k = d + 1; k < t_.shape().size(); ++k) inner *= t_.shape()[k];
+    const int64_t n = t_.shape()[d];
+    const bool cut = summarize_ && n > 2 * kEdgeItems;
+    std::vector<std::string> items;
+    for (int64_t i = 0; i < n; ++i) {
+      if (budget_ <= 0) {
+        items.push_back("...");
+        break;
+      }
+      if (cut && i == kEdgeItems) {
+        items.push_back("...");
+        i = n - kEdgeItems - 1;
+        continue;
+      }
+      items.push_back(Print(d + 1, offset + i * inner));
+    }
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+
+ private:
+  const Tensor& t_;
+  const bool summarize_;
+  int64_t budget_ = kMaxShown;
+};
 
 std::string TensorText(const Tensor& t) {
-  // torch leaves out the default dtypes.
+  // torch leaves out the default dtypes, and shows an empty tensor's
+  // shape instead of walking it (its other dims may be huge).
   const bool plain = t.dtype() == DType::kInt64 || t.dtype() == DType::kFloat32;
-  return absl::StrCat("tensor(", Nested(t, 0, 0), plain ? "" : ", dtype=",
+  std::string body = "[]";
+  if (t.numel() > 0) {
+    body = NestedPrinter(t).Print(0, 0);
+  } else if (t.rank() > 1) {
+    absl::StrAppend(&body, ", size=(", absl::StrJoin(t.shape(), ", "), ")");
+  }
+  return absl::StrCat("tensor(", body, plain ? "" : ", dtype=",
                       plain ? "" : DTypeName(t.dtype()), ")");
 }
 
@@ -99,6 +141,28 @@ Tensor Column(const Value& v) {
   return ints ? Cast(d, DType::kInt64) : Cast(d, DType::kFloat32);
 }
 
+// A KJT table shows at most this many samples, and values per cell.
+constexpr int64_t kMaxKjtSamples = 64;
+constexpr int64_t kMaxKjtCellValues = 32;
+
+// One cell: the `n` values (and weights) from `at`, those that exist.
+std::string KjtCell(const Tensor& values, const std::optional<Tensor>& weights,
+                    int64_t at, int64_t n) {
+  if (n == 0) return "None";
+  std::vector<std::string> items;
+  for (int64_t i = 0; i < n && at + i < values.numel(); ++i) {
+    if (i == kMaxKjtCellValues) {
+      items.push_back("...");
+      break;
+    }
+    std::string item = Element(values, at + i);
+    if (weights && at + i < weights->numel())
+      absl::StrAppend(&item, " (", Element(*weights, at + i), ")");
+    items.push_back(item);
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
 // The KJT as the TorchRec pages draw it: keys down, samples across.
 std::string KjtTable(const Value& v, const std::string& indent) {
   const Value::List& keys = v.Find("keys")->as_list();
@@ -110,28 +174,25 @@ std::string KjtTable(const Value& v, const std::string& indent) {
       IsColumn(w) ? std::optional<Tensor>(Column(*w)) : std::nullopt;
   if (keys.empty()) return absl::StrCat(indent, "(no keys)\n");
   const int64_t stride = lengths.numel() / static_cast<int64_t>(keys.size());
+  const int64_t columns = std::min(stride, kMaxKjtSamples);
   std::vector<std::vector<std::string>> rows(keys.size() + 1);
   rows[0].push_back("");
-  for (int64_t s = 0; s < stride; ++s) rows[0].push_back(absl::StrCat(s));
+  for (int64_t s = 0; s < columns; ++s) rows[0].push_back(absl::StrCat(s));
+  if (columns < stride) rows[0].push_back("...");
+  // Where the next sample's values begin, clamped to the values there are:
+  // lengths of a malformed KJT may be negative or add up past int64.
   int64_t at = 0;
+  const int64_t* len = lengths.data_as<int64_t>();
   for (size_t k = 0; k < keys.size(); ++k) {
     rows[k + 1].push_back(
         PyString(keys[k].is_string() ? keys[k].as_string() : "?"));
     for (int64_t s = 0; s < stride; ++s) {
       // A negative length (a malformed KJT) shows as an empty list.
-      const int64_t n =
-          std::max<int64_t>(lengths.data_as<int64_t>()[k * stride + s], 0);
-      std::vector<std::string> items;
-      for (int64_t i = 0; i < n && at + i < values.numel(); ++i) {
-        std::string item = Element(values, at + i);
-        if (weights && at + i < weights->numel())
-          absl::StrAppend(&item, " (", Element(*weights, at + i), ")");
-        items.push_back(item);
-      }
-      at += n;
-      rows[k + 1].push_back(
-          n == 0 ? "None" : absl::StrCat("[", absl::StrJoin(items, ", "), "]"));
+      const int64_t n = std::max<int64_t>(len[k * stride + s], 0);
+      if (s < columns) rows[k + 1].push_back(KjtCell(values, weights, at, n));
+      at = n > values.numel() - at ? values.numel() : at + n;
     }
+    if (columns < stride) rows[k + 1].push_back("...");
   }
   std::vector<size_t> width;
   for (const auto& row : rows) {

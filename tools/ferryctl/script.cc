@@ -8,12 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
-#include "tools/ferryctl/commands.h"
 #include "tools/ferryctl/pretty.h"
-#include "tools/ferryctl/session.h"
 #include "tools/ferryctl/value_diff.h"
 
 namespace ferry {
@@ -362,9 +359,11 @@ struct Parser {
 }  // namespace
 
 absl::StatusOr<Script> Script::Parse(const std::string& file,
-                                     const std::string& text) {
+                                     const std::string& text,
+                                     const Limits& limits) {
   Script script;
   script.file_ = file;
+  script.limits_ = limits;
   script.lines_ = absl::StrSplit(text, '\n');
   // Lines as shown in messages: without the '\r' of CRLF line ends.
   for (std::string& line : script.lines_) {
@@ -387,6 +386,7 @@ absl::StatusOr<Value> Script::EvalJson(const Statement& s, size_t index) const {
       return absl::NotFoundError(absl::StrCat("unset variable $", name));
     return it->second;
   };
+  options.limits = &limits_;
   return ParseJson(s.json[index].text, options);
 }
 
@@ -396,7 +396,11 @@ namespace {
 absl::StatusOr<std::string> WorkerWord(
     const std::string& word, const std::map<std::string, Value>& vars) {
   if (word.size() < 2 || word[0] != '$') return word;
-  const Value& v = vars.at(word.substr(1));
+  auto it = vars.find(word.substr(1));
+  if (it == vars.end()) {
+    return absl::NotFoundError(absl::StrCat("unset variable ", word));
+  }
+  const Value& v = it->second;
   if (v.is_string()) return v.as_string();
   if (v.is_int()) return absl::StrCat(v.as_int());
   return absl::InvalidArgumentError(
@@ -405,20 +409,8 @@ absl::StatusOr<std::string> WorkerWord(
 
 }  // namespace
 
-absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
-                                      std::ostream& out) {
-  if (s.command == "call") {
-    FERRY_ASSIGN_OR_RETURN(std::string worker, WorkerWord(s.words[0], vars_));
-    Value args = Value(Value::List{});
-    if (!s.json.empty()) {
-      FERRY_ASSIGN_OR_RETURN(args, EvalJson(s, 0));
-    }
-    if (!args.is_list()) {
-      return absl::InvalidArgumentError("call arguments must be a JSON array");
-    }
-    return CallCommand(session, worker, s.words[1], std::move(args.as_list()));
-  }
-  if (s.command == "remote") {
+absl::StatusOr<Value> Script::ExecuteJob(const Statement& s, ScriptJob& job) {
+  if (s.command == "call" || s.command == "remote") {
     FERRY_ASSIGN_OR_RETURN(std::string worker, WorkerWord(s.words[0], vars_));
     Value args = Value(Value::List{});
     if (!s.json.empty()) {
@@ -426,33 +418,50 @@ absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
     }
     if (!args.is_list()) {
       return absl::InvalidArgumentError(
-          "remote arguments must be a JSON array");
+          absl::StrCat(s.command, " arguments must be a JSON array"));
     }
-    return RemoteRRef(session, worker, s.words[1], std::move(args.as_list()));
+    if (s.command == "call") {
+      return job.Call(worker, s.words[1], std::move(args.as_list()));
+    }
+    return job.Remote(worker, s.words[1], std::move(args.as_list()));
   }
   if (s.command == "fetch") {
     FERRY_ASSIGN_OR_RETURN(Value rref, EvalJson(s, 0));
-    return FetchCommand(session, rref);
+    return job.Fetch(rref);
   }
   if (s.command == "rrefs") {
     std::string worker;
     if (!s.words.empty()) {
       FERRY_ASSIGN_OR_RETURN(worker, WorkerWord(s.words[0], vars_));
     }
-    return RRefsCommand(session, worker);
+    return job.RRefs(worker);
   }
-  if (s.command == "status") return StatusCommand(session);
+  if (s.command == "status") return job.JobStatus();
   if (s.command == "collective") {
     FERRY_ASSIGN_OR_RETURN(Value request, EvalJson(s, 0));
-    return CollectiveCommand(session, s.words[0], std::move(request));
+    return job.Collective(s.words[0], std::move(request));
   }
   if (s.command == "functions") {
     std::string worker = "0";
     if (!s.words.empty()) {
       FERRY_ASSIGN_OR_RETURN(worker, WorkerWord(s.words[0], vars_));
     }
-    return FunctionsCommand(session, worker);
+    return job.Functions(worker);
   }
+  if (s.command == "sleep") {
+    int64_t ms;
+    if (!absl::SimpleAtoi(s.words[0], &ms) || ms < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sleep takes milliseconds, got '", s.words[0], "'"));
+    }
+    job.Sleep(absl::Milliseconds(ms));
+    return Value();
+  }
+  return absl::InternalError(absl::StrCat("unhandled command ", s.command));
+}
+
+absl::StatusOr<Value> Script::Execute(const Statement& s, ScriptJob& job,
+                                      std::ostream& out) {
   if (s.command == "value") return EvalJson(s, 0);
   if (s.command == "show") {
     FERRY_ASSIGN_OR_RETURN(Value v, EvalJson(s, 0));
@@ -477,21 +486,12 @@ absl::StatusOr<Value> Script::Execute(const Statement& s, Session& session,
     }
     return Value();
   }
-  if (s.command == "sleep") {
-    int64_t ms;
-    if (!absl::SimpleAtoi(s.words[0], &ms) || ms < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sleep takes milliseconds, got '", s.words[0], "'"));
-    }
-    absl::SleepFor(absl::Milliseconds(ms));
-    return Value();
-  }
-  return absl::InternalError(absl::StrCat("unhandled command ", s.command));
+  return ExecuteJob(s, job);
 }
 
-absl::Status Script::Run(Session& session, std::ostream& out) {
+absl::Status Script::Run(ScriptJob& job, std::ostream& out) {
   for (const Statement& s : statements_) {
-    absl::StatusOr<Value> result = Execute(s, session, out);
+    absl::StatusOr<Value> result = Execute(s, job, out);
     if (!result.ok()) {
       return ScriptError(result.status().code(), file_, lines_, s.line,
                          s.column, result.status().message());

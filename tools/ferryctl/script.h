@@ -30,12 +30,36 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
 namespace ctl {
 
-class Session;
+// What a script's job statements run against (call, remote, fetch,
+// rrefs, status, functions, collective; sleep too, so tests and fuzzers
+// need not wait). SessionJob (session_job.h) is the real one; value,
+// show, print, echo and expect never use it.
+class ScriptJob {
+ public:
+  virtual ~ScriptJob() = default;
+  virtual absl::StatusOr<Value> Call(const std::string& worker,
+                                     const std::string& fn,
+                                     std::vector<Value> args) = 0;
+  // The RRef itself, held until the job goes away.
+  virtual absl::StatusOr<Value> Remote(const std::string& worker,
+                                       const std::string& fn,
+                                       std::vector<Value> args) = 0;
+  virtual absl::StatusOr<Value> Fetch(const Value& rref) = 0;
+  // `worker` empty: every worker.
+  virtual absl::StatusOr<Value> RRefs(const std::string& worker) = 0;
+  virtual absl::StatusOr<Value> JobStatus() = 0;
+  virtual absl::StatusOr<Value> Functions(const std::string& worker) = 0;
+  virtual absl::StatusOr<Value> Collective(const std::string& op,
+                                           Value request) = 0;
+  virtual void Sleep(absl::Duration duration) = 0;
+};
 
 struct Statement {
   int line = 0;  // 1-based position of the statement's first character.
@@ -56,21 +80,27 @@ struct Statement {
 class Script {
  public:
   // Parses and checks `text`. INVALID_ARGUMENT "file:line:col: …".
+  // JSON arguments are read within `limits` (json.h) when the script runs.
   static absl::StatusOr<Script> Parse(const std::string& file,
-                                      const std::string& text);
+                                      const std::string& text,
+                                      const Limits& limits = DefaultLimits());
 
-  // Runs every statement in order against `session`, writing printed
-  // values to `out`. Stops at the first failure.
-  absl::Status Run(Session& session, std::ostream& out);
+  // Runs every statement in order against `job`, writing printed values
+  // to `out`. Stops at the first failure. JSON arguments are read within
+  // the limits given to Parse: nesting, also through `$NAME`, stops at
+  // kMaxValueDepth, values at max_items.
+  absl::Status Run(ScriptJob& job, std::ostream& out);
 
   const std::vector<Statement>& statements() const { return statements_; }
 
  private:
-  absl::StatusOr<Value> Execute(const Statement& s, Session& session,
+  absl::StatusOr<Value> Execute(const Statement& s, ScriptJob& job,
                                 std::ostream& out);
+  absl::StatusOr<Value> ExecuteJob(const Statement& s, ScriptJob& job);
   absl::StatusOr<Value> EvalJson(const Statement& s, size_t index) const;
 
   std::string file_;
+  Limits limits_;
   std::vector<std::string> lines_;
   std::vector<Statement> statements_;
   std::map<std::string, Value> vars_;

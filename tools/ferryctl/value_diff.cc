@@ -17,12 +17,16 @@ std::string Short(const Value& v) {
   return json;
 }
 
-// A tensor's "data" as JSON, cut like Short.
+// A tensor's "data" as JSON, cut like Short: only the elements that fit
+// are formatted, however large the tensor.
 std::string DataOf(const Tensor& t) {
-  std::string json = ToJson(Value(t));
-  const size_t at = json.find("\"data\":");
-  json = at == std::string::npos ? json
-                                 : json.substr(at + 7, json.size() - at - 8);
+  std::string json = "[";
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    if (json.size() > 80) break;
+    if (k > 0) json.push_back(',');
+    json += TensorElementJson(t, k);
+  }
+  json.push_back(']');
   if (json.size() > 80) json = json.substr(0, 77) + "...";
   return json;
 }

@@ -2,9 +2,12 @@
 
 #include <cmath>
 #include <complex>
+#include <limits>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value_proto.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"
@@ -14,6 +17,7 @@ namespace {
 
 using ::ferry::testing::SampleTensor;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -217,6 +221,126 @@ TEST(JsonTest, NestingLimit) {
   std::string huge(100000, '[');
   EXPECT_THAT(ParseJson(huge),
               StatusIs(kInvalid, HasSubstr("nesting too deep")));
+}
+
+// ---- Hostile input ----
+
+constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
+
+TEST(JsonTest, NumbersRoundToNearestIeee) {
+  // Underflow is zero (or a subnormal), never infinity.
+  EXPECT_EQ(ToJson(Parse("1e-400")), "0.0");
+  const Value negative_zero = Parse("-1e-400");
+  EXPECT_EQ(negative_zero.as_double(), 0.0);
+  EXPECT_TRUE(std::signbit(negative_zero.as_double()));
+  EXPECT_EQ(Parse("4e-320").as_double(), 4e-320);  // Subnormal.
+  EXPECT_EQ(Parse("2.4703282292062328e-324").as_double(),
+            std::numeric_limits<double>::denorm_min());
+  // Overflow is infinity, and only then does JSON print {"$double":…}.
+  EXPECT_EQ(ToJson(Parse("1e400")), R"({"$double":"Infinity"})");
+  EXPECT_EQ(ToJson(Parse("-1e400")), R"({"$double":"-Infinity"})");
+  EXPECT_EQ(Parse("1.7976931348623157e308").as_double(),
+            std::numeric_limits<double>::max());
+  // In tensor data too.
+  EXPECT_EQ(ToJson(Parse(R"({"dtype":"float64","data":[1e-400,1e400]})")),
+            R"({"dtype":"float64","data":[0,"Infinity"]})");
+}
+
+TEST(JsonTest, NegativeZeroElementsRoundTrip) {
+  // Written as "-0" (an integer token); read back as -0.0, not int 0.
+  // Found by json_fuzz (corpus: crash-negative-zero).
+  for (DType dtype :
+       {DType::kFloat32, DType::kFloat64, DType::kComplex64, DType::kFloat16}) {
+    const std::string json = absl::StrCat(R"({"dtype":")", DTypeName(dtype),
+                                          R"(","data":[-0.0,1e-40]})");
+    const Value v = Parse(json);
+    EXPECT_EQ(ToJson(Parse(ToJson(v))), ToJson(v)) << json;
+    EXPECT_NE(ToJson(v).find("-0"), std::string::npos) << ToJson(v);
+  }
+}
+
+TEST(JsonTest, ManyKeysAndADuplicateAtTheEnd) {
+  // The duplicate check is a hash set per object, not a scan per key.
+  std::string text = "{";
+  for (int i = 0; i < 200000; ++i) absl::StrAppend(&text, "\"k", i, "\":1,");
+  ASSERT_OK_AND_ASSIGN(Value v, ParseJson(text + "\"end\":2}"));
+  EXPECT_EQ(v.as_map().size(), 200001u);
+  EXPECT_THAT(ParseJson(text + "\"k7\":2}"),
+              StatusIs(kInvalid, HasSubstr("duplicate key \"k7\"")));
+}
+
+// A value nested `depth` deep: [[…[1]…]].
+Value Nested(int depth) {
+  Value v(1);
+  for (int i = 0; i < depth; ++i) v = Value(Value::List{v});
+  return v;
+}
+
+TEST(JsonTest, NestingLimitHoldsThroughSubstitution) {
+  JsonParseOptions options;
+  options.resolve_variable = [](absl::string_view) -> absl::StatusOr<Value> {
+    return Nested(60);
+  };
+  ASSERT_OK_AND_ASSIGN(Value ok, ParseJson("[[[[$Z]]]]", options));
+  EXPECT_EQ(ValueDepth(ok), 64);
+  EXPECT_THAT(ParseJson("[[[[[$Z]]]]]", options),
+              StatusIs(kInvalid, AllOf(HasSubstr("line 1, column 6"),
+                                       HasSubstr("nesting deeper than 64"))));
+  EXPECT_THAT(ParseJson(R"({"a":[[[[$Z]]]]})", options),
+              StatusIs(kInvalid, HasSubstr("nesting deeper than 64")));
+}
+
+TEST(JsonTest, ItemsAreCountedSubstitutedOnesIncluded) {
+  Limits limits;
+  limits.max_items = 100;
+  JsonParseOptions options;
+  options.limits = &limits;
+  options.resolve_variable = [](absl::string_view) -> absl::StatusOr<Value> {
+    return Value(Value::List(60, Value(1)));
+  };
+  EXPECT_OK(ParseJson("[$W]", options));
+  EXPECT_THAT(ParseJson("[$W, $W]", options),
+              StatusIs(kExhausted, AllOf(HasSubstr("more than 100 values"),
+                                         HasSubstr("(--max_items=100)"))));
+  std::string wide = "[0";
+  for (int i = 0; i < 100; ++i) wide += ",0";
+  EXPECT_THAT(ParseJson(wide + "]", options),
+              StatusIs(kExhausted, HasSubstr("--max_items=100")));
+}
+
+TEST(JsonTest, StringsAreBounded) {
+  Limits limits;
+  limits.max_string_bytes = 8;
+  JsonParseOptions options;
+  options.limits = &limits;
+  EXPECT_OK(ParseJson(R"("12345678")", options));
+  EXPECT_THAT(
+      ParseJson(R"(["123456789"])", options),
+      StatusIs(kExhausted, AllOf(HasSubstr("line 1, column 2: a string of 9 B"),
+                                 HasSubstr("(--max_string_mb=0)"))));
+  EXPECT_THAT(ParseJson(R"({"$bytes":"MTIzNDU2Nzg5"})", options),
+              StatusIs(kExhausted, HasSubstr("--max_string_mb")));
+}
+
+TEST(JsonTest, TensorShapesKeepWithinTheLimits) {
+  // The issue's concat argument: one dim 0, the other 2^62.
+  EXPECT_THAT(
+      ParseJson(
+          R"({"dtype":"float32","shape":[4611686018427387904,0],"data":[]})"),
+      StatusIs(kInvalid,
+               AllOf(HasSubstr("shape[0]: dimension 4611686018427387904 is "
+                               "over the limit of 1099511627776"),
+                     HasSubstr("(--max_tensor_dim=1099511627776)"))));
+  // Each dim under the limit, but their extent over it.
+  EXPECT_THAT(
+      ParseJson(R"({"dtype":"int8","shape":[1048576,0,2097152],"data":[]})"),
+      StatusIs(kInvalid, AllOf(HasSubstr("zero dimensions counted as 1"),
+                               HasSubstr("--max_tensor_dim"))));
+  EXPECT_OK(ParseJson(R"({"dtype":"int8","shape":[1048576,0],"data":[]})"));
+  std::string rank33 = R"({"dtype":"int8","shape":[)";
+  for (int i = 0; i < 33; ++i) rank33 += i ? ",1" : "1";
+  EXPECT_THAT(ParseJson(rank33 + R"(],"data":[5]})"),
+              StatusIs(kInvalid, HasSubstr("(--max_tensor_rank=32)")));
 }
 
 }  // namespace

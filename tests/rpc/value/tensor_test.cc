@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -71,8 +72,12 @@ TEST(TensorTest, NumelOverflowDetected) {
   EXPECT_THAT(TensorBuilder::Create(DType::kComplex128, {big / 4}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("overflows int64")));
-  // A zero dimension makes any other dimension harmless.
-  EXPECT_OK(Tensor::FromBytes(DType::kInt8, {big, 0, big}, ""));
+  // A zero dimension does not make the others harmless: their product
+  // (the extent) must fit too, since code multiplies the dims.
+  EXPECT_THAT(Tensor::FromBytes(DType::kInt8, {big, 0, big}, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("overflows int64")));
+  EXPECT_OK(Tensor::FromBytes(DType::kInt8, {big, 0}, ""));
 }
 
 TEST(TensorTest, BoolBytesMustBeZeroOrOne) {
@@ -126,6 +131,32 @@ TEST(TensorTest, ComplexValues) {
   Tensor c = Tensor::FromVector<std::complex<float>>({{1, 1}, {2, -2}});
   EXPECT_EQ(c.dtype(), DType::kComplex64);
   EXPECT_EQ(c.ToVector<std::complex<float>>()[1], std::complex<float>(2, -2));
+}
+
+TEST(TensorTest, CheckShapeBoundsEveryDimEvenBesideAZero) {
+  const Limits& limits = DefaultLimits();
+  EXPECT_THAT(
+      CheckShape({int64_t{1} << 62, 0}, DType::kFloat32, limits, "args[1]"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("args[1].shape[0]: dimension "
+                         "4611686018427387904 is over the limit of "
+                         "1099511627776 (--max_tensor_dim=")));
+  // The extent (zero dims counted as 1) is bounded too.
+  EXPECT_THAT(
+      CheckShape({int64_t{1} << 30, 0, int64_t{1} << 30}, DType::kInt8, limits),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("shape: [1073741824, 0, 1073741824] spans "
+                         "more than 1099511627776 elements")));
+  EXPECT_THAT(CheckShape({2, -1}, DType::kInt8, limits, "x"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("x.shape[1]: negative dimension -1")));
+  ASSERT_OK_AND_ASSIGN(int64_t empty,
+                       CheckShape({int64_t{1} << 20, 0}, DType::kInt8, limits));
+  EXPECT_EQ(empty, 0);
+  ASSERT_OK_AND_ASSIGN(int64_t numel,
+                       CheckShape({3, 4}, DType::kComplex128, limits));
+  EXPECT_EQ(numel, 12);
+  EXPECT_EQ(ShapeExtent({5, 0, 7}), 35);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "rpc/value/value_proto.h"
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"
@@ -13,6 +16,7 @@ namespace {
 
 using ::ferry::testing::SampleTensor;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 Value RoundTrip(const Value& v) {
@@ -110,13 +114,17 @@ TEST(ValueProtoTest, NegativeDimAndOverflowNamed) {
   auto* t = (*p.mutable_map()->mutable_entries())["x"].mutable_tensor();
   t->add_shape(4);
   t->add_shape(-2);
-  EXPECT_THAT(
-      ValueFromProto(&p, "args[0]"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("args[0].x: shape[1]: negative dimension -2")));
-  t->set_shape(1, int64_t{1} << 40);
-  t->add_shape(int64_t{1} << 40);
   EXPECT_THAT(ValueFromProto(&p, "args[0]"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("args[0].x.shape[1]: negative dimension -2")));
+  // Past the limits' reach, int64 overflow itself is caught: 2^61 int64
+  // elements (with a zero dim) are 2^64 bytes.
+  Limits unbounded;
+  unbounded.max_tensor_dim = std::numeric_limits<int64_t>::max();
+  t->set_dtype(proto::INT64);
+  t->set_shape(0, int64_t{1} << 61);
+  t->set_shape(1, 0);
+  EXPECT_THAT(ValueFromProto(&p, "args[0]", nullptr, unbounded),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("overflows int64")));
 }
@@ -191,6 +199,84 @@ TEST(GlobalIdTest, TextRoundTrip) {
   EXPECT_EQ(GlobalIdString({kFirstClientNode + 3, 9}), "c3.9");
   EXPECT_THAT(ParseGlobalId("x1.2"),
               StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// ---- Limits ----
+
+constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
+
+TEST(ValueProtoTest, HugeZeroSizeShapeNamesPathAndFlag) {
+  // The concat argument: [[{float32, [2^62, 0]}], 1].
+  proto::Value p;
+  auto* t = p.mutable_list()
+                ->add_items()
+                ->mutable_list()
+                ->add_items()
+                ->mutable_tensor();
+  t->set_dtype(proto::FLOAT32);
+  t->add_shape(int64_t{1} << 62);
+  t->add_shape(0);
+  p.mutable_list()->add_items()->set_int_value(1);
+  EXPECT_THAT(
+      ValueFromProto(&p, "args[1]"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("args[1][0][0].shape[0]: dimension "
+                         "4611686018427387904 is over the limit of "
+                         "1099511627776 (--max_tensor_dim=1099511627776)")));
+}
+
+TEST(ValueProtoTest, RankIsBounded) {
+  proto::Value p;
+  auto* t = p.mutable_tensor();
+  t->set_dtype(proto::INT8);
+  for (int i = 0; i < 33; ++i) t->add_shape(1);
+  t->set_data("x");
+  EXPECT_THAT(ValueFromProto(&p, "args[0]"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("args[0].shape: rank 33 is over the limit "
+                                 "of 32 (--max_tensor_rank=32)")));
+}
+
+TEST(ValueProtoTest, ItemsAreCountedAcrossTheMessage) {
+  Limits limits;
+  limits.max_items = 10;
+  proto::Value list;
+  for (int i = 0; i < 4; ++i)
+    list.mutable_list()->add_items()->set_int_value(i);
+  // One list of 4 items is 5 values; a decoder counts every argument.
+  ValueDecoder decoder(limits);
+  proto::Value a = list, b = list, c = list;
+  EXPECT_OK(decoder.Decode(&a, "args[0]"));
+  EXPECT_OK(decoder.Decode(&b, "args[1]"));
+  EXPECT_EQ(decoder.items(), 10);
+  EXPECT_THAT(decoder.Decode(&c, "args[2]"),
+              StatusIs(kExhausted,
+                       AllOf(HasSubstr("args[2]: more than 10 values in one "
+                                       "message"),
+                             HasSubstr("(--max_items=10)"))));
+  // A long list is refused before anything is reserved for it.
+  proto::Value wide;
+  for (int i = 0; i < 100; ++i) wide.mutable_list()->add_items();
+  EXPECT_THAT(ValueFromProto(&wide, "args[0]", nullptr, limits),
+              StatusIs(kExhausted, HasSubstr("--max_items=10")));
+}
+
+TEST(ValueProtoTest, StringsBytesAndKeysAreBounded) {
+  Limits limits;
+  limits.max_string_bytes = 4;
+  proto::Value s;
+  s.set_string_value("12345");
+  EXPECT_THAT(ValueFromProto(&s, "args[0]", nullptr, limits),
+              StatusIs(kExhausted, AllOf(HasSubstr("args[0]: a string of 5 B"),
+                                         HasSubstr("(--max_string_mb=0)"))));
+  proto::Value b;
+  b.set_bytes_value("12345");
+  EXPECT_THAT(ValueFromProto(&b, "args[0]", nullptr, limits),
+              StatusIs(kExhausted, HasSubstr("--max_string_mb")));
+  proto::Value m;
+  (*m.mutable_map()->mutable_entries())["long key"].set_int_value(1);
+  EXPECT_THAT(ValueFromProto(&m, "args[0]", nullptr, limits),
+              StatusIs(kExhausted, HasSubstr("args[0] key: a string of 8 B")));
 }
 
 }  // namespace

@@ -3,16 +3,22 @@
 // per-rank lines, KJTs as TorchRec's tables, maps and lists as Python's.
 #include "tools/ferryctl/pretty.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "rpc/value/tensor.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace ctl {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Pretty() of the value written as JSON.
 std::string Show(const std::string& json) {
@@ -193,6 +199,63 @@ TEST(PrettyTest, EveryLineEndsInNewline) {
     EXPECT_EQ(text.find(" \n"), std::string::npos) << "trailing space:\n"
                                                    << text;
   }
+}
+
+// ---- Bounded whatever the value ----
+
+TEST(PrettyTest, EmptyTensorShowsItsShapeInsteadOfWalkingIt) {
+  // [2^62, 0]: printing used to iterate every dim.
+  Tensor huge = *Tensor::FromBytes(DType::kInt8, {int64_t{1} << 62, 0}, "");
+  EXPECT_EQ(Pretty(Value(huge)),
+            "  tensor([], size=(4611686018427387904, 0), dtype=int8)\n");
+  EXPECT_EQ(Show(R"({"dtype":"float32","shape":[3,0],"data":[]})"),
+            "  tensor([], size=(3, 0))\n");
+}
+
+TEST(PrettyTest, LargeTensorsAreSummarizedAsTorchDoes) {
+  std::vector<int64_t> xs(2000);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<int64_t>(i);
+  EXPECT_EQ(Pretty(Value(Tensor::FromVector(xs))),
+            "  tensor([0, 1, 2, ..., 1997, 1998, 1999])\n");
+  Tensor square = *Tensor::FromVector(xs, {40, 50});
+  EXPECT_EQ(Pretty(Value(square)),
+            "  tensor([[0, 1, 2, ..., 47, 48, 49], [50, 51, 52, ..., 97, 98, "
+            "99], [100, 101, 102, ..., 147, 148, 149], ..., [1850, 1851, "
+            "1852, ..., 1897, 1898, 1899], [1900, 1901, 1902, ..., 1947, "
+            "1948, 1949], [1950, 1951, 1952, ..., 1997, 1998, 1999]])\n");
+}
+
+TEST(PrettyTest, ManyDimensionsStopAfterAThousandElements) {
+  // 7^6 = 117649 elements, summarized to 6^6 = 46656, cut at 1000.
+  Tensor t = *Tensor::Zeros(DType::kInt8, {7, 7, 7, 7, 7, 7});
+  const std::string text = Pretty(Value(t));
+  EXPECT_LT(text.size(), 20000u);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '0'), 1000);
+}
+
+TEST(PrettyTest, KjtWithLengthsThatOverflowDoesNotCrash) {
+  // The issue's KJT: lengths whose sum overflows int64 (`show` segfaulted).
+  EXPECT_EQ(Show(R"({"keys":["a","b"],
+                     "lengths":{"dtype":"int64","data":[9223372036854775807,
+                                9223370937343148033,1,1]},
+                     "values":[1]})"),
+            "        0     1\n"
+            "  'a'   [1]   []\n"
+            "  'b'   []    []\n");
+}
+
+TEST(PrettyTest, WideKjtsAreCut) {
+  std::string lengths = "[1";
+  for (int i = 1; i < 100; ++i) lengths += ",1";
+  lengths += "]";
+  std::string values = "[0";
+  for (int i = 1; i < 100; ++i) values += ",0";
+  values += "]";
+  const std::string text = Show(R"({"keys":["a"],"lengths":)" + lengths +
+                                R"(,"values":)" + values + "}");
+  // 64 samples of 100, then "...".
+  EXPECT_THAT(text, HasSubstr("63    ..."));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("64")));
 }
 
 }  // namespace

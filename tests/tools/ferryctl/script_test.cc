@@ -1,8 +1,8 @@
 // Unit tests of ferryctl scripts (tools/ferryctl/script.h): the parser's
 // errors, which name FILE:LINE:COL and show the line with a caret under the
 // offending character, and the statements that need no job (value, show,
-// echo, print, expect, sleep). Run against a Session that is never
-// connected: these statements do not touch the job.
+// echo, print, expect, sleep). Run against a fake job that records the
+// job statements it is asked to run.
 #include "tools/ferryctl/script.h"
 
 #include <algorithm>
@@ -17,15 +17,15 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limits.h"
 #include "tests/testing/status_matchers.h"
-#include "tools/ferryctl/cli.h"
-#include "tools/ferryctl/session.h"
 
 namespace ferry {
 namespace ctl {
 namespace {
 
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -389,28 +389,52 @@ struct RunResult {
   std::string out;
 };
 
+// A job that answers every call with UNAVAILABLE and records sleeps.
+class FakeJob final : public ScriptJob {
+ public:
+  absl::StatusOr<Value> Call(const std::string& worker, const std::string& fn,
+                             std::vector<Value>) override {
+    return Unreachable(absl::StrCat("call ", worker, " ", fn));
+  }
+  absl::StatusOr<Value> Remote(const std::string& worker, const std::string& fn,
+                               std::vector<Value>) override {
+    return Unreachable(absl::StrCat("remote ", worker, " ", fn));
+  }
+  absl::StatusOr<Value> Fetch(const Value&) override {
+    return Unreachable("fetch");
+  }
+  absl::StatusOr<Value> RRefs(const std::string& worker) override {
+    return Unreachable(absl::StrCat("rrefs ", worker));
+  }
+  absl::StatusOr<Value> JobStatus() override { return Unreachable("status"); }
+  absl::StatusOr<Value> Functions(const std::string& worker) override {
+    return Unreachable(absl::StrCat("functions ", worker));
+  }
+  absl::StatusOr<Value> Collective(const std::string& op, Value) override {
+    return Unreachable(absl::StrCat("collective ", op));
+  }
+  void Sleep(absl::Duration d) override { slept.push_back(d); }
+
+  std::vector<absl::Duration> slept;
+
+ private:
+  static absl::Status Unreachable(const std::string& what) {
+    return absl::UnavailableError(absl::StrCat("no job for ", what));
+  }
+};
+
 class ScriptRunTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    // No --local and no connection: value/show/echo/print/expect/sleep
-    // never touch the job.
-    CommandLine cl;
-    cl.command = "run";
-    absl::StatusOr<std::unique_ptr<Session>> session = Session::Open(cl);
-    ASSERT_OK(session);
-    session_ = *std::move(session);
-  }
-
   RunResult Run(const std::string& text) {
     absl::StatusOr<Script> script = Script::Parse("t.ferry", text);
     EXPECT_OK(script);
     if (!script.ok()) return {script.status(), ""};
     std::ostringstream out;
-    absl::Status status = script->Run(*session_, out);
+    absl::Status status = script->Run(job_, out);
     return {status, out.str()};
   }
 
-  std::unique_ptr<Session> session_;
+  FakeJob job_;
 };
 
 TEST_F(ScriptRunTest, UnboundValueIsPrintedAsJson) {
@@ -557,6 +581,59 @@ TEST_F(ScriptRunTest, SleepTakesMilliseconds) {
                        "     sleep soon\n"
                        "     ^"));
   EXPECT_EQ(r.out, "before\n");
+}
+
+// ---- Hostile scripts ----
+
+TEST_F(ScriptRunTest, ShowOfAKjtWithOverflowingLengths) {
+  // Segfaulted: the lengths' sum overflows int64.
+  RunResult r =
+      Run("X = value {\"keys\":[\"a\",\"b\"],\"lengths\":{\"dtype\":\"int64\","
+          "\"data\":[9223372036854775807,9223370937343148033,1,1]},"
+          "\"values\":[1]}\n"
+          "show $X\n");
+  EXPECT_OK(r.status);
+  EXPECT_THAT(r.out, HasSubstr("'a'   [1]   []"));
+}
+
+TEST_F(ScriptRunTest, NestingThroughSubstitutionStopsAtTheLimit) {
+  // Segfaulted ~24,000 levels down: each line nested $Z one level deeper.
+  std::string text = "Z = value 1\n";
+  for (int i = 0; i < 100; ++i) text += "Z = value [$Z]\n";
+  RunResult r = Run(text + "print $Z\n");
+  // Line 66 would make the 65th level.
+  EXPECT_THAT(r.status,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("t.ferry:66:1: json: line 1, column "
+                                        "2: nesting deeper than 64 levels"),
+                             HasSubstr("Z = value [$Z]"))));
+}
+
+TEST_F(ScriptRunTest, DoublingThroughSubstitutionMeetsTheItemLimit) {
+  std::string text = "Z = value [1]\n";
+  for (int i = 0; i < 30; ++i) text += "Z = value [$Z, $Z]\n";
+  Limits limits;
+  limits.max_items = 1000;
+  ASSERT_OK_AND_ASSIGN(Script script, Script::Parse("t.ferry", text, limits));
+  std::ostringstream out;
+  // Line n holds 3 * 2^(n-2) - 1 values: 767 on line 9, 1535 on line 10.
+  EXPECT_THAT(script.Run(job_, out),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(StartsWith("t.ferry:10:1: "),
+                             HasSubstr("(--max_items=1000)"))));
+}
+
+TEST_F(ScriptRunTest, TinyNumbersPrintAsZero) {
+  RunResult r = Run("print 1e-400\nprint [-1e-400, 1e400]\n");
+  EXPECT_OK(r.status);
+  EXPECT_EQ(r.out, "0.0\n[-0.0,{\"$double\":\"Infinity\"}]\n");
+}
+
+TEST_F(ScriptRunTest, JobStatementsGoToTheJob) {
+  RunResult r = Run("sleep 250\nX = call worker1 echo [1]\n");
+  EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kUnavailable,
+                                 HasSubstr("no job for call worker1 echo")));
+  EXPECT_THAT(job_.slept, ElementsAre(absl::Milliseconds(250)));
 }
 
 }  // namespace

@@ -3,12 +3,15 @@
 // what was got and what was expected.
 #include "tools/ferryctl/value_diff.h"
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "rpc/value/tensor.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -171,6 +174,17 @@ TEST(ValueDiffTest, ScalarMismatch) {
               Optional(std::string("value: got true, expected false")));
   EXPECT_THAT(Diff(R"({"a":2.5})", R"({"a":3.5})"),
               Optional(std::string("a: got 2.5, expected 3.5")));
+}
+
+TEST(ValueDiffTest, LargeTensorsAreQuotedBriefly) {
+  std::vector<int64_t> a(1 << 20, 7), b = a;
+  b.back() = 8;
+  std::optional<std::string> d = FirstDifference(Value(Tensor::FromVector(a)),
+                                                 Value(Tensor::FromVector(b)));
+  ASSERT_TRUE(d.has_value());
+  EXPECT_THAT(*d, ::testing::StartsWith(
+                      "value.data[1048575]: got 7, expected 8\n      got:"));
+  EXPECT_LT(d->size(), 300u);
 }
 
 }  // namespace
