@@ -157,6 +157,12 @@ absl::Status SameStructure(const Op& op, int r, const Value& s, const Value& s0,
     }
     return absl::OkStatus();
   }
+  // A skeleton is tensor metadata, a list or a map, unless a peer forged
+  // it: anything else would be read below as a map.
+  if (!s0.is_list() && !s0.is_map())
+    return Malformed(op, 0, absl::StrCat(path, " is no structure"));
+  if (!s.is_list() && !s.is_map())
+    return Malformed(op, r, absl::StrCat(path, " is no structure"));
   if (s.kind() != s0.kind()) return differ("");
   if (s0.is_list()) {
     if (s.as_list().size() != s0.as_list().size()) return differ("");

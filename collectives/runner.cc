@@ -7,6 +7,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/collective_context.h"
 #include "collectives/op.h"
+#include "collectives/op_key.h"
 
 namespace ferry {
 
@@ -20,11 +21,14 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   OpSpec spec;
   spec.name = std::string(name);
   if (options.tag.empty()) {
-    spec.label = absl::StrCat(group.NextSequence());
-    spec.key = absl::StrCat(group.name(), "/", spec.label);
+    const uint64_t sequence = group.NextSequence();
+    spec.label = absl::StrCat(sequence);
+    spec.key = SequencedOpKey(group.name(), sequence);
   } else {
+    absl::StatusOr<std::string> key = TaggedOpKey(group.name(), options.tag);
+    if (!key.ok()) return key.status();
     spec.label = options.tag;
-    spec.key = absl::StrCat(group.name(), "/t:", options.tag);
+    spec.key = *std::move(key);
   }
   spec.timeout = options.timeout > absl::ZeroDuration()
                      ? options.timeout
