@@ -236,10 +236,18 @@ absl::StatusOr<Value> GatherAlongAxis(Op& op, const Value& input,
                          GatherValues(op, input, std::move(meta), same));
   // Join relies on the structures: check them as received too (a sender's
   // value always matches the metadata it sent, unless it is malformed).
-  FERRY_ASSIGN_OR_RETURN(Value s0, Skeleton(op, all[0], axis, "value"));
+  std::vector<Value> skeletons(op.size());
+  for (int r = 0; r < op.size(); ++r) {
+    absl::StatusOr<Value> s = Skeleton(op, all[r], axis, "value");
+    if (!s.ok()) {  // Not this rank's input: the sender's message is bad.
+      return r == op.rank() ? s.status()
+                            : Malformed(op, r, "a value unlike its metadata");
+    }
+    skeletons[r] = *std::move(s);
+  }
   for (int r = 1; r < op.size(); ++r) {
-    FERRY_ASSIGN_OR_RETURN(Value s, Skeleton(op, all[r], axis, "value"));
-    FERRY_RETURN_IF_ERROR(SameStructure(op, r, s, s0, axis, "value"));
+    FERRY_RETURN_IF_ERROR(
+        SameStructure(op, r, skeletons[r], skeletons[0], axis, "value"));
   }
   std::vector<const Value*> at;
   for (const Value& v : all) at.push_back(&v);

@@ -19,7 +19,8 @@
 //  - time: a message for an op that has not begun here is kept for
 //    --mailbox_ttl_ms (by the injected clock); then ExpireStale fails the op
 //    here with DEADLINE_EXCEEDED naming the flag and drops its messages.
-//    An op that began (Begin) keeps its messages until it closes;
+//    An op that began here, or is queued to (Begin), keeps its messages
+//    until it closes;
 //  - aborts: at most kAbortedMemory of them are remembered (the oldest are
 //    forgotten), with at most kAbortedMemoryBytes of op keys and errors.
 //

@@ -64,6 +64,10 @@ Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
   Promise<Value> result;
   CollectiveContext& context = group.context();
   const std::string name = spec.name;
+  const std::string key = spec.key;
+  // Its peers may start it (and send to it) while it waits for a thread
+  // here: its messages must wait for it, not expire (mailbox.h).
+  context.mailbox().Begin(key);
   // The task keeps the group alive: its caller may drop it meanwhile.
   bool queued = context.executor().Submit(
       [group = group.shared_from_this(), result, spec = std::move(spec),
@@ -71,6 +75,7 @@ Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
         result.Set(RunOp(*group, spec, input, params));
       });
   if (!queued) {
+    context.mailbox().Close(key);
     result.Set(absl::UnavailableError(absl::StrCat(
         context.agent().name(), " is stopping: ", name, " not run")));
   }
