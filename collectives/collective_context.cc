@@ -47,15 +47,14 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
 CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
     : agent_(agent),
       config_(config),
-      clock_(config.clock != nullptr ? config.clock : Clock::Real()),
+      clock_(agent->timers().clock()),
       mailbox_(agent->limits(), clock_),
       exchange_(std::make_unique<Exchange>(
           agent->rank(), &agent->directory(), &agent->channels(),
-          &agent->membership(), agent->security(), &mailbox_, &agent->timers(),
+          &agent->membership(), &mailbox_, &agent->timers(),
           Exchange::Options{.chunk_bytes = config.chunk_bytes,
                             .world_size = agent->world_size(),
-                            .ttl_ms = agent->limits().mailbox_ttl_ms,
-                            .clock = clock_})),
+                            .ttl_ms = agent->limits().mailbox_ttl_ms})),
       executor_(std::make_unique<Executor>(config.threads)) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }

@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "collectives/config.h"
 #include "collectives/exchange.h"
 #include "collectives/mailbox.h"
 #include "collectives/process_group.h"
@@ -25,24 +26,6 @@
 #include "rpc/base/timers.h"
 
 namespace ferry {
-
-// The mailbox's bounds and the longest client op come from the agent's
-// Limits (max_mailbox_bytes, mailbox_ttl_ms, max_collective_timeout_ms).
-struct CollectiveConfig {
-  // Frame size of streamed messages.
-  int64_t chunk_bytes = 1 << 20;
-  // Threads running collectives started asynchronously or by clients.
-  int threads = 4;
-  // Per-rank payloads up to this size use direct exchanges (one round);
-  // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
-  // tree (broadcast). Chosen with `ferry_bench --direct_bytes` on 2 and 4
-  // ranks: at 1 MiB direct was as fast or faster (all_gather 3.3 vs 4.7
-  // ms, broadcast 1.2 vs 1.5 ms on 4 ranks); at 16 MiB the ring halved
-  // all_reduce (39 vs 74 ms). BENCHMARKS.md has the figures.
-  int64_t direct_bytes = 1 << 20;
-  // Time for the mailbox's and the streams' time-to-live (null: real).
-  Clock* clock = nullptr;
-};
 
 class CollectiveContext final
     : public AgentExtension,

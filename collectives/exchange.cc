@@ -96,12 +96,10 @@ class Exchange::SendStream final
 
 Exchange::Exchange(int self_rank, const Directory* directory,
                    ChannelPool* channels, Membership* membership,
-                   std::shared_ptr<const Security> security, Mailbox* mailbox,
-                   Timers* timers, Options options)
+                   Mailbox* mailbox, Timers* timers, Options options)
     : self_(self_rank),
       directory_(directory),
       membership_(membership),
-      security_(std::move(security)),
       mailbox_(mailbox),
       timers_(timers),
       options_(options),
@@ -223,7 +221,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
             exchange->mailbox_,
             InboundOptions{exchange->self_, exchange->options_.world_size,
                            exchange->options_.ttl_ms,
-                           exchange->options_.clock})),
+                           exchange->timers_->clock()})),
         id_(exchange->AddInbound(inbound_)) {
     StartRead(&frame_);
   }
@@ -302,8 +300,6 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                      absl::StrCat("unknown method ", context->method())));
   }
-  grpc::Status auth = security_->Check(*context);
-  if (!auth.ok()) return new Refusal(auth);
   return new ReceiveStream(this, context);
 }
 

@@ -33,7 +33,6 @@
 #include "rpc/inflight.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -44,15 +43,15 @@ class Exchange final : public grpc::CallbackGenericService {
   struct Options {
     int64_t chunk_bytes = 1 << 20;
     int world_size = 1;
-    // How long a message may take to arrive whole (--mailbox_ttl_ms).
+    // How long a message may take to arrive whole (--mailbox_ttl_ms), on
+    // the timers' clock.
     int64_t ttl_ms = 60000;
-    Clock* clock = nullptr;
   };
 
   // `directory` must be filled (the worker started) before the first Send.
   Exchange(int self_rank, const Directory* directory, ChannelPool* channels,
-           Membership* membership, std::shared_ptr<const Security> security,
-           Mailbox* mailbox, Timers* timers, Options options);
+           Membership* membership, Mailbox* mailbox, Timers* timers,
+           Options options);
   ~Exchange() override;
 
   // Sends `message` to global rank `dst` under `key`.
@@ -90,7 +89,6 @@ class Exchange final : public grpc::CallbackGenericService {
   const int self_;
   const Directory* const directory_;
   Membership* const membership_;
-  const std::shared_ptr<const Security> security_;
   Mailbox* const mailbox_;
   Timers* const timers_;
   const Options options_;

@@ -42,14 +42,21 @@ uint64_t RandomIncarnation() {
   return absl::Uniform<uint64_t>(gen) | 1;  // Never 0.
 }
 
-// gRPC's standard health and reflection services on every server.
-void EnableStandardServices() {
-  static const bool once = [] {
+// gRPC's standard health service on every server; reflection (which
+// gRPC can only turn on for every server the process builds) when asked.
+void EnableStandardServices(bool reflection) {
+  static const bool health = [] {
     grpc::EnableDefaultHealthCheckService(true);
-    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     return true;
   }();
-  (void)once;
+  (void)health;
+  if (reflection) {
+    static const bool once = [] {
+      grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+      return true;
+    }();
+    (void)once;
+  }
 }
 
 }  // namespace
@@ -59,9 +66,10 @@ RpcAgent::RpcAgent(AgentOptions options)
       security_(options_.security ? options_.security : Security::Insecure()),
       incarnation_(RandomIncarnation()),
       started_(absl::Now()),
-      timers_(std::make_unique<Timers>()),
+      timers_(std::make_unique<ThreadTimers>()),
       executor_(std::make_unique<Executor>(options_.executor_threads)),
-      channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
+      channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
+      authenticator_(std::make_shared<Authenticator>(security_->token())) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
@@ -167,13 +175,13 @@ absl::Status RpcAgent::StartServer() {
         JoinHostPort(IsLoopbackHost(master_host) ? master_host : "0.0.0.0", 0);
   }
   FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
+  FERRY_RETURN_IF_ERROR(security_->CheckServe(bind.host));
 
-  EnableStandardServices();
+  EnableStandardServices(options_.reflection);
   call_service_ = std::make_unique<CallService>(CallService::Options{
       .worker_name = options_.name,
       .registry = &registry_,
       .executor = executor_.get(),
-      .security = security_,
       .codecs = codecs_,
       .remote = remote_,
       .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
@@ -181,13 +189,15 @@ absl::Status RpcAgent::StartServer() {
   });
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, security_->ServerCredentials(), &port);
+  builder.AddListeningPort(
+      listen, security_->ServerCredentials(listen, authenticator_), &port);
   std::string local;
   if (options_.local_socket && !security_->tls()) {
     absl::BitGen gen;
     local = absl::StrFormat("unix-abstract:ferry-%d-%s-%016x", getpid(),
                             options_.name, absl::Uniform<uint64_t>(gen));
-    builder.AddListeningPort(local, grpc::InsecureServerCredentials());
+    builder.AddListeningPort(
+        local, security_->ServerCredentials(local, authenticator_));
   }
   builder.SetMaxReceiveMessageSize(options_.channels.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.channels.max_message_bytes);
@@ -202,7 +212,7 @@ absl::Status RpcAgent::StartServer() {
         RendezvousOptions{.world_size = options_.world_size,
                           .heartbeat_timeout = options_.heartbeat_timeout,
                           .limits = options_.limits},
-        security_, timers_.get());
+        timers_.get());
     builder.RegisterService(rendezvous_.get());
   }
   for (grpc::Service* s : services_) builder.RegisterService(s);

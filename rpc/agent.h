@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
@@ -67,7 +68,10 @@ struct AgentOptions {
   MembershipOptions membership;
   // What one peer may make this worker hold or do (rpc/base/limits.h).
   Limits limits;
-  std::shared_ptr<const Security> security;  // Null: plaintext.
+  std::shared_ptr<const Security> security;  // Null: local, no token.
+  // Serve gRPC's reflection service (it is then on for every server this
+  // process builds).
+  bool reflection = false;
   ChannelOptions channels;
   // Also listen on a unix-abstract socket for same-host peers.
   bool local_socket = true;
@@ -199,6 +203,8 @@ class RpcAgent {
   std::unique_ptr<Timers> timers_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ChannelPool> channels_;
+  // Checks every call's token and credential before its body is read.
+  std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;
   std::unique_ptr<CallService> call_service_;
   std::unique_ptr<RendezvousService> rendezvous_;

@@ -22,7 +22,6 @@
 #include "proto/worker.grpc.pb.h"
 #include "rpc/base/executor.h"
 #include "rpc/registry.h"
-#include "rpc/security.h"
 #include "rpc/value/value_proto.h"
 
 namespace ferry {
@@ -51,7 +50,6 @@ class CallService final : public proto::Worker::CallbackService {
     std::string worker_name;
     Registry* registry = nullptr;
     Executor* executor = nullptr;
-    std::shared_ptr<const Security> security;
     CodecFactory* codecs = nullptr;   // Optional: RRefs in values.
     RemoteHandler* remote = nullptr;  // Optional: remote() calls.
     std::function<void(proto::WorkerStatus*)> fill_status;

@@ -6,52 +6,68 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "rpc/authenticator.h"
 #include "rpc/net_util.h"
 
 namespace ferry {
 
 namespace {
 
-// Attaches the shared-secret token to every call on the channel, so no call
-// site can forget it.
-class TokenInterceptor final : public grpc::experimental::Interceptor {
+// Attaches the node's secrets (the job token, its credential) to every call
+// on the channel, so no call site can forget them.
+class SecretsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit TokenInterceptor(const std::string* header) : header_(header) {}
+  explicit SecretsInterceptor(const NodeSecrets* secrets) : secrets_(secrets) {}
   void Intercept(
       grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
-      methods->GetSendInitialMetadata()->emplace("authorization", *header_);
+      secrets_->AddTo(methods->GetSendInitialMetadata());
     }
     methods->Proceed();
   }
 
  private:
-  const std::string* header_;
+  const NodeSecrets* secrets_;
 };
 
-class TokenInterceptorFactory final
+class SecretsInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit TokenInterceptorFactory(std::string token)
-      : header_(absl::StrCat("Bearer ", token)) {}
+  explicit SecretsInterceptorFactory(const NodeSecrets* secrets)
+      : secrets_(secrets) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo*) override {
-    return new TokenInterceptor(&header_);
+    return new SecretsInterceptor(secrets_);
   }
 
  private:
-  const std::string header_;
+  const NodeSecrets* secrets_;
 };
 
 }  // namespace
+
+NodeSecrets::NodeSecrets(const std::string& token)
+    : authorization_(token.empty() ? "" : absl::StrCat("Bearer ", token)) {}
+
+void NodeSecrets::SetCredential(std::string credential) {
+  absl::MutexLock lock(&mu_);
+  credential_ = std::move(credential);
+}
+
+void NodeSecrets::AddTo(std::multimap<std::string, std::string>* md) const {
+  if (!authorization_.empty()) md->emplace("authorization", authorization_);
+  absl::ReaderMutexLock lock(&mu_);
+  if (!credential_.empty()) md->emplace(kCredentialHeader, credential_);
+}
 
 ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
                          ChannelOptions options)
     : security_(std::move(security)),
       options_(options),
-      host_(LocalHostName()) {}
+      host_(LocalHostName()),
+      secrets_(security_->token()) {}
 
 std::shared_ptr<grpc::Channel> ChannelPool::Get(const std::string& target) {
   absl::MutexLock lock(&mu_);
@@ -89,9 +105,11 @@ std::shared_ptr<grpc::Channel> ChannelPool::Create(
   std::vector<
       std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
       interceptors;
-  if (security_->has_token()) {
+  // Secrets go only where they cannot be read on the way; elsewhere
+  // (plaintext to another host, --insecure) calls carry none.
+  if (security_->MaySendSecrets(target)) {
     interceptors.push_back(
-        std::make_unique<TokenInterceptorFactory>(security_->token()));
+        std::make_unique<SecretsInterceptorFactory>(&secrets_));
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, security_->ChannelCredentials(), args, std::move(interceptors));

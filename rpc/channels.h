@@ -10,6 +10,7 @@
 #ifndef FERRY_RPC_CHANNELS_H_
 #define FERRY_RPC_CHANNELS_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,22 @@ struct ChannelOptions {
   bool use_local_sockets = true;
 };
 
+// What a node proves itself with on every call: the job's token and, once
+// membership issued it, its node credential. Thread-safe.
+class NodeSecrets {
+ public:
+  explicit NodeSecrets(const std::string& token);
+  void SetCredential(std::string credential) ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds the secrets to a call's initial metadata.
+  void AddTo(std::multimap<std::string, std::string>* metadata) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const std::string authorization_;  // "Bearer <token>", or "".
+  mutable absl::Mutex mu_;
+  std::string credential_ ABSL_GUARDED_BY(mu_);
+};
+
 class ChannelPool {
  public:
   ChannelPool(std::shared_ptr<const Security> security, ChannelOptions options);
@@ -41,6 +58,11 @@ class ChannelPool {
   std::shared_ptr<grpc::Channel> ForWorker(const WorkerInfo& worker);
 
   const Security& security() const { return *security_; }
+  // This node's credential, sent on every call from now on (over channels
+  // that may carry secrets).
+  void SetCredential(std::string credential) {
+    secrets_.SetCredential(std::move(credential));
+  }
 
  private:
   std::shared_ptr<grpc::Channel> Create(const std::string& target) const;
@@ -48,6 +70,7 @@ class ChannelPool {
   const std::shared_ptr<const Security> security_;
   const ChannelOptions options_;
   const std::string host_;
+  NodeSecrets secrets_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mu_);

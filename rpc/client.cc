@@ -9,10 +9,10 @@
 
 namespace ferry {
 
-RpcClient::RpcClient(ClientOptions options)
+RpcClient::RpcClient(RpcClientOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
-      timers_(std::make_unique<Timers>()),
+      timers_(std::make_unique<ThreadTimers>()),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     if (caller_ != nullptr) caller_->FailNode(node, reason);
@@ -20,7 +20,7 @@ RpcClient::RpcClient(ClientOptions options)
 }
 
 absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
-    ClientOptions options) {
+    RpcClientOptions options) {
   if (options.master.empty()) {
     return absl::InvalidArgumentError("no master address given");
   }
@@ -65,8 +65,9 @@ void RpcClient::Close(bool leave) {
   timers_->Stop();
 }
 
-absl::Duration RpcClient::Resolve(const CallOptions& options) const {
-  absl::Duration t = options.timeout.value_or(options_.default_timeout);
+absl::Duration RpcClient::ResolveTimeout(
+    std::optional<absl::Duration> timeout) const {
+  absl::Duration t = timeout.value_or(options_.default_timeout);
   return t == absl::ZeroDuration() ? absl::InfiniteDuration() : t;
 }
 
@@ -79,8 +80,8 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   }
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
-  return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref);
+  return caller_->Call(**peer, fn, std::move(args),
+                       ResolveTimeout(options.timeout), options.create_rref);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
@@ -88,7 +89,7 @@ absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
                                          std::vector<Value> args,
                                          CallOptions options) {
   return AwaitCall(RpcAsync(to, fn, std::move(args), options),
-                   Resolve(options));
+                   ResolveTimeout(options.timeout));
 }
 
 std::unique_ptr<proto::Worker::Stub> RpcClient::StubFor(

@@ -10,6 +10,7 @@
 #define FERRY_RPC_CLIENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@
 
 namespace ferry {
 
-struct ClientOptions {
+struct RpcClientOptions {
   std::string master;       // host:port of rank 0.
   std::string description;  // Shown in the master's events ("ferryctl").
   // How long to wait for the master and the job to be formed.
@@ -42,7 +43,7 @@ class RpcClient {
   // DEADLINE_EXCEEDED if the master cannot be reached or the job is not
   // formed within connect_timeout.
   static absl::StatusOr<std::unique_ptr<RpcClient>> Connect(
-      ClientOptions options);
+      RpcClientOptions options);
   // Close().
   ~RpcClient();
 
@@ -78,14 +79,15 @@ class RpcClient {
   Membership& membership() { return membership_; }
   Caller& caller() { return *caller_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
+  // `timeout`, or the default if unset; zero (none) as an infinite duration.
+  absl::Duration ResolveTimeout(std::optional<absl::Duration> timeout) const;
 
  private:
-  explicit RpcClient(ClientOptions options);
-  absl::Duration Resolve(const CallOptions& options) const;
+  explicit RpcClient(RpcClientOptions options);
   std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
                                                absl::Status* error);
 
-  const ClientOptions options_;
+  const RpcClientOptions options_;
   std::shared_ptr<const Security> security_;
   Membership membership_;
   std::unique_ptr<Timers> timers_;

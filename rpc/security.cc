@@ -1,69 +1,102 @@
 #include "rpc/security.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "rpc/base/status_util.h"
+#include "rpc/net_util.h"
 
 namespace ferry {
 
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path,
-                                     absl::string_view what) {
+                                     absl::string_view flag) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, ": cannot read '", path, "'"));
+        absl::StrCat(flag, ": cannot read '", path, "'"));
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
   return buffer.str();
 }
 
-constexpr char kAuthKey[] = "authorization";  // Lower case, as on the wire.
+bool IsUnixTarget(absl::string_view target) {
+  return absl::StartsWith(target, "unix:") ||
+         absl::StartsWith(target, "unix-abstract:");
+}
 
-// Compares without leaking the position of the first difference.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
+// The host of "host:port" (or of "ipv4:host:port", "dns:///host:port").
+std::string TargetHost(absl::string_view target) {
+  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
+    if (absl::ConsumePrefix(&target, scheme)) break;
+  }
+  absl::StatusOr<HostPort> hp = ParseHostPort(target);
+  return hp.ok() ? hp->host : std::string(target);
 }
 
 }  // namespace
 
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": cannot read '", path, "'"));
+  }
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "%s: '%s' may be read by group or others (mode %04o); make it "
+        "private: chmod 600 '%s'",
+        flag, path, st.st_mode & 07777, path));
+  }
+  return ReadFile(path, flag);
+}
+
 absl::StatusOr<std::shared_ptr<const Security>> Security::Load(
     const SecurityOptions& options) {
   auto s = std::make_shared<Security>();
-  int tls_files = !options.tls_cert_file.empty() +
-                  !options.tls_key_file.empty() + !options.tls_ca_file.empty();
-  if (tls_files != 0 && tls_files != 3) {
+  s->insecure_ = options.insecure;
+  s->client_certs_ = options.tls_client_certs;
+  const bool cert = !options.tls_cert_file.empty();
+  const bool key = !options.tls_key_file.empty();
+  const bool ca = !options.tls_ca_file.empty();
+  if (cert != key || ((cert || key) && !ca)) {
     return absl::InvalidArgumentError(
-        "TLS needs all of --tls_cert, --tls_key and --tls_ca");
+        "TLS needs --tls_cert, --tls_key and --tls_ca (or only --tls_ca, to "
+        "check servers' certificates with a token as the caller's proof)");
   }
-  if (tls_files == 3) {
-    auto cert = ReadFile(options.tls_cert_file, "--tls_cert");
-    if (!cert.ok()) return cert.status();
-    auto key = ReadFile(options.tls_key_file, "--tls_key");
-    if (!key.ok()) return key.status();
-    auto ca = ReadFile(options.tls_ca_file, "--tls_ca");
-    if (!ca.ok()) return ca.status();
-    s->cert_ = *cert;
-    s->key_ = *key;
-    s->ca_ = *ca;
-    s->server_name_ = options.tls_server_name;
+  if (ca) {
+    FERRY_ASSIGN_OR_RETURN(s->ca_, ReadFile(options.tls_ca_file, "--tls_ca"));
   }
+  if (cert) {
+    FERRY_ASSIGN_OR_RETURN(s->cert_,
+                           ReadFile(options.tls_cert_file, "--tls_cert"));
+    FERRY_ASSIGN_OR_RETURN(s->key_,
+                           ReadSecretFile(options.tls_key_file, "--tls_key"));
+  }
+  s->server_name_ = options.tls_server_name;
   if (!options.token_file.empty()) {
-    auto token = ReadFile(options.token_file, "--token_file");
-    if (!token.ok()) return token.status();
-    s->token_ = std::string(absl::StripAsciiWhitespace(*token));
+    FERRY_ASSIGN_OR_RETURN(std::string token,
+                           ReadSecretFile(options.token_file, "--token_file"));
+    s->token_ = std::string(absl::StripAsciiWhitespace(token));
     if (s->token_.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--token_file: '", options.token_file, "' is empty"));
     }
+  }
+  if (ca && (!cert || !options.tls_client_certs) && s->token_.empty()) {
+    return absl::InvalidArgumentError(
+        "server-authenticated TLS (no client certificate) needs a token "
+        "(--token_file): otherwise anyone who reaches the port may call");
   }
   return std::shared_ptr<const Security>(std::move(s));
 }
@@ -72,21 +105,54 @@ std::shared_ptr<const Security> Security::Insecure() {
   return std::make_shared<const Security>();
 }
 
-std::shared_ptr<grpc::ServerCredentials> Security::ServerCredentials() const {
-  if (!tls()) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions opts(
-      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  opts.pem_root_certs = ca_;
-  opts.pem_key_cert_pairs.push_back({key_, cert_});
-  return grpc::SslServerCredentials(opts);
+absl::Status Security::CheckServe(absl::string_view host) const {
+  if (tls() && !tls_server()) {
+    return absl::FailedPreconditionError(
+        "a server needs --tls_cert and --tls_key besides --tls_ca");
+  }
+  if (tls() || insecure_ || IsLoopbackHost(host)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "refusing to serve on ", host,
+      " (reachable from other hosts) in plaintext: use TLS (--tls_cert "
+      "--tls_key --tls_ca, with --token_file for server-only TLS), listen "
+      "on a loopback address (127.0.0.1) for a job on one host, or pass "
+      "--insecure on a network where every host is trusted"));
+}
+
+std::shared_ptr<grpc::ServerCredentials> Security::ServerCredentials(
+    absl::string_view address,
+    std::shared_ptr<grpc::AuthMetadataProcessor> processor) const {
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (insecure_) return grpc::InsecureServerCredentials();
+  if (IsUnixTarget(address)) {
+    // Local credentials: only this host's processes can connect. (The
+    // plaintext kind cannot run an auth processor.)
+    creds = grpc::experimental::LocalServerCredentials(UDS);
+  } else if (tls()) {
+    grpc::SslServerCredentialsOptions opts(
+        client_certs_
+            ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+            : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    opts.pem_root_certs = ca_;
+    opts.pem_key_cert_pairs.push_back({key_, cert_});
+    creds = grpc::SslServerCredentials(opts);
+  } else {
+    creds = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+  }
+  if (processor != nullptr) creds->SetAuthMetadataProcessor(processor);
+  return creds;
 }
 
 std::shared_ptr<grpc::ChannelCredentials> Security::ChannelCredentials() const {
-  if (!tls()) return grpc::InsecureChannelCredentials();
+  // Local servers accept plaintext clients; gRPC's local channel
+  // credentials would add nothing but a check we make in MaySendSecrets.
+  if (!tls() || insecure_) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions opts;
   opts.pem_root_certs = ca_;
-  opts.pem_private_key = key_;
-  opts.pem_cert_chain = cert_;
+  if (client_certs_) {
+    opts.pem_private_key = key_;
+    opts.pem_cert_chain = cert_;
+  }
   return grpc::SslCredentials(opts);
 }
 
@@ -96,19 +162,9 @@ void Security::ConfigureChannel(grpc::ChannelArguments* args) const {
   }
 }
 
-grpc::Status Security::Check(const grpc::ServerContextBase& context) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kAuthKey);
-  if (it != metadata.end()) {
-    absl::string_view value(it->second.data(), it->second.size());
-    if (absl::ConsumePrefix(&value, "Bearer ") &&
-        ConstantTimeEquals(value, token_)) {
-      return grpc::Status::OK;
-    }
-  }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "missing or wrong token (see --token_file)");
+bool Security::MaySendSecrets(absl::string_view target) const {
+  if (tls() && !insecure_) return true;
+  return IsUnixTarget(target) || IsLoopbackHost(TargetHost(target));
 }
 
 }  // namespace ferry

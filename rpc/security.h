@@ -1,59 +1,86 @@
-// Transport security: optional mutual TLS and an optional shared-secret
-// token. With TLS every peer presents a certificate signed by the CA; with a
-// token every request carries "authorization: Bearer <token>" and servers
-// refuse others with UNAUTHENTICATED (checked by every ferry handler; the
-// standard health and reflection services stay open).
+// Transport security: who can connect to a node and what may be sent to
+// whom. One of four modes, chosen by SecurityOptions:
+//
+//   mutual TLS            every peer presents a certificate signed by the CA
+//                         (a token may be required on top);
+//   server TLS + token    servers prove themselves by certificate, callers
+//                         by the job's token;
+//   local + token         no TLS: servers listen only on loopback or unix
+//                         sockets with gRPC's local credentials (only this
+//                         host's processes can connect) and every call
+//                         carries the token (or none is required);
+//   insecure              plaintext on any address, no token (--insecure).
+//
+// A token travels as "authorization: Bearer <token>" metadata, and only
+// where it cannot be read on the way: over TLS, to a loopback address or to
+// a unix socket. Servers check it (and the caller's node credential, see
+// rpc/authenticator.h) before a request's body is read.
 #ifndef FERRY_RPC_SECURITY_H_
 #define FERRY_RPC_SECURITY_H_
 
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_context.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/security_options.h"
 
 namespace ferry {
 
-struct SecurityOptions {
-  // All three or none: PEM files for this process and the trusted CA.
-  std::string tls_cert_file;
-  std::string tls_key_file;
-  std::string tls_ca_file;
-  // Name to expect in peers' certificates instead of the dialled host
-  // (handy when certificates name a service, not an address).
-  std::string tls_server_name;
-  // A file whose content (trimmed) is the shared secret.
-  std::string token_file;
-};
-
 class Security {
  public:
-  // Reads the files. INVALID_ARGUMENT names a missing/unreadable file or an
-  // incomplete TLS triple.
+  // Reads the files. INVALID_ARGUMENT names a missing or unreadable file,
+  // an incomplete TLS set, an empty token, or server-authenticated TLS
+  // without a token; PERMISSION_DENIED a key or token file that group or
+  // others may read.
   static absl::StatusOr<std::shared_ptr<const Security>> Load(
       const SecurityOptions& options);
-  // Plaintext, no token.
+  // Local mode without a token (in-process jobs, tests).
   static std::shared_ptr<const Security> Insecure();
 
-  std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
+  // Whether a server may listen on `host` (a bind host, e.g. "0.0.0.0"):
+  // a host other hosts can reach needs TLS, or --insecure.
+  // FAILED_PRECONDITION naming the three choices.
+  absl::Status CheckServe(absl::string_view host) const;
+
+  // Credentials for a listening `address` ("host:port" or "unix…:name"),
+  // with `processor` deciding on each call before its body is read (not in
+  // insecure mode, which checks nothing).
+  std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
+      absl::string_view address,
+      std::shared_ptr<grpc::AuthMetadataProcessor> processor) const;
+
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
   // Adds what channels need (TLS name override).
   void ConfigureChannel(grpc::ChannelArguments* args) const;
+  // Whether secrets (the token, a node's credential) may be sent to
+  // `target`: over TLS, to a loopback address, or to a unix socket.
+  bool MaySendSecrets(absl::string_view target) const;
 
-  // The token to send ("" if none); channels attach it to every call.
+  // The token to send and to require ("" if none).
   const std::string& token() const { return token_; }
-  // OK, or UNAUTHENTICATED if a token is required and absent or wrong.
-  grpc::Status Check(const grpc::ServerContextBase& context) const;
-
-  bool tls() const { return !cert_.empty(); }
+  bool tls() const { return !ca_.empty(); }
   bool has_token() const { return !token_.empty(); }
+  bool insecure() const { return insecure_; }
 
  private:
+  bool tls_server() const { return !cert_.empty(); }
+
   std::string cert_, key_, ca_, server_name_, token_;
+  bool client_certs_ = true;
+  bool insecure_ = false;
 };
+
+// Reads a secret (token or key) file: INVALID_ARGUMENT if it cannot be
+// read, PERMISSION_DENIED if group or others may read it. `flag` names it
+// in errors ("--token_file").
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag);
 
 }  // namespace ferry
 

@@ -38,8 +38,7 @@ bool RRef::IsOwner() const {
 }
 
 bool RRef::ConfirmedByOwner() const {
-  if (state_ == nullptr || !state_->created().IsReady()) return false;
-  return state_->created().Wait(absl::ZeroDuration()).ok();
+  return state_ != nullptr && state_->confirmed();
 }
 
 Future<Value> RRef::ToHereAsync(std::optional<absl::Duration> timeout) const {

@@ -44,7 +44,7 @@ class RRef {
   int owner_rank() const { return state_->descriptor().owner_rank; }
   bool IsOwner() const;
   // True once the owner holds the RRef (remote(): its creating call
-  // returned successfully).
+  // returned successfully, or a ToHere() of it succeeded).
   bool ConfirmedByOwner() const;
 
   // A copy of the value. DEADLINE_EXCEEDED if it (or the creation) did not

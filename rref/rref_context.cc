@@ -60,8 +60,7 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
         auto c = weak.lock();
         return c ? c->NodeName(node) : absl::StrCat("node ", node);
       });
-  context->service_ =
-      std::make_unique<RRefService>(context.get(), agent->security());
+  context->service_ = std::make_unique<RRefService>(context.get());
   agent->AddService(context->service_.get());
   agent->AddExtension(context.get());
   agent->SetCodecs(context.get());
@@ -289,6 +288,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
   // The copy must outlive the fetch: its release would overtake it.
   fetched.Then([result, created, rref](const absl::StatusOr<Value>& v) {
     if (v.ok()) {
+      rref->MarkFetched();
       result.Set(v);
       return;
     }

@@ -50,31 +50,22 @@ absl::Time WaitDeadline(const grpc::CallbackServerContext* context,
 
 }  // namespace
 
-RRefService::RRefService(RRefContext* context,
-                         std::shared_ptr<const Security> security)
-    : context_(context), security_(std::move(security)) {}
+RRefService::RRefService(RRefContext* context) : context_(context) {}
 
 template <typename Work>
 grpc::ServerUnaryReactor* RRefService::Immediate(
     grpc::CallbackServerContext* context, Work work) {
   auto* reactor = context->DefaultReactor();
-  grpc::Status status = security_->Check(*context);
-  if (status.ok()) status = ToGrpcStatus(work());
-  reactor->Finish(status);
+  reactor->Finish(ToGrpcStatus(work()));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::AddFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
-  grpc::Status auth = security_->Check(*context);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
   auto* reactor = new ParkedReactor(table, wait);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
   wait->store(table->AddFork(
       RRefOf(*request), ForkOf(*request), request->holder(),
       WaitDeadline(context, context_->Timeout(std::nullopt)),
@@ -104,14 +95,9 @@ grpc::ServerUnaryReactor* RRefService::DeleteFork(
 grpc::ServerUnaryReactor* RRefService::Fetch(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::FetchResponse* response) {
-  grpc::Status auth = security_->Check(*context);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
   auto* reactor = new ParkedReactor(table, wait);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
-  }
   // RRefs inside the value are sent to the fetcher like any call's.
   std::shared_ptr<RRefCodec> codec = context_->ForPeer(request->holder());
   wait->store(table->Fetch(

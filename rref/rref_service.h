@@ -8,7 +8,6 @@
 #include <memory>
 
 #include "proto/rref.grpc.pb.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -16,7 +15,7 @@ class RRefContext;
 
 class RRefService final : public proto::RRefs::CallbackService {
  public:
-  RRefService(RRefContext* context, std::shared_ptr<const Security> security);
+  explicit RRefService(RRefContext* context);
 
   grpc::ServerUnaryReactor* AddFork(grpc::CallbackServerContext* context,
                                     const proto::ForkRequest* request,
@@ -45,7 +44,6 @@ class RRefService final : public proto::RRefs::CallbackService {
                                       Work work);
 
   RRefContext* const context_;
-  const std::shared_ptr<const Security> security_;
 };
 
 }  // namespace ferry

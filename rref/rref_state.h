@@ -3,6 +3,7 @@
 #ifndef FERRY_RREF_RREF_STATE_H_
 #define FERRY_RREF_RREF_STATE_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,9 +36,18 @@ class RRefState final : public RRefBase {
   const std::weak_ptr<RRefCore>& core() const { return core_; }
   const Future<Done>& created() const { return created_; }
 
+  // The owner holds the RRef: its creation returned, or a fetch of its
+  // value succeeded (which may come back before the creating call's reply).
+  bool confirmed() const {
+    if (fetched_.load(std::memory_order_acquire)) return true;
+    return created_.IsReady() && created_.Wait(absl::ZeroDuration()).ok();
+  }
+  void MarkFetched() const { fetched_.store(true, std::memory_order_release); }
+
  private:
   const std::weak_ptr<RRefCore> core_;
   const Future<Done> created_;
+  mutable std::atomic<bool> fetched_{false};
 };
 
 // What a copy needs from its node's RRef context (rref/rref_context.h).

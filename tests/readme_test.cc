@@ -5,6 +5,15 @@
 //   <!-- readme-test: ci -->           each command appears in .ci/run
 //   <!-- readme-test: cpp FILE -->     the block is FILE, which builds; it runs
 //   <!-- readme-test: cheatsheet -->   runs as a shell script
+//   <!-- readme-test: install -->      runs in a scratch HOME, with
+//                                      tools/install.sh over the test's
+//                                      (unoptimized) build standing in for
+//                                      `tools/dev install`; the program it
+//                                      builds must work against the
+//                                      installed daemons
+//   <!-- readme-test: python FILE -->  the block is FILE, which runs as a job of
+//                                      two Python workers (checked by
+//                                      tests/tools/python/examples_test.py)
 //   <!-- readme-test: launch N -->     each line starts a worker (srun and
 //                                      mpirun are stand-ins setting their
 //                                      variables) or runs ferryctl; the job
@@ -142,10 +151,12 @@ for ((i = 0; i < n; i++)); do OMPI_COMM_WORLD_RANK=$i OMPI_COMM_WORLD_SIZE=$n "$
 wait
 )",
               true);
-    // The security examples' files.
+    // The security examples' files; secrets private, as README says.
     for (const char* f : {"token.txt", "node.pem", "node.key", "ca.pem"}) {
-      WriteFile(absl::StrCat(dir_, "/", f),
+      const std::string path = absl::StrCat(dir_, "/", f);
+      WriteFile(path,
                 ReadFile(Runfile(absl::StrCat("tests/testdata/tls/", f))));
+      chmod(path.c_str(), 0600);
     }
   }
 
@@ -244,6 +255,64 @@ exec "$real" "$@"
   EXPECT_THAT(r.out, ::testing::EndsWith("\"worker1\"\n"));  // --local
 }
 
+// The master of a job `ferryctl up` started, from its output.
+std::string MasterOf(const std::string& up_output) {
+  absl::StatusOr<Value> up = ParseJson(up_output);
+  if (!up.ok() || up->Find("master") == nullptr) return "";
+  return up->Find("master")->as_string();
+}
+
+TEST(ReadmeTest, InstallBlockBuildsAProgramOutsideBazel) {
+  std::vector<Block> install = BlocksOf("install");
+  ASSERT_EQ(install.size(), 1u);
+  Sandbox box;
+  // A checkout whose tools/dev installs what this test was built with.
+  const std::string repo = box.dir() + "/repo";
+  const std::string built = std::string(std::getenv("TEST_SRCDIR")) + "/ferry";
+  for (const char* d : {"", "/tools", "/tools/examples"}) {
+    mkdir((repo + d).c_str(), 0755);
+  }
+  WriteFile(repo + "/tools/dev",
+            absl::StrReplaceAll(
+                R"sh(#!/usr/bin/env bash
+[ "$1" = install ] && mkdir -p "$2" && exec 'INSTALL' "$2" 'BUILT' 'BUILT'
+exit 2
+)sh",
+                {{"INSTALL", Runfile("tools/install.sh")}, {"BUILT", built}}),
+            true);
+  WriteFile(repo + "/tools/examples/client_example.cc",
+            ReadFile(Runfile("tools/examples/client_example.cc")));
+  ProcessOptions o = box.Options();
+  o.env.push_back({"HOME", box.dir()});
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult built_app,
+      RunProcess(box.Bash(absl::StrCat("cd '", repo, "'; ", install[0].code)),
+                 o, absl::Minutes(3)));
+  ASSERT_EQ(built_app.exit_code, 0) << built_app.Describe();
+
+  // The installed daemons, started by the installed ferryctl.
+  const std::string bin = box.dir() + "/.local/bin/";
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult up,
+      RunProcess({bin + "ferryctl", "up", "--world_size=3", "--port=0",
+                  "--dir=" + box.dir() + "/job"},
+                 {.env = {{"FERRYD", bin + "ferryd"}}}, kBound));
+  ASSERT_EQ(up.exit_code, 0) << up.Describe();
+  const std::string master = MasterOf(up.out);
+  ASSERT_FALSE(master.empty()) << up.Describe();
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult r,
+      RunProcess({repo + "/client_example", master}, {}, kBound));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_EQ(r.out,
+            "{\"dtype\":\"float32\",\"data\":[4,5]}\n{\"dtype\":\"int64\","
+            "\"data\":[0,1,2,3,4]}\n");
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult down,
+      RunProcess({bin + "ferryctl", "--master=" + master, "down"}, {}, kBound));
+  EXPECT_EQ(down.exit_code, 0) << down.Describe();
+}
+
 // Whether something listens on 127.0.0.1:`port`, polled up to `bound` (a
 // worker under a sanitizer on a busy machine may take a while to start).
 bool AwaitListener(int port, absl::Duration bound) {
@@ -296,6 +365,7 @@ TEST(ReadmeTest, LaunchBlocksFormJobs) {
       std::string line = absl::StrReplaceAll(
           Command(raw),
           {{"10.0.0.1:29500", master},
+           {"127.0.0.1:29500", master},
            {"MASTER_ADDR=10.0.0.1", "MASTER_ADDR=127.0.0.1"},
            {"MASTER_PORT=29500", absl::StrCat("MASTER_PORT=", port)}});
       if (!absl::StartsWith(line, "ferryctl")) {

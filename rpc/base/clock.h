@@ -1,7 +1,11 @@
-// Time source, injectable so lease and timeout logic can be tested by
-// advancing time instead of sleeping (see tests/testing/fake_clock.h).
+// Time, through one seam (as leveldb's Env::NowMicros): deadlines, leases,
+// heartbeats and timers read a Clock, so tests step time by hand
+// (tests/testing/manual_clock.h) instead of sleeping. gRPC's deadlines are
+// wall-clock; convert with WallDeadline and FromWallDeadline.
 #ifndef FERRY_RPC_BASE_CLOCK_H_
 #define FERRY_RPC_BASE_CLOCK_H_
+
+#include <chrono>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -13,7 +17,7 @@ class Clock {
   virtual ~Clock() = default;
   virtual absl::Time Now() const = 0;
 
-  // The process-wide real clock.
+  // The process-wide monotonic clock.
   static Clock* Real();
 };
 
@@ -25,6 +29,25 @@ class RealClock final : public Clock {
 inline Clock* Clock::Real() {
   static RealClock* clock = new RealClock();
   return clock;
+}
+
+// The wall-clock time point (for a gRPC deadline) that is as far from now
+// as `deadline` is on `clock`. An infinite deadline stays infinite.
+inline std::chrono::system_clock::time_point WallDeadline(const Clock& clock,
+                                                          absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) {
+    return std::chrono::system_clock::time_point::max();
+  }
+  return absl::ToChronoTime(absl::Now() + (deadline - clock.Now()));
+}
+
+// The time on `clock` of a wall-clock deadline (a call's gRPC deadline).
+inline absl::Time FromWallDeadline(const Clock& clock,
+                                   std::chrono::system_clock::time_point wall) {
+  if (wall == std::chrono::system_clock::time_point::max()) {
+    return absl::InfiniteFuture();
+  }
+  return clock.Now() + (absl::FromChrono(wall) - absl::Now());
 }
 
 }  // namespace ferry

@@ -1,41 +1,66 @@
 #include "rpc/base/timers.h"
 
-#include "absl/time/clock.h"
-
 namespace ferry {
 
-Timers::Timers() : thread_([this] { Loop(); }) {}
+// ---- TimerQueue ----
 
-Timers::~Timers() { Stop(); }
-
-Timers::TimerId Timers::RunAt(absl::Time when, Callback cb) {
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return 0;
+TimerQueue::TimerId TimerQueue::Add(absl::Time when, Callback cb) {
   TimerId id = next_id_++;
   queue_.emplace(std::make_pair(when, id), std::move(cb));
   when_.emplace(id, when);
-  wake_.Signal();
   return id;
 }
 
-bool Timers::Cancel(TimerId id) {
-  Callback dropped;  // Destroyed after unlocking: it may own anything.
-  absl::MutexLock lock(&mu_);
+TimerQueue::Callback TimerQueue::Remove(TimerId id) {
   auto it = when_.find(id);
-  if (it == when_.end()) return false;
+  if (it == when_.end()) return nullptr;
   auto node = queue_.extract(std::make_pair(it->second, id));
-  dropped = std::move(node.mapped());
   when_.erase(it);
-  return true;
+  return std::move(node.mapped());
 }
 
-void Timers::Stop() {
+TimerQueue::Callback TimerQueue::PopDue(absl::Time now) {
+  if (queue_.empty() || now < next()) return nullptr;
+  auto first = queue_.begin();
+  Callback cb = std::move(first->second);
+  when_.erase(first->first.second);
+  queue_.erase(first);
+  return cb;
+}
+
+std::map<std::pair<absl::Time, TimerQueue::TimerId>, TimerQueue::Callback>
+TimerQueue::TakeAll() {
+  when_.clear();
+  return std::exchange(queue_, {});
+}
+
+// ---- ThreadTimers ----
+
+ThreadTimers::ThreadTimers(Clock* clock)
+    : clock_(clock), thread_([this] { Loop(); }) {}
+
+ThreadTimers::~ThreadTimers() { ThreadTimers::Stop(); }
+
+Timers::TimerId ThreadTimers::RunAt(absl::Time when, Callback cb) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return 0;
+  wake_.Signal();  // It may be earlier than what the thread waits for.
+  return queue_.Add(when, std::move(cb));
+}
+
+bool ThreadTimers::Cancel(TimerId id) {
+  Callback dropped;  // Destroyed after unlocking: it may own anything.
+  absl::MutexLock lock(&mu_);
+  dropped = queue_.Remove(id);
+  return dropped != nullptr;
+}
+
+void ThreadTimers::Stop() {
   std::map<std::pair<absl::Time, TimerId>, Callback> dropped;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    dropped.swap(queue_);
-    when_.clear();
+    dropped = queue_.TakeAll();
     wake_.Signal();
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
@@ -43,27 +68,25 @@ void Timers::Stop() {
   }
 }
 
-void Timers::Loop() {
+ThreadTimers::Callback ThreadTimers::NextDue() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
+    Callback cb = queue_.PopDue(clock_->Now());
+    if (cb != nullptr) return cb;
+    // RunAt and Stop signal, so an earlier timer or a stop wakes us. The
+    // wait is relative: the clock is monotonic, not the wall's.
     if (queue_.empty()) {
       wake_.Wait(&mu_);
-      continue;
+    } else {
+      wake_.WaitWithTimeout(&mu_, queue_.next() - clock_->Now());
     }
-    auto first = queue_.begin();
-    absl::Time due = first->first.first;
-    if (absl::Now() < due) {
-      // RunAt and Stop signal, so an earlier timer or a stop wakes us.
-      wake_.WaitWithDeadline(&mu_, due);
-      continue;
-    }
-    Callback cb = std::move(first->second);
-    when_.erase(first->first.second);
-    queue_.erase(first);
-    mu_.Unlock();
-    std::move(cb)();
-    cb = nullptr;  // Destroy captures outside the lock.
-    mu_.Lock();
+  }
+  return nullptr;
+}
+
+void ThreadTimers::Loop() {
+  while (Callback cb = NextDue()) {
+    std::move(cb)();  // Outside the lock; its captures die here too.
   }
 }
 

@@ -42,7 +42,6 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -61,8 +60,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   static constexpr size_t kMaxNameBytes = 256;
   static constexpr int64_t kMaxHoldMs = int64_t{24} * 3600 * 1000;
 
-  RendezvousService(RendezvousOptions options,
-                    std::shared_ptr<const Security> security, Timers* timers);
+  RendezvousService(RendezvousOptions options, Timers* timers);
   // Call Shutdown() first; the server must be shut down before destruction.
   ~RendezvousService() override;
 
@@ -161,7 +159,6 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const RendezvousOptions options_;
-  const std::shared_ptr<const Security> security_;
   Timers* const timers_;
 
   mutable absl::Mutex mu_;

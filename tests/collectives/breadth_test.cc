@@ -39,7 +39,7 @@ TEST_P(BreadthTest, AllToAll) {
     return Sample(dt, {(r + 2 * i) % 3, 2}, Seed(r, i));
   };
   using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : kAllDTypes) {
       std::vector<Tensor> in;
@@ -94,7 +94,7 @@ TEST_P(BreadthTest, AllToAllSingle) {
   for (Variant v : {kWithOutputSplits, kWithoutOutputSplits, kEven, kEmpty}) {
     SCOPED_TRACE(absl::StrCat("variant ", v));
     using Results = std::vector<absl::StatusOr<Tensor>>;
-    auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
       Results results;
       for (DType dt : kAllDTypes) {
         if (v == kEven) {
@@ -147,7 +147,7 @@ TEST_P(BreadthTest, AllGatherList) {
                   : Sample(dt, {r % 3, 2}, Seed(r, 4));
   };
   using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : kAllDTypes) {
       for (bool scalar : {false, true}) {
@@ -197,7 +197,7 @@ TEST_P(BreadthTest, AllGatherAlongAxis) {
   };
   const std::vector<int> axes = {0, 1, -1};
   using Results = std::vector<absl::StatusOr<Value>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : kAllDTypes) {
       for (int axis : axes) {
@@ -278,7 +278,7 @@ TEST_P(BreadthTest, AllReduceEveryOp) {
     return Sample(c.dtype, c.shape, Seed(r, 9));
   };
   using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (const Case& c : cases)
       results.push_back(AllReduce(World(w), input(c, r), c.op));
@@ -335,7 +335,7 @@ TEST_P(BreadthTest, ReduceScatterSingleTensor) {
     return Sample(c.dtype, {c.rows_per_rank * n_, 3}, Seed(r, 11));
   };
   using Results = std::vector<absl::StatusOr<Value>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (const Case& c : cases) {
       results.push_back(RunCollective(
@@ -376,7 +376,7 @@ TEST_P(BreadthTest, Broadcast) {
                             {"t", Sample(DType::kFloat32, {2}, src)}});
   };
   using Results = std::vector<absl::StatusOr<Value>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (int src = 0; src < n_; ++src) {
       for (DType dt : kAllDTypes) {
@@ -412,7 +412,7 @@ TEST_P(BreadthTest, Scatter) {
     return Value(Sample(dt, {(src + i) % 3, 2}, Seed(src, 20 + i)));
   };
   using Results = std::vector<absl::StatusOr<Value>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (int src = 0; src < n_; ++src) {
       for (DType dt : kAllDTypes) {
@@ -453,7 +453,7 @@ TEST_P(BreadthTest, Gather) {
     return Value(Sample(dt, {r % 3, 2}, Seed(r, 30)));
   };
   using Results = std::vector<absl::StatusOr<std::vector<Value>>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (int dst = 0; dst < n_; ++dst) {
       for (DType dt : kAllDTypes)
@@ -494,11 +494,12 @@ TEST_P(BreadthTest, Gather) {
 }
 
 TEST_P(BreadthTest, Barrier) {
-  auto out = OnEveryRank<std::vector<absl::Status>>(*job_, [&](Worker& w, int) {
-    std::vector<absl::Status> results;
-    for (int i = 0; i < 5; ++i) results.push_back(Barrier(World(w)));
-    return results;
-  });
+  auto out =
+      OnEveryRank<std::vector<absl::Status>>(*job_, [&](WorkerImpl& w, int) {
+        std::vector<absl::Status> results;
+        for (int i = 0; i < 5; ++i) results.push_back(Barrier(World(w)));
+        return results;
+      });
   for (int r = 0; r < n_; ++r) {
     for (const absl::Status& s : out[r]) EXPECT_OK(s);
   }
@@ -509,7 +510,7 @@ TEST_P(BreadthTest, Barrier) {
 TEST_P(BreadthTest, Interleaved) {
   using Results = std::vector<absl::Status>;
   std::vector<Tensor> sums(n_);
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     ProcessGroup& g = World(w);
     for (int round = 0; round < 3; ++round) {

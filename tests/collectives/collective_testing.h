@@ -246,7 +246,7 @@ inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,
 // fn(worker, rank) on every rank of `job` concurrently; results by rank.
 template <typename T>
 std::vector<T> OnEveryRank(LocalJob& job,
-                           const std::function<T(Worker&, int)>& fn) {
+                           const std::function<T(WorkerImpl&, int)>& fn) {
   std::vector<T> results(job.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < job.size(); ++r) {
@@ -268,14 +268,14 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
   static void TearDownTestSuite() { Jobs().clear(); }
 
   // Adjusts the workers' options before the job starts.
-  virtual void Configure(WorkerOptions& /*options*/) {}
+  virtual void Configure(WorkerConfig& /*options*/) {}
 
   void SetUp() override {
     n_ = GetParam();
     std::unique_ptr<LocalJob>& slot = Jobs()[n_];
     if (slot == nullptr) {
       LocalJob::Options options;
-      options.configure = [this](WorkerOptions& o) { Configure(o); };
+      options.configure = [this](WorkerConfig& o) { Configure(o); };
       absl::StatusOr<std::unique_ptr<LocalJob>> job =
           LocalJob::Start(n_, options);
       ASSERT_TRUE(job.ok()) << job.status();
@@ -284,7 +284,7 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
     job_ = slot.get();
   }
 
-  ProcessGroup& World(Worker& w) { return w.collectives().world(); }
+  ProcessGroup& World(WorkerImpl& w) { return w.collectives().world(); }
 
   // Rank r's blocks (one per rank) for a dtype.
   using Blocks = std::function<std::vector<Tensor>(DType, int rank)>;
@@ -305,7 +305,7 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
       }
     }
     using Results = std::vector<absl::StatusOr<Tensor>>;
-    auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
       Results results;
       for (const Case& c : cases)
         results.push_back(ReduceScatter(World(w), blocks(c.dtype, r), c.op));

@@ -44,7 +44,7 @@ class ErrorsTest : public ::testing::Test {
     LocalJob::Options options;
     // Payloads over 64 bytes take the ring paths: mismatches between a
     // small and a large input must be caught before either path starts.
-    options.configure = [](WorkerOptions& o) {
+    options.configure = [](WorkerConfig& o) {
       o.collectives.direct_bytes = 64;
     };
     absl::StatusOr<std::unique_ptr<LocalJob>> job =
@@ -62,7 +62,7 @@ class ErrorsTest : public ::testing::Test {
   template <typename T>
   static std::vector<absl::StatusOr<T>> Run(
       const std::function<absl::StatusOr<T>(ProcessGroup&, int)>& fn) {
-    return Spmd<T>(*job_, [&](Worker& w, int r) {
+    return Spmd<T>(*job_, [&](WorkerImpl& w, int r) {
       return fn(w.collectives().world(), r);
     });
   }

@@ -230,7 +230,7 @@ TEST_F(FailureTest, MissingRankInEachCollective) {
 // Without CollectiveOptions::timeout, the worker's default call timeout.
 TEST_F(FailureTest, DefaultTimeoutIsTheWorkers) {
   LocalJob::Options options;
-  options.configure = [](WorkerOptions& o) {
+  options.configure = [](WorkerConfig& o) {
     o.default_timeout = absl::Milliseconds(600);
   };
   Start(2, options);
@@ -349,7 +349,7 @@ TEST_F(FailureTest, RankStoppedInsideTheOp) {
 // A ring op (large payload) interrupted by a stop: the same.
 TEST_F(FailureTest, RankStoppedDuringRingAllReduce) {
   LocalJob::Options options;
-  options.configure = [](WorkerOptions& o) { o.collectives.direct_bytes = 64; };
+  options.configure = [](WorkerConfig& o) { o.collectives.direct_bytes = 64; };
   Start(3, options);
   std::vector<absl::Status> out(2, absl::UnknownError("not run"));
   std::vector<std::thread> threads;

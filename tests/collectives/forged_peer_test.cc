@@ -47,7 +47,7 @@ class ForgedPeerTest : public ::testing::Test {
 
   // An honest op on every rank still works.
   void ExpectJobWorks() {
-    auto out = Spmd<Tensor>(*job_, [](Worker& w, int) {
+    auto out = Spmd<Tensor>(*job_, [](WorkerImpl& w, int) {
       return AllReduce(w.collectives().world(), Tensor::FromVector<float>({1}));
     });
     for (auto& r : out) {

@@ -76,7 +76,7 @@ TEST_F(GroupsTest, SubgroupOverASubsetInAnyOrder) {
     absl::StatusOr<std::vector<Value>> gather = absl::UnknownError("");
     absl::Status barrier = absl::UnknownError("not run");
   };
-  auto out = OnEveryRank<Out>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Out>(*job_, [&](WorkerImpl& w, int r) {
     Out o;
     if (r == 0 || r == 2) return o;  // Not members.
     absl::StatusOr<std::shared_ptr<ProcessGroup>> g =
@@ -131,7 +131,7 @@ TEST_F(GroupsTest, SubgroupOverASubsetInAnyOrder) {
     EXPECT_EQ(status.collectives_inflight(), 0);
   }
   // The world group was not used: its first op is still op 0, in step.
-  auto world = Spmd<Tensor>(*job_, [](Worker& w, int r) {
+  auto world = Spmd<Tensor>(*job_, [](WorkerImpl& w, int r) {
     return AllReduce(w.collectives().world(), I64({r}));
   });
   for (int r = 0; r < 5; ++r) {
@@ -185,7 +185,7 @@ TEST_F(GroupsTest, ConcurrentOpsOnTwoGroups) {
     std::vector<absl::StatusOr<Tensor>> world, reversed, pair;
     std::vector<absl::StatusOr<std::vector<Tensor>>> gathered;
   };
-  auto out = OnEveryRank<Out>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Out>(*job_, [&](WorkerImpl& w, int r) {
     Out o;
     absl::StatusOr<std::shared_ptr<ProcessGroup>> reversed =
         w.collectives().NewGroup({3, 2, 1, 0});
@@ -240,7 +240,7 @@ TEST_F(GroupsTest, ConcurrentOpsOnTwoGroups) {
 TEST_F(GroupsTest, SameRanksTwiceAreTwoGroups) {
   Start(2);
   auto out = OnEveryRank<std::vector<absl::StatusOr<Tensor>>>(
-      *job_, [&](Worker& w, int r) {
+      *job_, [&](WorkerImpl& w, int r) {
         std::vector<absl::StatusOr<Tensor>> results;
         auto g1 = w.collectives().NewGroup({0, 1});
         auto g2 = w.collectives().NewGroup({0, 1});
@@ -279,7 +279,7 @@ TEST_F(GroupsTest, AsyncFormsMatchTheSyncOnes) {
     absl::StatusOr<Done> barrier = absl::UnknownError("");
     absl::StatusOr<Value> by_name = absl::UnknownError("");
   };
-  auto out = OnEveryRank<Out>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Out>(*job_, [&](WorkerImpl& w, int r) {
     ProcessGroup& g = w.collectives().world();
     Out o;
     auto w1 =
@@ -415,7 +415,7 @@ TEST_F(GroupsTest, TaggedOpsMatchByTag) {
   Start(4);
   const std::vector<std::string> tags = {"alpha", "beta", "gamma", "delta"};
   auto out = OnEveryRank<std::vector<absl::StatusOr<Tensor>>>(
-      *job_, [&](Worker& w, int r) {
+      *job_, [&](WorkerImpl& w, int r) {
         ProcessGroup& g = w.collectives().world();
         std::vector<absl::StatusOr<Tensor>> results(tags.size() + 2,
                                                     absl::UnknownError(""));
@@ -456,7 +456,7 @@ TEST_F(GroupsTest, TaggedOpsMatchByTag) {
 TEST_F(GroupsTest, DISABLED_MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
   Start(2);
   auto out =
-      OnEveryRank<std::vector<absl::Status>>(*job_, [&](Worker& w, int r) {
+      OnEveryRank<std::vector<absl::Status>>(*job_, [&](WorkerImpl& w, int r) {
         std::vector<Work<Tensor>> works;
         for (int k = 0; k < 8; ++k) {
           CollectiveOptions options;
@@ -477,7 +477,7 @@ TEST_F(GroupsTest, DISABLED_MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
 
 TEST_F(GroupsTest, TaggedOpErrorsNameTheTag) {
   Start(2);
-  auto out = Spmd<Tensor>(*job_, [](Worker& w, int r) {
+  auto out = Spmd<Tensor>(*job_, [](WorkerImpl& w, int r) {
     CollectiveOptions options;
     options.tag = "step-7";
     return AllReduce(w.collectives().world(), I64(std::vector<int64_t>(r + 1)),
@@ -489,7 +489,7 @@ TEST_F(GroupsTest, TaggedOpErrorsNameTheTag) {
                                            "(worker1) has input int64 [2]")));
   }
   // A tagged sync op then works, with a new tag.
-  auto again = Spmd<Tensor>(*job_, [](Worker& w, int r) {
+  auto again = Spmd<Tensor>(*job_, [](WorkerImpl& w, int r) {
     CollectiveOptions options;
     options.tag = "step-8";
     return AllReduce(w.collectives().world(), I64({r}), ReduceOp::kSum,

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
-#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/status_matchers.h"
 
@@ -22,8 +22,8 @@ namespace {
 
 using ::ferry::testing::AbortHeader;
 using ::ferry::testing::DataHeader;
-using ::ferry::testing::FakeClock;
 using ::ferry::testing::FrameBytes;
+using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
 using ::ferry::testing::ToByteBuffer;
 using ::ferry::testing::ValueBytes;
@@ -60,7 +60,7 @@ class InboundTest : public ::testing::Test {
     return next;
   }
 
-  FakeClock clock_;
+  ManualClock clock_;
   Mailbox box_;
 };
 

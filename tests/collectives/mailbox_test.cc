@@ -7,13 +7,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
-#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
-using ::ferry::testing::FakeClock;
+using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -29,7 +29,7 @@ Limits Room(int64_t bytes, int64_t ttl_ms = 60000) {
 
 class MailboxTest : public ::testing::Test {
  protected:
-  FakeClock clock_;
+  ManualClock clock_;
 };
 
 TEST_F(MailboxTest, ReceiveBeforeDeliver) {

@@ -32,7 +32,7 @@ constexpr int64_t kDirectBytes = 64;
 // One job per world size whose payloads take the ring and tree paths.
 class RingTest : public ::ferry::testing::SharedJobTest {
  protected:
-  void Configure(WorkerOptions& o) override {
+  void Configure(WorkerConfig& o) override {
     o.collectives.direct_bytes = kDirectBytes;
     o.collectives.chunk_bytes = 1000;
   }
@@ -74,7 +74,7 @@ TEST_P(RingTest, AllReduceEveryOpLarge) {
     return Sample(c.dtype, {c.numel}, Seed(r, 1));
   };
   using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (const Case& c : cases)
       results.push_back(AllReduce(World(w), input(c, r), c.op));
@@ -101,7 +101,7 @@ TEST_P(RingTest, AllReduceFloatsAreBitIdenticalOnEveryRank) {
                                      DType::kFloat32,   DType::kFloat64,
                                      DType::kComplex64, DType::kComplex128};
   using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : dtypes) {
       for (int64_t numel : {int64_t{3}, int64_t{4099}}) {
@@ -162,7 +162,7 @@ TEST_P(RingTest, AllGatherMixedSizes) {
   const std::vector<DType> dtypes = {DType::kBool, DType::kInt32,
                                      DType::kFloat32, DType::kBFloat16,
                                      DType::kComplex128};
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : dtypes) {
       for (bool all_large : {false, true})
@@ -194,9 +194,9 @@ TEST_P(RingTest, AllGatherAlongAxisLarge) {
     return Value(Value::List{Sample(DType::kFloat64, {4, cols}, r),
                              Sample(DType::kInt8, {1, r + 1}, r)});
   };
-  auto out = OnEveryRank<absl::StatusOr<Value>>(*job_, [&](Worker& w, int r) {
-    return AllGather(World(w), value(r), -1);
-  });
+  auto out = OnEveryRank<absl::StatusOr<Value>>(
+      *job_,
+      [&](WorkerImpl& w, int r) { return AllGather(World(w), value(r), -1); });
   std::vector<Tensor> big, small;
   for (int i = 0; i < n_; ++i) {
     big.push_back(value(i).as_list()[0].as_tensor());
@@ -239,10 +239,11 @@ TEST_P(RingTest, ReduceScatterSingleLargeTensor) {
   auto input = [&](int r) {
     return Sample(DType::kFloat32, {n_ * 64, 8}, Seed(r, 3));
   };
-  auto out = OnEveryRank<absl::StatusOr<Value>>(*job_, [&](Worker& w, int r) {
-    return RunCollective(World(w), "reduce_scatter", Value(input(r)),
-                         Value(Value::Map{{"op", "sum"}}));
-  });
+  auto out =
+      OnEveryRank<absl::StatusOr<Value>>(*job_, [&](WorkerImpl& w, int r) {
+        return RunCollective(World(w), "reduce_scatter", Value(input(r)),
+                             Value(Value::Map{{"op", "sum"}}));
+      });
   for (int r = 0; r < n_; ++r) {
     std::vector<std::vector<C>> ins;
     for (int i = 0; i < n_; ++i) {
@@ -269,7 +270,7 @@ TEST_P(RingTest, TreeBroadcastFromEverySource) {
     });
   };
   using Results = std::vector<absl::StatusOr<Value>>;
-  auto out = OnEveryRank<Results>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (int src = 0; src < n_; ++src) {
       results.push_back(
@@ -306,7 +307,7 @@ TEST_P(RingTest, LargeAllToAllSingleAndScatterGather) {
     absl::StatusOr<Value> scattered = absl::UnknownError("not run");
     absl::StatusOr<std::vector<Value>> gathered = absl::UnknownError("not run");
   };
-  auto out = OnEveryRank<Out>(*job_, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Out>(*job_, [&](WorkerImpl& w, int r) {
     Out o;
     o.a2a = AllToAllSingle(World(w), input(r), {}, splits(r));
     std::vector<Value> pieces;
@@ -356,7 +357,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, RingTest, ::testing::Values(1, 2, 3, 4, 5),
 // receiver asks for the message; everything still arrives.
 TEST(RingBackpressureTest, TinyReceiveBuffer) {
   LocalJob::Options options;
-  options.configure = [](WorkerOptions& o) {
+  options.configure = [](WorkerConfig& o) {
     o.collectives.direct_bytes = kDirectBytes;
     o.collectives.chunk_bytes = 512;
     // Room for one of the ~2.5 KB messages at a time.
@@ -366,7 +367,7 @@ TEST(RingBackpressureTest, TinyReceiveBuffer) {
                        LocalJob::Start(4, options));
   auto input = [](int r) { return Sample(DType::kInt64, {4 * 300}, r); };
   using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job, [&](Worker& w, int r) {
+  auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
     Results results;
     ProcessGroup& g = w.collectives().world();
     for (int round = 0; round < 3; ++round) {

@@ -27,7 +27,7 @@ class SeedTest : public ::ferry::testing::JobTest {};
 // input = arange(4) + rank * 4, chunked in 4; output[i] = rank i's chunk.
 TEST_F(SeedTest, AllToAllEven) {
   Start(4);
-  auto out = Spmd<std::vector<Tensor>>(*job_, [](Worker& w, int rank) {
+  auto out = Spmd<std::vector<Tensor>>(*job_, [](WorkerImpl& w, int rank) {
     std::vector<Tensor> in;
     for (int i = 0; i < 4; ++i) in.push_back(I64({rank * 4 + i}));
     return AllToAll(w.collectives().world(), in);
@@ -58,7 +58,7 @@ const std::vector<std::vector<int64_t>> kOutputs = {
 TEST_F(SeedTest, AllToAllSingleUnevenSplits) {
   Start(4);
   for (bool with_output_splits : {true, false}) {
-    auto out = Spmd<Tensor>(*job_, [&](Worker& w, int rank) {
+    auto out = Spmd<Tensor>(*job_, [&](WorkerImpl& w, int rank) {
       return AllToAllSingle(
           w.collectives().world(), I64(kInputs[rank]),
           with_output_splits ? kOutputSplits[rank] : std::vector<int64_t>{},
@@ -74,7 +74,7 @@ TEST_F(SeedTest, AllToAllSingleUnevenSplits) {
 // The same data as lists of split tensors through the list form.
 TEST_F(SeedTest, AllToAllUnevenLists) {
   Start(4);
-  auto out = Spmd<std::vector<Tensor>>(*job_, [&](Worker& w, int rank) {
+  auto out = Spmd<std::vector<Tensor>>(*job_, [&](WorkerImpl& w, int rank) {
     std::vector<Tensor> in;
     int64_t at = 0;
     for (int64_t n : kInputSplits[rank]) {
@@ -97,7 +97,7 @@ TEST_F(SeedTest, AllToAllUnevenLists) {
 TEST_F(SeedTest, AllToAllComplex) {
   Start(4);
   using C = std::complex<float>;
-  auto out = Spmd<std::vector<Tensor>>(*job_, [](Worker& w, int rank) {
+  auto out = Spmd<std::vector<Tensor>>(*job_, [](WorkerImpl& w, int rank) {
     std::vector<Tensor> in;
     for (int i = 0; i < 4; ++i) {
       float x = static_cast<float>(i + 1 + 4 * rank);
@@ -117,7 +117,7 @@ TEST_F(SeedTest, AllToAllComplex) {
 
 TEST_F(SeedTest, AllGatherSingleTensor) {
   Start(2);
-  auto out = Spmd<Value>(*job_, [](Worker& w, int) {
+  auto out = Spmd<Value>(*job_, [](WorkerImpl& w, int) {
     return AllGather(w.collectives().world(), Value(I32({1, 2, 3}, {3})), 0);
   });
   for (int r = 0; r < 2; ++r) {
@@ -128,7 +128,7 @@ TEST_F(SeedTest, AllGatherSingleTensor) {
 
 TEST_F(SeedTest, AllGatherNestedList) {
   Start(2);
-  auto out = Spmd<Value>(*job_, [](Worker& w, int) {
+  auto out = Spmd<Value>(*job_, [](WorkerImpl& w, int) {
     Value nest(Value::List{I32({1, 2, 3}, {3}), I32({1, 2, 3, 4}, {2, 2})});
     return AllGather(w.collectives().world(), nest, 0);
   });
@@ -145,7 +145,7 @@ TEST_F(SeedTest, AllGatherNestedList) {
 // 5]]} ('a' is [0, 1]: the seed's [1, 2] is one of its two errors).
 TEST_F(SeedTest, AllGatherDifferentSizesAlongAxis) {
   Start(2);
-  auto out = Spmd<Value>(*job_, [](Worker& w, int rank) {
+  auto out = Spmd<Value>(*job_, [](WorkerImpl& w, int rank) {
     Value v = rank == 0 ? Value(Value::Map{{"a", I32({0}, {1})},
                                            {"b", I32({0, 1}, {1, 2})}})
                         : Value(Value::Map{{"a", I32({1}, {1})},

@@ -66,7 +66,7 @@ TEST_F(SparseTest, SeedExample) {
                                           {{C + 2}, {C + 3}, {}}}};
   const std::vector<Lists> d[2] = {{{{}, {D + 0}, {}}},
                                    {{{D + 1}, {D + 2}, {D + 3, D + 4}}}};
-  auto out = Spmd<SparseFeatures>(*job_, [&](Worker& w, int r) {
+  auto out = Spmd<SparseFeatures>(*job_, [&](WorkerImpl& w, int r) {
     std::vector<Lists> scores = id_list[r];
     scores.push_back(d[r][0]);
     SparseFeatures in{Kjt({"A", "B", "C"}, id_list[r]),
@@ -131,7 +131,7 @@ void CheckAgainstReference(LocalJob& job, int stagger,
   std::vector<int> first(n + 1, 0);
   for (int r = 0; r < n; ++r)
     first[r + 1] = first[r] + static_cast<int>(fpr[r]);
-  auto out = Spmd<KeyedJaggedTensor>(job, [&](Worker& w, int r) {
+  auto out = Spmd<KeyedJaggedTensor>(job, [&](WorkerImpl& w, int r) {
     return KJTAllToAll(w.collectives().world(), Kjt(keys, inputs[r], true), fpr,
                        stagger);
   });
@@ -216,7 +216,7 @@ TEST_F(SparseTest, BadInputsFailEveryRank) {
        "features_per_rank asks for more features than kjt's 2 keys"},
   };
   for (const Case& c : cases) {
-    auto out = Spmd<KeyedJaggedTensor>(*job_, [&](Worker& w, int r) {
+    auto out = Spmd<KeyedJaggedTensor>(*job_, [&](WorkerImpl& w, int r) {
       return KJTAllToAll(w.collectives().world(), c.input(r), c.fpr, c.stagger);
     });
     for (int r = 0; r < 2; ++r) {
@@ -226,7 +226,7 @@ TEST_F(SparseTest, BadInputsFailEveryRank) {
     }
   }
   // The group works afterwards.
-  auto ok = Spmd<KeyedJaggedTensor>(*job_, [&](Worker& w, int) {
+  auto ok = Spmd<KeyedJaggedTensor>(*job_, [&](WorkerImpl& w, int) {
     return KJTAllToAll(w.collectives().world(), Kjt({"a", "b"}, two_keys),
                        {1, 1});
   });

@@ -19,7 +19,8 @@ namespace testing {
 // fn(worker, rank) on every rank concurrently; the results by rank.
 template <typename T>
 std::vector<absl::StatusOr<T>> Spmd(
-    LocalJob& job, const std::function<absl::StatusOr<T>(Worker&, int)>& fn) {
+    LocalJob& job,
+    const std::function<absl::StatusOr<T>(WorkerImpl&, int)>& fn) {
   std::vector<absl::StatusOr<T>> results(job.size(),
                                          absl::UnknownError("not run"));
   std::vector<std::thread> threads;

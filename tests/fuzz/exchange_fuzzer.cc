@@ -35,7 +35,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
-#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_clock.h"
 
 namespace ferry {
 namespace {
@@ -153,7 +153,7 @@ class Run {
     }
   }
 
-  testing::FakeClock clock_;
+  testing::ManualClock clock_;
   Mailbox box_;
   std::unique_ptr<Inbound> streams_[kStreams];
   std::set<std::string> begun_;

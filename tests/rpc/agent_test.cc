@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/generic_stub.h"
@@ -15,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/value/json.h"
+#include "tests/testing/secret_files.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
@@ -90,7 +93,7 @@ TEST_F(AgentTest, FunctionFailureCarriesWorkerAndMessage) {
 }
 
 TEST_F(AgentTest, ThrowingFunctionIsInternalAndWorkerSurvives) {
-  StartJob(2, {.setup = [](Worker& w) {
+  StartJob(2, {.setup = [](WorkerImpl& w) {
              ASSERT_OK(w.registry().Register("throws", []() -> int64_t {
                throw std::runtime_error("oops");
              }));
@@ -110,7 +113,7 @@ TEST_F(AgentTest, SlowCallTimesOutWithDeadlineExceeded) {
 }
 
 TEST_F(AgentTest, ZeroTimeoutMeansNoDeadline) {
-  StartJob(2, {.configure = [](WorkerOptions& o) {
+  StartJob(2, {.configure = [](WorkerConfig& o) {
              o.default_timeout = absl::Milliseconds(50);
            }});
   EXPECT_OK(agent(0).RpcSync("worker1", "sleep_ms", {200},
@@ -122,9 +125,9 @@ TEST_F(AgentTest, ZeroTimeoutMeansNoDeadline) {
 // A function that waits on another worker through a future holds no
 // executor thread: with one thread, many such calls in flight still finish.
 TEST_F(AgentTest, AsyncFunctionsDoNotDeadlockASmallExecutor) {
-  StartJob(3, {.configure = [](WorkerOptions& o) { o.executor_threads = 1; },
+  StartJob(3, {.configure = [](WorkerConfig& o) { o.executor_threads = 1; },
                .setup =
-                   [](Worker& w) {
+                   [](WorkerImpl& w) {
                      RpcAgent* agent = &w.rpc();
                      ASSERT_OK(w.registry().RegisterAsync(
                          "relay",
@@ -359,29 +362,34 @@ TEST(RendezvousTest, UnreachableMasterIsBounded) {
 
 // ---- Security ----
 
+// The test certificates; keys and tokens as private copies (secret files
+// readable by others are refused).
 std::string TestData(const std::string& name) {
-  return absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/",
-                      name);
+  std::string path =
+      absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/", name);
+  if (absl::EndsWith(name, ".key") || absl::EndsWith(name, ".txt")) {
+    return ::ferry::testing::PrivateCopy(path);
+  }
+  return path;
 }
 
 TEST_F(AgentTest, TokenIsRequiredWhenConfigured) {
   ASSERT_OK_AND_ASSIGN(auto security,
                        Security::Load({.token_file = TestData("token.txt")}));
-  StartJob(2, {.configure = [security](WorkerOptions& o) {
-             o.security = security;
-           }});
+  StartJob(
+      2, {.configure = [security](WorkerConfig& o) { o.security = security; }});
   EXPECT_OK(agent(0).RpcSync("worker1", "echo", {1}));
-  ClientOptions no_token;
+  RpcClientOptions no_token;
   no_token.connect_timeout = absl::Seconds(2);
   EXPECT_THAT(job_->Connect(no_token),
               StatusIs(absl::StatusCode::kUnauthenticated));
   ASSERT_OK_AND_ASSIGN(
       auto wrong, Security::Load({.token_file = TestData("wrong_token.txt")}));
-  ClientOptions bad;
+  RpcClientOptions bad;
   bad.security = wrong;
   bad.connect_timeout = absl::Seconds(2);
   EXPECT_THAT(job_->Connect(bad), StatusIs(absl::StatusCode::kUnauthenticated));
-  ClientOptions good;
+  RpcClientOptions good;
   good.security = security;
   ASSERT_OK_AND_ASSIGN(auto client, job_->Connect(good));
   EXPECT_OK(client->rpc().RpcSync("worker1", "echo", {1}));
@@ -392,20 +400,20 @@ TEST_F(AgentTest, MutualTlsJobWorksAndRejectsForeignCertificates) {
                        Security::Load({.tls_cert_file = TestData("node.pem"),
                                        .tls_key_file = TestData("node.key"),
                                        .tls_ca_file = TestData("ca.pem")}));
-  StartJob(2, {.configure = [tls](WorkerOptions& o) { o.security = tls; }});
+  StartJob(2, {.configure = [tls](WorkerConfig& o) { o.security = tls; }});
   ASSERT_OK_AND_ASSIGN(Value v, agent(0).RpcSync("worker1", "add", {1, 2}));
   EXPECT_EQ(v, Value(3));
   ASSERT_OK_AND_ASSIGN(auto foreign,
                        Security::Load({.tls_cert_file = TestData("other.pem"),
                                        .tls_key_file = TestData("other.key"),
                                        .tls_ca_file = TestData("ca.pem")}));
-  ClientOptions o;
+  RpcClientOptions o;
   o.security = foreign;
   o.connect_timeout = absl::Seconds(2);
   EXPECT_THAT(job_->Connect(o), StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(
       Security::Load({.tls_cert_file = TestData("node.pem")}),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("all of")));
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls_key")));
 }
 
 }  // namespace

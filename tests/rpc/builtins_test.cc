@@ -59,7 +59,7 @@ class BuiltinsTest : public ::testing::Test {
     return r->is_tensor() ? r->as_tensor() : Tensor();
   }
 
-  Timers timers_;
+  ThreadTimers timers_;
   Registry registry_;
   CallContext ctx_;
 };

@@ -7,13 +7,13 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/testing/fake_clock.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
-using ::ferry::testing::FakeClock;
+using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -79,7 +79,7 @@ class OwnerTableTest : public ::testing::Test {
     return *o.result;
   }
 
-  FakeClock clock_;
+  ManualClock clock_;
   OwnerTable table_;
 };
 

@@ -27,7 +27,7 @@ class RRefTest : public ::testing::Test {
     ASSERT_OK(job);
     job_ = *std::move(job);
   }
-  Worker& worker(int r) { return job_->worker(r); }
+  WorkerImpl& worker(int r) { return job_->worker(r); }
 
   // Every owner table is empty once all copies are released (deletes are
   // asynchronous: wait, bounded).
@@ -233,7 +233,7 @@ TEST_F(RRefTest, ListOwnedShowsForks) {
 }
 
 // Waits (bounded) until `worker` knows node `node` is gone.
-void AwaitDown(Worker& worker, uint64_t node) {
+void AwaitDown(WorkerImpl& worker, uint64_t node) {
   absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (!worker.rpc().membership().DownReason(node).has_value() &&
          absl::Now() < deadline) {
@@ -284,10 +284,10 @@ TEST_F(RRefTest, DeadUsersCopiesAreReclaimed) {
 
 // Without membership news (a partition), the lease alone reclaims.
 TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentClient) {
-  StartJob(2, {.configure = [](WorkerOptions& o) {
+  StartJob(2, {.configure = [](WorkerConfig& o) {
              o.rref.lease = absl::Milliseconds(400);
            }});
-  ClientLayerOptions layers;
+  ClientLayers layers;
   layers.rref.lease = absl::Milliseconds(400);
   ASSERT_OK_AND_ASSIGN(auto client, job_->Connect({}, layers));
   ASSERT_OK_AND_ASSIGN(RRef r, client->rrefs().Remote("worker1", "echo", {1}));
@@ -306,7 +306,7 @@ TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentClient) {
 
 TEST_F(RRefTest, LiveRRefLimitIsResourceExhausted) {
   StartJob(2,
-           {.configure = [](WorkerOptions& o) { o.rref.max_live_rrefs = 3; }});
+           {.configure = [](WorkerConfig& o) { o.rref.max_live_rrefs = 3; }});
   std::vector<RRef> held;
   for (int i = 0; i < 3; ++i) {
     ASSERT_OK_AND_ASSIGN(RRef r,

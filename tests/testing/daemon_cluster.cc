@@ -74,6 +74,7 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
         absl::StrCat("ferryctl up: ", up->Describe()));
   }
   job->master_ = cluster->Find("master")->as_string();
+  job->token_file_ = cluster->Find("token_file")->as_string();
   for (const Value& w : cluster->Find("workers")->as_list()) {
     job->pids_.push_back(static_cast<pid_t>(w.Find("pid")->as_int()));
   }

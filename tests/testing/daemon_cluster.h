@@ -51,6 +51,8 @@ class DaemonCluster {
       std::optional<std::string> stdin_text = std::nullopt) const;
 
   const std::string& master() const { return master_; }
+  // The job's token (up made it, in the job's private directory).
+  const std::string& token_file() const { return token_file_; }
   pid_t pid(int rank) const { return pids_[rank]; }
   const std::string& dir() const { return dir_; }
 
@@ -60,6 +62,7 @@ class DaemonCluster {
 
   std::string dir_;
   std::string master_;
+  std::string token_file_;
   std::vector<pid_t> pids_;
 };
 

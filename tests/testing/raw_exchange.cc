@@ -65,11 +65,17 @@ proto::ChunkHeader AbortHeader(std::string op, int src, absl::StatusCode code,
   return h;
 }
 
+void Authorize(grpc::ClientContext* context, const std::string& token) {
+  if (!token.empty()) context->AddMetadata("authorization", "Bearer " + token);
+}
+
 std::unique_ptr<RawExchangeStream> RawExchangeStream::Open(
-    const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout) {
+    const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
+    const std::string& token) {
   std::unique_ptr<RawExchangeStream> s(new RawExchangeStream());
   s->deadline_ = absl::Now() + timeout;
   s->context_.set_deadline(absl::ToChronoTime(s->deadline_));
+  Authorize(&s->context_, token);
   s->stub_ = std::make_unique<grpc::GenericStub>(channel);
   s->call_ = s->stub_->PrepareCall(&s->context_, kExchangeMethod, &s->cq_);
   s->call_->StartCall(Tag(1));
@@ -130,9 +136,9 @@ grpc::Status RawExchangeStream::Finish() {
 
 grpc::Status SendFrames(const std::shared_ptr<grpc::Channel>& channel,
                         const std::vector<std::string>& frames,
-                        absl::Duration timeout) {
+                        absl::Duration timeout, const std::string& token) {
   std::unique_ptr<RawExchangeStream> s =
-      RawExchangeStream::Open(channel, timeout);
+      RawExchangeStream::Open(channel, timeout, token);
   for (const std::string& f : frames) {
     if (!s->Write(f)) break;
   }

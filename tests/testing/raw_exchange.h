@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -43,9 +44,12 @@ proto::ChunkHeader AbortHeader(std::string op, int src, absl::StatusCode code,
 // One raw Exchange stream. Every wait is bounded by the stream's timeout.
 class RawExchangeStream {
  public:
-  // The stream's gRPC deadline is `timeout` from now.
+  // The stream's gRPC deadline is `timeout` from now. `token`: the job's
+  // token, sent as "authorization: Bearer <token>" ("" = none): the right
+  // to connect, which any process of the job has.
   static std::unique_ptr<RawExchangeStream> Open(
-      const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout);
+      const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
+      const std::string& token = "");
   ~RawExchangeStream();
 
   // False once the stream is over (the server ended it, or the deadline).
@@ -71,7 +75,11 @@ class RawExchangeStream {
 // Sends whole `frames` on one stream, half-closes, and returns the status.
 grpc::Status SendFrames(const std::shared_ptr<grpc::Channel>& channel,
                         const std::vector<std::string>& frames,
-                        absl::Duration timeout = absl::Seconds(10));
+                        absl::Duration timeout = absl::Seconds(10),
+                        const std::string& token = "");
+
+// "Bearer <token>" on `context` (nothing if `token` is empty).
+void Authorize(grpc::ClientContext* context, const std::string& token);
 
 }  // namespace testing
 }  // namespace ferry

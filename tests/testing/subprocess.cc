@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,8 +44,17 @@ absl::Status ErrnoError(absl::string_view what, int err) {
 }
 
 // The environment for the child: ours with `extra` added or replacing.
+// Bazel runs tests without HOME; children get a private state directory
+// in the test's scratch space (where ferryctl records the jobs it starts),
+// as a user's shell would have one.
 std::vector<std::string> MergedEnv(
-    const std::vector<std::pair<std::string, std::string>>& extra) {
+    std::vector<std::pair<std::string, std::string>> extra) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  if (std::getenv("XDG_STATE_HOME") == nullptr && tmp != nullptr) {
+    const std::string state = std::string(tmp) + "/state";
+    mkdir(state.c_str(), 0700);
+    extra.insert(extra.begin(), {"XDG_STATE_HOME", state});
+  }
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     absl::string_view entry = *e;

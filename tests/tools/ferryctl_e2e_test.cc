@@ -560,10 +560,22 @@ TEST_F(ClusterTest, KillDashNineDuringCallFailsItUnavailableNamingWorker) {
   ExpectOk(Ctl({"call", "worker1", "add", "[1,2]"}), "3\n");
 }
 
-TEST_F(ClusterTest, LateJoinerIsRejectedAlreadyExists) {
+TEST_F(ClusterTest, JoinerWithoutTheTokenIsRefused) {
   ProcessResult r = RunChecked(
       FerrydArgv({"--rank=1", "--world_size=3", "--master=" + master_,
                   "--startup_timeout_ms=2000"}),
+      {}, kFaultBound);
+  EXPECT_FALSE(r.timed_out) << r.Describe();
+  EXPECT_EQ(r.exit_code, 1) << r.Describe();
+  EXPECT_THAT(r.err, HasSubstr("ferryd: UNAUTHENTICATED: ")) << r.Describe();
+  ExpectOk(Ctl({"call", "worker1", "worker_name"}), "\"worker1\"\n");
+}
+
+TEST_F(ClusterTest, LateJoinerIsRejectedAlreadyExists) {
+  ProcessResult r = RunChecked(
+      FerrydArgv({"--rank=1", "--world_size=3", "--master=" + master_,
+                  "--startup_timeout_ms=2000",
+                  "--token_file=" + GetString(up_json_, "token_file")}),
       {}, kFaultBound);
   EXPECT_FALSE(r.timed_out) << r.Describe();
   EXPECT_EQ(r.exit_code, 1) << r.Describe();

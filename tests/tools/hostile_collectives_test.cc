@@ -1,6 +1,7 @@
 // A hostile peer against real ferryd daemons: raw frames on
-// /ferry.proto.Collectives/Exchange and raw Rendezvous calls, each with the
-// same token-less plaintext access any process on the network has today.
+// /ferry.proto.Collectives/Exchange and raw Rendezvous calls, made with the
+// job's token — the right to connect, which every process of the job has —
+// but with no ferry code on the sending side.
 //
 // Every case must get its specific code, naming the flag where a limit was
 // met, within kAnswerWithin (the hostile call's own gRPC deadline: a slower
@@ -24,16 +25,18 @@
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/security.h"
 #include "rpc/value/json.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/status_matchers.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::AbortHeader;
+using ::ferry::testing::Authorize;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::DataHeader;
 using ::ferry::testing::FrameBytes;
@@ -78,8 +81,11 @@ class HostileCollectivesTest : public ::testing::Test {
         DaemonCluster::Up(kWorld, Flags());
     ASSERT_OK(job);
     job_ = job->release();
-    absl::StatusOr<std::unique_ptr<Client>> client =
-        Client::Connect({.master = job_->master(), .description = "honest"});
+    absl::StatusOr<std::string> token =
+        ReadSecretFile(job_->token_file(), "--token_file");
+    ASSERT_OK(token);
+    token_ = new std::string(*token);
+    absl::StatusOr<std::unique_ptr<ClientImpl>> client = Connect("honest");
     ASSERT_OK(client);
     client_ = client->release();
     for (int r = 0; r < kWorld; ++r) {
@@ -99,6 +105,8 @@ class HostileCollectivesTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete client_;
     client_ = nullptr;
+    delete token_;
+    token_ = nullptr;
     delete job_;  // ferryctl down, then SIGKILL of survivors.
     job_ = nullptr;
   }
@@ -121,10 +129,23 @@ class HostileCollectivesTest : public ::testing::Test {
     EXPECT_OK(HonestAllReduce());
   }
 
+  static absl::StatusOr<std::unique_ptr<ClientImpl>> Connect(
+      const std::string& description) {
+    RpcClientOptions o;
+    o.master = job_->master();
+    o.description = description;
+    absl::StatusOr<std::shared_ptr<const Security>> security =
+        Security::Load({.token_file = job_->token_file()});
+    if (!security.ok()) return security.status();
+    o.security = *security;
+    return ClientImpl::Connect(o);
+  }
+
   static absl::StatusOr<proto::WorkerStatus> Status(int rank) {
     auto stub = proto::Worker::NewStub(channels_[rank]);
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    Authorize(&context, *token_);
     proto::WorkerStatus status;
     grpc::Status s = stub->GetStatus(&context, proto::StatusRequest(), &status);
     if (!s.ok()) return absl::UnavailableError(s.error_message());
@@ -166,7 +187,8 @@ class HostileCollectivesTest : public ::testing::Test {
 
   // `frames` on one stream to worker `rank`, answered within kAnswerWithin.
   static absl::Status Send(int rank, const std::vector<std::string>& frames) {
-    grpc::Status s = SendFrames(channels_[rank], frames, kAnswerWithin);
+    grpc::Status s =
+        SendFrames(channels_[rank], frames, kAnswerWithin, *token_);
     return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                         s.error_message());
   }
@@ -180,6 +202,7 @@ class HostileCollectivesTest : public ::testing::Test {
       absl::Duration deadline) {
     auto held = std::make_unique<HeldBarrier>();
     held->context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    Authorize(&held->context, *token_);
     held->request.set_node(node);
     held->request.set_name(std::move(name));
     held->request.set_timeout_ms(60000);
@@ -232,13 +255,15 @@ class HostileCollectivesTest : public ::testing::Test {
   }
 
   static DaemonCluster* job_;
-  static Client* client_;
+  static std::string* token_;
+  static ClientImpl* client_;
   static std::shared_ptr<grpc::Channel> channels_[kWorld];
   static int64_t baseline_heap_[kWorld];
 };
 
 DaemonCluster* HostileCollectivesTest::job_ = nullptr;
-Client* HostileCollectivesTest::client_ = nullptr;
+std::string* HostileCollectivesTest::token_ = nullptr;
+ClientImpl* HostileCollectivesTest::client_ = nullptr;
 std::shared_ptr<grpc::Channel> HostileCollectivesTest::channels_[kWorld];
 int64_t HostileCollectivesTest::baseline_heap_[kWorld];
 
@@ -270,7 +295,7 @@ TEST_F(HostileCollectivesTest, NeverEndingStreams) {
 // its admission (and what it sent) for as long as it stayed open.
 TEST_F(HostileCollectivesTest, StalledStreamIsDroppedAfterTheTtl) {
   std::unique_ptr<RawExchangeStream> stream =
-      RawExchangeStream::Open(channels_[1], absl::Seconds(30));
+      RawExchangeStream::Open(channels_[1], absl::Seconds(30), *token_);
   ASSERT_TRUE(stream->Write(FrameBytes(DataHeader("world/903", 0, 0, 4 * kMiB),
                                        std::string(kMiB, 'x'))));
   EXPECT_TRUE(Settles(1, [](const proto::WorkerStatus& s) {
@@ -393,6 +418,7 @@ TEST_F(HostileCollectivesTest, Clients) {
   for (int i = 0; i < 8 && refused.ok(); ++i) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
+    Authorize(&context, *token_);
     proto::RegisterClientRequest request;
     request.set_description(std::string(1 << 20, 'd'));
     proto::RegisterClientResponse response;
@@ -406,6 +432,7 @@ TEST_F(HostileCollectivesTest, Clients) {
   for (uint64_t node : clients) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
+    Authorize(&context, *token_);
     proto::PollRequest poll;
     poll.set_node(node);
     poll.set_leaving(true);
@@ -415,9 +442,7 @@ TEST_F(HostileCollectivesTest, Clients) {
   absl::Status again;
   const absl::Time until = absl::Now() + kSettle;
   do {
-    absl::StatusOr<std::unique_ptr<Client>> c =
-        Client::Connect({.master = job_->master(), .description = "again"});
-    again = c.status();
+    again = Connect("again").status();
     if (!again.ok()) absl::SleepFor(absl::Milliseconds(50));
   } while (!again.ok() && absl::Now() < until);
   EXPECT_OK(again);

@@ -15,11 +15,12 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rpc/base/status_util.h"
+#include "rpc/security.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace {
@@ -64,6 +65,7 @@ class RRefE2eTest : public ::testing::Test {
     ASSERT_EQ(up.exit_code, 0) << up.Describe();
     ASSERT_OK_AND_ASSIGN(Value cluster, ParseJson(up.out));
     master_ = cluster.Find("master")->as_string();
+    token_file_ = cluster.Find("token_file")->as_string();
     for (const Value& w : cluster.Find("workers")->as_list()) {
       pids_.push_back(w.Find("pid")->as_int());
     }
@@ -91,11 +93,12 @@ class RRefE2eTest : public ::testing::Test {
     return RunProcess(argv, o, timeout);
   }
 
-  Client& client() {
+  ClientImpl& client() {
     if (client_ == nullptr) {
-      ClientOptions o;
+      RpcClientOptions o;
       o.master = master_;
-      client_ = *Client::Connect(o);
+      o.security = *Security::Load({.token_file = token_file_});
+      client_ = *ClientImpl::Connect(o);
     }
     return *client_;
   }
@@ -125,8 +128,9 @@ class RRefE2eTest : public ::testing::Test {
 
   std::string dir_;
   std::string master_;
+  std::string token_file_;
   std::vector<int64_t> pids_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<ClientImpl> client_;
 };
 
 TEST_F(RRefE2eTest, SeedScriptRunsAgainstDaemonsAndLeavesNothing) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/tensor_math.h"
 #include "tools/bench/gloo_baseline.h"
+#include "tools/bench/peer_process.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -21,7 +23,12 @@ namespace bench {
 namespace {
 
 const char* const kOps[] = {"all_to_all_single", "all_gather", "all_reduce",
-                            "broadcast"};
+                            "reduce_scatter", "broadcast"};
+
+// A peer program's start (importing torch, connecting W ranks) and one
+// request (one timing), on a loaded 2-core host.
+constexpr absl::Duration kPeerStartBound = absl::Minutes(2);
+constexpr absl::Duration kPeerBound = absl::Minutes(5);
 
 MakeOp FerryOp(LocalJob& job, const std::string& op, int64_t bytes) {
   return [&job, op, bytes](int rank) -> absl::StatusOr<OneOp> {
@@ -31,6 +38,16 @@ MakeOp FerryOp(LocalJob& job, const std::string& op, int64_t bytes) {
           Tensor t,
           Fill(DType::kFloat32, {std::max<int64_t>(bytes / 4, 1)}, 1.0));
       return OneOp([&world, t] { return AllReduce(world, t).status(); });
+    }
+    if (op == "reduce_scatter") {
+      std::vector<Tensor> inputs(world.size());
+      for (Tensor& t : inputs) {
+        FERRY_ASSIGN_OR_RETURN(
+            t, Fill(DType::kFloat32, {ReduceScatterChunk(bytes, world.size())},
+                    1.0));
+      }
+      return OneOp(
+          [&world, inputs] { return ReduceScatter(world, inputs).status(); });
     }
     FERRY_ASSIGN_OR_RETURN(Tensor t, Fill(DType::kUInt8, {bytes}, 1.0));
     if (op == "all_gather")
@@ -43,10 +60,12 @@ MakeOp FerryOp(LocalJob& job, const std::string& op, int64_t bytes) {
   };
 }
 
+// Times `iterations` ops of one system (all its ranks); the time per op.
+using TimeOps = std::function<absl::StatusOr<absl::Duration>(int iterations)>;
+
 // Enough iterations for about `budget` of measuring, from one probe.
-absl::StatusOr<int> Calibrate(int world, const MakeOp& make,
-                              absl::Duration budget) {
-  FERRY_ASSIGN_OR_RETURN(absl::Duration once, TimeOnThreads(world, 1, make));
+absl::StatusOr<int> Calibrate(const TimeOps& time, absl::Duration budget) {
+  FERRY_ASSIGN_OR_RETURN(absl::Duration once, time(1));
   int64_t n = once > absl::ZeroDuration() ? budget / once : 200;
   return static_cast<int>(std::clamp<int64_t>(n, 3, 200));
 }
@@ -56,16 +75,84 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// torch's Gloo (tools/bench/peers/torch_gloo_bench.py) timing `op` as
+// TimeOnThreads does, in its own processes.
+TimeOps PeerOps(PeerProcess& peer, const std::string& op, int64_t bytes,
+                int world) {
+  return [&peer, op, bytes, world](int n) -> absl::StatusOr<absl::Duration> {
+    FERRY_ASSIGN_OR_RETURN(
+        std::vector<Row> rows,
+        peer.Request(absl::StrCat("time ", op, " ", bytes, " ", n),
+                     kPeerBound));
+    if (rows.size() != 1 || rows[0].op != op || rows[0].size_bytes != bytes ||
+        rows[0].world != world || rows[0].metric != "op_time_us") {
+      return absl::InternalError(
+          absl::StrCat(peer.name(), ": not one op_time_us row for ", op, " ",
+                       bytes, " B, world ", world));
+    }
+    return absl::Microseconds(rows[0].value);
+  };
+}
+
+struct System {
+  const char* name;
+  TimeOps time;
+  std::vector<double> us;
+  int iterations = 0;
+};
+
+std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
+                               LocalJob& job, GlooGroup& gloo,
+                               PeerProcess* peer, const std::string& op,
+                               int64_t bytes) {
+  auto on_threads = [world](MakeOp make) {
+    return [world, make](int n) { return TimeOnThreads(world, n, make); };
+  };
+  std::vector<System> systems;
+  if (o.system.empty() || o.system == "ferry") {
+    systems.push_back({"ferry", on_threads(FerryOp(job, op, bytes))});
+  }
+  if (o.system.empty() || o.system == "gloo") {
+    systems.push_back({"gloo", on_threads([&gloo, op, bytes](int rank) {
+                         return gloo.Op(op, bytes, rank);
+                       })});
+  }
+  if (peer != nullptr) {
+    systems.push_back({"torch_gloo", PeerOps(*peer, op, bytes, world)});
+  }
+  return systems;
+}
+
+absl::Status Failed(const absl::Status& s, const System& system,
+                    const std::string& op, int64_t bytes, int world) {
+  return absl::Status(
+      s.code(), absl::StrCat(system.name, " ", op, " ", bytes, " B, world ",
+                             world, ": ", s.message()));
+}
+
+absl::StatusOr<std::unique_ptr<PeerProcess>> StartPeer(
+    const CollectiveSuiteOptions& o, int world) {
+  if (o.peers == nullptr || !(o.system.empty() || o.system == "torch_gloo")) {
+    return nullptr;
+  }
+  return PeerProcess::Start(
+      o.peers->Command("torch_gloo_bench.py",
+                       {"--serve", absl::StrCat("--world=", world)}),
+      kPeerStartBound);
+}
+
 absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
                       Report* report) {
   LocalJob::Options job_options;
-  job_options.configure = [&](WorkerOptions& w) {
+  job_options.configure = [&](WorkerConfig& w) {
     if (o.direct_bytes > 0) w.collectives.direct_bytes = o.direct_bytes;
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, job_options));
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> gloo,
                          GlooGroup::Connect(world));
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
+                         StartPeer(o, world));
   const std::vector<int64_t> sizes =
       o.quick ? std::vector<int64_t>{8, 1 << 20}
               : std::vector<int64_t>{8, 64 << 10, 1 << 20, 16 << 20};
@@ -73,36 +160,31 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
       o.quick ? absl::Milliseconds(100) : absl::Milliseconds(400);
   for (const char* op : kOps) {
     if (!o.only_op.empty() && o.only_op != op) continue;
+    // A peer without this op (torch 1.13's Gloo: reduce_scatter) is left
+    // out of it, said once.
+    bool peer_has_op = true;
     for (int64_t bytes : sizes) {
-      struct System {
-        const char* name;
-        MakeOp make;
-        std::vector<double> us;
-        int iterations = 0;
-      };
-      std::vector<System> systems;
-      if (o.system.empty() || o.system == "ferry") {
-        systems.push_back({"ferry", FerryOp(*job, op, bytes)});
+      std::vector<System> systems = SystemsFor(
+          o, world, *job, *gloo, peer_has_op ? peer.get() : nullptr, op, bytes);
+      for (auto s = systems.begin(); s != systems.end();) {
+        absl::StatusOr<int> n = Calibrate(s->time, budget);
+        if (n.ok()) {
+          (s++)->iterations = *n;
+        } else if (n.status().code() == absl::StatusCode::kUnimplemented &&
+                   peer != nullptr && std::string(s->name) == "torch_gloo") {
+          std::fprintf(stderr, "ferry_bench: no %s row for %s: %s\n", s->name,
+                       op, std::string(n.status().message()).c_str());
+          peer_has_op = false;
+          s = systems.erase(s);
+        } else {
+          return Failed(n.status(), *s, op, bytes, world);
+        }
       }
-      if (o.system.empty() || o.system == "gloo") {
-        systems.push_back({"gloo", [&gloo, op, bytes](int rank) {
-                             return gloo->Op(op, bytes, rank);
-                           }});
-      }
-      for (System& s : systems) {
-        FERRY_ASSIGN_OR_RETURN(s.iterations, Calibrate(world, s.make, budget));
-      }
-      // Rounds alternate the systems, so drifting machine load hits both.
+      // Rounds alternate the systems, so drifting machine load hits all.
       for (int round = 0; round < o.rounds; ++round) {
         for (System& s : systems) {
-          absl::StatusOr<absl::Duration> t =
-              TimeOnThreads(world, s.iterations, s.make);
-          if (!t.ok()) {
-            return absl::Status(
-                t.status().code(),
-                absl::StrCat(s.name, " ", op, " ", bytes, " B, world ", world,
-                             ": ", t.status().message()));
-          }
+          absl::StatusOr<absl::Duration> t = s.time(s.iterations);
+          if (!t.ok()) return Failed(t.status(), s, op, bytes, world);
           s.us.push_back(absl::ToDoubleMicroseconds(*t));
         }
       }

@@ -1,10 +1,18 @@
 // The collectives suite: time per op of all_to_all_single, all_gather,
-// all_reduce and broadcast at per-rank sizes 8 B, 64 KiB, 1 MiB and 16 MiB,
-// world sizes 2 and 4 — ferry's in-process workers against Gloo's, both
-// over TCP on 127.0.0.1, measured in interleaved rounds (medians).
+// all_reduce, reduce_scatter and broadcast at per-rank sizes 8 B, 64 KiB,
+// 1 MiB and 16 MiB, world sizes 2 and 4 — ferry's in-process workers
+// against Gloo's (libgloo, ranks as threads, TCP on 127.0.0.1) and, with
+// peers, torch's Gloo process group (ranks as processes), measured in
+// interleaved rounds (medians).
+//
+// Per-rank size is each rank's input: all_reduce and reduce_scatter sum
+// float32 (reduce_scatter's input split in W parts, ReduceScatterChunk
+// elements each), the others move uint8; all_to_all_single splits its
+// input evenly; broadcast is from rank 0.
 #ifndef FERRY_TOOLS_BENCH_COLLECTIVE_BENCH_H_
 #define FERRY_TOOLS_BENCH_COLLECTIVE_BENCH_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -12,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tools/bench/peer_setup.h"
 #include "tools/bench/report.h"
 
 namespace ferry {
@@ -23,8 +32,18 @@ struct CollectiveSuiteOptions {
   // ferry's threshold between direct and ring/tree algorithms; 0: default.
   int64_t direct_bytes = 0;
   std::string only_op;  // Just this collective.
-  std::string system;   // Just "ferry" or "gloo".
+  std::string system;   // Just "ferry", "gloo" or "torch_gloo".
+  // Also torch's Gloo process group (system "torch_gloo", by
+  // tools/bench/peers/torch_gloo_bench.py), its rounds interleaved with
+  // ferry's and libgloo's. Not owned.
+  const PeerSetup* peers = nullptr;
 };
+
+// reduce_scatter's elements (float32) per rank and part for `bytes` per
+// rank on `world` ranks: an equal split, at least one.
+inline int64_t ReduceScatterChunk(int64_t bytes, int world) {
+  return std::max<int64_t>(bytes / 4 / world, 1);
+}
 
 absl::Status RunCollectiveSuite(const CollectiveSuiteOptions& options,
                                 Report* report);

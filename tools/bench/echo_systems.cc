@@ -91,7 +91,7 @@ class BareEcho final : public EchoSystem {
 
 absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket) {
   LocalJob::Options options;
-  options.configure = [local_socket](WorkerOptions& o) {
+  options.configure = [local_socket](WorkerConfig& o) {
     o.local_socket = local_socket;
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,

@@ -1,5 +1,6 @@
 #include "tools/bench/gloo_baseline.h"
 
+#include <algorithm>
 #include <exception>
 #include <thread>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "gloo/alltoall.h"
 #include "gloo/broadcast.h"
 #include "gloo/math.h"
+#include "gloo/reduce_scatter.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gloo/transport/tcp/device.h"
@@ -81,6 +83,19 @@ absl::StatusOr<std::function<absl::Status()>> GlooGroup::Op(
         gloo::allreduce(o);
       });
     });
+  }
+  if (op == "reduce_scatter") {
+    // Gloo's reduce-scatter reduces one buffer in place; rank r's part is
+    // its r-th chunk (halving-doubling; worlds 2 and 4 are powers of two).
+    const int64_t chunk = std::max<int64_t>(bytes / 4 / n, 1);
+    auto data = std::make_shared<std::vector<float>>(chunk * n, 1.0f);
+    auto algorithm =
+        std::make_shared<gloo::ReduceScatterHalvingDoubling<float>>(
+            context, std::vector<float*>{data->data()},
+            static_cast<int>(chunk * n),
+            std::vector<int>(n, static_cast<int>(chunk)));
+    return std::function<absl::Status()>(
+        [data, algorithm] { return Guarded([&] { algorithm->run(); }); });
   }
   if (op == "all_gather") {
     auto in = std::make_shared<std::vector<uint8_t>>(bytes, 1);

@@ -29,7 +29,8 @@ class GlooGroup {
   int size() const { return static_cast<int>(contexts_.size()); }
 
   // Rank `rank`'s part of collective `op` ("all_reduce", "all_gather",
-  // "all_to_all_single", "broadcast") over `bytes` per rank, with its
+  // "all_to_all_single", "reduce_scatter", "broadcast") over `bytes` per
+  // rank (as in collective_bench.h), with its
   // buffers allocated once: call it once per iteration, on every rank at
   // once. Gloo's exceptions come back as INTERNAL.
   absl::StatusOr<std::function<absl::Status()>> Op(const std::string& op,

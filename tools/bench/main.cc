@@ -1,8 +1,12 @@
 // ferry_bench: ferry against a bare gRPC baseline built from the same
-// libraries, in one run (DESIGN.md "Performance").
+// libraries, in one run (DESIGN.md "Performance"); with --peers also
+// against torch's RPC (TensorPipe) and Gloo process group, when Debian's
+// python3-torch is installed.
 //
 //   ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] [--json]
+//               [--peers]
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -13,6 +17,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/process_tuning.h"
 #include "tools/bench/collective_bench.h"
+#include "tools/bench/peer_setup.h"
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
 #include "tools/bench/rref_bench.h"
@@ -30,7 +35,19 @@ ABSL_FLAG(std::string, only, "",
 ABSL_FLAG(std::string, variant, "",
           "rpc suite: only this system (grpc/echo, ferry/echo_tcp, "
           "grpc/echo_uds, ferry/echo), e.g. for profiling; collectives "
-          "suite: ferry or gloo");
+          "suite: ferry or gloo; with --peers also torch_rpc/echo, "
+          "torch_rpc_shm/echo, torch_gloo");
+ABSL_FLAG(bool, peers, false,
+          "rpc and collectives suites: also measure torch.distributed.rpc "
+          "(TensorPipe) and torch's Gloo backend in the same rounds, through "
+          "python3 with Debian's python3-torch (tools/dev bench --peers "
+          "installs it); fails at once if there is none");
+ABSL_FLAG(std::string, python, "",
+          "--peers: the Python that imports torch (default: /usr/bin/python3, "
+          "then python3 on PATH)");
+ABSL_FLAG(std::string, peers_dir, "",
+          "--peers: the directory of torch_rpc_bench.py and "
+          "torch_gloo_bench.py (default: ferry_bench's runfiles)");
 ABSL_FLAG(int64_t, direct_bytes, 0,
           "collectives suite: ferry's threshold between direct and ring/tree "
           "algorithms (default: the worker's), to choose it by measurement");
@@ -40,7 +57,7 @@ namespace {
 int BenchMain(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] "
-      "[--json]");
+      "[--json] [--peers]");
   // --help lists this binary's own flags (Abseil's default looks for a
   // file named after the binary).
   absl::FlagsUsageConfig usage;
@@ -61,6 +78,21 @@ int BenchMain(int argc, char** argv) {
   const int rounds = absl::GetFlag(FLAGS_rounds) > 0
                          ? absl::GetFlag(FLAGS_rounds)
                          : (quick ? 1 : 3);
+  // The peers are found first: a missing torch is said at once, not after
+  // the rest has run.
+  std::optional<ferry::bench::PeerSetup> peers;
+  if (absl::GetFlag(FLAGS_peers)) {
+    absl::StatusOr<ferry::bench::PeerSetup> found =
+        ferry::bench::FindPeers({.python = absl::GetFlag(FLAGS_python),
+                                 .dir = absl::GetFlag(FLAGS_peers_dir)});
+    if (!found.ok()) {
+      std::fprintf(stderr, "ferry_bench: --peers: %s\n",
+                   std::string(found.status().message()).c_str());
+      return 1;
+    }
+    peers = *std::move(found);
+  }
+  const ferry::bench::PeerSetup* peer_setup = peers ? &*peers : nullptr;
   ferry::bench::Report report(absl::GetFlag(FLAGS_json));
   absl::Status status;
   if (status.ok() && (suite == "all" || suite == "rpc")) {
@@ -69,6 +101,7 @@ int BenchMain(int argc, char** argv) {
     o.rounds = rounds;
     o.variant = absl::GetFlag(FLAGS_variant);
     o.only = absl::GetFlag(FLAGS_only);
+    o.peers = peer_setup;
     status = ferry::bench::RunRpcSuite(o, &report);
   }
   if (status.ok() && (suite == "all" || suite == "rref")) {
@@ -81,6 +114,7 @@ int BenchMain(int argc, char** argv) {
     o.direct_bytes = absl::GetFlag(FLAGS_direct_bytes);
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);
+    o.peers = peer_setup;
     status = ferry::bench::RunCollectiveSuite(o, &report);
   }
   if (status.ok() && (suite == "all" || suite == "sparse")) {

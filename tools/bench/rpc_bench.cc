@@ -2,18 +2,18 @@
 
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
 #include "tools/bench/echo_systems.h"
+#include "tools/bench/peer_process.h"
+#include "tools/bench/samples.h"
 
 namespace ferry {
 namespace bench {
@@ -21,6 +21,10 @@ namespace bench {
 namespace {
 
 constexpr absl::Duration kCallBound = absl::Seconds(60);
+// A peer program's start (importing torch, connecting its ranks) and one
+// request (a whole measurement), on a loaded 2-core host.
+constexpr absl::Duration kPeerStartBound = absl::Minutes(2);
+constexpr absl::Duration kPeerBound = absl::Minutes(5);
 
 // One echo, waited for; its round trip in microseconds, or an error.
 absl::StatusOr<double> TimedEcho(EchoSystem& system) {
@@ -97,44 +101,94 @@ absl::StatusOr<double> Bandwidth(EchoSystem& system, size_t bytes,
   return static_cast<double>(bytes) * iterations / seconds / 1e6;
 }
 
-struct Variant {
-  std::string system;
-  std::string op;
-  std::unique_ptr<EchoSystem> echo;
+// What one round measures, for ferry's variants and the peers alike.
+struct Plan {
+  bool latency = false;
+  int latency_calls = 0;  // Timed calls (a tenth more first, as warm-up).
+  std::vector<int> inflights;
+  absl::Duration throughput_time;
+  std::vector<std::pair<size_t, int>> echoes;  // Bytes, timed echoes.
 };
 
-// One round of every measurement on one system, into `samples` (by row).
-absl::Status Round(Variant& v, const RpcSuiteOptions& o,
-                   std::map<std::string, std::vector<double>>* samples) {
-  const bool quick = o.quick;
+Plan PlanFor(const RpcSuiteOptions& o) {
   auto wanted = [&](const char* kind) {
     return o.only.empty() || o.only == kind;
   };
-  if (wanted("latency")) {
-    std::vector<double> latencies;
-    FERRY_RETURN_IF_ERROR(Latency(*v.echo, quick ? 300 : 2000, &latencies));
-    (*samples)["latency_p50_us/1/8"].push_back(Percentile(latencies, 50));
-    (*samples)["latency_p99_us/1/8"].push_back(Percentile(latencies, 99));
-  }
-  for (int inflight : {1, 16, 128}) {
-    if (!wanted("throughput")) break;
-    FERRY_ASSIGN_OR_RETURN(
-        double rate,
-        Throughput(*v.echo, inflight,
-                   quick ? absl::Milliseconds(300) : absl::Seconds(1)));
-    (*samples)[absl::StrCat("calls_per_s/", inflight, "/8")].push_back(rate);
-  }
+  Plan p;
+  p.latency = wanted("latency");
+  p.latency_calls = o.quick ? 300 : 2000;
+  if (wanted("throughput")) p.inflights = {1, 16, 128};
+  p.throughput_time = o.quick ? absl::Milliseconds(300) : absl::Seconds(1);
   for (size_t mib : {1, 16, 64}) {
-    if (!wanted("bandwidth")) break;
-    int iterations = quick ? 2 : (mib == 64 ? 3 : 8);
-    FERRY_ASSIGN_OR_RETURN(double mbps,
-                           Bandwidth(*v.echo, mib << 20, iterations));
-    (*samples)[absl::StrCat("bandwidth_MBps/1/", mib << 20)].push_back(mbps);
+    if (wanted("bandwidth")) {
+      p.echoes.push_back({mib << 20, o.quick ? 2 : (mib == 64 ? 3 : 8)});
+    }
+  }
+  return p;
+}
+
+struct Variant {
+  std::string system;
+  std::string op;
+  std::unique_ptr<EchoSystem> echo;   // ferry or bare gRPC, in process; or
+  std::unique_ptr<PeerProcess> peer;  // a peer program.
+
+  Row MakeRow(const char* metric, int inflight, int64_t bytes,
+              double value) const {
+    return {"rpc", metric, system, op, bytes, 2, inflight, value};
+  }
+};
+
+// One round of every measurement on an in-process system.
+absl::Status EchoRound(Variant& v, const Plan& p, SampleSet* samples) {
+  if (p.latency) {
+    std::vector<double> latencies;
+    FERRY_RETURN_IF_ERROR(Latency(*v.echo, p.latency_calls, &latencies));
+    samples->Add(v.MakeRow("latency_p50_us", 1, 8, Percentile(latencies, 50)));
+    samples->Add(v.MakeRow("latency_p99_us", 1, 8, Percentile(latencies, 99)));
+  }
+  for (int inflight : p.inflights) {
+    FERRY_ASSIGN_OR_RETURN(double rate,
+                           Throughput(*v.echo, inflight, p.throughput_time));
+    samples->Add(v.MakeRow("calls_per_s", inflight, 8, rate));
+  }
+  for (auto [bytes, echoes] : p.echoes) {
+    FERRY_ASSIGN_OR_RETURN(double mbps, Bandwidth(*v.echo, bytes, echoes));
+    samples->Add(v.MakeRow("bandwidth_MBps", 1, bytes, mbps));
   }
   return absl::OkStatus();
 }
 
-double Median(std::vector<double> v) { return Percentile(v, 50); }
+// The same round by a peer program: the plan as its requests.
+absl::Status PeerRound(Variant& v, const Plan& p, SampleSet* samples) {
+  std::vector<std::string> requests;
+  if (p.latency) requests.push_back(absl::StrCat("latency ", p.latency_calls));
+  for (int inflight : p.inflights) {
+    requests.push_back(absl::StrCat("throughput ", inflight, " ",
+                                    absl::ToDoubleSeconds(p.throughput_time)));
+  }
+  for (auto [bytes, echoes] : p.echoes) {
+    requests.push_back(absl::StrCat("bandwidth ", bytes, " ", echoes));
+  }
+  for (const std::string& request : requests) {
+    FERRY_ASSIGN_OR_RETURN(std::vector<Row> rows,
+                           v.peer->Request(request, kPeerBound));
+    for (const Row& row : rows) {
+      if (row.suite != "rpc" || row.system != v.system || row.op != v.op) {
+        return absl::InternalError(absl::StrCat(
+            v.peer->name(), ": a row of ", row.suite, "/", row.system, "/",
+            row.op, " for ", v.system, "/", v.op));
+      }
+      samples->Add(row);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Round(Variant& v, const Plan& p, SampleSet* samples) {
+  return v.peer != nullptr ? PeerRound(v, p, samples)
+                           : EchoRound(v, p, samples);
+}
 
 }  // namespace
 
@@ -142,40 +196,43 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   // Same host: ferry uses its unix-abstract socket by default ("echo");
   // "echo_tcp" forces TCP loopback, like the bare baseline's "echo".
   std::vector<Variant> variants;
+  auto wanted = [&](absl::string_view system, absl::string_view op) {
+    return options.variant.empty() ||
+           options.variant == absl::StrCat(system, "/", op);
+  };
   auto add = [&](const char* system, const char* op, bool ferry,
                  bool local) -> absl::Status {
-    std::string name = absl::StrCat(system, "/", op);
-    if (!options.variant.empty() && options.variant != name)
-      return absl::OkStatus();
+    if (!wanted(system, op)) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<EchoSystem>> echo =
         ferry ? StartFerryEcho(local) : StartBareEcho(local);
     if (!echo.ok()) return echo.status();
-    variants.push_back({system, op, *std::move(echo)});
+    variants.push_back({system, op, *std::move(echo), nullptr});
     return absl::OkStatus();
   };
   FERRY_RETURN_IF_ERROR(add("grpc", "echo", false, false));
   FERRY_RETURN_IF_ERROR(add("ferry", "echo_tcp", true, false));
   FERRY_RETURN_IF_ERROR(add("grpc", "echo_uds", false, true));
   FERRY_RETURN_IF_ERROR(add("ferry", "echo", true, true));
+  for (const char* system : {"torch_rpc", "torch_rpc_shm"}) {
+    if (options.peers == nullptr || !wanted(system, "echo")) continue;
+    FERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<PeerProcess> peer,
+        PeerProcess::Start(options.peers->Command(
+                               "torch_rpc_bench.py",
+                               {"--serve", absl::StrCat("--system=", system)}),
+                           kPeerStartBound));
+    variants.push_back({system, "echo", nullptr, std::move(peer)});
+  }
   // Interleaved rounds, medians reported: the host's drift hits every
   // system alike instead of whichever ran during a slow spell.
-  std::vector<std::map<std::string, std::vector<double>>> samples(
-      variants.size());
+  const Plan plan = PlanFor(options);
+  SampleSet samples;
   for (int round = 0; round < options.rounds; ++round) {
-    for (size_t i = 0; i < variants.size(); ++i) {
-      FERRY_RETURN_IF_ERROR(Round(variants[i], options, &samples[i]));
+    for (Variant& v : variants) {
+      FERRY_RETURN_IF_ERROR(Round(v, plan, &samples));
     }
   }
-  for (size_t i = 0; i < variants.size(); ++i) {
-    for (const auto& [key, values] : samples[i]) {
-      std::vector<std::string> parts = absl::StrSplit(key, '/');
-      Row r{"rpc", parts[0], variants[i].system, variants[i].op, 0,
-            2,     0,        Median(values)};
-      r.inflight = std::stoi(parts[1]);
-      r.size_bytes = std::stoll(parts[2]);
-      report->Add(r);
-    }
-  }
+  for (const Row& r : samples.Medians()) report->Add(r);
   return absl::OkStatus();
 }
 

@@ -1,11 +1,13 @@
 // The RPC suite: small-call latency, calls/s with 1/16/128 in flight, and
-// echo bandwidth at 1/16/64 MiB, for ferry and bare gRPC in one run.
+// echo bandwidth at 1/16/64 MiB, for ferry and bare gRPC in one run — and,
+// with peers, for torch.distributed.rpc (TensorPipe) in the same rounds.
 #ifndef FERRY_TOOLS_BENCH_RPC_BENCH_H_
 #define FERRY_TOOLS_BENCH_RPC_BENCH_H_
 
 #include <string>
 
 #include "absl/status/status.h"
+#include "tools/bench/peer_setup.h"
 #include "tools/bench/report.h"
 
 namespace ferry {
@@ -15,11 +17,16 @@ struct RpcSuiteOptions {
   bool quick = false;
   int rounds = 3;
   // Only this system ("grpc/echo", "ferry/echo_tcp", "grpc/echo_uds",
-  // "ferry/echo"); empty: all.
+  // "ferry/echo", "torch_rpc/echo", "torch_rpc_shm/echo"); empty: all.
   std::string variant;
   // Only this kind of measurement ("latency", "throughput", "bandwidth");
   // empty: all.
   std::string only;
+  // Also torch's RPC over TCP ("torch_rpc": TensorPipe's uv transport and
+  // basic channel) and with TensorPipe's defaults ("torch_rpc_shm": shared
+  // memory on one host), by tools/bench/peers/torch_rpc_bench.py measuring
+  // what this suite measures, interleaved with ferry's rounds. Not owned.
+  const PeerSetup* peers = nullptr;
 };
 
 absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report);

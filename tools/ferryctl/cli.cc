@@ -19,10 +19,13 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 
 const std::vector<std::string>& GlobalFlags() {
   static const auto* flags = new std::vector<std::string>{
-      "master",   "timeout_ms", "local",  "token_file",
+      "master",   "timeout_ms", "local",  "token_file",     "insecure",
       "tls_cert", "tls_key",    "tls_ca", "tls_server_name"};
   return *flags;
 }
+
+// Flags that are true by being there (--insecure) or say so (=false).
+bool IsBoolFlag(const std::string& name) { return name == "insecure"; }
 
 const std::vector<std::string>* CommandFlags(const std::string& command) {
   static const auto* table =
@@ -45,6 +48,11 @@ std::optional<std::string> CommandLine::Flag(const std::string& name) const {
   auto it = flags.find(name);
   if (it == flags.end()) return std::nullopt;
   return it->second;
+}
+
+bool CommandLine::BoolFlag(const std::string& name) const {
+  std::optional<std::string> v = Flag(name);
+  return v.has_value() && *v != "false" && *v != "0";
 }
 
 absl::StatusOr<int64_t> CommandLine::IntFlag(const std::string& name,
@@ -76,6 +84,8 @@ std::optional<UsageError> ParseCommandLine(const std::vector<std::string>& args,
       size_t eq = body.find('=');
       if (eq != std::string::npos) {
         flags.emplace_back(body.substr(0, eq), body.substr(eq + 1));
+      } else if (IsBoolFlag(body)) {
+        flags.emplace_back(body, "true");
       } else if (i + 1 < args.size() && !absl::StartsWith(args[i + 1], "--")) {
         flags.emplace_back(body, args[++i]);
       } else {

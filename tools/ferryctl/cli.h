@@ -22,6 +22,8 @@ struct CommandLine {
   bool help = false;
 
   std::optional<std::string> Flag(const std::string& name) const;
+  // A boolean flag: present (and not "=false" or "=0").
+  bool BoolFlag(const std::string& name) const;
   // The flag as a non-negative integer, `fallback` if absent;
   // INVALID_ARGUMENT names the flag if malformed.
   absl::StatusOr<int64_t> IntFlag(const std::string& name,

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -20,6 +22,7 @@
 #include "rpc/net_util.h"
 #include "rpc/value/json.h"
 #include "tools/progress.h"
+#include "tools/runtime/job_dir.h"
 
 namespace ferry {
 namespace ctl {
@@ -48,13 +51,21 @@ bool Alive(int64_t pid) {
 }
 
 // Runs `argv` as a daemon: its own session, stdin from /dev/null, output to
-// `log`. Double fork, so the daemon is not our child and outlives us.
+// `log` (in the private job directory). Double fork, so the daemon is not
+// our child and outlives us.
 absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
                                   const std::string& log) {
+  FERRY_ASSIGN_OR_RETURN(int out, jobs::OpenLog(log));
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+  if (pipe(pipe_fds) != 0) {
+    close(out);
+    return absl::InternalError("pipe failed");
+  }
   pid_t child = fork();
-  if (child < 0) return absl::InternalError("fork failed");
+  if (child < 0) {
+    close(out);
+    return absl::InternalError("fork failed");
+  }
   if (child == 0) {
     close(pipe_fds[0]);
     setsid();
@@ -62,7 +73,6 @@ absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
     if (daemon == 0) {
       close(pipe_fds[1]);
       int in = open("/dev/null", O_RDONLY);
-      int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       dup2(in, 0);
       dup2(out, 1);
       dup2(out, 2);
@@ -78,6 +88,7 @@ absl::StatusOr<pid_t> SpawnDaemon(const std::vector<std::string>& argv,
     (void)ignored;
     _exit(0);
   }
+  close(out);
   close(pipe_fds[1]);
   pid_t daemon = -1;
   ssize_t n = read(pipe_fds[0], &daemon, sizeof(daemon));
@@ -129,13 +140,6 @@ absl::StatusOr<std::string> WaitForFile(const std::string& path, pid_t pid,
   }
 }
 
-std::string DefaultDir(int port) {
-  const char* tmp = std::getenv("TMPDIR");
-  return absl::StrCat(
-      tmp && *tmp ? tmp : "/tmp", "/ferry-", getuid(), "-",
-      port != 0 ? absl::StrCat(port) : absl::StrCat("p", getpid()));
-}
-
 void KillAll(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) kill(p, SIGKILL);
 }
@@ -164,6 +168,7 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
                                  " of ", o.world_size, ")"));
     FERRY_ASSIGN_OR_RETURN(pid_t pid, SpawnDaemon(argv, base + ".log"));
     pids->push_back(pid);
+    FERRY_RETURN_IF_ERROR(jobs::RecordDaemon(dir, rank, pid));
     if (rank == 0) {  // Its picked or given port is the master for the rest.
       FERRY_ASSIGN_OR_RETURN(
           master,
@@ -215,26 +220,43 @@ absl::StatusOr<Value> Up(const UpOptions& o) {
     return absl::InvalidArgumentError("--world_size must be >= 1");
   }
   FERRY_ASSIGN_OR_RETURN(std::string ferryd, FindFerryd());
-  std::string dir = o.dir.empty() ? DefaultDir(o.port) : o.dir;
-  mkdir(dir.c_str(), 0755);
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--dir: cannot create '", dir, "'"));
+  FERRY_ASSIGN_OR_RETURN(const std::string dir, jobs::MakeJobDir(o.dir));
+  UpOptions daemons = o;
+  std::string token;
+  if (!o.has_token) {  // Secure by default: a fresh token for this job.
+    FERRY_ASSIGN_OR_RETURN(token, jobs::WriteNewToken(dir));
+    daemons.ferryd_flags.push_back(absl::StrCat("--token_file=", token));
   }
   std::vector<pid_t> pids;
-  absl::StatusOr<Value> result = StartDaemons(o, dir, ferryd, &pids);
-  if (!result.ok()) KillAll(pids);
+  absl::StatusOr<Value> result = StartDaemons(daemons, dir, ferryd, &pids);
+  if (!result.ok()) {
+    KillAll(pids);
+    return result;
+  }
+  if (!token.empty()) result->as_map()["token_file"] = token;
+  // Later commands find the token by the master's address.
+  const std::string master = result->Find("master")->as_string();
+  if (absl::Status recorded = jobs::RecordJob(master, dir); !recorded.ok()) {
+    std::cerr << "ferryctl: warning: " << recorded.message()
+              << "; pass --token_file=" << token
+              << " to later commands for this job\n";
+  }
   return result;
 }
 
 namespace {
 
-// Waits for `pid` to exit; escalates to SIGTERM, then SIGKILL.
-std::string AwaitExit(int64_t pid, absl::Time deadline) {
+// Whether `pid` is gone by `deadline` (never signalling it).
+bool AwaitGone(int64_t pid, absl::Time deadline) {
   while (Alive(pid) && absl::Now() < deadline)
     absl::SleepFor(absl::Milliseconds(20));
-  if (!Alive(pid)) return "graceful";
+  return !Alive(pid);
+}
+
+// Waits for `pid` (one we spawned) to exit; escalates to SIGTERM, then
+// SIGKILL.
+std::string AwaitExit(int64_t pid, absl::Time deadline) {
+  if (AwaitGone(pid, deadline)) return "graceful";
   kill(static_cast<pid_t>(pid), SIGTERM);
   absl::Time term_deadline = absl::Now() + absl::Seconds(3);
   while (Alive(pid) && absl::Now() < term_deadline)
@@ -250,7 +272,7 @@ std::string AwaitExit(int64_t pid, absl::Time deadline) {
 }  // namespace
 
 absl::StatusOr<Value> Down(Session& session) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   const std::vector<WorkerInfo> workers = client->rpc().directory().workers();
   const absl::Duration grace = std::min(session.bound(), absl::Seconds(20));
   std::vector<bool> reached;
@@ -261,18 +283,34 @@ absl::StatusOr<Value> Down(Session& session) {
                           .ok());
   }
   client->Close();
+  // Only what this user's ferryctl spawned for this job is ever signalled:
+  // the pid a worker reports is its claim, not proof.
+  const std::optional<std::string> dir = jobs::FindJob(session.master());
+  absl::flat_hash_set<pid_t> ours;
+  if (dir.has_value()) {
+    for (pid_t p : jobs::SpawnedDaemons(*dir)) ours.insert(p);
+  }
   const absl::Time deadline = absl::Now() + grace;
   const std::string host = LocalHostName();
   Value::List stopped;
+  bool all_gone = true;
   for (size_t i = 0; i < workers.size(); ++i) {
     const WorkerInfo& w = workers[i];
-    std::string how = w.host != host ? "remote"
-                      : !reached[i] && !Alive(w.pid)
-                          ? "already_gone"
-                          : AwaitExit(w.pid, deadline);
+    std::string how;
+    if (w.host != host) {
+      how = "remote";
+    } else if (!reached[i] && !Alive(w.pid)) {
+      how = "already_gone";
+    } else if (ours.contains(static_cast<pid_t>(w.pid))) {
+      how = AwaitExit(w.pid, deadline);
+    } else {
+      how = AwaitGone(w.pid, deadline) ? "graceful" : "still_running";
+    }
+    all_gone &= how != "still_running" && how != "remote";
     stopped.push_back(Value(Value::Map{
         {"name", w.name}, {"rank", w.rank}, {"pid", w.pid}, {"how", how}}));
   }
+  if (all_gone) jobs::ForgetJob(session.master());
   return Value(Value::Map{{"stopped", std::move(stopped)}});
 }
 

@@ -17,8 +17,12 @@ namespace ctl {
 struct UpOptions {
   int world_size = 1;
   int port = 29500;  // Rank 0's port; 0 picks one.
-  std::string dir;   // Logs and state; default $TMPDIR/ferry-<uid>-<port>.
+  // The private job directory (tools/ferryctl/job_dir.h); default a fresh
+  // one.
+  std::string dir;
   std::vector<std::string> ferryd_flags;  // Passed to every ferryd.
+  // Whether ferryd_flags name a token already; else up makes one.
+  bool has_token = false;
   absl::Duration timeout = absl::Seconds(60);
 };
 
@@ -29,10 +33,11 @@ struct UpOptions {
 absl::StatusOr<Value> Up(const UpOptions& options);
 
 // Gracefully shuts down every worker of the session's job and waits until
-// their processes are gone (escalating to SIGTERM, then SIGKILL, for those
-// on this host that do not exit in time):
+// their processes are gone. Daemons this user's `up` spawned for the job
+// (recorded in its directory and still those processes) that do not exit
+// in time get SIGTERM, then SIGKILL; no other process is ever signalled:
 // {"stopped":[{name, rank, pid, "how": graceful|terminated|killed|
-// already_gone|remote}]}.
+// already_gone|still_running|remote}]}.
 absl::StatusOr<Value> Down(Session& session);
 
 // The ferryd binary: $FERRYD, next to this executable, or on $PATH.

@@ -84,7 +84,7 @@ Value MessageToValue(const google::protobuf::Message& message) {
 absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
                                   const std::string& fn,
                                   std::vector<Value> args) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   return client->rpc().RpcSync(worker, fn, std::move(args),
                                {.timeout = session.timeout()});
 }
@@ -92,7 +92,7 @@ absl::StatusOr<Value> CallCommand(Session& session, const std::string& worker,
 absl::StatusOr<Value> RemoteRRef(Session& session, const std::string& worker,
                                  const std::string& fn,
                                  std::vector<Value> args) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   FERRY_ASSIGN_OR_RETURN(
       RRef rref,
       client->rrefs().Remote(worker, fn, std::move(args), session.timeout()));
@@ -118,7 +118,7 @@ absl::StatusOr<Value> FetchCommand(Session& session, const Value& rref) {
 
 absl::StatusOr<Value> RRefsCommand(Session& session,
                                    const std::string& worker) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   std::vector<const WorkerInfo*> targets;
   if (worker.empty()) {
     for (const WorkerInfo& w : client->rpc().directory().workers())
@@ -143,7 +143,7 @@ absl::StatusOr<Value> RRefsCommand(Session& session,
 }
 
 absl::StatusOr<Value> StatusCommand(Session& session) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   Value::List workers;
   for (const WorkerInfo& w : client->rpc().directory().workers()) {
     absl::StatusOr<proto::WorkerStatus> s = client->rpc().GetStatus(
@@ -215,7 +215,7 @@ std::string StatusTable(const Value& status) {
 
 absl::StatusOr<Value> FunctionsCommand(Session& session,
                                        const std::string& worker) {
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   FERRY_ASSIGN_OR_RETURN(
       std::vector<proto::FunctionInfo> fns,
       client->rpc().ListFunctions(
@@ -234,7 +234,7 @@ absl::StatusOr<Value> CollectiveCommand(Session& session, const std::string& op,
     request.as_map()["timeout_ms"] =
         absl::ToInt64Milliseconds(session.timeout());
   }
-  FERRY_ASSIGN_OR_RETURN(Client * client, session.client());
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
   Progress progress;
   Progress::Ticker ticker(
       progress,

@@ -26,10 +26,15 @@ global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
   --timeout_ms=N       bound on each operation (default 60000; 0 = none)
   --local=N            run the command against a fresh in-process job of N workers
-  --token_file=F       the job's shared-secret token (up: the daemons require it)
+  --token_file=F       the job's secret token (default: the token of the job
+                       this user's `ferryctl up` started at --master; up makes
+                       a fresh one in the job's private directory)
   --tls_cert=F --tls_key=F --tls_ca=F
                        mutual TLS: this process's certificate and key, and the CA
-                       that signed the workers' (up: the daemons use the same)
+                       that signed the workers' (up: the daemons use the same);
+                       only --tls_ca: check the workers' certificates, prove
+                       yourself with the token
+  --insecure           plaintext with no token, on any address (trusted networks)
   --tls_server_name=N  name to expect in the workers' certificates
   -h, --help           help (also: ferryctl COMMAND --help)
 

@@ -88,6 +88,7 @@ absl::StatusOr<Value> RunUp(const CommandLine& cl) {
   o.dir = cl.Flag("dir").value_or("");
   // The daemons get the security this ferryctl uses, then the flags after --.
   o.ferryd_flags = SecurityFlagsForFerryd(cl);
+  o.has_token = cl.Flag("token_file").has_value();
   o.ferryd_flags.insert(o.ferryd_flags.end(), cl.passthrough.begin(),
                         cl.passthrough.end());
   o.timeout = timeout_ms == 0 ? absl::Hours(1) : absl::Milliseconds(timeout_ms);

@@ -12,7 +12,7 @@
 #include "rpc/security.h"
 #include "tools/ferryctl/cli.h"
 #include "tools/runtime/local_job.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace ctl {
@@ -20,7 +20,10 @@ namespace ctl {
 inline constexpr char kDefaultMaster[] = "127.0.0.1:29500";
 
 // The global security flags (--token_file, --tls_cert, --tls_key,
-// --tls_ca, --tls_server_name): as options, and as ferryd flags for `up`.
+// --tls_ca, --tls_server_name, --insecure): as options, and as ferryd flags
+// for `up`. Without --token_file (and not --insecure), a session uses the
+// token of the job this user's `up` started at the master, if any
+// (tools/ferryctl/job_dir.h).
 SecurityOptions SecurityFlags(const CommandLine& cl);
 std::vector<std::string> SecurityFlagsForFerryd(const CommandLine& cl);
 
@@ -31,7 +34,7 @@ class Session {
   ~Session();
 
   // Connects on first use.
-  absl::StatusOr<Client*> client();
+  absl::StatusOr<ClientImpl*> client();
 
   const std::string& master() const { return master_; }
   // Per-operation timeout (--timeout_ms; 0 = none).
@@ -47,7 +50,7 @@ class Session {
   absl::Duration timeout_ = absl::Seconds(60);
   std::shared_ptr<const Security> security_;
   std::unique_ptr<LocalJob> local_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<ClientImpl> client_;
 };
 
 }  // namespace ctl

@@ -27,7 +27,7 @@
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
 #include "tools/ferryd/launch_env.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
           "worker name (env FERRY_NAME; default worker<rank>)");
@@ -54,12 +54,22 @@ ABSL_FLAG(int64_t, max_rrefs, 1 << 20,
 ABSL_FLAG(int64_t, max_message_mb, 0, "largest message in MiB (0 = no limit)");
 ABSL_FLAG(bool, local_socket, true,
           "also serve same-host peers on a unix-abstract socket");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (mutual TLS)");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key (mutual TLS)");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate (mutual TLS)");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (TLS)");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key (TLS; must not be readable by group or others)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA certificate (TLS)");
 ABSL_FLAG(std::string, tls_server_name, "",
           "name to expect in peers' certificates");
-ABSL_FLAG(std::string, token_file, "", "file holding a shared secret token");
+ABSL_FLAG(bool, tls_client_certs, true,
+          "with TLS, require peers' certificates (mutual TLS); false: "
+          "server-authenticated TLS, callers prove themselves by the token");
+ABSL_FLAG(std::string, token_file, "",
+          "file holding the job's secret token, required on every call (must "
+          "not be readable by group or others)");
+ABSL_FLAG(bool, insecure, false,
+          "serve plaintext on addresses other hosts reach, with no token or "
+          "identity checks: only where every host is trusted");
+ABSL_FLAG(bool, reflection, false, "serve gRPC's reflection service");
 ABSL_FLAG(std::string, address_file, "",
           "write the listening address here once listening");
 ABSL_FLAG(std::string, ready_file, "",
@@ -98,12 +108,12 @@ absl::Status WriteFileAtomically(const std::string& path,
   return absl::OkStatus();
 }
 
-absl::StatusOr<WorkerOptions> BuildOptions() {
+absl::StatusOr<WorkerConfig> BuildOptions() {
   PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
                        absl::GetFlag(FLAGS_master)};
   FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
-  WorkerOptions o;
+  WorkerConfig o;
   o.name = p.name;
   o.rank = p.rank;
   o.world_size = p.world_size;
@@ -124,10 +134,16 @@ absl::StatusOr<WorkerOptions> BuildOptions() {
   o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
   o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);
   SecurityOptions security{
-      absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-      absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_server_name),
-      absl::GetFlag(FLAGS_token_file)};
+      .tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
+      .tls_key_file = absl::GetFlag(FLAGS_tls_key),
+      .tls_ca_file = absl::GetFlag(FLAGS_tls_ca),
+      .tls_server_name = absl::GetFlag(FLAGS_tls_server_name),
+      .tls_client_certs = absl::GetFlag(FLAGS_tls_client_certs),
+      .token_file = absl::GetFlag(FLAGS_token_file),
+      .insecure = absl::GetFlag(FLAGS_insecure),
+  };
   FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
+  o.reflection = absl::GetFlag(FLAGS_reflection);
   o.on_event = Log;
   Log("starting",
       absl::StrCat("rank=", p.rank, " world_size=", p.world_size,
@@ -138,7 +154,7 @@ absl::StatusOr<WorkerOptions> BuildOptions() {
 
 // SIGTERM/SIGINT are blocked in every thread and taken here, so the leave
 // runs on an ordinary thread, not in a signal handler.
-void WatchSignals(Worker* worker) {
+void WatchSignals(WorkerImpl* worker) {
   RpcAgent* agent = &worker->rpc();
   sigset_t set;
   sigemptyset(&set);
@@ -163,10 +179,10 @@ int Fail(const absl::Status& status) {
 }
 
 int Run() {
-  absl::StatusOr<WorkerOptions> options = BuildOptions();
+  absl::StatusOr<WorkerConfig> options = BuildOptions();
   if (!options.ok()) return Fail(options.status());
   log_name = options->name;
-  Worker worker(*options);
+  WorkerImpl worker(*options);
   RpcAgent& agent = worker.rpc();
   absl::StatusOr<std::string> address = worker.Listen();
   if (!address.ok()) return Fail(address.status());

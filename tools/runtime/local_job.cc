@@ -9,8 +9,8 @@ namespace ferry {
 
 namespace {
 
-WorkerOptions Defaults(int rank, int n, const LocalJob::Options& options) {
-  WorkerOptions o;
+WorkerConfig Defaults(int rank, int n, const LocalJob::Options& options) {
+  WorkerConfig o;
   o.rank = rank;
   o.world_size = n;
   o.listen = "127.0.0.1:0";
@@ -23,7 +23,7 @@ WorkerOptions Defaults(int rank, int n, const LocalJob::Options& options) {
   return o;
 }
 
-absl::Status StartAll(std::vector<std::unique_ptr<Worker>>& workers) {
+absl::Status StartAll(std::vector<std::unique_ptr<WorkerImpl>>& workers) {
   std::vector<absl::Status> results(workers.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < workers.size(); ++r) {
@@ -45,15 +45,16 @@ absl::StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(int n,
         absl::StrCat("a job needs >= 1 worker, got ", n));
   }
   auto job = std::unique_ptr<LocalJob>(new LocalJob());
-  job->workers_.push_back(std::make_unique<Worker>(Defaults(0, n, options)));
+  job->workers_.push_back(
+      std::make_unique<WorkerImpl>(Defaults(0, n, options)));
   if (options.setup) options.setup(*job->workers_[0]);
   absl::StatusOr<std::string> master = job->workers_[0]->Listen();
   if (!master.ok()) return master.status();
   job->master_ = *master;
   for (int rank = 1; rank < n; ++rank) {
-    WorkerOptions o = Defaults(rank, n, options);
+    WorkerConfig o = Defaults(rank, n, options);
     o.master = job->master_;  // Known only now: rank 0 picked its port.
-    job->workers_.push_back(std::make_unique<Worker>(o));
+    job->workers_.push_back(std::make_unique<WorkerImpl>(o));
     if (options.setup) options.setup(*job->workers_.back());
   }
   absl::Status started = StartAll(job->workers_);
@@ -65,10 +66,10 @@ LocalJob::~LocalJob() {
   for (auto& w : workers_) w->Stop();
 }
 
-absl::StatusOr<std::unique_ptr<Client>> LocalJob::Connect(
-    ClientOptions options, ClientLayerOptions layers) const {
+absl::StatusOr<std::unique_ptr<ClientImpl>> LocalJob::Connect(
+    RpcClientOptions options, ClientLayers layers) const {
   options.master = master_;
-  return Client::Connect(std::move(options), layers);
+  return ClientImpl::Connect(std::move(options), layers);
 }
 
 absl::Status LocalJob::ShutdownAll() {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tools/runtime/worker.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 
@@ -20,9 +20,9 @@ class LocalJob {
  public:
   struct Options {
     // Adjusts each worker's options (rank, world_size, master already set).
-    std::function<void(WorkerOptions&)> configure;
+    std::function<void(WorkerConfig&)> configure;
     // Runs on each worker before it starts (register functions, …).
-    std::function<void(Worker&)> setup;
+    std::function<void(WorkerImpl&)> setup;
   };
 
   // Starts all workers and returns once they joined.
@@ -31,20 +31,20 @@ class LocalJob {
   // Stops any worker still running.
   ~LocalJob();
 
-  Worker& worker(int rank) { return *workers_[rank]; }
+  WorkerImpl& worker(int rank) { return *workers_[rank]; }
   int size() const { return static_cast<int>(workers_.size()); }
   const std::string& master() const { return master_; }
 
   // A client of this job.
-  absl::StatusOr<std::unique_ptr<Client>> Connect(
-      ClientOptions options = {}, ClientLayerOptions layers = {}) const;
+  absl::StatusOr<std::unique_ptr<ClientImpl>> Connect(
+      RpcClientOptions options = {}, ClientLayers layers = {}) const;
 
   // Graceful shutdown of every worker at once; the first error, if any.
   absl::Status ShutdownAll();
 
  private:
   LocalJob() = default;
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<WorkerImpl>> workers_;
   std::string master_;
 };
 

@@ -2,41 +2,122 @@
 
 #include <utility>
 
-#include "absl/time/clock.h"
-#include "collectives/service.h"
-#include "rpc/base/status_util.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 
-Worker::Worker(WorkerOptions options)
-    : agent_(static_cast<const AgentOptions&>(options)),
-      rrefs_(RRefContext::ForWorker(&agent_, options.rref)),
-      collectives_(CollectiveContext::ForWorker(&agent_, options.collectives)) {
-  // A fixed, valid name that nothing else registers.
-  RegisterCollectiveFunctions(collectives_).IgnoreError();
+namespace {
+
+// The facade's options are a user's; the layers' configuration holds more
+// (and the loaded Security, whose errors Start() reports).
+WorkerConfig ToConfig(WorkerOptions o, absl::Status* security_error) {
+  WorkerConfig c;
+  c.name = std::move(o.name);
+  c.rank = o.rank;
+  c.world_size = o.world_size;
+  c.master = std::move(o.master);
+  c.listen = std::move(o.listen);
+  c.default_timeout = o.default_timeout;
+  c.startup_timeout = o.startup_timeout;
+  c.shutdown_timeout = o.shutdown_timeout;
+  c.heartbeat_timeout = o.heartbeat_timeout;
+  c.executor_threads = o.executor_threads;
+  c.limits = o.limits;
+  c.channels.max_message_bytes = static_cast<int>(
+      std::min<int64_t>(o.limits.max_message_bytes, INT32_MAX));
+  c.local_socket = o.local_socket;
+  c.on_event = std::move(o.on_event);
+  c.rref.lease = o.rref_lease;
+  c.rref.max_live_rrefs = o.max_rrefs;
+  c.collectives = o.collectives;
+  absl::StatusOr<std::shared_ptr<const Security>> security =
+      Security::Load(o.security);
+  if (security.ok()) {
+    c.security = *std::move(security);
+  } else {
+    *security_error = security.status();
+  }
+  return c;
 }
 
-// The agent stops first, so no layer is called while being destroyed.
-Worker::~Worker() { agent_.Stop(); }
+}  // namespace
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(
-    ClientOptions options, ClientLayerOptions layers) {
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<RpcClient> rpc,
-                         RpcClient::Connect(std::move(options)));
-  return std::unique_ptr<Client>(new Client(std::move(rpc), layers));
+WorkerImpl& Impl(Worker& worker) { return *worker.impl_; }
+
+Worker::Worker(WorkerOptions options) {
+  absl::Status security_error;
+  impl_ = std::make_unique<WorkerImpl>(
+      ToConfig(std::move(options), &security_error));
+  impl_->set_config_error(std::move(security_error));
 }
 
-Client::Client(std::unique_ptr<RpcClient> rpc, ClientLayerOptions layers)
-    : rpc_(std::move(rpc)),
-      rrefs_(RRefContext::ForClient(rpc_.get(), layers.rref)) {}
+Worker::~Worker() = default;
 
-Client::~Client() { Close(); }
+Registry& Worker::registry() { return impl_->registry(); }
 
-void Client::Close(bool leave) {
-  // Deliver the releases of RRefs already dropped before leaving.
-  rrefs_->Drain(absl::Now() + absl::Seconds(2)).IgnoreError();
-  rrefs_->Stop();
-  rpc_->Close(leave);
+absl::Status Worker::RegisterAsync(std::string name, AsyncFunction fn,
+                                   std::string signature,
+                                   FunctionOptions options) {
+  return registry().RegisterAsync(std::move(name), std::move(fn),
+                                  std::move(signature), std::move(options));
+}
+
+absl::Status Worker::Start() { return impl_->Start(); }
+absl::StatusOr<std::string> Worker::Listen() { return impl_->Listen(); }
+
+const std::string& Worker::name() const { return impl_->name(); }
+int Worker::rank() const { return impl_->rank(); }
+int Worker::world_size() const { return impl_->rpc().world_size(); }
+const std::string& Worker::address() const { return impl_->rpc().address(); }
+const std::string& Worker::master_address() const {
+  return impl_->rpc().master_address();
+}
+std::vector<std::string> Worker::workers() const {
+  return WorkerNames(impl_->rpc().directory());
+}
+
+Future<Value> Worker::RpcAsync(const std::string& to, const std::string& fn,
+                               std::vector<Value> args,
+                               std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcAsync(to, fn, std::move(args), {.timeout = timeout});
+}
+
+absl::StatusOr<Value> Worker::RpcSync(const std::string& to,
+                                      const std::string& fn,
+                                      std::vector<Value> args,
+                                      std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcSync(to, fn, std::move(args), {.timeout = timeout});
+}
+
+absl::StatusOr<RRef> Worker::Remote(const std::string& to,
+                                    const std::string& fn,
+                                    std::vector<Value> args,
+                                    std::optional<absl::Duration> timeout) {
+  return impl_->rrefs().Remote(to, fn, std::move(args), timeout);
+}
+
+absl::StatusOr<RRef> Worker::Wrap(Value value) {
+  return impl_->rrefs().Wrap(std::move(value));
+}
+
+ProcessGroup& Worker::world() { return impl_->collectives().world(); }
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Worker::NewGroup(
+    std::vector<int> ranks) {
+  return impl_->collectives().NewGroup(std::move(ranks));
+}
+
+WorkerStatus Worker::status() const {
+  return WorkerStatusFromProto(impl_->rpc().Status());
+}
+
+absl::Status Worker::Shutdown(std::optional<absl::Duration> timeout) {
+  return impl_->Shutdown(timeout);
+}
+absl::Status Worker::Leave() { return impl_->Leave(); }
+void Worker::Stop() { impl_->Stop(); }
+bool Worker::WaitStopped(absl::Duration timeout) {
+  return impl_->rpc().WaitStopped(timeout);
 }
 
 }  // namespace ferry

@@ -1,90 +1,159 @@
-// The composition layer: a full ferry worker and client, as ferryd,
-// ferryctl, ferry_bench and library users get them. A Worker is an RpcAgent
-// with every layer above RPC plugged in; a Client is an RpcClient likewise.
+// ferry::Worker: this process as one worker of a job. It serves the
+// functions registered on it, calls other workers, owns and references
+// remote values (RRefs), and runs collectives with the others.
 //
-//   ferry::Worker w({.rank = 1, .world_size = 2, .master = "10.0.0.1:29500"});
-//   w.registry().Register("scale", …);
-//   FERRY_RETURN_IF_ERROR(w.Start());
-//   absl::StatusOr<Value> r = w.rpc().RpcSync("worker0", "add", {1, 2});
-//   absl::StatusOr<RRef> ref = w.rrefs().Remote("worker0", "ones", {{2}});
-//   absl::StatusOr<Tensor> sum = AllReduce(w.collectives().world(), grad);
-//   w.Shutdown();
+//   ferry::Worker worker({.rank = 1, .world_size = 2,
+//                         .master = "10.0.0.1:29500"});
+//   worker.Register("scale", [](const ferry::Tensor& t, double k) {…});
+//   absl::Status s = worker.Start();  // returns once every rank joined
+//   absl::StatusOr<ferry::Value> r = worker.RpcSync("worker0", "add", {1, 2});
+//   absl::StatusOr<ferry::RRef> ones = worker.Remote("worker0", "ones", {…});
+//   absl::StatusOr<ferry::Tensor> sum = ferry::AllReduce(worker.world(), t);
+//   worker.Shutdown();  // graceful and collective, like torch's rpc.shutdown
+//
+// Timeouts: an unset timeout is the worker's default_timeout; zero means
+// none. Every wait is bounded by one of them.
+//
+// Thread-safe after Start(). Register before it, or after: the registry is
+// thread-safe, and a function registered later is callable once Register
+// returned (the Python package registers functions at any time).
 #ifndef FERRY_TOOLS_RUNTIME_WORKER_H_
 #define FERRY_TOOLS_RUNTIME_WORKER_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/collective_context.h"
-#include "rpc/agent.h"
-#include "rpc/client.h"
-#include "rref/rref_context.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "collectives/config.h"
+#include "collectives/process_group.h"
+#include "rpc/base/future.h"
+#include "rpc/base/limits.h"
+#include "rpc/registry.h"
+#include "rpc/security_options.h"
+#include "rpc/value/value.h"
+#include "rref/rref.h"
+#include "tools/runtime/status.h"
 
 namespace ferry {
 
-// Everything a worker is configured with: the RPC agent's options plus
-// those of each layer above it.
-struct WorkerOptions : AgentOptions {
-  RRefOptions rref;
+struct WorkerOptions {
+  std::string name;  // Default "worker<rank>".
+  int rank = 0;
+  int world_size = 1;
+  // host:port of rank 0, which listens there and hosts the rendezvous.
+  // Empty: rank 0 listens on `listen` and is its own master.
+  std::string master;
+  // host:port to listen on (port 0 picks one). Default: the master's host.
+  std::string listen;
+  absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
+  absl::Duration startup_timeout = absl::Seconds(60);
+  absl::Duration shutdown_timeout = absl::Seconds(10);
+  // A node silent this long is declared dead.
+  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  int executor_threads = 8;  // Threads running registered functions.
+  // How long owners keep the copies of a holder that stopped renewing.
+  absl::Duration rref_lease = absl::Seconds(10);
+  int64_t max_rrefs = int64_t{1} << 20;  // Live RRef copies per holder.
+  Limits limits;                         // What one peer may make it hold.
+  SecurityOptions security;              // TLS and token files.
+  bool local_socket = true;              // Same-host peers over a unix socket.
   CollectiveConfig collectives;
+  // Lifecycle events ("joined", "peer_down", "stopped", …); called on any
+  // thread, must be quick.
+  std::function<void(absl::string_view event, absl::string_view detail)>
+      on_event;
 };
 
-struct ClientLayerOptions {
-  RRefOptions rref;
-};
+class WorkerImpl;
 
 class Worker {
  public:
+  // Configures the worker; nothing happens on the network before Start().
   explicit Worker(WorkerOptions options);
+  // Stops abruptly if still running.
   ~Worker();
 
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  Registry& registry() { return agent_.registry(); }
-  RpcAgent& rpc() { return agent_; }
-  RRefContext& rrefs() { return *rrefs_; }
-  // Process groups and the collectives' transport (collectives/collectives.h).
-  CollectiveContext& collectives() { return *collectives_; }
-  const std::string& name() const { return agent_.name(); }
-  int rank() const { return agent_.rank(); }
-
-  absl::StatusOr<std::string> Listen() { return agent_.Listen(); }
-  absl::Status Start() { return agent_.Start(); }
-  absl::Status Shutdown(std::optional<absl::Duration> timeout = std::nullopt) {
-    return agent_.Shutdown(timeout);
+  // ---- Before Start (or after: see above) ----
+  // A plain C++ function or lambda over Values, Tensors, numbers, strings
+  // (rpc/registry.h). ALREADY_EXISTS if the name is taken.
+  template <typename F>
+  absl::Status Register(std::string name, F fn, FunctionOptions options = {}) {
+    return registry().Register(std::move(name), std::move(fn),
+                               std::move(options));
   }
-  absl::Status Leave() { return agent_.Leave(); }
-  void Stop() { agent_.Stop(); }
+  // A function returning a Future: it holds no thread while it waits.
+  absl::Status RegisterAsync(std::string name, AsyncFunction fn,
+                             std::string signature,
+                             FunctionOptions options = {});
+
+  // Listens, joins the job and returns once all world_size workers joined.
+  // Errors: INVALID_ARGUMENT (options), DEADLINE_EXCEEDED naming the ranks
+  // that never came, ALREADY_EXISTS if the rank is taken.
+  absl::Status Start();
+  // Only starts listening and returns the address (so rank 0's picked port
+  // can be handed to the others); Start() then joins.
+  absl::StatusOr<std::string> Listen();
+
+  // ---- After Start ----
+  const std::string& name() const;
+  int rank() const;
+  int world_size() const;
+  const std::string& address() const;
+  const std::string& master_address() const;
+  // The workers' names, by rank.
+  std::vector<std::string> workers() const;
+
+  // `fn(args…)` on worker `to` (a name, or a rank as "2").
+  Future<Value> RpcAsync(const std::string& to, const std::string& fn,
+                         std::vector<Value> args,
+                         std::optional<absl::Duration> timeout = std::nullopt);
+  absl::StatusOr<Value> RpcSync(
+      const std::string& to, const std::string& fn, std::vector<Value> args,
+      std::optional<absl::Duration> timeout = std::nullopt);
+  // `fn(args…)` on `to`, which keeps the result as the RRef's owner.
+  // Returns at once; the creation's errors surface on ToHere().
+  absl::StatusOr<RRef> Remote(
+      const std::string& to, const std::string& fn, std::vector<Value> args,
+      std::optional<absl::Duration> timeout = std::nullopt);
+  // An RRef owned here, of a local value.
+  absl::StatusOr<RRef> Wrap(Value value);
+
+  // Every rank of the job, for collectives (collectives/collectives.h).
+  ProcessGroup& world();
+  // A group of some ranks (global ranks, distinct, in group order); every
+  // member creates it in the same order. INVALID_ARGUMENT for bad ranks,
+  // FAILED_PRECONDITION if this worker is not a member.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(
+      std::vector<int> ranks);
+
+  WorkerStatus status() const;
+
+  // Graceful and collective: waits (bounded) until every worker called it,
+  // drains calls and RRef messages, stops. DEADLINE_EXCEEDED says which
+  // phase gave up; the worker stops anyway.
+  absl::Status Shutdown(std::optional<absl::Duration> timeout = std::nullopt);
+  // This worker alone leaves gracefully (peers see "left", not "died").
+  absl::Status Leave();
+  // Abrupt local stop.
+  void Stop();
+  // True once stopped (by any path) within `timeout`.
+  bool WaitStopped(absl::Duration timeout);
 
  private:
-  // Declared first, destroyed last: the layers plug into the agent.
-  RpcAgent agent_;
-  std::shared_ptr<RRefContext> rrefs_;
-  std::shared_ptr<CollectiveContext> collectives_;
-};
+  friend WorkerImpl& Impl(Worker& worker);
+  Registry& registry();
 
-class Client {
- public:
-  static absl::StatusOr<std::unique_ptr<Client>> Connect(
-      ClientOptions options, ClientLayerOptions layers = {});
-  ~Client();
-
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  RpcClient& rpc() { return *rpc_; }
-  RRefContext& rrefs() { return *rrefs_; }
-  // Releases this client's RRefs, then leaves the job (see RpcClient).
-  void Close(bool leave = true);
-
- private:
-  Client(std::unique_ptr<RpcClient> rpc, ClientLayerOptions layers);
-  std::unique_ptr<RpcClient> rpc_;
-  std::shared_ptr<RRefContext> rrefs_;
+  std::unique_ptr<WorkerImpl> impl_;
 };
 
 }  // namespace ferry

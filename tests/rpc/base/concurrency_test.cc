@@ -47,14 +47,14 @@ std::shared_ptr<absl::Notification> BlockTimerThread(Timers* timers) {
 // ---- Timers ----
 
 TEST(TimersTest, RunsCallback) {
-  Timers timers;
+  ThreadTimers timers;
   absl::Notification ran;
   EXPECT_NE(timers.RunAfter(absl::Milliseconds(1), [&] { ran.Notify(); }), 0u);
   EXPECT_TRUE(ran.WaitForNotificationWithTimeout(kWait));
 }
 
 TEST(TimersTest, RunInTimeOrderThenSubmissionOrder) {
-  Timers timers;
+  ThreadTimers timers;
   std::shared_ptr<absl::Notification> gate = BlockTimerThread(&timers);
   Log log;
   absl::Notification last;
@@ -70,7 +70,7 @@ TEST(TimersTest, RunInTimeOrderThenSubmissionOrder) {
 }
 
 TEST(TimersTest, IdsAreDistinctAndNonZero) {
-  Timers timers;
+  ThreadTimers timers;
   Timers::TimerId a = timers.RunAfter(absl::Hours(1), [] {});
   Timers::TimerId b = timers.RunAfter(absl::Hours(1), [] {});
   EXPECT_NE(a, 0u);
@@ -79,7 +79,7 @@ TEST(TimersTest, IdsAreDistinctAndNonZero) {
 }
 
 TEST(TimersTest, CancelPendingReturnsTrueOnce) {
-  Timers timers;
+  ThreadTimers timers;
   Timers::TimerId id = timers.RunAfter(absl::Hours(1), [] {});
   EXPECT_TRUE(timers.Cancel(id));
   EXPECT_FALSE(timers.Cancel(id));
@@ -87,7 +87,7 @@ TEST(TimersTest, CancelPendingReturnsTrueOnce) {
 }
 
 TEST(TimersTest, CancelPreventsRunning) {
-  Timers timers;
+  ThreadTimers timers;
   std::shared_ptr<absl::Notification> gate = BlockTimerThread(&timers);
   std::atomic<bool> cancelled_ran{false};
   absl::Notification after;
@@ -101,7 +101,7 @@ TEST(TimersTest, CancelPreventsRunning) {
 }
 
 TEST(TimersTest, CancelAfterRunReturnsFalse) {
-  Timers timers;
+  ThreadTimers timers;
   absl::Notification ran;
   Timers::TimerId id =
       timers.RunAfter(absl::ZeroDuration(), [&] { ran.Notify(); });
@@ -110,7 +110,7 @@ TEST(TimersTest, CancelAfterRunReturnsFalse) {
 }
 
 TEST(TimersTest, CancelReleasesCallback) {
-  Timers timers;
+  ThreadTimers timers;
   auto owned = std::make_shared<int>(1);
   Timers::TimerId id = timers.RunAfter(absl::Hours(1), [owned] {});
   EXPECT_EQ(owned.use_count(), 2);
@@ -119,7 +119,7 @@ TEST(TimersTest, CancelReleasesCallback) {
 }
 
 TEST(TimersTest, RunAtAfterStopReturnsZeroAndDropsCallback) {
-  Timers timers;
+  ThreadTimers timers;
   timers.Stop();
   auto owned = std::make_shared<int>(1);
   EXPECT_EQ(timers.RunAfter(absl::ZeroDuration(), [owned] {}), 0u);
@@ -127,7 +127,7 @@ TEST(TimersTest, RunAtAfterStopReturnsZeroAndDropsCallback) {
 }
 
 TEST(TimersTest, StopDropsPendingCallbacks) {
-  Timers timers;
+  ThreadTimers timers;
   auto owned = std::make_shared<int>(1);
   timers.RunAfter(absl::Hours(1), [owned] {});
   timers.Stop();
@@ -136,7 +136,7 @@ TEST(TimersTest, StopDropsPendingCallbacks) {
 }
 
 TEST(TimersTest, CallbackMayScheduleTimers) {
-  Timers timers;
+  ThreadTimers timers;
   absl::Notification second;
   timers.RunAfter(absl::ZeroDuration(), [&] {
     timers.RunAfter(absl::ZeroDuration(), [&] { second.Notify(); });
@@ -145,7 +145,7 @@ TEST(TimersTest, CallbackMayScheduleTimers) {
 }
 
 TEST(TimersTest, CallbackMayCancelTimers) {
-  Timers timers;
+  ThreadTimers timers;
   std::shared_ptr<absl::Notification> gate = BlockTimerThread(&timers);
   std::atomic<bool> victim_ran{false};
   absl::Notification done;

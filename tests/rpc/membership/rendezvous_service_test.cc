@@ -21,7 +21,6 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
-#include "rpc/security.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -56,8 +55,7 @@ class RendezvousServiceTest : public ::testing::Test {
     options.limits.max_held_calls = 4;
     options.limits.max_clients = 3;
     options.limits.max_barriers = 2;
-    service_ = std::make_unique<RendezvousService>(
-        options, Security::Insecure(), &timers_);
+    service_ = std::make_unique<RendezvousService>(options, &timers_);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
@@ -172,7 +170,7 @@ class RendezvousServiceTest : public ::testing::Test {
     return stub_->Poll(&context, request, &response);
   }
 
-  Timers timers_;
+  ThreadTimers timers_;
   std::unique_ptr<RendezvousService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<proto::Rendezvous::Stub> stub_;

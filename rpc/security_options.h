@@ -1,0 +1,34 @@
+// What a node's transport security is made of: files and a mode, read by
+// Security (rpc/security.h). A plain struct, so the public API can carry it
+// without pulling in gRPC.
+#ifndef FERRY_RPC_SECURITY_OPTIONS_H_
+#define FERRY_RPC_SECURITY_OPTIONS_H_
+
+#include <string>
+
+namespace ferry {
+
+struct SecurityOptions {
+  // PEM files: this node's certificate and key, and the CA peers' must be
+  // signed by. Servers need all three; a client with only the CA checks
+  // the servers (server-authenticated TLS) and proves itself by the token.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  // Name to expect in peers' certificates instead of the dialled host
+  // (handy when certificates name a service, not an address).
+  std::string tls_server_name;
+  // With TLS, whether servers require a client certificate (mutual TLS).
+  // false: server-authenticated TLS, where a token is required.
+  bool tls_client_certs = true;
+  // A file whose content (trimmed) is the job's secret token: the right to
+  // join the job and to call it. Must not be readable by group or others.
+  std::string token_file;
+  // Serve and dial plaintext on any address, with no token and no identity
+  // checks: only for networks where every host is trusted.
+  bool insecure = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_SECURITY_OPTIONS_H_

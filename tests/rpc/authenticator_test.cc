@@ -1,0 +1,186 @@
+// The Authenticator decides on a call's headers, before its body is read:
+// the job's token, gRPC's health check left open, and node credentials
+// naming the caller.
+#include "rpc/authenticator.h"
+
+#include <malloc.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/notification.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "rpc/security.h"
+
+namespace ferry {
+namespace {
+
+// Echoes one message and remembers which node the call proved to be.
+class EchoService final : public grpc::CallbackGenericService {
+ public:
+  explicit EchoService(const Authenticator* authenticator)
+      : authenticator_(authenticator) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
+    ++handled;
+    node = authenticator_->NodeOf(*context);
+    return new Reactor();
+  }
+  int handled = 0;
+  std::optional<uint64_t> node;
+
+ private:
+  class Reactor final : public grpc::ServerGenericBidiReactor {
+   public:
+    Reactor() { StartRead(&buffer_); }
+    void OnReadDone(bool ok) override {
+      if (ok) {
+        StartWrite(&buffer_);
+      } else {
+        Finish(grpc::Status::OK);
+      }
+    }
+    void OnWriteDone(bool) override { Finish(grpc::Status::OK); }
+    void OnDone() override { delete this; }
+
+   private:
+    grpc::ByteBuffer buffer_;
+  };
+  const Authenticator* authenticator_;
+};
+
+int64_t HeapInUse() {
+  struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>(m.uordblks + m.hblkhd);
+}
+
+class AuthenticatorTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    // Both kinds of port a worker serves: loopback TCP and a unix socket.
+    std::string address =
+        GetParam() ? "unix-abstract:ferry-auth-test-" : "127.0.0.1:0";
+    if (GetParam()) address += std::to_string(getpid());
+    int port = 0;
+    builder.AddListeningPort(
+        address,
+        Security::Insecure()->ServerCredentials(address, authenticator_),
+        &port);
+    builder.SetMaxReceiveMessageSize(-1);
+    builder.RegisterCallbackGenericService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    target_ = GetParam() ? address : "127.0.0.1:" + std::to_string(port);
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(-1);
+    stub_ = std::make_unique<grpc::GenericStub>(grpc::CreateCustomChannel(
+        target_, grpc::InsecureChannelCredentials(), args));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  // Calls `method` with `payload` and the given headers.
+  grpc::Status Call(const std::string& method, const std::string& payload,
+                    std::multimap<std::string, std::string> headers) {
+    grpc::Slice slice(payload);
+    grpc::ByteBuffer request(&slice, 1);
+    return Call(method, &request, std::move(headers));
+  }
+  grpc::Status Call(const std::string& method, grpc::ByteBuffer* request,
+                    std::multimap<std::string, std::string> headers) {
+    grpc::ClientContext context;
+    for (auto& [k, v] : headers) context.AddMetadata(k, v);
+    grpc::ByteBuffer response;
+    absl::Notification done;
+    grpc::Status status;
+    stub_->UnaryCall(&context, method, grpc::StubOptions(), request, &response,
+                     [&](grpc::Status s) {
+                       status = s;
+                       done.Notify();
+                     });
+    done.WaitForNotification();
+    return status;
+  }
+
+  std::shared_ptr<Authenticator> authenticator_ =
+      std::make_shared<Authenticator>("s3cret");
+  EchoService service_{authenticator_.get()};
+  std::unique_ptr<grpc::Server> server_;
+  std::string target_;
+  std::unique_ptr<grpc::GenericStub> stub_;
+};
+
+TEST_P(AuthenticatorTest, TheTokenIsRequiredBeforeTheHandlerRuns) {
+  EXPECT_EQ(Call("/x.Y/Z", "hi", {}).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(
+      Call("/x.Y/Z", "hi", {{"authorization", "Bearer wrong"}}).error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(service_.handled, 0);
+  EXPECT_TRUE(Call("/x.Y/Z", "hi", {{"authorization", "Bearer s3cret"}}).ok());
+  EXPECT_EQ(service_.handled, 1);
+}
+
+TEST_P(AuthenticatorTest, AnAnonymousHundredMegabytesCostsTheServerNothing) {
+  grpc::Slice big(std::string(100 << 20, 'x'));
+  grpc::ByteBuffer request(&big, 1);
+  const int64_t before = HeapInUse();
+  EXPECT_EQ(Call("/x.Y/Z", &request, {}).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  // The client's payload was allocated before `before` (and is sent without
+  // a copy); the server buffered none of it (a few flow-control windows
+  // at most).
+  EXPECT_LT(HeapInUse() - before, int64_t{16} << 20);
+  EXPECT_EQ(service_.handled, 0);
+}
+
+TEST_P(AuthenticatorTest, HealthChecksStayOpen) {
+  EXPECT_TRUE(Call("/grpc.health.v1.Health/Check", "", {}).ok());
+}
+
+TEST_P(AuthenticatorTest, ACredentialNamesItsNodeUntilForgotten) {
+  const std::string credential = NewCredential();
+  const std::multimap<std::string, std::string> headers = {
+      {"authorization", "Bearer s3cret"}, {kCredentialHeader, credential}};
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::nullopt);  // Not admitted yet.
+  authenticator_->Admit(7, CredentialDigest(credential));
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(7));
+  // A new incarnation of node 7: the old credential names nobody.
+  const std::string next = NewCredential();
+  authenticator_->Admit(7, CredentialDigest(next));
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+  authenticator_->Forget(7);
+  ASSERT_TRUE(
+      Call("/x.Y/Z", "hi",
+           {{"authorization", "Bearer s3cret"}, {kCredentialHeader, next}})
+          .ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, AuthenticatorTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "unix" : "tcp";
+                         });
+
+TEST(CredentialTest, FreshAndDigestedOneWay) {
+  const std::string a = NewCredential(), b = NewCredential();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(CredentialDigest(a), CredentialDigest(a));
+  EXPECT_NE(CredentialDigest(a), a);
+  EXPECT_EQ(CredentialDigest("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace ferry

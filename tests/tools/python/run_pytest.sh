@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs one Python test file with Debian's python3 and pytest, `import ferry`
+# from the built package in the runfiles.
+set -euo pipefail
+root="${TEST_SRCDIR:?}/ferry"
+export PYTHONPATH="$root/tools/python/site:$root/tests/tools/python"
+module="$root/tools/python/site/ferry/_ferry.so"
+# Under --config=asan the module needs the sanitizer runtimes loaded first
+# (python3 itself is not instrumented); Python's own allocations at exit are
+# not leaks of ours.
+if ldd "$module" | grep -q libasan; then
+  LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  export LD_PRELOAD
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+fi
+cd "$root"
+exec /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+  --basetemp="${TEST_TMPDIR:?}/pytest" "$root/tests/tools/python/$1"

@@ -1,0 +1,104 @@
+"""What ferry_bench's peer programs share: rows, percentiles, ports, the
+serve loop.
+
+A row is ferry_bench's (DESIGN.md "Performance"): one JSON object per line,
+{"suite","metric","system","op","size_bytes","world","inflight","value"}.
+
+Serve mode (ferry_bench --peers): the program reads one request per line on
+stdin and answers each with zero or more row lines and then exactly one
+status line: "ok", "unsupported <why>" (this peer cannot do that request;
+ferry_bench leaves its row out) or "error <why>". EOF or "quit" ends it.
+"""
+
+import json
+import os
+import socket
+import sys
+
+# Only loopback: TensorPipe and Gloo otherwise pick the address their host
+# name resolves to.
+LOOPBACK_ENV = {"TP_SOCKET_IFNAME": "lo", "GLOO_SOCKET_IFNAME": "lo"}
+
+
+def use_loopback():
+    """Before torch is imported: loopback only, and torch's C++ INFO lines
+    (e.g. "RPC agent ... is shutting down") off unless asked for."""
+    os.environ.update(LOOPBACK_ENV)
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("GLOG_minloglevel", "1")
+
+
+def free_port():
+    """A port free on 127.0.0.1 now (bound to port 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(samples, p):
+    """ferry_bench's Percentile (tools/bench/report.cc): nearest rank."""
+    if not samples:
+        return 0.0
+    s = sorted(samples)
+    index = int(p / 100.0 * (len(s) - 1) + 0.5)
+    return s[min(index, len(s) - 1)]
+
+
+def median(values):
+    """ferry_bench's median of rounds: the upper middle of an even count."""
+    return sorted(values)[len(values) // 2]
+
+
+def row(suite, metric, system, op, size_bytes, world, inflight, value):
+    return {"suite": suite, "metric": metric, "system": system, "op": op,
+            "size_bytes": int(size_bytes), "world": int(world),
+            "inflight": int(inflight), "value": round(float(value), 3)}
+
+
+def print_row(r):
+    print(json.dumps(r, separators=(",", ":")), flush=True)
+
+
+def row_key(r):
+    return tuple(r[k] for k in ("suite", "metric", "system", "op",
+                                "size_bytes", "world", "inflight"))
+
+
+def print_medians(rounds_of_rows):
+    """One row per key, its value the median over rounds, in first-seen
+    order."""
+    values, first = {}, {}
+    for rows in rounds_of_rows:
+        for r in rows:
+            key = row_key(r)
+            first.setdefault(key, r)
+            values.setdefault(key, []).append(r["value"])
+    for key, r in first.items():
+        print_row(dict(r, value=round(median(values[key]), 3)))
+
+
+class Unsupported(Exception):
+    """A request this peer cannot do (e.g. an op its backend lacks)."""
+
+
+def serve(handle):
+    """The serve loop: handle(words) returns rows or raises Unsupported."""
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "quit":
+            break
+        try:
+            for r in handle(words):
+                print_row(r)
+            print("ok", flush=True)
+        except Unsupported as e:
+            print("unsupported " + one_line(e, with_type=False), flush=True)
+        except Exception as e:  # Reported to ferry_bench, which stops.
+            print("error " + one_line(e), flush=True)
+
+
+def one_line(e, with_type=True):
+    text = (type(e).__name__ + ": " if with_type else "") + str(e)
+    return text.replace("\n", " ")[:500]

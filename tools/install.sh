@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs ferry's commands, library and public headers under PREFIX:
+#
+#   PREFIX/bin/ferryd, ferryctl
+#   PREFIX/lib/libferry.so, libferry.a
+#   PREFIX/include/ferry/ferry.h and the headers it includes
+#   PREFIX/lib/pkgconfig/ferry.pc
+#   PREFIX/lib/python3/dist-packages/ferry/   the Python package, if built
+#                                            (PYTHONPATH=PREFIX/lib/python3/dist-packages)
+#
+# Usage: install.sh PREFIX BUILT SOURCES
+#   BUILT    where Bazel put tools/ferryd, tools/ferryctl, libferry.a,
+#            libferry.so, ferry_headers.manifest and tools/python/site/ferry
+#            (bazel-bin)
+#   SOURCES  the tree the manifest's header paths are relative to
+# `tools/dev install` builds (optimized) and runs this.
+set -euo pipefail
+
+prefix=$1 built=$2 sources=$3
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# The Abseil libraries ferry's headers and library use (their pkg-config
+# names; each brings what it needs).
+ABSL="absl_status absl_statusor absl_synchronization absl_time absl_strings
+      absl_str_format absl_cord absl_hash absl_raw_hash_set absl_random_random
+      absl_flags_parse"
+
+install -d "$prefix/bin" "$prefix/lib/pkgconfig" "$prefix/include/ferry"
+install -m 0755 "$built/tools/ferryd" "$built/tools/ferryctl" "$prefix/bin/"
+install -m 0644 "$built/libferry.a" "$prefix/lib/"
+install -m 0755 "$built/libferry.so" "$prefix/lib/"
+while IFS= read -r header; do
+  [ -n "$header" ] || continue
+  install -D -m 0644 "$sources/$header" "$prefix/include/ferry/$header"
+done <"$built/ferry_headers.manifest"
+sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|0.1|" \
+  -e "s|@ABSL@|$(echo $ABSL)|" "$here/ferry.pc.in" >"$prefix/lib/pkgconfig/ferry.pc"
+if [ -d "$built/tools/python/site/ferry" ]; then
+  python_dir="$prefix/lib/python3/dist-packages/ferry"
+  install -d "$python_dir"
+  install -m 0644 "$built"/tools/python/site/ferry/*.py "$python_dir/"
+  install -m 0755 "$built/tools/python/site/ferry/_ferry.so" "$python_dir/"
+fi
+echo "installed ferry under $prefix (pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig; Python: PYTHONPATH=$prefix/lib/python3/dist-packages)"

@@ -1,0 +1,320 @@
+"""Collectives with torch.distributed's signatures (and tf's all_gather).
+
+Every worker of the group calls the same collectives in the same order.
+``group=None`` is the world; ``new_group(ranks)`` makes a group, called on
+every worker (non-members get a handle whose collectives return None, as in
+torch). Ranks in ``src``/``dst`` are global ranks, as in torch.
+
+Outputs are written in place (torch's output arguments, and ``all_reduce``
+and ``broadcast`` on their tensor); they must be contiguous CPU tensors or
+writable C-contiguous numpy arrays of the result's dtype and shape. Inputs
+are sent from their own memory; once a collective returns (or its work
+handle's ``wait()`` does) ferry no longer reads them, so they may be reused.
+Tensors a collective returns (tf's ``all_gather``, jagged all-to-alls) come
+back as the kind of its inputs.
+
+``async_op=True`` returns a ``Work``: ``wait(timeout=None)`` finishes the
+op (outputs are written by then) and returns True, or the result for ops
+that return one. Every collective is bounded by ``timeout`` (seconds;
+default ``init``'s) and fails on every rank alike: DeadlineExceededError
+naming the ranks that never came, UnavailableError naming a dead one,
+InvalidArgumentError naming the rank and field at fault.
+"""
+
+from . import _errors
+from . import _ferry
+from . import _nest
+from . import _rpc
+
+__all__ = [
+    "Group", "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all",
+    "all_to_all_single", "barrier", "broadcast", "gather", "get_rank",
+    "get_world_size", "new_group", "reduce_scatter", "scatter",
+]
+
+
+class ReduceOp:
+    """Reductions (torch's names; torch.distributed.ReduceOp and strings
+    such as "sum" work too)."""
+    SUM = "sum"
+    PRODUCT = "prod"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+    BAND = "band"
+    BOR = "bor"
+    BXOR = "bxor"
+
+
+def _reduce_op(op):
+    if isinstance(op, str):
+        return {"product": "prod"}.get(op.lower(), op.lower())
+    name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
+    return {"PRODUCT": "prod"}.get(name.upper(), name.lower())
+
+
+class Group:
+    """A process group: its global ranks, in group order."""
+
+    def __init__(self, ranks, handle):
+        self.ranks = list(ranks)
+        self._handle = handle  # None on non-members.
+
+    def rank(self):
+        """This worker's rank in the group (-1 if not a member)."""
+        return self._handle.rank if self._handle is not None else -1
+
+    def size(self):
+        return len(self.ranks)
+
+    def is_member(self):
+        return self._handle is not None
+
+    def group_rank(self, global_rank):
+        """The group rank of a global rank."""
+        try:
+            return self.ranks.index(global_rank)
+        except ValueError:
+            raise _errors.InvalidArgumentError(
+                f"rank {global_rank} is not in the group {self.ranks}"
+            ) from None
+
+    def __repr__(self):
+        return f"Group({self.ranks})"
+
+
+_world = {}
+
+
+def _group(group):
+    if group is not None:
+        return group
+    worker = _rpc._current()
+    g = _world.get(id(worker))
+    if g is None:
+        _world.clear()
+        g = Group(range(worker.world_size), worker.world())
+        _world[id(worker)] = g
+    return g
+
+
+def new_group(ranks=None):
+    """A group of ``ranks`` (global ranks, in group order; None: all).
+    Every worker calls it, members in the same order of group creations."""
+    worker = _rpc._current()
+    if ranks is None:
+        ranks = list(range(worker.world_size))
+    ranks = [int(r) for r in ranks]
+    if worker.rank not in ranks:
+        return Group(ranks, None)
+    return Group(ranks, worker.new_group(ranks))
+
+
+def get_rank(group=None):
+    """This worker's rank in ``group`` (default: the world)."""
+    return _group(group).rank()
+
+
+def get_world_size(group=None):
+    return _group(group).size()
+
+
+class Work:
+    """A collective started with ``async_op=True``."""
+
+    def __init__(self, handle, finish=None):
+        self._handle = handle
+        self._finish = finish
+        self._done = False
+        self._result = None
+
+    def wait(self, timeout=None):
+        """Finishes the op (at most ``timeout`` seconds; None: the op's own
+        deadline): outputs are written, inputs free again. Returns True, or
+        the op's result if it returns one. Raises the op's error."""
+        if not self._done:
+            r = self._handle.wait(timeout)
+            self._result = self._finish(r) if self._finish else True
+            self._done = True
+        return self._result
+
+    def is_completed(self):
+        return self._done or self._handle.is_completed()
+
+    def is_success(self):
+        """True if the op is done and succeeded."""
+        return self.is_completed() and self.exception() is None
+
+    def exception(self):
+        """The op's error once it is done (None if it succeeded or runs)."""
+        if not self.is_completed():
+            return None
+        try:
+            self.wait(0)
+        except _errors.Error as e:
+            return e
+        return None
+
+
+def _run(handle, async_op, finish=None):
+    work = Work(handle, finish)
+    return work if async_op else work.wait()
+
+
+def _timeout(timeout):
+    return float(timeout) if timeout is not None else _rpc._default_timeout
+
+
+def _kind():
+    return _rpc._current().tensor_type
+
+
+def _none_result(result):
+    return None if result is True else result
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None,
+               async_op=False, timeout=None):
+    """Sends input_tensor_list[i] to rank i; output_tensor_list[i] receives
+    rank i's tensor for this rank. Shapes may differ per pair (uneven
+    splits); one dtype, complex included."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.all_to_all(g._handle, input_tensor_list,
+                               output_tensor_list, _timeout(timeout),
+                               async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def all_to_all_single(output, input, output_split_sizes=None,
+                      input_split_sizes=None, group=None, async_op=False,
+                      timeout=None):
+    """``input`` split on dim 0 by ``input_split_sizes`` (None: evenly) goes
+    to the ranks; ``output`` receives the pieces, in rank order.
+    ``output_split_sizes`` (None: whatever the ranks send) is checked."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.all_to_all_single(
+        g._handle, input, output, list(output_split_sizes or []),
+        list(input_split_sizes or []), _timeout(timeout), async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def all_gather(tensor_list=None, tensor=None, group=None, async_op=False, *,
+               value=None, axis=None, options=None, timeout=None):
+    """torch's form ``all_gather(tensor_list, tensor)``: tensor_list[i]
+    receives rank i's tensor (shapes may differ by rank); an empty list is
+    filled with them instead.
+
+    tf's form ``all_gather(value, axis)``: ``value`` is a tensor or a nested
+    structure (dicts, lists, tuples) of tensors of rank >= 1, the same on
+    every rank except along ``axis``; returns the same structure with every
+    rank's tensors concatenated along ``axis``, in rank order. ``options``
+    (tf's CommunicationOptions) is accepted and ignored.
+    """
+    del options
+    if value is not None or axis is not None or isinstance(tensor, int):
+        return _all_gather_axis(
+            value if value is not None else tensor_list,
+            axis if axis is not None else tensor, group, async_op, timeout)
+    g = _group(group)
+    if not g.is_member():
+        return None
+    fill = isinstance(tensor_list, list) and not tensor_list
+    handle = _ferry.all_gather(g._handle, tensor,
+                               None if fill else tensor_list,
+                               _timeout(timeout), async_op, _kind())
+    if fill:
+        def finish(result):
+            tensor_list.extend(result)
+            return True
+        return _none_result(_run(handle, async_op, finish))
+    return _none_result(_run(handle, async_op))
+
+
+def _all_gather_axis(value, axis, group, async_op, timeout):
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.all_gather_axis(g._handle, value, int(axis),
+                                    _timeout(timeout), async_op, _kind())
+    return _run(handle, async_op, lambda r: _nest.restore(value, r))
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False,
+               timeout=None):
+    """Reduces ``tensor`` across the group, in place (sum, prod, min, max,
+    avg; band/bor/bxor on integers)."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.all_reduce(g._handle, tensor, _reduce_op(op),
+                               _timeout(timeout), async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
+                   async_op=False, timeout=None):
+    """``output`` receives the reduction over ranks of input_list[rank]."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.reduce_scatter(g._handle, output, input_list,
+                                   _reduce_op(op), _timeout(timeout),
+                                   async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def broadcast(tensor, src, group=None, async_op=False, timeout=None):
+    """Rank ``src``'s ``tensor`` into every rank's ``tensor``."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.broadcast(g._handle, tensor, g.group_rank(src),
+                              _timeout(timeout), async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False,
+            timeout=None):
+    """Rank ``src``'s scatter_list[i] into rank i's ``tensor``."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    src = g.group_rank(src)
+    handle = _ferry.scatter(g._handle, tensor,
+                            scatter_list if g.rank() == src else None, src,
+                            _timeout(timeout), async_op, _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False,
+           timeout=None):
+    """Every rank's ``tensor`` into rank ``dst``'s gather_list (an empty
+    list is filled)."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    dst = g.group_rank(dst)
+    here = g.rank() == dst
+    fill = here and isinstance(gather_list, list) and not gather_list
+    outputs = gather_list if here and not fill else None
+    handle = _ferry.gather(g._handle, tensor, outputs, dst, _timeout(timeout),
+                           async_op, _kind())
+    if fill:
+        def finish(result):
+            gather_list.extend(result)
+            return True
+        return _none_result(_run(handle, async_op, finish))
+    return _none_result(_run(handle, async_op))
+
+
+def barrier(group=None, async_op=False, timeout=None):
+    """Returns once every member called it."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.barrier(g._handle, _timeout(timeout), async_op)
+    return _none_result(_run(handle, async_op))

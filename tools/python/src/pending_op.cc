@@ -1,0 +1,161 @@
+#include "tools/python/src/pending_op.h"
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "rpc/value/dtype.h"
+#include "tools/python/src/errors.h"
+
+namespace ferry::python {
+
+namespace {
+
+void Leaves(Value& v, std::vector<Tensor>* out) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor:
+      out->push_back(v.as_tensor());
+      break;
+    case Value::Kind::kList:
+      for (Value& item : v.as_list()) Leaves(item, out);
+      break;
+    case Value::Kind::kMap:
+      for (auto& [key, item] : v.as_map()) Leaves(item, out);
+      break;
+    default:
+      break;
+  }
+}
+
+Value CopyPythonMemory(Value v) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor:
+      return Value(OwnedCopyIfPython(v.as_tensor()));
+    case Value::Kind::kList:
+      for (Value& item : v.as_list()) item = CopyPythonMemory(std::move(item));
+      return v;
+    case Value::Kind::kMap:
+      for (auto& [key, item] : v.as_map()) {
+        item = CopyPythonMemory(std::move(item));
+      }
+      return v;
+    default:
+      return v;
+  }
+}
+
+absl::Status CheckFits(const Tensor& t, const Destination& d) {
+  if (t.dtype() == d.dtype && t.shape() == d.shape) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(d.label, ": the result is ", DTypeName(t.dtype()), " ",
+                   ShapeString(t.shape()), ", the output ", DTypeName(d.dtype),
+                   " ", ShapeString(d.shape)));
+}
+
+void CopyInto(const Tensor& t, const Destination& d) {
+  if (t.nbytes() > 0 && t.data() != d.data) {
+    std::memcpy(d.data, t.data(), t.nbytes());
+  }
+}
+
+}  // namespace
+
+PendingOp::PendingOp(Future<Value> result, Staging staging)
+    : result_(std::move(result)),
+      staging_(std::move(staging)),
+      deadline_(staging_.timeout == absl::ZeroDuration()
+                    ? absl::InfiniteFuture()
+                    : absl::Now() + staging_.timeout) {}
+
+PendingOp::~PendingOp() {
+  // The result may hold RRefs and the outputs Python objects (dropped
+  // without the GIL, py_ref.h); RRefs must not be dropped with it.
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    result_ = Future<Value>();
+    value_.reset();
+  }
+}
+
+bool PendingOp::IsCompleted() const {
+  return finished_.has_value() || result_.IsReady();
+}
+
+absl::Status PendingOp::Deliver(Value result) {
+  std::vector<Tensor> leaves;
+  Leaves(result, &leaves);
+  result = Value();
+  std::vector<Destination>& outs = staging_.outputs;
+  if (leaves.size() != outs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the collective returned ", leaves.size(), " tensors for ",
+                     outs.size(), " outputs"));
+  }
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    absl::Status s = CheckFits(leaves[i], outs[i]);
+    if (!s.ok()) return s;
+  }
+  // Outputs that are not inputs are written now; the others (in place)
+  // once ferry let go of the inputs.
+  std::vector<size_t> in_place;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].data() != outs[i].data &&
+        staging_.leases->Overlaps(outs[i].data, outs[i].nbytes)) {
+      leaves[i] = OwnedCopyIfPython(leaves[i]);
+      in_place.push_back(i);
+    } else {
+      CopyInto(leaves[i], outs[i]);
+      leaves[i] = Tensor();
+    }
+  }
+  absl::Status released = staging_.leases->WaitAllReleased(deadline_);
+  if (!released.ok()) return released;
+  for (size_t i : in_place) CopyInto(leaves[i], outs[i]);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Value> PendingOp::Detach(Value result) {
+  Value owned = CopyPythonMemory(std::move(result));
+  absl::Status released = staging_.leases->WaitAllReleased(deadline_);
+  if (!released.ok()) return released;
+  return owned;
+}
+
+py::object PendingOp::Wait(std::optional<double> timeout) {
+  if (!finished_.has_value()) {
+    absl::Duration bound = timeout.has_value() && *timeout >= 0
+                               ? absl::Seconds(*timeout)
+                               : deadline_ - absl::Now() + absl::Seconds(5);
+    absl::Status not_done;
+    {
+      py::gil_scoped_release release;
+      not_done = Finish(bound);
+    }
+    // Not done in time: the op goes on; wait again.
+    ThrowIfError(not_done);
+  }
+  ThrowIfError(*finished_);
+  if (!value_.has_value()) return py::none();
+  return FromValue(*value_, staging_.kind);
+}
+
+absl::Status PendingOp::Finish(absl::Duration bound) {
+  absl::StatusOr<Value> r = result_.Wait(bound);
+  if (!r.ok() && !result_.IsReady()) return r.status();
+  result_ = Future<Value>();  // Its copy of the result must go too.
+  if (!r.ok()) {
+    finished_ = r.status();
+  } else if (staging_.returns_result) {
+    absl::StatusOr<Value> v = Detach(*std::move(r));
+    finished_ = v.status();
+    if (v.ok()) value_ = *std::move(v);
+  } else {
+    finished_ = Deliver(*std::move(r));
+  }
+  staging_.outputs.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace ferry::python

@@ -1,0 +1,78 @@
+// A collective started from Python, and what is left once its result is
+// there: writing torch-style output arguments, and waiting until ferry no
+// longer reads the inputs' memory (leases.h) so they may be reused or
+// written in place.
+//
+//   PendingOp op(std::move(result), std::move(staging));
+//   py::object r = op.Wait(timeout);   // None when outputs were written
+//
+// Both synchronous and async_op=True collectives end this way: the
+// synchronous ones with a result that is already there.
+#ifndef FERRY_TOOLS_PYTHON_SRC_PENDING_OP_H_
+#define FERRY_TOOLS_PYTHON_SRC_PENDING_OP_H_
+
+#include <Python.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "pybind11/pybind11.h"
+#include "rpc/base/future.h"
+#include "rpc/value/value.h"
+#include "tools/python/src/convert.h"
+#include "tools/python/src/leases.h"
+#include "tools/python/src/py_ref.h"
+
+namespace ferry::python {
+
+namespace py = ::pybind11;
+
+struct Staging {
+  // Leases of every input tensor made from Python memory.
+  std::shared_ptr<LeaseSet> leases = std::make_shared<LeaseSet>();
+  // Where the result's tensors go, in order (list order; maps by key). If
+  // empty, the result is returned to Python instead (as `kind`).
+  std::vector<Destination> outputs;
+  bool returns_result = false;
+  TensorKind kind = TensorKind::kNumpy;
+  // The op's own deadline; waits past it are bounded by it.
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+class PendingOp {
+ public:
+  PendingOp(Future<Value> result, Staging staging);
+  PendingOp(PendingOp&&) = default;
+  ~PendingOp();
+
+  // Waits (the GIL released) at most `timeout` seconds (None: the op's
+  // own deadline) for the op, finishes it and returns the result, or None
+  // when it wrote the outputs. Raises the op's error. Calling it again
+  // returns the same.
+  py::object Wait(std::optional<double> timeout);
+  bool IsCompleted() const;
+
+ private:
+  // Waits at most `bound` for the result and finishes the op (setting
+  // finished_); DEADLINE_EXCEEDED if the result is not there. GIL released.
+  absl::Status Finish(absl::Duration bound);
+  // Writes the result into the outputs; GIL released.
+  absl::Status Deliver(Value result);
+  // The result with tensors that are Python memory copied, then the inputs
+  // released; GIL released.
+  absl::StatusOr<Value> Detach(Value result);
+
+  Future<Value> result_;
+  Staging staging_;
+  absl::Time deadline_;
+  // Once finished: the status, and the Python result.
+  std::optional<absl::Status> finished_;
+  std::optional<Value> value_;
+};
+
+}  // namespace ferry::python
+
+#endif  // FERRY_TOOLS_PYTHON_SRC_PENDING_OP_H_
