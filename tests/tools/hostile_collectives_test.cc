@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -84,7 +85,7 @@ class HostileCollectivesTest : public ::testing::Test {
     absl::StatusOr<std::string> token =
         ReadSecretFile(job_->token_file(), "--token_file");
     ASSERT_OK(token);
-    token_ = new std::string(*token);
+    token_ = new std::string(absl::StripAsciiWhitespace(*token));
     absl::StatusOr<std::unique_ptr<ClientImpl>> client = Connect("honest");
     ASSERT_OK(client);
     client_ = client->release();
