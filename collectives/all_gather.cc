@@ -157,6 +157,12 @@ absl::Status SameStructure(const Op& op, int r, const Value& s, const Value& s0,
     }
     return absl::OkStatus();
   }
+  // A skeleton is tensor metadata, a list or a map, unless a peer forged
+  // it: anything else would be read below as a map.
+  if (!s0.is_list() && !s0.is_map())
+    return Malformed(op, 0, absl::StrCat(path, " is no structure"));
+  if (!s.is_list() && !s.is_map())
+    return Malformed(op, r, absl::StrCat(path, " is no structure"));
   if (s.kind() != s0.kind()) return differ("");
   if (s0.is_list()) {
     if (s.as_list().size() != s0.as_list().size()) return differ("");
@@ -230,10 +236,18 @@ absl::StatusOr<Value> GatherAlongAxis(Op& op, const Value& input,
                          GatherValues(op, input, std::move(meta), same));
   // Join relies on the structures: check them as received too (a sender's
   // value always matches the metadata it sent, unless it is malformed).
-  FERRY_ASSIGN_OR_RETURN(Value s0, Skeleton(op, all[0], axis, "value"));
+  std::vector<Value> skeletons(op.size());
+  for (int r = 0; r < op.size(); ++r) {
+    absl::StatusOr<Value> s = Skeleton(op, all[r], axis, "value");
+    if (!s.ok()) {  // Not this rank's input: the sender's message is bad.
+      return r == op.rank() ? s.status()
+                            : Malformed(op, r, "a value unlike its metadata");
+    }
+    skeletons[r] = *std::move(s);
+  }
   for (int r = 1; r < op.size(); ++r) {
-    FERRY_ASSIGN_OR_RETURN(Value s, Skeleton(op, all[r], axis, "value"));
-    FERRY_RETURN_IF_ERROR(SameStructure(op, r, s, s0, axis, "value"));
+    FERRY_RETURN_IF_ERROR(
+        SameStructure(op, r, skeletons[r], skeletons[0], axis, "value"));
   }
   std::vector<const Value*> at;
   for (const Value& v : all) at.push_back(&v);

@@ -90,6 +90,15 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SplitsArg(
   auto bad = [&](std::string why) {
     return op.BadInput(absl::StrCat(what, " ", why));
   };
+  // The count first: converting a huge list or tensor would cost what the
+  // sender chose.
+  const int64_t count = v.is_tensor() ? v.as_tensor().numel()
+                        : v.is_list() ? static_cast<int64_t>(v.as_list().size())
+                                      : -1;
+  if (count >= 0 && count != n) {
+    return bad(
+        absl::StrCat("has ", count, " entries, the group has ", n, " ranks"));
+  }
   std::vector<int64_t> splits;
   if (v.is_tensor() && KindOf(v.as_tensor().dtype()) == DTypeKind::kInteger) {
     for (int64_t x : Cast(v.as_tensor(), DType::kInt64).ToVector<int64_t>())
@@ -103,10 +112,6 @@ absl::StatusOr<std::optional<std::vector<int64_t>>> SplitsArg(
     }
   } else {
     return bad(absl::StrCat("must be a list of integers, got ", v.kind_name()));
-  }
-  if (static_cast<int>(splits.size()) != n) {
-    return bad(absl::StrCat("has ", splits.size(), " entries, the group has ",
-                            n, " ranks"));
   }
   for (size_t i = 0; i < splits.size(); ++i) {
     if (splits[i] < 0) {

@@ -6,12 +6,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectives/op_key.h"
 #include "rpc/base/status_util.h"
 
 namespace ferry {
 
 namespace {
 constexpr size_t kJoinedMemory = 1 << 16;
+// How often stale messages are looked for, at most (and at least a few
+// times per time-to-live, so they go soon after it).
+constexpr absl::Duration kMaxSweepInterval = absl::Seconds(1);
+constexpr absl::Duration kMinSweepInterval = absl::Milliseconds(10);
 }  // namespace
 
 std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
@@ -35,17 +40,21 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
        .doc = "whether this worker began collective op `op`",
        .run_inline = true});
   (void)s;  // A fixed, valid, unique name.
+  context->ScheduleSweep();
   return context;
 }
 
 CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
     : agent_(agent),
       config_(config),
-      mailbox_(config.max_buffer_bytes),
+      clock_(agent->timers().clock()),
+      mailbox_(agent->limits(), clock_),
       exchange_(std::make_unique<Exchange>(
           agent->rank(), &agent->directory(), &agent->channels(),
           &agent->membership(), &mailbox_, &agent->timers(),
-          Exchange::Options{config.chunk_bytes})),
+          Exchange::Options{.chunk_bytes = config.chunk_bytes,
+                            .world_size = agent->world_size(),
+                            .ttl_ms = agent->limits().mailbox_ttl_ms})),
       executor_(std::make_unique<Executor>(config.threads)) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
@@ -55,8 +64,8 @@ ProcessGroup& CollectiveContext::world() {
   if (world_ == nullptr) {
     std::vector<int> all(agent_->world_size());
     for (int r = 0; r < agent_->world_size(); ++r) all[r] = r;
-    world_ = std::make_shared<ProcessGroup>(this, "world", std::move(all),
-                                            agent_->rank());
+    world_ = std::make_shared<ProcessGroup>(this, WorldGroupName(),
+                                            std::move(all), agent_->rank());
   }
   return *world_;
 }
@@ -65,16 +74,17 @@ absl::StatusOr<int> CollectiveContext::IndexIn(
     const std::vector<int>& ranks) const {
   const int world = agent_->world_size();
   int mine = -1;
+  std::vector<bool> seen(world, false);  // Linear, however many ranks.
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (ranks[i] < 0 || ranks[i] >= world) {
       return absl::InvalidArgumentError(absl::StrCat(
           "group rank ", ranks[i], " is out of range [0, ", world, ")"));
     }
-    if (std::find(ranks.begin(), ranks.begin() + i, ranks[i]) !=
-        ranks.begin() + i) {
+    if (seen[ranks[i]]) {
       return absl::InvalidArgumentError(
           absl::StrCat("rank ", ranks[i], " appears twice in the group"));
     }
+    seen[ranks[i]] = true;
     if (ranks[i] == rank()) mine = static_cast<int>(i);
   }
   if (mine < 0) {
@@ -88,21 +98,21 @@ absl::StatusOr<int> CollectiveContext::IndexIn(
 absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
     std::vector<int> ranks) {
   FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
-  std::string base = absl::StrCat("g", absl::StrJoin(ranks, ","));
+  std::string base = absl::StrJoin(ranks, ",");
   int n;
   {
     absl::MutexLock lock(&mu_);
     n = groups_made_[base]++;
   }
-  return std::make_shared<ProcessGroup>(this, absl::StrCat(base, "#", n),
+  return std::make_shared<ProcessGroup>(this, NewGroupName(ranks, n),
                                         std::move(ranks), mine);
 }
 
-absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
-    std::vector<int> ranks, std::string name) {
+absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::ClientGroup(
+    std::vector<int> ranks) {
   FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
-  return std::make_shared<ProcessGroup>(this, std::move(name), std::move(ranks),
-                                        mine);
+  return std::make_shared<ProcessGroup>(this, ClientGroupName(ranks),
+                                        std::move(ranks), mine);
 }
 
 void CollectiveContext::Began(const std::string& key, std::string label,
@@ -120,6 +130,8 @@ void CollectiveContext::Began(const std::string& key, std::string label,
       }
     }
   }
+  // Its messages, early or late, wait for it from now on (no TTL).
+  mailbox_.Begin(key);
   if (stopping) {
     mailbox_.Abort(key, Stopping()).IgnoreError();
     return;
@@ -182,13 +194,37 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
     mailbox_.Abort(key, status).IgnoreError();
 }
 
+void CollectiveContext::ExpireStale() {
+  mailbox_.ExpireStale();
+  exchange_->ExpireStale();
+}
+
+void CollectiveContext::ScheduleSweep() {
+  const absl::Duration interval =
+      std::clamp(absl::Milliseconds(agent_->limits().mailbox_ttl_ms) / 4,
+                 kMinSweepInterval, kMaxSweepInterval);
+  std::weak_ptr<CollectiveContext> weak = weak_from_this();
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  sweep_ = agent_->timers().RunAfter(interval, [weak] {
+    if (auto c = weak.lock()) {
+      c->ExpireStale();
+      c->ScheduleSweep();
+    }
+  });
+}
+
 void CollectiveContext::Stop() {
   std::vector<std::string> running;
+  Timers::TimerId sweep;
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;  // Ops that begin from now on fail at once.
     for (const auto& [key, op] : running_) running.push_back(key);
+    sweep = sweep_;
+    sweep_ = 0;
   }
+  if (sweep != 0) agent_->timers().Cancel(sweep);
   // Ops still waiting end now instead of at their deadline.
   for (const std::string& key : running)
     mailbox_.Abort(key, Stopping()).IgnoreError();

@@ -21,7 +21,9 @@
 #include "collectives/mailbox.h"
 #include "collectives/process_group.h"
 #include "rpc/agent.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
+#include "rpc/base/timers.h"
 
 namespace ferry {
 
@@ -42,11 +44,10 @@ class CollectiveContext final
   // not among them.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(std::vector<int> ranks)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // A group named by the caller instead of counted (errors as NewGroup):
-  // for ops that are named by tags anyway, such as a client's op on a
-  // subset of ranks. The name must not be one NewGroup makes ("g…", "world").
-  absl::StatusOr<std::shared_ptr<ProcessGroup>> NamedGroup(
-      std::vector<int> ranks, std::string name);
+  // The group of a client's op on `ranks` (errors as NewGroup): named after
+  // its ranks, not counted, as clients name their ops by tags anyway.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> ClientGroup(
+      std::vector<int> ranks);
 
   // ---- For ops ----
   RpcAgent& agent() { return *agent_; }
@@ -63,6 +64,10 @@ class CollectiveContext final
   bool stopping() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this worker began op `key` (recently).
   bool Joined(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Drops what outlived --mailbox_ttl_ms: messages of ops that never
+  // began here, and messages still arriving. Runs periodically by itself.
+  void ExpireStale();
 
   // ---- AgentExtension ----
   void Stop() override;
@@ -83,9 +88,12 @@ class CollectiveContext final
   absl::Status Stopping() const;
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
+  // Runs ExpireStale every so often until Stop.
+  void ScheduleSweep() ABSL_LOCKS_EXCLUDED(mu_);
 
   RpcAgent* const agent_;
   const CollectiveConfig config_;
+  Clock* const clock_;
   Mailbox mailbox_;
   std::unique_ptr<Exchange> exchange_;
   std::unique_ptr<Executor> executor_;
@@ -97,6 +105,7 @@ class CollectiveContext final
   absl::flat_hash_set<std::string> joined_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
+  Timers::TimerId sweep_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

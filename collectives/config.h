@@ -7,9 +7,10 @@
 
 namespace ferry {
 
+// The mailbox's bounds and the longest client op are not here: they are
+// the worker's Limits (max_mailbox_bytes, mailbox_ttl_ms,
+// max_collective_timeout_ms), like every bound a peer meets.
 struct CollectiveConfig {
-  // Most bytes held for messages not yet asked for (beyond: backpressure).
-  int64_t max_buffer_bytes = int64_t{1} << 30;
   // Frame size of streamed messages.
   int64_t chunk_bytes = 1 << 20;
   // Threads running collectives started asynchronously or by clients.

@@ -6,8 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
+#include "collectives/frames.h"
 #include "proto/collectives.pb.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
 #include "rpc/value/value_proto.h"
@@ -20,46 +21,21 @@ namespace {
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(5);
 constexpr absl::Duration kMaxBackoff = absl::Milliseconds(200);
 
-grpc::Slice HeaderSlice(const proto::ChunkHeader& header) {
-  std::string body = header.SerializeAsString();
-  WireWriter w;
-  w.Varint(body.size());
-  w.Copy(body);
-  grpc::ByteBuffer bb = w.Finish();
-  std::vector<grpc::Slice> slices;
-  (void)bb.Dump(&slices);
-  return slices[0];
+// Receivers mark a refusal "retry later" in the trailers (the status code
+// alone cannot tell it from a refusal for good).
+constexpr char kBackpressureKey[] = "ferry-backpressure";
+
+// At most `max` bytes of `text`, not cutting a UTF-8 sequence (a header
+// with broken UTF-8 would not parse).
+std::string Utf8Prefix(absl::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  size_t n = max;
+  while (n > 0 && (static_cast<uint8_t>(text[n]) & 0xC0) == 0x80) --n;
+  return std::string(text.substr(0, n));
 }
 
-// The message's frames: the header (with the total) on the first, the
-// payload cut into chunks of at most `chunk` bytes (sub-slices, no copy).
-std::vector<grpc::ByteBuffer> MakeFrames(proto::ChunkHeader header,
-                                         const grpc::ByteBuffer& payload,
-                                         int64_t chunk) {
-  std::vector<grpc::Slice> slices;
-  if (payload.Valid()) (void)payload.Dump(&slices);
-  header.set_total(
-      static_cast<int64_t>(payload.Valid() ? payload.Length() : 0));
-  std::vector<grpc::ByteBuffer> frames;
-  grpc::Slice first = HeaderSlice(header);
-  grpc::Slice rest = HeaderSlice(proto::ChunkHeader());
-  size_t si = 0, offset = 0;
-  do {
-    std::vector<grpc::Slice> frame = {frames.empty() ? first : rest};
-    int64_t budget = chunk;
-    while (budget > 0 && si < slices.size()) {
-      size_t take = std::min<size_t>(slices[si].size() - offset, budget);
-      frame.push_back(slices[si].sub(offset, offset + take));
-      budget -= static_cast<int64_t>(take);
-      offset += take;
-      if (offset == slices[si].size()) {
-        ++si;
-        offset = 0;
-      }
-    }
-    frames.emplace_back(frame.data(), frame.size());
-  } while (si < slices.size());
-  return frames;
+bool MarkedBackpressure(const grpc::ClientContext& context) {
+  return context.GetServerTrailingMetadata().count(kBackpressureKey) > 0;
 }
 
 }  // namespace
@@ -148,6 +124,16 @@ Future<Done> Exchange::Send(int dst, const MessageKey& key,
   absl::StatusOr<grpc::ByteBuffer> payload =
       EncodeValue(message, nullptr, "message");
   if (!payload.ok()) return Future<Done>::Ready(payload.status());
+  // The receiver would refuse it (and the backoff would retry in vain).
+  const int64_t bytes = static_cast<int64_t>(payload->Length());
+  if (bytes > mailbox_->max_message_bytes()) {
+    const int64_t max =
+        mailbox_->max_message_bytes() - Mailbox::kFramingAllowance;
+    return Future<Done>::Ready(
+        OverLimit(absl::StrCat("a collective message of ", HumanBytes(bytes),
+                               " to ", peer.name),
+                  HumanBytes(max), "max_mailbox_mb", max / Limits::kMiB));
+  }
   proto::ChunkHeader header;
   header.set_op(key.op);
   header.set_step(key.step);
@@ -171,7 +157,8 @@ void Exchange::SendAbort(int dst, const std::string& op,
   header.set_src(self_);
   header.set_kind(proto::ChunkHeader::ABORT);
   header.set_code(static_cast<int>(status.code()));
-  header.set_error(std::string(status.message()));
+  // Receivers refuse longer errors (they keep aborts for a while).
+  header.set_error(Utf8Prefix(status.message(), kMaxAbortErrorBytes));
   auto out = std::make_shared<Outgoing>();
   out->dst = dst;
   out->dst_name = directory_->at(dst).name;
@@ -190,26 +177,29 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
   context->set_deadline(absl::ToChronoTime(out->deadline));
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
   auto* stream = new SendStream(
-      out->frames, context, [this, out, attempt, token](const grpc::Status& s) {
+      out->frames, context,
+      [this, out, attempt, token, context](const grpc::Status& s) {
         absl::Status failure = inflight_.Remove(token);
-        Settle(out, attempt, failure.ok() ? FromGrpcStatus(s) : failure);
+        Settle(out, attempt, failure.ok() ? FromGrpcStatus(s) : failure,
+               failure.ok() && MarkedBackpressure(*context));
         inflight_.Finished();
       });
   stream->Start(stubs_.For(directory_->at(out->dst)));
 }
 
 void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
-                      absl::Status status) {
+                      absl::Status status, bool backpressure) {
+  backpressure =
+      backpressure && status.code() == absl::StatusCode::kResourceExhausted;
   absl::Duration backoff =
       std::min(kFirstBackoff * (1 << std::min(attempt, 10)), kMaxBackoff);
-  if (status.code() == absl::StatusCode::kResourceExhausted &&
-      absl::Now() + backoff < out->deadline) {
+  if (backpressure && absl::Now() + backoff < out->deadline) {
     // The receiver's buffer is full: wait and send again (backpressure).
     timers_->RunAfter(backoff,
                       [this, out, attempt] { Attempt(out, attempt + 1); });
     return;
   }
-  if (status.code() == absl::StatusCode::kResourceExhausted) {
+  if (backpressure) {
     // Still no room at the deadline: the receiver never took the message.
     status = absl::DeadlineExceededError(absl::StrCat(
         out->dst_name, " did not take the message before the deadline (",
@@ -224,140 +214,72 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
 
 class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
  public:
-  explicit ReceiveStream(Exchange* exchange) : exchange_(exchange) {
+  ReceiveStream(Exchange* exchange, grpc::GenericCallbackServerContext* context)
+      : exchange_(exchange),
+        context_(context),
+        inbound_(std::make_shared<Inbound>(
+            exchange->mailbox_,
+            InboundOptions{exchange->self_, exchange->options_.world_size,
+                           exchange->options_.ttl_ms,
+                           exchange->timers_->clock()})),
+        id_(exchange->AddInbound(inbound_)) {
     StartRead(&frame_);
   }
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // The sender is done (or gone).
-      Complete();
+      Finish(ToGrpcStatus(inbound_->End()));
       return;
     }
-    absl::Status s = Take();
+    absl::StatusOr<Inbound::Next> next = inbound_->Take(frame_);
     frame_.Clear();
-    if (!s.ok()) {
-      Release();
-      Finish(ToGrpcStatus(s));
-      return;
+    if (!next.ok()) {
+      if (IsBackpressure(next.status()))
+        context_->AddTrailingMetadata(kBackpressureKey, "1");
+      Finish(ToGrpcStatus(next.status()));
+    } else if (*next == Inbound::Next::kDone) {
+      Finish(grpc::Status::OK);
+    } else {
+      StartRead(&frame_);
     }
-    StartRead(&frame_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    exchange_->RemoveInbound(id_);
+    delete this;
+  }
 
  private:
-  absl::Status Take();
-  void Complete();
-  void Release() {
-    if (admitted_) exchange_->mailbox_->Release(total_);
-    admitted_ = false;
-  }
-
   Exchange* const exchange_;
+  grpc::GenericCallbackServerContext* const context_;
+  const std::shared_ptr<Inbound> inbound_;
+  const uint64_t id_;
   grpc::ByteBuffer frame_;
-  bool started_ = false;
-  bool admitted_ = false;
-  proto::ChunkHeader header_;
-  MessageKey key_;
-  int64_t total_ = 0;
-  int64_t received_ = 0;
-  std::vector<grpc::Slice> payload_;
 };
 
-absl::Status Exchange::ReceiveStream::Take() {
-  std::vector<grpc::Slice> slices;
-  if (!frame_.Dump(&slices).ok() || slices.empty()) {
-    return absl::DataLossError("empty collective frame");
-  }
-  // The header is small: gather its bytes (varint length, then the header).
-  std::string head;
-  size_t si = 0, offset = 0;
-  auto take = [&](size_t n) {
-    while (head.size() < n && si < slices.size()) {
-      size_t k = std::min(n - head.size(), slices[si].size() - offset);
-      head.append(reinterpret_cast<const char*>(slices[si].begin()) + offset,
-                  k);
-      offset += k;
-      if (offset == slices[si].size()) {
-        ++si;
-        offset = 0;
-      }
-    }
-    return head.size() == n;
-  };
-  uint64_t length = 0;
-  for (int shift = 0;; shift += 7) {
-    if (shift > 28 || !take(head.size() + 1))
-      return absl::DataLossError("bad frame header");
-    uint8_t b = static_cast<uint8_t>(head.back());
-    length |= uint64_t(b & 0x7f) << shift;
-    if (!(b & 0x80)) break;
-  }
-  size_t prefix = head.size();
-  if (!take(prefix + length))
-    return absl::DataLossError("truncated frame header");
-  proto::ChunkHeader header;
-  if (!header.ParseFromArray(head.data() + prefix, static_cast<int>(length))) {
-    return absl::DataLossError("unparsable frame header");
-  }
-  if (!started_) {
-    started_ = true;
-    header_ = header;
-    key_ = MessageKey{header.op(), header.step(), header.src()};
-    total_ = header.total();
-    if (header.kind() == proto::ChunkHeader::ABORT) {
-      // A peer's code outside gRPC's range (or OK) counts as UNKNOWN.
-      const int code = header.code();
-      exchange_->mailbox_
-          ->Abort(header.op(),
-                  absl::Status(code > 0 && code <= 16
-                                   ? static_cast<absl::StatusCode>(code)
-                                   : absl::StatusCode::kUnknown,
-                               header.error()))
-          .IgnoreError();
-      return absl::OkStatus();
-    }
-    FERRY_RETURN_IF_ERROR(exchange_->mailbox_->Admit(key_, total_));
-    admitted_ = true;
-  }
-  for (; si < slices.size(); ++si, offset = 0) {
-    grpc::Slice part =
-        offset == 0 ? slices[si] : slices[si].sub(offset, slices[si].size());
-    received_ += static_cast<int64_t>(part.size());
-    payload_.push_back(std::move(part));
-  }
-  if (received_ > total_)
-    return absl::DataLossError("message longer than announced");
-  return absl::OkStatus();
+uint64_t Exchange::AddInbound(std::shared_ptr<Inbound> inbound) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_inbound_++;
+  inbound_.emplace(id, std::move(inbound));
+  return id;
 }
 
-void Exchange::ReceiveStream::Complete() {
-  if (!started_ || header_.kind() == proto::ChunkHeader::ABORT) {
-    Finish(grpc::Status::OK);
-    return;
+void Exchange::RemoveInbound(uint64_t id) {
+  std::shared_ptr<Inbound> last;  // Destroyed (gives back bytes) unlocked.
+  absl::MutexLock lock(&mu_);
+  auto it = inbound_.find(id);
+  if (it == inbound_.end()) return;
+  last = std::move(it->second);
+  inbound_.erase(it);
+}
+
+void Exchange::ExpireStale() {
+  std::vector<std::shared_ptr<Inbound>> open;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, inbound] : inbound_) open.push_back(inbound);
   }
-  absl::Status status;
-  if (received_ != total_) {
-    status = absl::DataLossError(absl::StrCat("message cut short: ", received_,
-                                              " of ", total_, " bytes"));
-  } else {
-    grpc::ByteBuffer whole(payload_.data(), payload_.size());
-    payload_.clear();
-    proto::Value message;
-    status = FromGrpcStatus(
-        grpc::SerializationTraits<proto::Value>::Deserialize(&whole, &message));
-    absl::StatusOr<Value> value = status.ok()
-                                      ? ValueFromProto(&message, "message")
-                                      : absl::StatusOr<Value>(status);
-    if (value.ok()) {
-      admitted_ = false;  // Deliver settles the admitted bytes.
-      status = exchange_->mailbox_->Deliver(key_, *std::move(value), total_);
-    } else {
-      status = value.status();
-    }
-  }
-  Release();
-  Finish(ToGrpcStatus(status));
+  for (const std::shared_ptr<Inbound>& inbound : open) inbound->ExpireIfStale();
 }
 
 namespace {
@@ -378,7 +300,7 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                      absl::StrCat("unknown method ", context->method())));
   }
-  return new ReceiveStream(this);
+  return new ReceiveStream(this, context);
 }
 
 }  // namespace ferry

@@ -4,7 +4,12 @@
 //
 // Sending holds no thread. A message the receiver cannot buffer yet is
 // retried with backoff until the deadline (backpressure); a peer that dies
-// fails its sends at once, naming it.
+// fails its sends at once, naming it. A message over the largest the
+// mailbox takes (--max_mailbox_mb) fails at once, here.
+//
+// Receiving: each stream feeds one Inbound (inbound.h has the protocol as
+// enforced against a hostile sender). ExpireStale drops messages that did
+// not arrive whole within --mailbox_ttl_ms.
 #ifndef FERRY_COLLECTIVES_EXCHANGE_H_
 #define FERRY_COLLECTIVES_EXCHANGE_H_
 
@@ -13,8 +18,12 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "collectives/inbound.h"
 #include "collectives/mailbox.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/base/future.h"
@@ -33,6 +42,10 @@ class Exchange final : public grpc::CallbackGenericService {
 
   struct Options {
     int64_t chunk_bytes = 1 << 20;
+    int world_size = 1;
+    // How long a message may take to arrive whole (--mailbox_ttl_ms), on
+    // the timers' clock.
+    int64_t ttl_ms = 60000;
   };
 
   // `directory` must be filled (the worker started) before the first Send.
@@ -54,6 +67,8 @@ class Exchange final : public grpc::CallbackGenericService {
   }
   // Cancels everything and waits (bounded) for the streams to end.
   void Stop();
+  // Drops the messages still arriving --mailbox_ttl_ms after they began.
+  void ExpireStale() ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override;
@@ -65,7 +80,11 @@ class Exchange final : public grpc::CallbackGenericService {
 
   void Attempt(std::shared_ptr<Outgoing> out, int attempt);
   void Settle(const std::shared_ptr<Outgoing>& out, int attempt,
-              absl::Status status);
+              absl::Status status, bool backpressure);
+  // The streams receiving now, for ExpireStale.
+  uint64_t AddInbound(std::shared_ptr<Inbound> inbound)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void RemoveInbound(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
 
   const int self_;
   const Directory* const directory_;
@@ -76,6 +95,11 @@ class Exchange final : public grpc::CallbackGenericService {
   GenericStubs stubs_;
   InflightCalls inflight_;
   std::atomic<bool> stopped_{false};
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Inbound>> inbound_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t next_inbound_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace ferry

@@ -13,6 +13,7 @@
 // with the sources in TorchRec's staggered order
 // [x + (W/stagger)·y for x < W/stagger for y < stagger].
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -167,6 +168,10 @@ absl::StatusOr<KeyedJaggedTensor> Assemble(const Op& op, const Jagged& p,
     if (!k.ok() || (features > 0 && k->stride() != b->as_int())) {
       return Malformed(op, s, k.ok() ? "stride" : k.status().message());
     }
+    // With no keys here a peer's stride is checked by nothing else: the
+    // sum must not overflow.
+    if (b->as_int() > std::numeric_limits<int64_t>::max() - stride)
+      return Malformed(op, s, absl::StrCat(p.name, " stride"));
     from[s] = *std::move(k);
     stride += b->as_int();
   }

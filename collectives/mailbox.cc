@@ -1,133 +1,231 @@
 #include "collectives/mailbox.h"
 
+#include <climits>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace ferry {
 
 namespace {
-constexpr size_t kAbortedMemory = 4096;
-// No message of a collective is this large: a sender announcing more is
-// broken, and must not take the whole buffer.
-constexpr int64_t kMaxMessageBytes = int64_t{1} << 40;
+
+constexpr char kBackpressure[] = "ferry/collectives/backpressure";
+// What a held message costs beyond its payload and key (map node, Value).
+constexpr int64_t kPerMessage = 256;
+
+// The first key of `op` in key order.
+MessageKey First(const std::string& op) { return {op, INT_MIN, INT_MIN}; }
+
 }  // namespace
+
+bool IsBackpressure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kResourceExhausted &&
+         status.GetPayload(kBackpressure).has_value();
+}
+
+Mailbox::Mailbox(const Limits& limits, Clock* clock)
+    : max_bytes_(limits.max_mailbox_bytes),
+      ttl_ms_(limits.mailbox_ttl_ms),
+      clock_(clock) {}
+
+int64_t Mailbox::Charge(const MessageKey& key, int64_t bytes) {
+  return bytes + static_cast<int64_t>(key.op.size()) + kPerMessage;
+}
+
+const absl::Status* Mailbox::AbortedLocked(const std::string& op) const {
+  auto it = aborted_.find(op);
+  return it == aborted_.end() ? nullptr : &it->second;
+}
 
 Future<Value> Mailbox::Receive(const MessageKey& key) {
   absl::MutexLock lock(&mu_);
-  auto aborted = aborted_.find(key.op);
-  if (aborted != aborted_.end()) return Future<Value>::Ready(aborted->second);
+  if (const absl::Status* aborted = AbortedLocked(key.op))
+    return Future<Value>::Ready(*aborted);
   auto held = held_.find(key);
   if (held != held_.end()) {
     Value message = std::move(held->second.message);
     bytes_ -= held->second.bytes;
+    arrivals_.erase(held->second.arrival);
     held_.erase(held);
     return Future<Value>::Ready(std::move(message));
   }
   return waiting_[key].future();
 }
 
-absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
+void Mailbox::Begin(const std::string& op) {
   absl::MutexLock lock(&mu_);
-  auto aborted = aborted_.find(key.op);
-  if (aborted != aborted_.end()) return aborted->second;
-  if (bytes < 0 || bytes > kMaxMessageBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a collective message of ", bytes, " bytes"));
-  }
-  // A message someone waits for is consumed at once: never refused.
-  if (!waiting_.contains(key) && bytes > max_bytes_ - bytes_ && bytes_ > 0) {
-    return absl::ResourceExhaustedError(absl::StrCat("collective buffer full (",
-                                                     bytes_, " of ", max_bytes_,
-                                                     " bytes held)"));
-  }
-  bytes_ += bytes;
-  return absl::OkStatus();
+  running_.insert(op);
 }
 
-void Mailbox::ReleaseLocked(int64_t bytes) { bytes_ -= bytes; }
+absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
+  std::vector<Dropped> expired;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLocked(&expired);
+    const int64_t charge = Charge(key, bytes);
+    if (const absl::Status* aborted = AbortedLocked(key.op)) {
+      status = *aborted;
+    } else if (bytes < 0) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("a collective message of ", bytes, " bytes"));
+    } else if (bytes > max_message_bytes()) {
+      status = OverLimit(
+          absl::StrCat("a collective message of ", HumanBytes(bytes), " (op ",
+                       key.op, " from rank ", key.src, ")"),
+          HumanBytes(max_bytes_), "max_mailbox_mb", max_bytes_ / Limits::kMiB);
+    } else if (!waiting_.contains(key) && charge > max_bytes_ - bytes_) {
+      // A message someone waits for is consumed at once: never refused.
+      status = absl::ResourceExhaustedError(
+          absl::StrCat("collective buffer full (", bytes_, " of ", max_bytes_,
+                       " bytes held)"));
+      status.SetPayload(kBackpressure, absl::Cord("1"));
+    } else {
+      bytes_ += charge;
+    }
+  }
+  Complete(std::move(expired));
+  return status;
+}
 
-void Mailbox::Release(int64_t bytes) {
+void Mailbox::Release(const MessageKey& key, int64_t bytes) {
   absl::MutexLock lock(&mu_);
-  ReleaseLocked(bytes);
+  bytes_ -= Charge(key, bytes);
 }
 
 absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
                               int64_t bytes) {
+  const int64_t charge = Charge(key, bytes);
   Promise<Value> receiver;
   {
     absl::MutexLock lock(&mu_);
-    auto aborted = aborted_.find(key.op);
-    if (aborted != aborted_.end()) {
-      ReleaseLocked(bytes);
-      return aborted->second;
+    if (const absl::Status* aborted = AbortedLocked(key.op)) {
+      bytes_ -= charge;
+      return *aborted;
     }
     auto waiting = waiting_.find(key);
     if (waiting == waiting_.end()) {
       // Counted since Admit.
-      if (!held_.try_emplace(key, Held{std::move(message), bytes}).second) {
-        ReleaseLocked(bytes);
+      const Arrival arrival{clock_->Now(), next_arrival_++};
+      if (!held_.try_emplace(key, Held{std::move(message), charge, arrival})
+               .second) {
+        bytes_ -= charge;
         return absl::AlreadyExistsError(
             absl::StrCat("message ", key.step, " of op ", key.op, " from rank ",
                          key.src, " arrived twice"));
       }
+      if (!running_.contains(key.op)) arrivals_.emplace(arrival, key);
       return absl::OkStatus();
     }
     receiver = waiting->second;
     waiting_.erase(waiting);
-    ReleaseLocked(bytes);
+    bytes_ -= charge;
   }
   receiver.Set(std::move(message));
   return absl::OkStatus();
+}
+
+void Mailbox::RememberAbortLocked(const std::string& op,
+                                  const absl::Status& status) {
+  aborted_.emplace(op, status);
+  aborted_order_.push_back(op);
+  aborted_bytes_ += static_cast<int64_t>(op.size() + status.message().size());
+  while (aborted_order_.size() > kAbortedMemory ||
+         (aborted_bytes_ > kAbortedMemoryBytes && aborted_order_.size() > 1)) {
+    auto oldest = aborted_.find(aborted_order_.front());
+    aborted_bytes_ -= static_cast<int64_t>(oldest->first.size() +
+                                           oldest->second.message().size());
+    aborted_.erase(oldest);
+    aborted_order_.pop_front();
+  }
+}
+
+bool Mailbox::AbortLocked(const std::string& op, absl::Status status,
+                          Dropped* out) {
+  if (const absl::Status* earlier = AbortedLocked(op)) {
+    out->status = *earlier;
+    return false;
+  }
+  out->status = status;
+  RememberAbortLocked(op, status);
+  for (auto it = waiting_.lower_bound(First(op));
+       it != waiting_.end() && it->first.op == op;) {
+    out->receivers.push_back(it->second);
+    it = waiting_.erase(it);
+  }
+  for (auto it = held_.lower_bound(First(op));
+       it != held_.end() && it->first.op == op;) {
+    bytes_ -= it->second.bytes;
+    arrivals_.erase(it->second.arrival);
+    out->messages.push_back(std::move(it->second.message));
+    it = held_.erase(it);
+  }
+  return true;
+}
+
+void Mailbox::Complete(std::vector<Dropped> dropped) {
+  for (Dropped& d : dropped) {
+    for (Promise<Value>& r : d.receivers) r.Set(d.status);
+  }
 }
 
 absl::Status Mailbox::Abort(const std::string& op, absl::Status status) {
   // An abort always fails the op (a peer may send code 0).
   if (status.ok())
     status = absl::UnknownError(absl::StrCat("op ", op, " aborted"));
-  std::vector<Promise<Value>> receivers;
-  std::vector<Value> dropped;  // Freed outside the lock.
+  std::vector<Dropped> dropped(1);
   {
     absl::MutexLock lock(&mu_);
-    auto [it, first] = aborted_.emplace(op, status);
-    if (!first) return it->second;
-    aborted_order_.push_back(op);
-    if (aborted_order_.size() > kAbortedMemory) {
-      aborted_.erase(aborted_order_.front());
-      aborted_order_.pop_front();
-    }
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      auto next = std::next(it);
-      if (it->first.op == op) {
-        receivers.push_back(it->second);
-        waiting_.erase(it);
-      }
-      it = next;
-    }
-    for (auto it = held_.begin(); it != held_.end();) {
-      auto next = std::next(it);
-      if (it->first.op == op) {
-        bytes_ -= it->second.bytes;
-        dropped.push_back(std::move(it->second.message));
-        held_.erase(it);
-      }
-      it = next;
-    }
+    if (!AbortLocked(op, std::move(status), &dropped[0]))
+      return dropped[0].status;
   }
-  for (Promise<Value>& r : receivers) r.Set(status);
-  return status;
+  absl::Status failed = dropped[0].status;
+  Complete(std::move(dropped));  // Messages are freed here, unlocked.
+  return failed;
 }
 
 void Mailbox::Close(const std::string& op) {
   Abort(op,
         absl::FailedPreconditionError(absl::StrCat("op ", op, " is over here")))
       .IgnoreError();
+  absl::MutexLock lock(&mu_);
+  running_.erase(op);
 }
 
 absl::Status Mailbox::AbortStatus(const std::string& op) const {
   absl::MutexLock lock(&mu_);
-  auto it = aborted_.find(op);
-  return it == aborted_.end() ? absl::OkStatus() : it->second;
+  const absl::Status* aborted = AbortedLocked(op);
+  return aborted == nullptr ? absl::OkStatus() : *aborted;
+}
+
+absl::Status Mailbox::Expired(const MessageKey& key) const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "op ", key.op, ": a message from rank ", key.src,
+      " was not asked for within ", ttl_ms_, " ms: the op did not begin here ",
+      "in time, ",
+      LimitNote(absl::StrCat(ttl_ms_, " ms"), "mailbox_ttl_ms", ttl_ms_)));
+}
+
+void Mailbox::ExpireLocked(std::vector<Dropped>* out) {
+  const absl::Time stale = clock_->Now() - absl::Milliseconds(ttl_ms_);
+  while (!arrivals_.empty() && arrivals_.begin()->first.first <= stale) {
+    const MessageKey key = arrivals_.begin()->second;
+    arrivals_.erase(arrivals_.begin());
+    // A message of an op that began since waits for it until it closes.
+    if (running_.contains(key.op)) continue;
+    out->emplace_back();
+    AbortLocked(key.op, Expired(key), &out->back());
+  }
+}
+
+void Mailbox::ExpireStale() {
+  std::vector<Dropped> expired;
+  {
+    absl::MutexLock lock(&mu_);
+    ExpireLocked(&expired);
+  }
+  Complete(std::move(expired));
 }
 
 int64_t Mailbox::held_bytes() const {

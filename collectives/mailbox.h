@@ -6,14 +6,34 @@
 // drops the messages it held, and refuses later ones, so a failed op leaves
 // nothing behind and cannot disturb the next.
 //
+// What a peer can make the mailbox hold is bounded (Limits):
+//  - one message: at most --max_mailbox_mb (plus kFramingAllowance, so a
+//    1 GiB tensor still travels), whether or not it is awaited and however
+//    empty the mailbox is: larger ones are refused, RESOURCE_EXHAUSTED
+//    naming the flag;
+//  - all messages not yet asked for, with the bytes of messages still
+//    arriving and each message's op key: at most --max_mailbox_mb; beyond,
+//    a message is refused for now (RESOURCE_EXHAUSTED marked as
+//    backpressure, IsBackpressure: the sender retries later). A message
+//    someone waits for is consumed at once, so it is never refused for room;
+//  - time: a message for an op that has not begun here is kept for
+//    --mailbox_ttl_ms (by the injected clock); then ExpireStale fails the op
+//    here with DEADLINE_EXCEEDED naming the flag and drops its messages.
+//    An op that began here, or is queued to (Begin), keeps its messages
+//    until it closes;
+//  - aborts: at most kAbortedMemory of them are remembered (the oldest are
+//    forgotten), with at most kAbortedMemoryBytes of op keys and errors.
+//
 // Thread-safe; receivers' futures are completed outside the lock.
 #ifndef FERRY_COLLECTIVES_MAILBOX_H_
 #define FERRY_COLLECTIVES_MAILBOX_H_
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,7 +41,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/future.h"
+#include "rpc/base/limits.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -34,32 +57,59 @@ struct MessageKey {
   friend bool operator==(const MessageKey& a, const MessageKey& b) {
     return a.op == b.op && a.step == b.step && a.src == b.src;
   }
+  // By op first, so an op's messages are one range.
+  friend bool operator<(const MessageKey& a, const MessageKey& b) {
+    return std::tie(a.op, a.step, a.src) < std::tie(b.op, b.step, b.src);
+  }
   template <typename H>
   friend H AbslHashValue(H h, const MessageKey& k) {
     return H::combine(std::move(h), k.op, k.step, k.src);
   }
 };
 
+// Whether `status` is the mailbox's "no room yet" (retry later) rather than
+// a refusal for good.
+bool IsBackpressure(const absl::Status& status);
+
 class Mailbox {
  public:
-  // `max_bytes`: most bytes held for messages nobody asked for yet.
-  explicit Mailbox(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  // A message may exceed --max_mailbox_mb by this much: the framing of a
+  // tensor of exactly that size.
+  static constexpr int64_t kFramingAllowance = 64 * 1024;
+  static constexpr size_t kAbortedMemory = 4096;
+  static constexpr int64_t kAbortedMemoryBytes = 4 << 20;
+
+  // Bounds from `limits` (max_mailbox_bytes, mailbox_ttl_ms); time from
+  // `clock`.
+  Mailbox(const Limits& limits, Clock* clock);
 
   // The message for `key`, once it arrives (or the op's abort status).
   Future<Value> Receive(const MessageKey& key) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // May a message of `bytes` for `key` be buffered now? OK; the op's abort
-  // status; INVALID_ARGUMENT for an impossible size; or RESOURCE_EXHAUSTED
-  // if it is not awaited and would exceed the bound (the sender retries
-  // later: that is the backpressure).
+  // Op `op` runs here from now until Close: its messages wait for it,
+  // however old.
+  void Begin(const std::string& op) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The largest message Admit takes, in payload bytes.
+  int64_t max_message_bytes() const { return max_bytes_ + kFramingAllowance; }
+  // What a message of `bytes` payload bytes for `key` counts against
+  // --max_mailbox_mb: its payload, its key and a fixed overhead.
+  static int64_t Charge(const MessageKey& key, int64_t bytes);
+
+  // May a message of `bytes` payload bytes for `key` be buffered now? OK
+  // (its bytes are counted from now on); the op's abort status;
+  // INVALID_ARGUMENT for a negative size; RESOURCE_EXHAUSTED naming
+  // --max_mailbox_mb for one over max_message_bytes(); or backpressure if
+  // it is not awaited and there is no room (see above).
   absl::Status Admit(const MessageKey& key, int64_t bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Gives back what Admit counted for a message that will not be delivered.
-  void Release(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const MessageKey& key, int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A whole message arrived (after Admit). Returns the op's abort status if
-  // it was aborted meanwhile; ALREADY_EXISTS for a duplicate.
+  // A whole message arrived (after Admit of `bytes`). Returns the op's
+  // abort status if it was aborted meanwhile; ALREADY_EXISTS for a
+  // duplicate. Either way the bytes are settled.
   absl::Status Deliver(const MessageKey& key, Value message, int64_t bytes)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -75,25 +125,59 @@ class Mailbox {
   absl::Status AbortStatus(const std::string& op) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Fails the ops that have not begun here and whose oldest held message
+  // arrived --mailbox_ttl_ms ago or more. Also done by Admit; call it
+  // periodically so idle mailboxes empty too.
+  void ExpireStale() ABSL_LOCKS_EXCLUDED(mu_);
+
   int64_t held_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t held_messages() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // When a message arrived, and its place in arrival order.
+  using Arrival = std::pair<absl::Time, uint64_t>;
   struct Held {
     Value message;
-    int64_t bytes = 0;
+    int64_t bytes = 0;  // As counted (with the key).
+    Arrival arrival;
   };
-  // Bytes admitted but not yet delivered count against the bound too.
-  void ReleaseLocked(int64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Dropped {  // What an abort completes and frees outside the lock.
+    std::vector<Promise<Value>> receivers;
+    std::vector<Value> messages;
+    absl::Status status;
+  };
+
+  const absl::Status* AbortedLocked(const std::string& op) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the abort; fills `out` with what to fail and free. False if
+  // the op was aborted before (`out->status` is that abort's).
+  bool AbortLocked(const std::string& op, absl::Status status, Dropped* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberAbortLocked(const std::string& op, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireLocked(std::vector<Dropped>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Expired(const MessageKey& key) const;
+  static void Complete(std::vector<Dropped> dropped);
 
   const int64_t max_bytes_;
+  const int64_t ttl_ms_;
+  Clock* const clock_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<MessageKey, Held> held_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<MessageKey, Promise<Value>> waiting_ ABSL_GUARDED_BY(mu_);
+  // Ordered, so aborting an op visits only its own messages.
+  std::map<MessageKey, Held> held_ ABSL_GUARDED_BY(mu_);
+  std::map<MessageKey, Promise<Value>> waiting_ ABSL_GUARDED_BY(mu_);
+  // Bytes held and admitted (still arriving), each with its key.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Held messages of ops that had not begun when they arrived, oldest
+  // first: what ExpireStale looks at.
+  std::map<Arrival, MessageKey> arrivals_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<std::string> running_ ABSL_GUARDED_BY(mu_);
   // Recently aborted ops (bounded: the oldest are forgotten).
   absl::flat_hash_map<std::string, absl::Status> aborted_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> aborted_order_ ABSL_GUARDED_BY(mu_);
+  int64_t aborted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/collective_context.h"
 #include "collectives/op.h"
+#include "collectives/op_key.h"
 
 namespace ferry {
 
@@ -20,11 +21,14 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   OpSpec spec;
   spec.name = std::string(name);
   if (options.tag.empty()) {
-    spec.label = absl::StrCat(group.NextSequence());
-    spec.key = absl::StrCat(group.name(), "/", spec.label);
+    const uint64_t sequence = group.NextSequence();
+    spec.label = absl::StrCat(sequence);
+    spec.key = SequencedOpKey(group.name(), sequence);
   } else {
+    absl::StatusOr<std::string> key = TaggedOpKey(group.name(), options.tag);
+    if (!key.ok()) return key.status();
     spec.label = options.tag;
-    spec.key = absl::StrCat(group.name(), "/t:", options.tag);
+    spec.key = *std::move(key);
   }
   spec.timeout = options.timeout > absl::ZeroDuration()
                      ? options.timeout
@@ -60,6 +64,10 @@ Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
   Promise<Value> result;
   CollectiveContext& context = group.context();
   const std::string name = spec.name;
+  const std::string key = spec.key;
+  // Its peers may start it (and send to it) while it waits for a thread
+  // here: its messages must wait for it, not expire (mailbox.h).
+  context.mailbox().Begin(key);
   // The task keeps the group alive: its caller may drop it meanwhile.
   bool queued = context.executor().Submit(
       [group = group.shared_from_this(), result, spec = std::move(spec),
@@ -67,6 +75,7 @@ Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
         result.Set(RunOp(*group, spec, input, params));
       });
   if (!queued) {
+    context.mailbox().Close(key);
     result.Set(absl::UnavailableError(absl::StrCat(
         context.agent().name(), " is stopping: ", name, " not run")));
   }

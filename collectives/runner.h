@@ -37,8 +37,8 @@ struct OpSpec {
   absl::Duration timeout;
 };
 
-// Names op `name` on `group`. INVALID_ARGUMENT for an unknown collective
-// (no sequence number is used then).
+// Names op `name` on `group` (op_key.h). INVALID_ARGUMENT for an unknown
+// collective or a tag over kMaxOpTagBytes (no sequence number is used then).
 absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
                                  const CollectiveOptions& options);
 

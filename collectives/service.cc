@@ -1,13 +1,15 @@
 #include "collectives/service.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collectives/collectives.h"
 #include "collectives/op.h"
+#include "collectives/op_key.h"
+#include "rpc/base/limits.h"
 
 namespace ferry {
 
@@ -33,8 +35,10 @@ absl::StatusOr<ClientOp> ParseArgs(std::vector<Value> args) {
   }
   if (!args[0].is_string())
     return absl::InvalidArgumentError("op must be a string");
-  if (!args[1].is_string() || args[1].as_string().empty()) {
-    return absl::InvalidArgumentError("op_id must be a non-empty string");
+  if (!args[1].is_string() || args[1].as_string().empty() ||
+      args[1].as_string().size() > kMaxOpTagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "op_id must be a string of 1 to ", kMaxOpTagBytes, " bytes"));
   }
   if (!args[3].is_null() && !args[3].is_map()) {
     return absl::InvalidArgumentError("params must be a map or null");
@@ -70,26 +74,53 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> GroupOf(
     return absl::InvalidArgumentError("\"group\" must be a list of ranks");
   }
   params.as_map().erase("group");
-  return context.NamedGroup(ranks,
-                            absl::StrCat("c", absl::StrJoin(ranks, ",")));
+  return context.ClientGroup(std::move(ranks));
+}
+
+// The op's timeout: the client's, or else this worker's default, within
+// --max_collective_timeout_ms. RESOURCE_EXHAUSTED if the client asked for
+// more.
+absl::StatusOr<absl::Duration> TimeoutOf(CollectiveContext& context,
+                                         absl::Duration asked) {
+  const int64_t max_ms = context.agent().limits().max_collective_timeout_ms;
+  const absl::Duration max = absl::Milliseconds(max_ms);
+  if (asked > max) {
+    return OverLimit(
+        absl::StrCat(context.agent().name(), ": a client's collective asks ",
+                     "to wait up to ", absl::FormatDuration(asked)),
+        absl::FormatDuration(max), "max_collective_timeout_ms", max_ms);
+  }
+  if (asked > absl::ZeroDuration()) return asked;
+  const absl::Duration fallback = context.agent().default_timeout();
+  return fallback > absl::ZeroDuration() ? std::min(fallback, max) : max;
+}
+
+// Refuses the op here and fails it on every member at once, so the others
+// need not wait for it to time out.
+Future<Value> RefuseEverywhere(ProcessGroup& group, const ClientOp& op,
+                               const absl::Status& why) {
+  absl::StatusOr<OpSpec> spec =
+      PrepareOp(group, op.name, CollectiveOptions{absl::Seconds(1), op.op_id});
+  if (!spec.ok()) return Future<Value>::Ready(spec.status());
+  Op refused(group, spec->name, spec->key, spec->label, absl::Seconds(1));
+  return Future<Value>::Ready(
+      refused.Fail(refused.Error(why.code(), why.message())));
 }
 
 Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group =
       GroupOf(context, op.params);
   if (!group.ok()) return Future<Value>::Ready(group.status());
-  CollectiveOptions options{op.timeout, op.op_id};
+  absl::StatusOr<absl::Duration> timeout = TimeoutOf(context, op.timeout);
+  if (!timeout.ok()) return RefuseEverywhere(**group, op, timeout.status());
   if (context.executor().queued() + context.executor().running() >=
       kMaxClientOps) {
-    // Fail the op everywhere now rather than let the others time out.
-    absl::StatusOr<OpSpec> spec = PrepareOp(**group, op.name, options);
-    if (!spec.ok()) return Future<Value>::Ready(spec.status());
-    Op refused(**group, spec->name, spec->key, spec->label, absl::Seconds(1));
-    return Future<Value>::Ready(refused.Fail(refused.Error(
-        absl::StatusCode::kResourceExhausted,
-        absl::StrCat(context.agent().name(), " already runs ", kMaxClientOps,
-                     " collectives for clients"))));
+    return RefuseEverywhere(**group, op,
+                            absl::ResourceExhaustedError(absl::StrCat(
+                                context.agent().name(), " already runs ",
+                                kMaxClientOps, " collectives for clients")));
   }
+  CollectiveOptions options{*timeout, op.op_id};
   Future<Value> result =
       RunCollectiveAsync(**group, op.name, std::move(op.input),
                          std::move(op.params), options)

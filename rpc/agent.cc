@@ -232,7 +232,9 @@ absl::Status RpcAgent::StartServer() {
   builder.RegisterService(call_service_.get());
   if (options_.rank == 0) {
     rendezvous_ = std::make_unique<RendezvousService>(
-        RendezvousOptions{options_.world_size, options_.heartbeat_timeout},
+        RendezvousOptions{.world_size = options_.world_size,
+                          .heartbeat_timeout = options_.heartbeat_timeout,
+                          .limits = options_.limits},
         timers_.get());
     builder.RegisterService(rendezvous_.get());
   }

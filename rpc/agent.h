@@ -183,6 +183,8 @@ class RpcAgent {
   MembershipClient& membership_client() { return *membership_client_; }
   const std::shared_ptr<const Security>& security() const { return security_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
+  // What one peer may make this worker hold or do.
+  const Limits& limits() const { return options_.limits; }
 
  private:
   absl::Status StartServer();

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "rpc/membership/directory.h"
+
 namespace ferry {
 
 void Membership::AddListener(Listener listener) {
@@ -15,6 +17,14 @@ bool Membership::MarkDown(uint64_t node, absl::Status reason) {
     absl::MutexLock lock(&mu_);
     if (!down_.emplace(node, reason).second) return false;
     down_count_.fetch_add(1);
+    if (!IsWorkerNode(node)) {
+      down_clients_.push_back(node);
+      if (down_clients_.size() > kClientMemory) {
+        down_.erase(down_clients_.front());
+        down_clients_.pop_front();
+        down_count_.fetch_sub(1);
+      }
+    }
     listeners = listeners_;
   }
   for (const Listener& l : listeners) l(node, reason);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -18,8 +19,19 @@ namespace ferry {
 
 // Nodes known to be gone, with why. Listeners hear of each node once,
 // outside the lock, on the thread that reported it.
+//
+// Memory stays bounded however many short-lived clients come and go:
+// workers' entries stay for the process's life (every call to a worker
+// asks whether it is gone, and a rank never comes back under the same
+// incarnation), but only the kClientMemory most recent clients' entries are
+// kept. Forgetting an older one is harmless: client node ids are never
+// reused, nothing sends to a client, and if its departure is reported
+// again, listeners hear of it again — what they do for a gone client (drop
+// its RRef forks) is idempotent.
 class Membership {
  public:
+  static constexpr size_t kClientMemory = 1024;
+
   using Listener =
       std::function<void(uint64_t node, const absl::Status& reason)>;
 
@@ -37,6 +49,8 @@ class Membership {
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, absl::Status> down_ ABSL_GUARDED_BY(mu_);
+  // The clients in down_, oldest first.
+  std::deque<uint64_t> down_clients_ ABSL_GUARDED_BY(mu_);
   // Nodes in down_, readable without the lock: every call asks, and
   // usually nobody is down.
   std::atomic<int64_t> down_count_{0};

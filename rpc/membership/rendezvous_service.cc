@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "rpc/base/limits.h"
 #include "rpc/membership/directory.h"
 #include "rpc/value/value.h"
 
@@ -42,6 +43,28 @@ constexpr int64_t kMaxPollHoldMs = 5000;
 
 grpc::Status Error(grpc::StatusCode code, std::string message) {
   return grpc::Status(code, std::move(message));
+}
+
+// RESOURCE_EXHAUSTED "<what>, over the limit of N (--flag=N)".
+grpc::Status Exhausted(absl::string_view what, absl::string_view flag,
+                       int64_t limit) {
+  return Error(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      std::string(OverLimit(what, absl::StrCat(limit), flag, limit).message()));
+}
+
+// A caller's timeout, in [1 ms, kMaxHoldMs]; `fallback` if none.
+int64_t HoldMs(int64_t asked, int64_t fallback) {
+  return std::clamp<int64_t>(asked > 0 ? asked : fallback, 1,
+                             RendezvousService::kMaxHoldMs);
+}
+
+std::string Cut(const std::string& text) {
+  if (text.size() <= RendezvousService::kMaxNameBytes) return text;
+  size_t n = RendezvousService::kMaxNameBytes;
+  // Not inside a UTF-8 sequence (the name goes back out in protos).
+  while (n > 0 && (static_cast<uint8_t>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
 }
 
 }  // namespace
@@ -113,6 +136,7 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
   if (it == held_.end()) return nullptr;
   Held* held = it->second;
   held_.erase(it);
+  if (held->kind != Held::Kind::kPoll) --held_waits_;
   if (held->kind == Held::Kind::kPoll) {
     auto node = nodes_.find(held->node);
     if (node != nodes_.end() && node->second.held_poll == id) {
@@ -121,16 +145,34 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
       node->second.last_seen = absl::Now();
     }
   } else if (held->kind == Held::Kind::kBarrier) {
-    auto& waiters = barriers_[held->barrier].waiters;
-    waiters.erase(std::remove(waiters.begin(), waiters.end(), id),
-                  waiters.end());
+    // A barrier with waiters is never forgotten: it is there.
+    auto barrier = barriers_.find(held->barrier);
+    if (barrier != barriers_.end()) {
+      auto& waiters = barrier->second.waiters;
+      waiters.erase(std::remove(waiters.begin(), waiters.end(), id),
+                    waiters.end());
+    }
   }
   return held;
+}
+
+int64_t RendezvousService::held_waits() const {
+  absl::MutexLock lock(&mu_);
+  return held_waits_;
+}
+
+grpc::Status RendezvousService::CheckRoomToWait() const {
+  const int64_t max = options_.limits.max_held_calls;
+  if (held_waits_ < max) return grpc::Status::OK;
+  return Exhausted(absl::StrCat("the master already holds ", held_waits_,
+                                " joins and barriers"),
+                   "max_held_calls", max);
 }
 
 void RendezvousService::Hold(Held* held, absl::Time until) {
   held->id = next_held_++;
   held_.emplace(held->id, held);
+  if (held->kind != Held::Kind::kPoll) ++held_waits_;
   uint64_t id = held->id;
   held->timer = timers_->RunAt(until, [this, id] { Expire(id); });
 }
@@ -187,11 +229,22 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};
   const int rank = r.worker().rank();
+  // A join that completes the job is answered at once, never refused for
+  // room (else held joins could keep the job from forming). Checked before
+  // the rank is taken: a join not held must not keep it.
+  bool completes = true;
+  for (int k = 0; k < static_cast<int>(slots_.size()); ++k) {
+    if (k != rank && !slots_[k].joined) completes = false;
+  }
+  if (grpc::Status room = CheckRoomToWait();
+      !complete_ && !completes && !room.ok()) {
+    return {{held, room}};
+  }
   Slot& slot = slots_[rank];
   if (!slot.joined) slot = Slot{true, r.worker(), r.incarnation()};
   held->rank = rank;
   held->incarnation = r.incarnation();
-  held->timeout_ms = r.timeout_ms() > 0 ? r.timeout_ms() : kDefaultWaitMs;
+  held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
   if (complete_) {  // A retried join after completion.
     FillDirectory(held->join->mutable_workers());
     return {{held, grpc::Status::OK}};
@@ -253,12 +306,17 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
                        absl::StrCat("the job is not formed yet (waiting for ",
                                     MissingRanks(), ")"))}};
     }
+    if (ClientCount() >= options_.limits.max_clients) {
+      return {{held, Exhausted(absl::StrCat("the master already knows ",
+                                            ClientCount(), " clients"),
+                               "max_clients", options_.limits.max_clients)}};
+    }
     uint64_t number = next_client_++;
     uint64_t node = kFirstClientNode + number;
     Node& n = nodes_[node];
     n.name = absl::StrCat("client", number);
     if (!request->description().empty()) {
-      absl::StrAppend(&n.name, " (", request->description(), ")");
+      absl::StrAppend(&n.name, " (", Cut(request->description()), ")");
     }
     n.last_seen = absl::Now();
     response->set_node(node);
@@ -324,6 +382,9 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
                absl::ToInt64Milliseconds(options_.heartbeat_timeout) / 2));
   Hold(held, absl::Now() + absl::Milliseconds(hold_ms));
   n.held_poll = held->id;
+  // What every live node has seen can go (and departed clients with it),
+  // also when no poll is behind — else it would stay while polls keep up.
+  if (!events_.empty()) TrimEvents();
   return finishes;
 }
 
@@ -427,15 +488,72 @@ RendezvousService::Finishes RendezvousService::AdmitBarrier(
                          absl::StrCat("node ", r.node(),
                                       " is not a live worker of this job"))}};
   }
-  BarrierState& b = barriers_[r.name()];
-  if (b.done) return {{held, grpc::Status::OK}};
-  b.arrived.insert(r.node());
+  if (r.name().size() > kMaxNameBytes) {
+    return {
+        {held, Error(grpc::StatusCode::INVALID_ARGUMENT,
+                     absl::StrCat("a barrier name of ", r.name().size(),
+                                  " bytes (at most ", kMaxNameBytes, ")"))}};
+  }
+  auto existing = barriers_.find(r.name());
+  if (existing != barriers_.end() && existing->second.done)
+    return {{held, grpc::Status::OK}};
+  // The last arrival is answered at once, never refused for room (else
+  // held calls could keep a barrier from ever finishing).
+  const bool completes =
+      existing != barriers_.end() && AllArrivedBut(existing->second, r.node());
+  if (grpc::Status room = CheckRoomToWait(); !completes && !room.ok())
+    return {{held, room}};
+  BarrierState* b = BarrierFor(r.name());
+  if (b == nullptr) {
+    return {{held, Exhausted(absl::StrCat("barrier '", r.name(),
+                                          "': ", barriers_.size(),
+                                          " barriers are waited at already"),
+                             "max_barriers", options_.limits.max_barriers)}};
+  }
+  b->arrived.insert(r.node());
   held->node = r.node();
   held->barrier = r.name();
-  held->timeout_ms = r.timeout_ms() > 0 ? r.timeout_ms() : kDefaultWaitMs;
+  held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
   Hold(held, absl::Now() + absl::Milliseconds(held->timeout_ms));
-  b.waiters.push_back(held->id);
+  b->waiters.push_back(held->id);
   return CheckBarriers();
+}
+
+RendezvousService::BarrierState* RendezvousService::BarrierFor(
+    const std::string& name) {
+  auto it = barriers_.find(name);
+  if (it != barriers_.end()) return &it->second;
+  const size_t max = static_cast<size_t>(options_.limits.max_barriers);
+  // Forget barriers nobody waits at: finished ones first, then abandoned.
+  for (bool done : {true, false}) {
+    for (auto b = barriers_.begin();
+         b != barriers_.end() && barriers_.size() >= max;) {
+      if (b->second.waiters.empty() && b->second.done == done) {
+        barriers_.erase(b++);
+      } else {
+        ++b;
+      }
+    }
+  }
+  if (barriers_.size() >= max) return nullptr;
+  return &barriers_[name];
+}
+
+bool RendezvousService::AllArrivedBut(const BarrierState& b,
+                                      uint64_t node) const {
+  for (const auto& [id, n] : nodes_) {
+    if (IsWorkerNode(id) && !n.down && id != node && !b.arrived.contains(id))
+      return false;
+  }
+  return true;
+}
+
+int64_t RendezvousService::ClientCount() const {
+  int64_t n = 0;
+  for (const auto& [node, info] : nodes_) {
+    if (!IsWorkerNode(node)) ++n;
+  }
+  return n;
 }
 
 std::string RendezvousService::MissingFromBarrier(const BarrierState& b) const {

@@ -11,6 +11,19 @@
 // declared dead when its held poll is cancelled (its connection broke: the
 // process died) or when it has not polled for `heartbeat_timeout`. A dead
 // node is fenced: its later polls get FAILED_PRECONDITION.
+//
+// What callers can make the master hold is bounded (Limits), each refusal
+// RESOURCE_EXHAUSTED naming its flag:
+//  - held joins and barriers at once: --max_held_calls (a poll is held
+//    once per node, a newer one replacing it, so polls are bounded by the
+//    nodes);
+//  - clients known, live or departed but not yet forgotten: --max_clients
+//    (a departed client is forgotten once every live node saw its event);
+//  - barrier names: --max_barriers. A barrier nobody waits at is forgotten
+//    when room is needed, finished ones first (so only then does a late
+//    arrival at a finished barrier wait again instead of passing).
+// Names and descriptions are cut to kMaxNameBytes; a hold lasts at most
+// kMaxHoldMs whatever timeout the caller asks for.
 #ifndef FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 
@@ -27,6 +40,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
 
 namespace ferry {
@@ -37,10 +51,15 @@ struct RendezvousOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(3);
   // How often liveness is checked.
   absl::Duration sweep_interval = absl::Milliseconds(200);
+  // max_held_calls, max_clients, max_barriers.
+  Limits limits;
 };
 
 class RendezvousService final : public proto::Rendezvous::CallbackService {
  public:
+  static constexpr size_t kMaxNameBytes = 256;
+  static constexpr int64_t kMaxHoldMs = int64_t{24} * 3600 * 1000;
+
   RendezvousService(RendezvousOptions options, Timers* timers);
   // Call Shutdown() first; the server must be shut down before destruction.
   ~RendezvousService() override;
@@ -61,6 +80,9 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
 
   // Answers every held call with UNAVAILABLE and stops liveness checks.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Joins and barriers held now.
+  int64_t held_waits() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class Held;
@@ -112,6 +134,17 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   std::string MissingRanks() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingFromBarrier(const BarrierState& b) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RESOURCE_EXHAUSTED naming --max_held_calls if no join or barrier more
+  // may be held.
+  grpc::Status CheckRoomToWait() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The barrier called `name`, made if there is room (forgetting one
+  // nobody waits at if need be); null if not.
+  BarrierState* BarrierFor(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t ClientCount() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every live worker but `node` arrived at `b`.
+  bool AllArrivedBut(const BarrierState& b, uint64_t node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Held* Take(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Hold(Held* held, absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -128,7 +161,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   const RendezvousOptions options_;
   Timers* const timers_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
@@ -136,6 +169,8 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   uint64_t next_client_ ABSL_GUARDED_BY(mu_) = 1;
   // Every held call, by id.
   absl::flat_hash_map<uint64_t, Held*> held_ ABSL_GUARDED_BY(mu_);
+  // Of those, joins and barriers.
+  int64_t held_waits_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
   // Events numbered from events_base_; older ones (seen by every live
   // node) are trimmed, with the clients they announced, so a long job with

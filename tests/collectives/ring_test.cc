@@ -360,7 +360,8 @@ TEST(RingBackpressureTest, TinyReceiveBuffer) {
   options.configure = [](WorkerConfig& o) {
     o.collectives.direct_bytes = kDirectBytes;
     o.collectives.chunk_bytes = 512;
-    o.collectives.max_buffer_bytes = 2048;
+    // Room for one of the ~2.5 KB messages at a time.
+    o.limits.max_mailbox_bytes = 3000;
   };
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
                        LocalJob::Start(4, options));

@@ -1,0 +1,106 @@
+// One collective message arriving on an Exchange stream, frame by frame
+// (frames.h), into the Mailbox. The receiving end of the transport, apart
+// from gRPC, so that hostile frame sequences can be tested and fuzzed.
+//
+// Protocol, as enforced (any breach: INVALID_ARGUMENT, or PERMISSION_DENIED
+// for a sender the op's group does not allow; the stream is refused at
+// once and what it admitted given back):
+//  - The first frame's header names the message: op, step, src — checked
+//    by CheckSender (op_key.h) — and kind.
+//  - ABORT: no payload, total 0, error of at most kMaxAbortErrorBytes, and
+//    nothing after it: the op is aborted here with (code, error).
+//  - DATA: `total` payload bytes, admitted by the Mailbox as the first frame
+//    arrives (so every byte received is counted before it is held); each
+//    later frame has an empty header and at least one payload byte, and no
+//    frame goes past `total`. The message is complete — and delivered — the
+//    moment `total` bytes are in; a frame after that is refused.
+//  - The whole message must be in within --mailbox_ttl_ms of its first
+//    frame (ExpireIfStale): then what arrived is dropped, the admission
+//    given back, and later frames refused with DEADLINE_EXCEEDED naming the
+//    flag. A stream that merely stays open costs only gRPC's own state.
+//
+// Take and End are called by one thread at a time (the stream's
+// reactions); ExpireIfStale from any thread.
+#ifndef FERRY_COLLECTIVES_INBOUND_H_
+#define FERRY_COLLECTIVES_INBOUND_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/frames.h"
+#include "collectives/mailbox.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "rpc/base/clock.h"
+
+namespace ferry {
+
+struct InboundOptions {
+  int self_rank = 0;
+  int world_size = 1;
+  // How long a message may take to arrive whole (--mailbox_ttl_ms).
+  int64_t ttl_ms = 60000;
+  Clock* clock = nullptr;
+};
+
+class Inbound {
+ public:
+  enum class Next {
+    kMore,  // Read the next frame.
+    kDone,  // The message was delivered (or the abort applied): finish OK.
+  };
+
+  Inbound(Mailbox* mailbox, InboundOptions options);
+  // Gives back what was admitted for a message never delivered.
+  ~Inbound();
+
+  Inbound(const Inbound&) = delete;
+  Inbound& operator=(const Inbound&) = delete;
+
+  // One frame. An error finishes the stream: the sender's message was
+  // refused (IsBackpressure: refused for now), or the op's abort status.
+  absl::StatusOr<Next> Take(const grpc::ByteBuffer& frame)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The sender ended the stream: OK if nothing or a whole message came,
+  // INVALID_ARGUMENT if it was cut short.
+  absl::Status End() ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops a message still incomplete --mailbox_ttl_ms after its first
+  // frame (see above). True if it did.
+  bool ExpireIfStale() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  enum class State {
+    kNew,        // No frame yet (only Take and End touch this state).
+    kReceiving,  // Admitted; payload arriving.
+    kDone,       // Delivered, aborted, or refused.
+    kExpired,
+  };
+
+  absl::StatusOr<Next> Start(Frame frame) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<Next> ApplyAbort(const proto::ChunkHeader& header);
+  absl::StatusOr<Next> Append(Frame frame, bool first) ABSL_LOCKS_EXCLUDED(mu_);
+  // Decodes the whole payload and hands it to the mailbox.
+  absl::Status Deliver(std::vector<grpc::Slice> payload);
+  // Ends a message that will not be delivered: gives back its admission.
+  absl::Status Refuse(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status ExpiredError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Mailbox* const mailbox_;
+  const InboundOptions options_;
+
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
+  MessageKey key_ ABSL_GUARDED_BY(mu_);
+  int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time started_ ABSL_GUARDED_BY(mu_);
+  std::vector<grpc::Slice> payload_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_INBOUND_H_

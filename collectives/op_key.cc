@@ -1,0 +1,164 @@
+#include "collectives/op_key.h"
+
+#include <cstdint>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace ferry {
+
+namespace {
+
+// A peer's key, for messages: escaped, and only its start if long.
+std::string Shown(absl::string_view key) {
+  constexpr size_t kShown = 64;
+  return absl::StrCat(absl::CEscape(key.substr(0, kShown)),
+                      key.size() > kShown ? "…" : "");
+}
+
+absl::Status BadKey(absl::string_view key, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("op \"", Shown(key), "\" is no collective op: ", why));
+}
+
+bool AllDigits(absl::string_view s) {
+  if (s.empty() || s.size() > 20) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(c)) return false;
+  }
+  return true;
+}
+
+// "0,2,1" → {0, 2, 1}: in [0, world), each once (so at most `world` of
+// them; the parse stops at the first bad one, whatever the text's length).
+absl::StatusOr<std::vector<int>> ParseRanks(absl::string_view key,
+                                            absl::string_view text, int world) {
+  std::vector<int> ranks;
+  std::vector<bool> seen(world, false);
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int r = -1;
+    if (!AllDigits(part) || !absl::SimpleAtoi(part, &r) || r < 0 ||
+        r >= world) {
+      return BadKey(key, absl::StrCat("group rank \"", Shown(part),
+                                      "\" is not in [0, ", world, ")"));
+    }
+    if (seen[r]) return BadKey(key, absl::StrCat("rank ", r, " twice"));
+    seen[r] = true;
+    ranks.push_back(r);
+  }
+  return ranks;
+}
+
+absl::StatusOr<std::vector<int>> MembersOfGroup(absl::string_view key,
+                                                absl::string_view group,
+                                                int world) {
+  if (group == "world") {
+    std::vector<int> all(world);
+    for (int r = 0; r < world; ++r) all[r] = r;
+    return all;
+  }
+  if (absl::ConsumePrefix(&group, "c")) return ParseRanks(key, group, world);
+  if (absl::ConsumePrefix(&group, "g")) {
+    const size_t hash = group.rfind('#');
+    if (hash == absl::string_view::npos || !AllDigits(group.substr(hash + 1)))
+      return BadKey(key, "a group \"g…\" ends with \"#N\"");
+    return ParseRanks(key, group.substr(0, hash), world);
+  }
+  return BadKey(key, "unknown group");
+}
+
+absl::Status CheckLabel(absl::string_view key, absl::string_view label) {
+  if (absl::ConsumePrefix(&label, "t:")) {
+    if (label.empty() || label.size() > kMaxOpTagBytes) {
+      return BadKey(key, absl::StrCat("a tag has 1 to ", kMaxOpTagBytes,
+                                      " bytes, not ", label.size()));
+    }
+    return absl::OkStatus();
+  }
+  if (!AllDigits(label)) return BadKey(key, "no sequence number or tag");
+  return absl::OkStatus();
+}
+
+bool Contains(const std::vector<int>& ranks, int r) {
+  for (int x : ranks) {
+    if (x == r) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string WorldGroupName() { return "world"; }
+
+std::string NewGroupName(const std::vector<int>& ranks, int n) {
+  return absl::StrCat("g", absl::StrJoin(ranks, ","), "#", n);
+}
+
+std::string ClientGroupName(const std::vector<int>& ranks) {
+  return absl::StrCat("c", absl::StrJoin(ranks, ","));
+}
+
+std::string SequencedOpKey(absl::string_view group, uint64_t sequence) {
+  return absl::StrCat(group, "/", sequence);
+}
+
+absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
+                                        absl::string_view tag) {
+  if (tag.empty() || tag.size() > kMaxOpTagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an op tag has 1 to ", kMaxOpTagBytes, " bytes, not ", tag.size()));
+  }
+  return absl::StrCat(group, "/t:", tag);
+}
+
+absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
+                                             int world_size) {
+  // The group part holds no '/', a tag may.
+  const size_t slash = key.find('/');
+  if (slash == absl::string_view::npos) return BadKey(key, "no \"/\"");
+  absl::Status label = CheckLabel(key, key.substr(slash + 1));
+  if (!label.ok()) return label;
+  return MembersOfGroup(key, key.substr(0, slash), world_size);
+}
+
+int MaxSteps(int group_size) { return 2 * group_size + 2; }
+
+absl::Status CheckSender(absl::string_view key, int step, int src, int self,
+                         int world_size) {
+  if (src < 0 || src >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a frame of op ", Shown(key), " claims to come from rank ",
+                     src, ", not a rank of this job of ", world_size));
+  }
+  absl::StatusOr<std::vector<int>> members = MembersOfOp(key, world_size);
+  if (!members.ok()) return members.status();
+  const int steps = MaxSteps(static_cast<int>(members->size()));
+  if (step < 0 || step >= steps) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a frame of op ", Shown(key), " has step ", step,
+                     ", not in [0, ", steps, ")"));
+  }
+  if (src == self) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("a frame of op ", Shown(key), " claims to come from rank ",
+                     src, ", this worker itself"));
+  }
+  if (!Contains(*members, self)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("a frame of op ", Shown(key), ": rank ", self,
+                     " is not a member of its group, so never runs it"));
+  }
+  if (!Contains(*members, src)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("a frame of op ", Shown(key), " claims to come from rank ",
+                     src, ", not a member of its group"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ferry

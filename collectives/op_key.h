@@ -1,0 +1,65 @@
+// How collective ops are named across the job, and what a worker can tell
+// from a name alone — before its own op began, when a peer's message for
+// it arrives.
+//
+//   op key  := GROUP "/" SEQ                an SPMD op: the group's SEQ-th
+//            | GROUP "/t:" TAG              an op named by the caller
+//   GROUP   := "world"                      every rank of the job
+//            | "g" RANKS "#" N              NewGroup's N-th group of RANKS
+//            | "c" RANKS                    a client's op on RANKS
+//   RANKS   := rank ("," rank)*             global ranks, in group order
+//
+// A group's name spells its members, so a receiver checks each frame's
+// claimed sender against the op's group as soon as the frame arrives
+// (CheckSender): the op key must parse, this worker and the sender must
+// both be members, the sender not this worker itself, and the step within
+// what any algorithm uses (< MaxSteps). What it cannot check is that the
+// sender is who it claims: that needs frames bound to the sender's
+// credential (issue 12); until then a member can forge another member's
+// frames, and only for ops of groups it belongs to.
+#ifndef FERRY_COLLECTIVES_OP_KEY_H_
+#define FERRY_COLLECTIVES_OP_KEY_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ferry {
+
+// Longest caller-chosen op tag (CollectiveOptions::tag, a client's op id).
+inline constexpr size_t kMaxOpTagBytes = 256;
+
+std::string WorldGroupName();
+// NewGroup's `n`-th group of `ranks`: "g0,2#1".
+std::string NewGroupName(const std::vector<int>& ranks, int n);
+// A client's op on `ranks`: "c0,2".
+std::string ClientGroupName(const std::vector<int>& ranks);
+std::string SequencedOpKey(absl::string_view group, uint64_t sequence);
+// INVALID_ARGUMENT for an empty tag or one over kMaxOpTagBytes.
+absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
+                                        absl::string_view tag);
+
+// The members of op `key`'s group (global ranks, in group order) in a job
+// of `world_size` ranks. INVALID_ARGUMENT if `key` is no op key of such a
+// job (unknown form, a rank out of range or twice, a bad SEQ or TAG).
+absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
+                                             int world_size);
+
+// Steps an op of a group of `group_size` ranks may use: [0, MaxSteps).
+// (The ring all_reduce uses the most: 2·(size-1), from step 1.)
+int MaxSteps(int group_size);
+
+// May rank `self` take message `step` of op `key` from rank `src`?
+// INVALID_ARGUMENT for a key, step or rank no peer of this job could send;
+// PERMISSION_DENIED if `self` or `src` is not a member of the op's group,
+// or `src` is `self`.
+absl::Status CheckSender(absl::string_view key, int step, int src, int self,
+                         int world_size);
+
+}  // namespace ferry
+
+#endif  // FERRY_COLLECTIVES_OP_KEY_H_

@@ -1,0 +1,101 @@
+// A hostile member inside an op: messages forged with raw frames (a member
+// can forge another member's messages until frames are bound to their
+// sender, issue 12) must fail the op, never the worker.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "collectives/collectives.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "tests/collectives/spmd.h"
+#include "tests/testing/raw_exchange.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataHeader;
+using ::ferry::testing::FrameBytes;
+using ::ferry::testing::SendFrames;
+using ::ferry::testing::Spmd;
+using ::ferry::testing::StatusIs;
+using ::ferry::testing::ValueBytes;
+using ::testing::HasSubstr;
+
+class ForgedPeerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(3));
+    channel_ = grpc::CreateChannel(job_->worker(2).rpc().address(),
+                                   grpc::InsecureChannelCredentials());
+  }
+
+  // Sends `message` to worker 2 as step 0 of op `op` from rank `src`.
+  void Forge(const std::string& op, int src, const Value& message) {
+    const std::string payload = ValueBytes(message);
+    grpc::Status s = SendFrames(
+        channel_, {FrameBytes(DataHeader(op, 0, src,
+                                         static_cast<int64_t>(payload.size())),
+                              payload)});
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // An honest op on every rank still works.
+  void ExpectJobWorks() {
+    auto out = Spmd<Tensor>(*job_, [](WorkerImpl& w, int) {
+      return AllReduce(w.collectives().world(), Tensor::FromVector<float>({1}));
+    });
+    for (auto& r : out) {
+      ASSERT_OK(r);
+      EXPECT_EQ(r->ToVector<float>(), std::vector<float>{3});
+    }
+  }
+
+  std::unique_ptr<LocalJob> job_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+// Before, ranks 0 and 1 both forged as sending the structure null made
+// rank 2's all_gather call as_map() on null: bad_variant_access thrown on
+// a collectives thread, std::terminate, the worker gone.
+TEST_F(ForgedPeerTest, ANullStructureFailsTheOpNotTheWorker) {
+  const Value forged(Value::Map{
+      {"meta", Value(Value::Map{{"axis", int64_t{0}}, {"structure", Value()}})},
+      {"inline", true},
+      {"value", Value()}});
+  Forge("world/t:forged", 0, forged);
+  Forge("world/t:forged", 1, forged);
+  absl::StatusOr<Value> out =
+      AllGather(job_->worker(2).collectives().world(),
+                Value(Tensor::FromVector<float>({1, 2})), 0,
+                {.timeout = absl::Seconds(10), .tag = "forged"});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("malformed message from rank 0")));
+  ExpectJobWorks();
+}
+
+// Kinds a skeleton never has, on either side of the comparison.
+TEST_F(ForgedPeerTest, AScalarStructureFailsTheOp) {
+  const Value forged(Value::Map{
+      {"meta",
+       Value(Value::Map{{"axis", int64_t{0}}, {"structure", int64_t{5}}})},
+      {"inline", true},
+      {"value", Value()}});
+  Forge("world/t:scalar", 0, forged);
+  Forge("world/t:scalar", 1, forged);
+  absl::StatusOr<Value> out =
+      AllGather(job_->worker(2).collectives().world(),
+                Value(Tensor::FromVector<float>({1, 2})), 0,
+                {.timeout = absl::Seconds(10), .tag = "scalar"});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("malformed message")));
+  ExpectJobWorks();
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,302 @@
+// The receiving end of the collectives transport against hostile frame
+// sequences: each is refused with a specific code, and leaves nothing held.
+#include "collectives/inbound.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "collectives/frames.h"
+#include "collectives/mailbox.h"
+#include "collectives/op_key.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/base/limits.h"
+#include "tests/testing/manual_clock.h"
+#include "tests/testing/raw_exchange.h"
+#include "tests/testing/status_matchers.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::AbortHeader;
+using ::ferry::testing::DataHeader;
+using ::ferry::testing::FrameBytes;
+using ::ferry::testing::ManualClock;
+using ::ferry::testing::StatusIs;
+using ::ferry::testing::ToByteBuffer;
+using ::ferry::testing::ValueBytes;
+using ::testing::HasSubstr;
+
+constexpr int kSelf = 0;
+constexpr int kWorld = 4;
+constexpr int64_t kTtlMs = 5000;
+
+class InboundTest : public ::testing::Test {
+ protected:
+  InboundTest() : box_(Bounds(), &clock_) {}
+
+  static Limits Bounds() {
+    Limits limits;
+    limits.max_mailbox_bytes = 1 << 20;
+    limits.mailbox_ttl_ms = kTtlMs;
+    return limits;
+  }
+
+  std::unique_ptr<Inbound> NewInbound() {
+    return std::make_unique<Inbound>(
+        &box_, InboundOptions{kSelf, kWorld, kTtlMs, &clock_});
+  }
+
+  // Feeds `frames` to a new Inbound; the first error, else the last Next.
+  absl::StatusOr<Inbound::Next> Feed(const std::vector<std::string>& frames) {
+    std::unique_ptr<Inbound> in = NewInbound();
+    absl::StatusOr<Inbound::Next> next = Inbound::Next::kMore;
+    for (const std::string& f : frames) {
+      next = in->Take(ToByteBuffer(f));
+      if (!next.ok()) return next;
+    }
+    return next;
+  }
+
+  ManualClock clock_;
+  Mailbox box_;
+};
+
+TEST_F(InboundTest, AWholeMessageIsDeliveredTheMomentItIsIn) {
+  const std::string payload = ValueBytes(Value("hello, rank 0"));
+  const int64_t total = static_cast<int64_t>(payload.size());
+  std::unique_ptr<Inbound> in = NewInbound();
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      in->Take(ToByteBuffer(FrameBytes(DataHeader("world/1", 0, 1, total),
+                                       payload.substr(0, 3)))));
+  EXPECT_EQ(next, Inbound::Next::kMore);
+  ASSERT_OK_AND_ASSIGN(next, in->Take(ToByteBuffer(FrameBytes(
+                                 proto::ChunkHeader(), payload.substr(3)))));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  EXPECT_OK(in->End());
+  EXPECT_EQ(box_.Receive({"world/1", 0, 1}).Wait(absl::ZeroDuration()).value(),
+            Value("hello, rank 0"));
+  in.reset();
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, MakeFramesRoundTrips) {
+  const std::string payload = ValueBytes(Value(std::string(5000, 'x')));
+  proto::ChunkHeader h;
+  h.set_op("world/3");
+  h.set_step(1);
+  h.set_src(2);
+  std::vector<grpc::ByteBuffer> frames =
+      MakeFrames(h, ToByteBuffer(payload), /*chunk=*/1024);
+  ASSERT_EQ(frames.size(), 5u);
+  std::unique_ptr<Inbound> in = NewInbound();
+  for (size_t i = 0; i < frames.size(); ++i) {
+    ASSERT_OK_AND_ASSIGN(Inbound::Next next, in->Take(frames[i]));
+    EXPECT_EQ(next, i + 1 == frames.size() ? Inbound::Next::kDone
+                                           : Inbound::Next::kMore);
+  }
+  EXPECT_EQ(box_.Receive({"world/3", 1, 2}).Wait(absl::ZeroDuration()).value(),
+            Value(std::string(5000, 'x')));
+}
+
+// Before, `src` was taken as claimed.
+TEST_F(InboundTest, ASenderOutsideTheOpsGroupIsRefused) {
+  auto first = [](std::string op, int step, int src) {
+    return std::vector<std::string>{
+        FrameBytes(DataHeader(std::move(op), step, src, 1), "x")};
+  };
+  // Rank 2 is not in group [0, 1].
+  EXPECT_THAT(Feed(first("g0,1#0/3", 0, 2)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("not a member of its group")));
+  // This worker (rank 0) is not in group [1, 2]: it never runs the op.
+  EXPECT_THAT(Feed(first("c1,2/t:x", 0, 1)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("rank 0 is not a member")));
+  // Nobody sends to itself.
+  EXPECT_THAT(Feed(first("world/1", 0, kSelf)),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("this worker itself")));
+  EXPECT_THAT(Feed(first("world/1", 0, kWorld)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a rank of this job")));
+  EXPECT_THAT(Feed(first("world/1", 0, -1)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Feed(first("world/1", 1000, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step")));
+  EXPECT_THAT(Feed(first("world/1", -1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step")));
+  EXPECT_EQ(box_.held_bytes(), 0);
+  EXPECT_EQ(box_.held_messages(), 0);
+}
+
+TEST_F(InboundTest, MessagesForOpsNoWorkerRunsAreRefused) {
+  for (const std::string& op : std::vector<std::string>{
+           "", "world", "nonsense/1", "world/", "world/abc",
+           "world/t:", "g0,1/1", "g0,x#0/1", "g0,0#0/1", "g0,9#0/1", "c/1",
+           absl::StrCat("world/t:", std::string(kMaxOpTagBytes + 1, 't'))}) {
+    EXPECT_THAT(Feed({FrameBytes(DataHeader(op, 0, 1, 1), "x")}),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << op;
+  }
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, AnAbortIsOneFrameWithoutPayload) {
+  // Before, an ABORT stream's later frames were buffered, uncounted.
+  EXPECT_THAT(
+      Feed({FrameBytes(
+          AbortHeader("world/5", 1, absl::StatusCode::kInternal, "boom"),
+          "payload")}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no payload")));
+  proto::ChunkHeader with_total =
+      AbortHeader("world/5", 1, absl::StatusCode::kInternal, "boom");
+  with_total.set_total(1 << 30);
+  EXPECT_THAT(Feed({FrameBytes(with_total, "")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_OK(box_.AbortStatus("world/5"));  // Neither was applied.
+
+  EXPECT_THAT(Feed({FrameBytes(AbortHeader("world/5", 1,
+                                           absl::StatusCode::kInternal, "boom"),
+                               ""),
+                    FrameBytes(proto::ChunkHeader(), std::string(1000, 'x'))}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("after the message ended")));
+  EXPECT_THAT(box_.AbortStatus("world/5"),
+              StatusIs(absl::StatusCode::kInternal, "boom"));
+  EXPECT_THAT(
+      Feed({FrameBytes(AbortHeader("world/6", 1, absl::StatusCode::kInternal,
+                                   std::string(5000, 'e')),
+                       "")}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("error of 5000 bytes")));
+  // An abort from outside the group is refused like any frame.
+  EXPECT_THAT(
+      Feed({FrameBytes(
+          AbortHeader("g0,1#0/1", 3, absl::StatusCode::kInternal, "x"), "")}),
+      StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_OK(box_.AbortStatus("g0,1#0/1"));
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, AnOversizedMessageIsRefusedBeforeAnyByteIsHeld) {
+  EXPECT_THAT(
+      Feed({FrameBytes(DataHeader("world/1", 0, 1, int64_t{1} << 40), "x")}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("--max_mailbox_mb=1")));
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, NoFrameGoesPastTheAnnouncedTotal) {
+  const std::string pay = ValueBytes(Value("abcdefgh"));
+  const int64_t total = static_cast<int64_t>(pay.size());
+  // More in the first frame than announced.
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/1", 0, 1, 2), pay)}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("longer than its announced 2 bytes")));
+  // More across frames.
+  EXPECT_THAT(
+      Feed({FrameBytes(DataHeader("world/1", 0, 2, total), pay.substr(0, 4)),
+            FrameBytes(proto::ChunkHeader(), pay)}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("longer")));
+  // Anything after the whole message, even empty, ends the stream.
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/1", 0, 3, total), pay),
+                    FrameBytes(proto::ChunkHeader(), "")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("after the message ended")));
+  EXPECT_EQ(box_.held_messages(), 1);  // The whole one was delivered.
+  EXPECT_EQ(box_.held_bytes(), Mailbox::Charge({"world/1", 0, 3}, total));
+}
+
+// Before, frames without payload could follow each other forever, each
+// growing the receiver's list of slices.
+TEST_F(InboundTest, LaterFramesCarryPayloadAndNoHeaderOfTheirOwn) {
+  std::vector<std::string> frames = {
+      FrameBytes(DataHeader("world/1", 0, 1, 100), "")};
+  for (int i = 0; i < 3; ++i)
+    frames.push_back(FrameBytes(proto::ChunkHeader(), ""));
+  EXPECT_THAT(Feed(frames), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("without payload")));
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/1", 0, 1, 100), "ab"),
+                    FrameBytes(DataHeader("world/2", 0, 1, 0), "cd")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("header of its own")));
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, ACutShortMessageGivesBackItsBytes) {
+  std::unique_ptr<Inbound> in = NewInbound();
+  ASSERT_OK(in->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 1, 1000), std::string(10, 'x')))));
+  EXPECT_EQ(box_.held_bytes(), Mailbox::Charge({"world/1", 0, 1}, 1000));
+  EXPECT_THAT(in->End(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  HasSubstr("cut short: 10 of 1000")));
+  EXPECT_EQ(box_.held_bytes(), 0);
+  // A stream that breaks (no End) gives them back when it goes.
+  in = NewInbound();
+  ASSERT_OK(in->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 2, 1000), std::string(10, 'x')))));
+  in.reset();
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+// Before, a message that never finished arriving held its admission (and
+// what arrived) for as long as the sender kept the stream open.
+TEST_F(InboundTest, AMessageNotWholeWithinTheTtlIsDropped) {
+  std::unique_ptr<Inbound> in = NewInbound();
+  ASSERT_OK(in->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 1, 1000), std::string(10, 'x')))));
+  clock_.Advance(absl::Milliseconds(kTtlMs - 1));
+  EXPECT_FALSE(in->ExpireIfStale());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(in->ExpireIfStale());
+  EXPECT_EQ(box_.held_bytes(), 0);
+  EXPECT_THAT(in->Take(ToByteBuffer(
+                  FrameBytes(proto::ChunkHeader(), std::string(10, 'x')))),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("(--mailbox_ttl_ms=5000)")));
+  EXPECT_THAT(in->End(), StatusIs(absl::StatusCode::kDeadlineExceeded));
+  in.reset();
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, NoRoomIsBackpressure) {
+  // Another stream holds most of the room.
+  std::unique_ptr<Inbound> big = NewInbound();
+  ASSERT_OK(big->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 1, (1 << 20) - 1000), "x"))));
+  absl::StatusOr<Inbound::Next> refused =
+      Feed({FrameBytes(DataHeader("world/1", 0, 2, 1000), "x")});
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(IsBackpressure(refused.status()));
+  big.reset();
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+TEST_F(InboundTest, MalformedFramesAreRefused) {
+  EXPECT_THAT(Feed({""}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      Feed({"\xff\xff\xff\xff\xff"}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("header length")));
+  // A header length past the bound, with the bytes to back it.
+  std::string huge = "\x80\x80\x08";  // 128 KiB.
+  huge += std::string(128 << 10, 'x');
+  EXPECT_THAT(Feed({huge}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("a header of 131072 bytes")));
+  EXPECT_THAT(Feed({"\x05\x01"}), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("truncated")));
+  EXPECT_THAT(Feed({"\x02\xff\xff"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unparsable header")));
+  // A whole message whose payload is no Value.
+  EXPECT_THAT(
+      Feed({FrameBytes(DataHeader("world/1", 0, 1, 3), "\xff\xff\xff")}),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace ferry

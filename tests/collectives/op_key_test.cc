@@ -1,0 +1,90 @@
+#include "collectives/op_key.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(OpKeyTest, NamesSpellTheirMembers) {
+  EXPECT_EQ(NewGroupName({2, 0}, 1), "g2,0#1");
+  EXPECT_EQ(ClientGroupName({1, 3}), "c1,3");
+  EXPECT_EQ(SequencedOpKey(WorldGroupName(), 17), "world/17");
+  ASSERT_OK_AND_ASSIGN(std::string tagged, TaggedOpKey("c1,3", "client2.5"));
+  EXPECT_EQ(tagged, "c1,3/t:client2.5");
+  ASSERT_OK_AND_ASSIGN(std::vector<int> world, MembersOfOp("world/17", 3));
+  EXPECT_THAT(world, ElementsAre(0, 1, 2));
+  ASSERT_OK_AND_ASSIGN(std::vector<int> g, MembersOfOp("g2,0#1/4", 3));
+  EXPECT_THAT(g, ElementsAre(2, 0));
+  // A tag may hold '/'.
+  ASSERT_OK_AND_ASSIGN(std::vector<int> c, MembersOfOp("c1/t:a/b", 3));
+  EXPECT_THAT(c, ElementsAre(1));
+}
+
+TEST(OpKeyTest, TagsAreBounded) {
+  EXPECT_THAT(TaggedOpKey("world", ""),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(TaggedOpKey("world", std::string(kMaxOpTagBytes + 1, 'x')),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_OK(TaggedOpKey("world", std::string(kMaxOpTagBytes, 'x')).status());
+}
+
+TEST(OpKeyTest, ANameNoWorkerMakesIsNoOp) {
+  for (const char* key :
+       {"",         "/",         "world",    "world/",
+        "world/-1", "world/1x",  "world/t:", "galaxy/1",
+        "g0,1/1",   "g0,1#/1",   "g0,1#x/1", "g#0/1",
+        "g,#0/1",   "g0,,1#0/1", "g0,5#0/1", "g1,1#0/1",
+        "c/1",      "c-1/1",     "c0, 1/1",  "world/123456789012345678901"}) {
+    EXPECT_THAT(MembersOfOp(key, 4),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << key;
+  }
+}
+
+// A long run of ranks is refused at the first bad one: no quadratic work
+// and no unbounded message.
+TEST(OpKeyTest, LongKeysAreRefusedBriefly) {
+  std::string key = "c";
+  for (int i = 0; i < 100000; ++i) key += "0,";
+  key += "/1";
+  absl::Status s = MembersOfOp(key, 4).status();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("rank 0 twice")));
+  EXPECT_LT(s.message().size(), 300u);
+}
+
+TEST(OpKeyTest, CheckSender) {
+  EXPECT_OK(CheckSender("world/1", 0, 2, 0, 3));
+  EXPECT_OK(CheckSender("g0,2#0/t:x", MaxSteps(2) - 1, 2, 0, 3));
+  EXPECT_THAT(CheckSender("g0,2#0/t:x", MaxSteps(2), 2, 0, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(CheckSender("g0,2#0/1", 0, 1, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(CheckSender("g1,2#0/1", 0, 1, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(CheckSender("world/1", 0, 0, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(CheckSender("world/1", 0, 3, 0, 3),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Every algorithm's steps are below MaxSteps: the ring all_reduce's last
+// is 2·(n-1), broadcast's tree uses step 2.
+TEST(OpKeyTest, MaxStepsCoversTheAlgorithms) {
+  for (int n = 1; n <= 64; ++n) {
+    EXPECT_GT(MaxSteps(n), 2 * (n - 1));
+    EXPECT_GT(MaxSteps(n), 2);
+  }
+}
+
+}  // namespace
+}  // namespace ferry

@@ -1,0 +1,257 @@
+// The master's bounds against a caller that asks for too much: held joins
+// and barriers, clients, barrier names. Each refusal is RESOURCE_EXHAUSTED
+// naming its flag, and the master serves honest calls again once the
+// excess is gone.
+#include "rpc/membership/rendezvous_service.h"
+
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/limits.h"
+#include "rpc/base/timers.h"
+#include "tests/testing/status_matchers.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kIncarnation = 7;
+
+// A call held by the master, answered in the background.
+template <typename Request, typename Response>
+struct Pending {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+  std::promise<grpc::Status> done;
+  std::future<grpc::Status> status = done.get_future();
+
+  // Whether it was answered within `wait`.
+  bool AnsweredWithin(absl::Duration wait) {
+    return status.wait_for(absl::ToChronoMilliseconds(wait)) ==
+           std::future_status::ready;
+  }
+};
+
+class RendezvousServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RendezvousOptions options;
+    options.world_size = 2;
+    options.heartbeat_timeout = absl::Minutes(10);  // Nobody dies here.
+    options.limits.max_held_calls = 4;
+    options.limits.max_clients = 3;
+    options.limits.max_barriers = 2;
+    service_ = std::make_unique<RendezvousService>(options, &timers_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = proto::Rendezvous::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    service_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now());
+    timers_.Stop();
+  }
+
+  static void Deadline(grpc::ClientContext* context) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(20));
+  }
+
+  proto::JoinRequest JoinOf(int rank) {
+    proto::JoinRequest r;
+    r.mutable_worker()->set_name(absl::StrCat("worker", rank));
+    r.mutable_worker()->set_rank(rank);
+    r.set_world_size(2);
+    r.set_incarnation(kIncarnation + rank);
+    r.set_timeout_ms(20000);
+    return r;
+  }
+
+  std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>> JoinAsync(
+      int rank) {
+    auto p =
+        std::make_unique<Pending<proto::JoinRequest, proto::JoinResponse>>();
+    Deadline(&p->context);
+    p->request = JoinOf(rank);
+    auto* raw = p.get();
+    stub_->async()->Join(&p->context, &p->request, &p->response,
+                         [raw](grpc::Status s) { raw->done.set_value(s); });
+    return p;
+  }
+
+  // Waits (bounded) until the master holds `n` joins and barriers.
+  bool AwaitHeld(int64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (service_->held_waits() != n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+
+  grpc::Status Join(int rank) {
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::JoinResponse response;
+    return stub_->Join(&context, JoinOf(rank), &response);
+  }
+
+  // Forms the job (both ranks join).
+  void Form() {
+    auto zero = JoinAsync(0);
+    ASSERT_TRUE(Join(1).ok());
+    ASSERT_TRUE(zero->status.get().ok());
+  }
+
+  std::unique_ptr<Pending<proto::BarrierRequest, proto::BarrierResponse>>
+  BarrierAsync(uint64_t node, const std::string& name) {
+    auto p = std::make_unique<
+        Pending<proto::BarrierRequest, proto::BarrierResponse>>();
+    Deadline(&p->context);
+    p->request.set_node(node);
+    p->request.set_name(name);
+    p->request.set_timeout_ms(20000);
+    auto* raw = p.get();
+    stub_->async()->Barrier(&p->context, &p->request, &p->response,
+                            [raw](grpc::Status s) { raw->done.set_value(s); });
+    return p;
+  }
+
+  grpc::Status Barrier(uint64_t node, const std::string& name) {
+    return BarrierAsync(node, name)->status.get();
+  }
+
+  absl::StatusOr<uint64_t> RegisterClient() {
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::RegisterClientRequest request;
+    request.set_description(std::string(10000, 'd'));  // Cut, not kept.
+    proto::RegisterClientResponse response;
+    grpc::Status s = stub_->RegisterClient(&context, request, &response);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          s.error_message());
+    }
+    return response.node();
+  }
+
+  grpc::Status Poll(uint64_t node, uint64_t incarnation, int64_t since,
+                    bool leaving) {
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::PollRequest request;
+    request.set_node(node);
+    request.set_incarnation(incarnation);
+    request.set_since(since);
+    request.set_hold_ms(0);
+    request.set_leaving(leaving);
+    proto::PollResponse response;
+    return stub_->Poll(&context, request, &response);
+  }
+
+  ThreadTimers timers_;
+  std::unique_ptr<RendezvousService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<proto::Rendezvous::Stub> stub_;
+};
+
+// Before, every retried join was held, without bound.
+TEST_F(RendezvousServiceTest, HeldJoinsAreBounded) {
+  std::vector<std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>>>
+      held;
+  for (int i = 0; i < 4; ++i) held.push_back(JoinAsync(0));
+  ASSERT_TRUE(AwaitHeld(4));
+  grpc::Status refused = Join(0);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("(--max_held_calls=4)"));
+  for (auto& p : held) EXPECT_FALSE(p->AnsweredWithin(absl::ZeroDuration()));
+  // The job still forms (the last join is never refused for room), and
+  // every held join is answered.
+  ASSERT_TRUE(Join(1).ok());
+  for (auto& p : held) EXPECT_TRUE(p->status.get().ok());
+  EXPECT_EQ(service_->held_waits(), 0);
+}
+
+TEST_F(RendezvousServiceTest, HeldBarriersAreBounded) {
+  Form();
+  std::vector<
+      std::unique_ptr<Pending<proto::BarrierRequest, proto::BarrierResponse>>>
+      held;
+  for (int i = 0; i < 4; ++i) held.push_back(BarrierAsync(0, "x"));
+  ASSERT_TRUE(AwaitHeld(4));
+  grpc::Status refused = Barrier(0, "x");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("(--max_held_calls=4)"));
+  // Rank 1 arrives: every held call is answered, and room is back.
+  EXPECT_TRUE(Barrier(1, "x").ok());
+  for (auto& p : held) EXPECT_TRUE(p->status.get().ok());
+  EXPECT_TRUE(Barrier(0, "x").ok());  // Finished: passes at once.
+  EXPECT_EQ(service_->held_waits(), 0);
+}
+
+// Before, every barrier name ever used stayed forever.
+TEST_F(RendezvousServiceTest, BarrierNamesAreBounded) {
+  Form();
+  auto a = BarrierAsync(0, "a");
+  auto b = BarrierAsync(0, "b");
+  ASSERT_TRUE(AwaitHeld(2));
+  grpc::Status refused = Barrier(0, "c");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("(--max_barriers=2)"));
+  // "a" finishes: nobody waits at it, so it makes room for "c".
+  EXPECT_TRUE(Barrier(1, "a").ok());
+  EXPECT_TRUE(a->status.get().ok());
+  auto c = BarrierAsync(0, "c");
+  ASSERT_TRUE(AwaitHeld(2));
+  EXPECT_TRUE(Barrier(1, "c").ok());
+  EXPECT_TRUE(c->status.get().ok());
+  EXPECT_TRUE(Barrier(1, "b").ok());
+  EXPECT_TRUE(b->status.get().ok());
+  // Names are bounded in length too.
+  EXPECT_EQ(Barrier(0, std::string(1000, 'n')).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Before, RegisterClient had no bound.
+TEST_F(RendezvousServiceTest, ClientsAreBoundedAndForgottenOnceGone) {
+  Form();
+  std::vector<uint64_t> clients;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(uint64_t node, RegisterClient());
+    clients.push_back(node);
+  }
+  EXPECT_THAT(RegisterClient().status(),
+              ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("(--max_clients=3)")));
+  // They leave; once both workers saw it, they are forgotten.
+  for (uint64_t c : clients) ASSERT_TRUE(Poll(c, 0, 0, /*leaving=*/true).ok());
+  EXPECT_THAT(RegisterClient().status(),
+              ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted));
+  ASSERT_TRUE(Poll(0, kIncarnation, 3, false).ok());
+  ASSERT_TRUE(Poll(1, kIncarnation + 1, 3, false).ok());
+  EXPECT_OK(RegisterClient().status());
+}
+
+}  // namespace
+}  // namespace ferry

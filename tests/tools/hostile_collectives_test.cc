@@ -1,0 +1,453 @@
+// A hostile peer against real ferryd daemons: raw frames on
+// /ferry.proto.Collectives/Exchange and raw Rendezvous calls, made with the
+// job's token — the right to connect, which every process of the job has —
+// but with no ferry code on the sending side.
+//
+// Every case must get its specific code, naming the flag where a limit was
+// met, within kAnswerWithin (the hostile call's own gRPC deadline: a slower
+// answer would be DEADLINE_EXCEEDED, not the code). After each case
+// (TearDown): every worker answers GetStatus, its mailbox is empty again
+// (after --mailbox_ttl_ms at most), its heap is back within kHeapSlack of
+// where it was, and an honest all_reduce from a client succeeds.
+#include <future>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "collectives/client_collective.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/security.h"
+#include "rpc/value/json.h"
+#include "tests/testing/daemon_cluster.h"
+#include "tests/testing/raw_exchange.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/worker_impl.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::AbortHeader;
+using ::ferry::testing::Authorize;
+using ::ferry::testing::DaemonCluster;
+using ::ferry::testing::DataHeader;
+using ::ferry::testing::FrameBytes;
+using ::ferry::testing::RawExchangeStream;
+using ::ferry::testing::SendFrames;
+using ::ferry::testing::StatusIs;
+using ::ferry::testing::ValueBytes;
+using ::testing::HasSubstr;
+
+constexpr int kWorld = 3;
+constexpr absl::Duration kAnswerWithin = absl::Seconds(1);
+// Bound on waiting for a worker to settle (TTL sweeps, freed buffers).
+constexpr absl::Duration kSettle = absl::Seconds(15);
+constexpr int64_t kHeapSlack = 32 << 20;
+constexpr int64_t kMiB = 1 << 20;
+
+// The limits under test, small so the cases stay quick.
+const std::vector<std::string>& Flags() {
+  static const auto* flags = new std::vector<std::string>{
+      "--mailbox_ttl_ms=1000",      "--max_mailbox_mb=8",
+      "--max_held_calls=16",        "--max_clients=8",
+      "--max_barriers=4",           "--max_collective_timeout_ms=60000",
+      "--heartbeat_timeout_ms=3000"};
+  return *flags;
+}
+
+// A held Rendezvous call, answered in the background.
+template <typename Request, typename Response>
+struct Held {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+  std::promise<grpc::Status> done;
+  std::shared_future<grpc::Status> status = done.get_future().share();
+};
+using HeldBarrier = Held<proto::BarrierRequest, proto::BarrierResponse>;
+
+class HostileCollectivesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+        DaemonCluster::Up(kWorld, Flags());
+    ASSERT_OK(job);
+    job_ = job->release();
+    absl::StatusOr<std::string> token =
+        ReadSecretFile(job_->token_file(), "--token_file");
+    ASSERT_OK(token);
+    token_ = new std::string(absl::StripAsciiWhitespace(*token));
+    absl::StatusOr<std::unique_ptr<ClientImpl>> client = Connect("honest");
+    ASSERT_OK(client);
+    client_ = client->release();
+    for (int r = 0; r < kWorld; ++r) {
+      channels_[r] =
+          grpc::CreateChannel(client_->rpc().directory().at(r).address,
+                              grpc::InsecureChannelCredentials());
+    }
+    // Warm: the channels connected, the workers' first collective done.
+    ASSERT_OK(HonestAllReduce());
+    for (int r = 0; r < kWorld; ++r) {
+      absl::StatusOr<proto::WorkerStatus> s = Status(r);
+      ASSERT_OK(s);
+      baseline_heap_[r] = s->heap_bytes();
+    }
+  }
+
+  static void TearDownTestSuite() {
+    delete client_;
+    client_ = nullptr;
+    delete token_;
+    token_ = nullptr;
+    delete job_;  // ferryctl down, then SIGKILL of survivors.
+    job_ = nullptr;
+  }
+
+  void SetUp() override { ASSERT_NE(client_, nullptr); }
+
+  // The worker is healthy, idle and small again, and the job still works.
+  void TearDown() override {
+    if (client_ == nullptr) return;
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_TRUE(Settles(r,
+                          [&](const proto::WorkerStatus& s) {
+                            return s.mailbox_bytes() == 0 &&
+                                   s.heap_bytes() <=
+                                       baseline_heap_[r] + kHeapSlack;
+                          }))
+          << "worker" << r << ": " << Describe(r) << "; baseline heap "
+          << baseline_heap_[r];
+    }
+    EXPECT_OK(HonestAllReduce());
+  }
+
+  static absl::StatusOr<std::unique_ptr<ClientImpl>> Connect(
+      const std::string& description) {
+    RpcClientOptions o;
+    o.master = job_->master();
+    o.description = description;
+    absl::StatusOr<std::shared_ptr<const Security>> security =
+        Security::Load({.token_file = job_->token_file()});
+    if (!security.ok()) return security.status();
+    o.security = *security;
+    return ClientImpl::Connect(o);
+  }
+
+  static absl::StatusOr<proto::WorkerStatus> Status(int rank) {
+    auto stub = proto::Worker::NewStub(channels_[rank]);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    Authorize(&context, *token_);
+    proto::WorkerStatus status;
+    grpc::Status s = stub->GetStatus(&context, proto::StatusRequest(), &status);
+    if (!s.ok()) return absl::UnavailableError(s.error_message());
+    return status;
+  }
+
+  static std::string Describe(int rank) {
+    absl::StatusOr<proto::WorkerStatus> s = Status(rank);
+    return s.ok() ? s->ShortDebugString() : s.status().ToString();
+  }
+
+  // Waits (bounded) until worker `rank`'s status satisfies `ok`.
+  template <typename Pred>
+  static bool Settles(int rank, Pred ok) {
+    const absl::Time deadline = absl::Now() + kSettle;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<proto::WorkerStatus> s = Status(rank);
+      if (s.ok() && ok(*s)) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  static absl::Status HonestAllReduce() {
+    Value::List ranks;
+    for (int r = 0; r < kWorld; ++r)
+      ranks.push_back(Value(Tensor::FromVector<float>({1, 2})));
+    absl::StatusOr<Value> out = RunCollectiveFromClient(
+        client_->rpc(), "all_reduce",
+        Value(Value::Map{{"ranks", Value(std::move(ranks))},
+                         {"timeout_ms", int64_t{20000}}}));
+    if (!out.ok()) return out.status();
+    const Value want(Tensor::FromVector<float>({3, 6}));
+    for (const Value& v : out->Find("ranks")->as_list()) {
+      if (v != want) return absl::InternalError(ToJson(*out));
+    }
+    return absl::OkStatus();
+  }
+
+  // `frames` on one stream to worker `rank`, answered within kAnswerWithin.
+  static absl::Status Send(int rank, const std::vector<std::string>& frames) {
+    grpc::Status s =
+        SendFrames(channels_[rank], frames, kAnswerWithin, *token_);
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        s.error_message());
+  }
+
+  static std::unique_ptr<proto::Rendezvous::Stub> Master() {
+    return proto::Rendezvous::NewStub(channels_[0]);
+  }
+
+  static std::unique_ptr<HeldBarrier> BarrierAsync(
+      proto::Rendezvous::Stub* stub, uint64_t node, std::string name,
+      absl::Duration deadline) {
+    auto held = std::make_unique<HeldBarrier>();
+    held->context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    Authorize(&held->context, *token_);
+    held->request.set_node(node);
+    held->request.set_name(std::move(name));
+    held->request.set_timeout_ms(60000);
+    auto* raw = held.get();
+    stub->async()->Barrier(&held->context, &held->request, &held->response,
+                           [raw](grpc::Status s) { raw->done.set_value(s); });
+    return held;
+  }
+
+  // The first of `calls` answered (the others are still held): its
+  // status, once the others had a moment to show they are held.
+  static absl::Status FirstAnswer(
+      const std::vector<std::unique_ptr<HeldBarrier>>& calls) {
+    const absl::Time start = absl::Now();
+    while (absl::Now() < start + kSettle) {
+      for (const auto& c : calls) {
+        if (c->status.wait_for(std::chrono::seconds(0)) !=
+            std::future_status::ready) {
+          continue;
+        }
+        std::cout << "answered in " << (absl::Now() - start) << "\n";
+        absl::Status first = ToAbsl(c->status.get());
+        int answered = 0;
+        for (const auto& other : calls) {
+          if (other != c && other->status.wait_for(std::chrono::milliseconds(
+                                100)) == std::future_status::ready) {
+            ++answered;
+          }
+        }
+        if (answered > 0) {
+          return absl::InternalError(
+              absl::StrCat(answered, " more calls answered: not held"));
+        }
+        return first;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return absl::DeadlineExceededError("no call answered");
+  }
+
+  static void CancelAll(
+      const std::vector<std::unique_ptr<HeldBarrier>>& calls) {
+    for (const auto& c : calls) c->context.TryCancel();
+    for (const auto& c : calls) c->status.wait();
+  }
+
+  static absl::Status ToAbsl(const grpc::Status& s) {
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        s.error_message());
+  }
+
+  static DaemonCluster* job_;
+  static std::string* token_;
+  static ClientImpl* client_;
+  static std::shared_ptr<grpc::Channel> channels_[kWorld];
+  static int64_t baseline_heap_[kWorld];
+};
+
+DaemonCluster* HostileCollectivesTest::job_ = nullptr;
+std::string* HostileCollectivesTest::token_ = nullptr;
+ClientImpl* HostileCollectivesTest::client_ = nullptr;
+std::shared_ptr<grpc::Channel> HostileCollectivesTest::channels_[kWorld];
+int64_t HostileCollectivesTest::baseline_heap_[kWorld];
+
+// Before: admitted whenever the mailbox was empty (up to 1 TiB), the
+// frames buffered as they came.
+TEST_F(HostileCollectivesTest, OversizedMessage) {
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("world/900", 0, 0, 100 * kMiB),
+                                  std::string(64 << 10, 'x'))}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(--max_mailbox_mb=8)")));
+}
+
+// Before: frames past the announced total were buffered until the stream
+// ended, and empty frames could follow each other forever.
+TEST_F(HostileCollectivesTest, NeverEndingStreams) {
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("world/901", 0, 0, 16),
+                                  std::string(1000, 'x'))}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("longer than its announced 16 bytes")));
+  std::vector<std::string> frames = {
+      FrameBytes(DataHeader("world/902", 0, 0, 1000), std::string(10, 'x'))};
+  for (int i = 0; i < 100; ++i)
+    frames.push_back(FrameBytes(proto::ChunkHeader(), ""));
+  EXPECT_THAT(Send(1, frames), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("without payload")));
+}
+
+// Before: a stream that announced a large message and then went quiet held
+// its admission (and what it sent) for as long as it stayed open.
+TEST_F(HostileCollectivesTest, StalledStreamIsDroppedAfterTheTtl) {
+  std::unique_ptr<RawExchangeStream> stream =
+      RawExchangeStream::Open(channels_[1], absl::Seconds(30), *token_);
+  ASSERT_TRUE(stream->Write(FrameBytes(DataHeader("world/903", 0, 0, 4 * kMiB),
+                                       std::string(kMiB, 'x'))));
+  EXPECT_TRUE(Settles(1, [](const proto::WorkerStatus& s) {
+    return s.mailbox_bytes() >= 4 * kMiB;
+  }));
+  EXPECT_TRUE(Settles(
+      1, [](const proto::WorkerStatus& s) { return s.mailbox_bytes() == 0; }));
+  stream->Write(FrameBytes(proto::ChunkHeader(), "more"));
+  EXPECT_THAT(ToAbsl(stream->Finish()),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("(--mailbox_ttl_ms=1000)")));
+}
+
+// Before: any op name was taken, and a message for an op that never began
+// was kept forever.
+TEST_F(HostileCollectivesTest, MessagesForUnknownOps) {
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("nonsense/1", 0, 0, 1), "x")}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is no collective op")));
+  // A well-formed op nobody will run: held, then dropped after the TTL
+  // (TearDown waits for mailbox_bytes 0).
+  const std::string payload = ValueBytes(Value(std::string(kMiB, 'y')));
+  EXPECT_OK(
+      Send(1, {FrameBytes(DataHeader("world/123456", 0, 0,
+                                     static_cast<int64_t>(payload.size())),
+                          payload)}));
+  EXPECT_TRUE(Settles(1, [](const proto::WorkerStatus& s) {
+    return s.mailbox_bytes() >= kMiB;
+  }));
+}
+
+// Before: src was taken as claimed.
+TEST_F(HostileCollectivesTest, ForgedSource) {
+  // Rank 1 is not in group [0, 2]: it never runs the op.
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("g0,2#0/1", 0, 0, 1), "x")}),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // Rank 1 does not send to itself.
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("world/904", 0, 1, 1), "x")}),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("this worker itself")));
+  // No rank 9 in a job of 3; rank 2 is no member of group [0, 1].
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("world/905", 0, 9, 1), "x")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(Send(1, {FrameBytes(DataHeader("c0,1/t:x", 0, 2, 1), "x")}),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("not a member of its group")));
+}
+
+// Before: an ABORT stream's later frames were buffered with no accounting.
+TEST_F(HostileCollectivesTest, AbortFlood) {
+  for (int i = 0; i < 500; ++i) {
+    absl::Status s =
+        Send(1, {FrameBytes(AbortHeader(absl::StrCat("world/t:flood", i), 0,
+                                        absl::StatusCode::kInternal,
+                                        std::string(4000, 'e')),
+                            "")});
+    ASSERT_TRUE(s.ok()) << i << ": " << s;
+  }
+  EXPECT_THAT(
+      Send(1, {FrameBytes(
+                  AbortHeader("world/906", 0, absl::StatusCode::kInternal, "x"),
+                  std::string(kMiB, 'p'))}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no payload")));
+  // The stream is over with its abort frame: what follows is never read.
+  EXPECT_OK(Send(
+      1,
+      {FrameBytes(AbortHeader("world/907", 0, absl::StatusCode::kInternal, "x"),
+                  ""),
+       FrameBytes(proto::ChunkHeader(), std::string(kMiB, 'p'))}));
+}
+
+// Before: a client could make a worker hold a collectives thread for a
+// week.
+TEST_F(HostileCollectivesTest, ClientCollectiveTimeout) {
+  Value::List ranks;
+  for (int r = 0; r < kWorld; ++r) ranks.push_back(Value());
+  ranks[1] = Value(Tensor::FromVector<float>({1}));
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Value> out = RunCollectiveFromClient(
+      client_->rpc(), "all_reduce",
+      Value(Value::Map{{"ranks", Value(std::move(ranks))},
+                       {"group", Value(Value::List{Value(int64_t{1})})},
+                       {"timeout_ms", int64_t{24} * 3600 * 1000}}));
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kResourceExhausted,
+                            HasSubstr("(--max_collective_timeout_ms=60000)")));
+  std::cout << "client collective refused in " << (absl::Now() - start) << "\n";
+}
+
+// Before: every held barrier, every barrier name and every registered
+// client was kept, without bound.
+//
+// One call more than the limit allows, all at once: whichever arrives
+// last is refused at once, the others are held (until cancelled here).
+TEST_F(HostileCollectivesTest, HeldRendezvousCalls) {
+  auto master = Master();
+  std::vector<std::unique_ptr<HeldBarrier>> calls;
+  for (int i = 0; i < 17; ++i)
+    calls.push_back(BarrierAsync(master.get(), 1, "hostile.x", kSettle));
+  EXPECT_THAT(FirstAnswer(calls), StatusIs(absl::StatusCode::kResourceExhausted,
+                                           HasSubstr("(--max_held_calls=16)")));
+  CancelAll(calls);
+}
+
+TEST_F(HostileCollectivesTest, BarrierNames) {
+  auto master = Master();
+  std::vector<std::unique_ptr<HeldBarrier>> calls;
+  for (int i = 0; i < 5; ++i) {
+    calls.push_back(
+        BarrierAsync(master.get(), 1, absl::StrCat("hostile.n", i), kSettle));
+  }
+  EXPECT_THAT(FirstAnswer(calls), StatusIs(absl::StatusCode::kResourceExhausted,
+                                           HasSubstr("(--max_barriers=4)")));
+  CancelAll(calls);
+}
+
+TEST_F(HostileCollectivesTest, Clients) {
+  auto master = Master();
+  std::vector<uint64_t> clients;
+  absl::Status refused;
+  for (int i = 0; i < 8 && refused.ok(); ++i) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
+    Authorize(&context, *token_);
+    proto::RegisterClientRequest request;
+    request.set_description(std::string(1 << 20, 'd'));
+    proto::RegisterClientResponse response;
+    refused = ToAbsl(master->RegisterClient(&context, request, &response));
+    if (refused.ok()) clients.push_back(response.node());
+  }
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                HasSubstr("(--max_clients=8)")));
+  // They leave; room comes back once the workers saw it (`ferryctl down`
+  // at the end needs it).
+  for (uint64_t node : clients) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
+    Authorize(&context, *token_);
+    proto::PollRequest poll;
+    poll.set_node(node);
+    poll.set_leaving(true);
+    proto::PollResponse response;
+    EXPECT_OK(ToAbsl(master->Poll(&context, poll, &response)));
+  }
+  absl::Status again;
+  const absl::Time until = absl::Now() + kSettle;
+  do {
+    again = Connect("again").status();
+    if (!again.ok()) absl::SleepFor(absl::Milliseconds(50));
+  } while (!again.ok() && absl::Now() < until);
+  EXPECT_OK(again);
+}
+
+}  // namespace
+}  // namespace ferry
