@@ -29,6 +29,7 @@
 #include "rpc/value/tensor.h"
 #include "rref/rref.h"
 #include "tests/testing/daemon_cluster.h"
+#include "tests/testing/grpc_callback_queue.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/testing/status_matchers.h"
@@ -76,7 +77,10 @@ class ChaosTest : public ::testing::Test {
       std::cerr << "cannot enter the client host: " << s;
       delete net;
       net = nullptr;
+      return;
     }
+    // Each test's client is destroyed before the next one's is made.
+    ::ferry::testing::HoldGrpcCallbackQueue();
   }
   static void TearDownTestSuite() {
     delete net;

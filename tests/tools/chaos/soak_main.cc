@@ -39,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "rpc/security.h"
+#include "tests/testing/grpc_callback_queue.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/tools/chaos/tally.h"
@@ -53,7 +54,8 @@ ABSL_FLAG(std::string, ferryd, "", "path of ferryd");
 ABSL_FLAG(std::string, ferryctl, "", "path of ferryctl");
 ABSL_FLAG(std::string, dir, "", "logs (default: a fresh /tmp/ferry-chaos.*)");
 ABSL_FLAG(std::string, json, "", "also write the JSON summary here");
-ABSL_FLAG(int64_t, heartbeat_timeout_ms, 2000, "the workers' heartbeat timeout");
+ABSL_FLAG(int64_t, heartbeat_timeout_ms, 2000,
+          "the workers' heartbeat timeout");
 ABSL_FLAG(int64_t, rref_lease_ms, 3000, "the workers' and clients' RRef lease");
 ABSL_FLAG(int64_t, op_timeout_ms, 5000, "each operation's deadline");
 ABSL_FLAG(int64_t, job_seconds, 45, "a job ends after this long at the most");
@@ -105,8 +107,8 @@ class Soak {
     tally_.Add("jobs", "started");
     StartClients();
     StartHolder();
-    const absl::Time job_end =
-        std::min(end_, absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_seconds)));
+    const absl::Time job_end = std::min(
+        end_, absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_job_seconds)));
     while (absl::Now() < job_end && !JobOver()) {
       absl::SleepFor(absl::Milliseconds(500 + Pick(1500)));
       if (holder_ == nullptr || holder_->Exited()) StartHolder();
@@ -159,7 +161,8 @@ class Soak {
       WorkloadOptions w;
       w.op_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_op_timeout_ms));
       w.seed = seed_ * 1000003 + next_client_seed_++;
-      threads_.emplace_back([this, i, w] { RunClient(*clients_[i], w, stop_, tally_); });
+      threads_.emplace_back(
+          [this, i, w] { RunClient(*clients_[i], w, stop_, tally_); });
     }
   }
 
@@ -176,8 +179,8 @@ class Soak {
     {
       std::ofstream out(script);
       for (int i = 0; i < 12; ++i) {
-        out << "R" << i << " = remote worker" << 1 + i % (job_->world_size() - 1)
-            << " echo [" << i << "]\n";
+        out << "R" << i << " = remote worker"
+            << 1 + i % (job_->world_size() - 1) << " echo [" << i << "]\n";
       }
       out << "sleep 600000\n";
     }
@@ -205,8 +208,7 @@ class Soak {
     if (any.empty()) return;
     const int rank = any[Pick(static_cast<int>(any.size()))];
     const bool long_fault = Pick(2) == 1;
-    const absl::Duration length =
-        long_fault ? heartbeat_ * 2 : heartbeat_ / 3;
+    const absl::Duration length = long_fault ? heartbeat_ * 2 : heartbeat_ / 3;
     switch (Pick(8)) {
       case 0:
       case 1:
@@ -294,20 +296,23 @@ class Soak {
   void CheckOwnerTablesEmpty() {
     if (clients_.empty()) return;
     RpcClient& rpc = clients_[0]->rpc();
-    const absl::Time deadline = absl::Now() + lease_ + 2 * heartbeat_ + absl::Seconds(10);
+    const absl::Time deadline =
+        absl::Now() + lease_ + 2 * heartbeat_ + absl::Seconds(10);
     for (int r : LiveRanks(true)) {
       const std::string name = absl::StrCat("worker", r);
       int64_t owned = -1;
       while (true) {
-        absl::StatusOr<proto::WorkerStatus> s = rpc.GetStatus(name, absl::Seconds(5));
+        absl::StatusOr<proto::WorkerStatus> s =
+            rpc.GetStatus(name, absl::Seconds(5));
         owned = s.ok() ? s->owned_rrefs() : -1;
         if (owned == 0 || absl::Now() > deadline || job_->Exited(r)) break;
         absl::SleepFor(absl::Milliseconds(200));
       }
       if (owned > 0) {
         tally_.Add("violations", "leaked_rrefs");
-        tally_.Example("leaked_rrefs", absl::StrCat(name, " still owns ", owned,
-                                                    " RRefs at the end of ", job_dir_));
+        tally_.Example("leaked_rrefs",
+                       absl::StrCat(name, " still owns ", owned,
+                                    " RRefs at the end of ", job_dir_));
       }
       tally_.Add("checks", "owner_tables_checked");
     }
@@ -322,7 +327,8 @@ class Soak {
     }
     for (pid_t pid : left) {
       tally_.Add("violations", "process_left");
-      tally_.Example("process_left", absl::StrCat("pid ", pid, " after ", job_dir_));
+      tally_.Example("process_left",
+                     absl::StrCat("pid ", pid, " after ", job_dir_));
       KillProcess(pid).IgnoreError();
     }
   }
@@ -373,13 +379,16 @@ int Main() {
     std::cerr << "chaos_soak: " << s << "\n";
     return 2;
   }
-  if (absl::GetFlag(FLAGS_ferryd).empty() || absl::GetFlag(FLAGS_ferryctl).empty() ||
+  if (absl::GetFlag(FLAGS_ferryd).empty() ||
+      absl::GetFlag(FLAGS_ferryctl).empty() ||
       absl::GetFlag(FLAGS_workers) < 2) {
-    std::cerr << "chaos_soak: --ferryd, --ferryctl and --workers >= 2 are required\n";
+    std::cerr
+        << "chaos_soak: --ferryd, --ferryctl and --workers >= 2 are required\n";
     return 2;
   }
   std::vector<std::string> hosts = {"driver", "holder"};
-  for (int r = 0; r < absl::GetFlag(FLAGS_workers); ++r) hosts.push_back(absl::StrCat("w", r));
+  for (int r = 0; r < absl::GetFlag(FLAGS_workers); ++r)
+    hosts.push_back(absl::StrCat("w", r));
   absl::StatusOr<std::unique_ptr<TestNetwork>> net = TestNetwork::Create(hosts);
   if (!net.ok()) {
     std::cerr << "chaos_soak: " << net.status() << "\n";
@@ -390,16 +399,19 @@ int Main() {
     std::cerr << "chaos_soak: " << s << "\n";
     return 2;
   }
+  // Every job's clients are destroyed before the next job's are made.
+  ::ferry::testing::HoldGrpcCallbackQueue();
   uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed == 0) seed = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   const std::string dir = MakeDir();
-  std::cerr << "chaos_soak: seed " << seed << ", logs in " << dir << ", network "
-            << (*net)->subnet() << "\n";
+  std::cerr << "chaos_soak: seed " << seed << ", logs in " << dir
+            << ", network " << (*net)->subnet() << "\n";
   Soak soak(**net, dir, seed);
   soak.Run(absl::Seconds(absl::GetFlag(FLAGS_minutes) * 60));
   const std::string json = soak.tally().Json(soak.ran());
   std::cout << soak.tally().Text(soak.ran()) << json << "\n";
-  if (!absl::GetFlag(FLAGS_json).empty()) std::ofstream(absl::GetFlag(FLAGS_json)) << json << "\n";
+  if (!absl::GetFlag(FLAGS_json).empty())
+    std::ofstream(absl::GetFlag(FLAGS_json)) << json << "\n";
   (*net)->Destroy();
   return soak.tally().Violations() == 0 ? 0 : 1;
 }

@@ -64,11 +64,12 @@ int64_t Tally::Violations() const {
 
 std::string Tally::Text(absl::Duration ran) const {
   absl::MutexLock lock(&mu_);
-  std::string out = absl::StrCat("chaos soak: ran ", absl::FormatDuration(ran),
-                                 "\n");
+  std::string out =
+      absl::StrCat("chaos soak: ran ", absl::FormatDuration(ran), "\n");
   for (const auto& [section, keys] : counts_) {
     absl::StrAppend(&out, section, ":\n");
-    for (const auto& [key, n] : keys) absl::StrAppend(&out, "  ", key, ": ", n, "\n");
+    for (const auto& [key, n] : keys)
+      absl::StrAppend(&out, "  ", key, ": ", n, "\n");
   }
   for (const auto& [violation, texts] : examples_) {
     absl::StrAppend(&out, "examples of ", violation, ":\n");
@@ -79,8 +80,7 @@ std::string Tally::Text(absl::Duration ran) const {
 
 std::string Tally::Json(absl::Duration ran) const {
   absl::MutexLock lock(&mu_);
-  std::string out =
-      absl::StrCat("{\"seconds\":", absl::ToInt64Seconds(ran));
+  std::string out = absl::StrCat("{\"seconds\":", absl::ToInt64Seconds(ran));
   for (const auto& [section, keys] : counts_) {
     absl::StrAppend(&out, ",", Quote(section), ":{");
     const char* sep = "";

@@ -21,8 +21,8 @@ namespace chaos {
 class Tally {
  public:
   // A counter under `section` ("faults", "ops", "violations", "jobs").
-  void Add(const std::string& section, const std::string& key,
-           int64_t n = 1) ABSL_LOCKS_EXCLUDED(mu_);
+  void Add(const std::string& section, const std::string& key, int64_t n = 1)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // One example (the first few are kept) of a violation, for the report.
   void Example(const std::string& violation, const std::string& text)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -28,9 +28,15 @@ class Client {
 
   void RunOne() {
     switch (Pick(10)) {
-      case 0: case 1: case 2: case 3: case 4:
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
         return Call();
-      case 5: case 6: case 7:
+      case 5:
+      case 6:
+      case 7:
         return RRefCycle();
       default:
         return Collective();
@@ -50,8 +56,9 @@ class Client {
     absl::StatusOr<Value> r = f.Wait(deadline + o_.margin);
     if (!f.IsReady()) {
       tally_.Add("violations", "hang");
-      tally_.Example("hang", absl::StrCat(kind, ": no result within ",
-                                          absl::FormatDuration(deadline + o_.margin)));
+      tally_.Example("hang",
+                     absl::StrCat(kind, ": no result within ",
+                                  absl::FormatDuration(deadline + o_.margin)));
       return;
     }
     Check(kind, r.status());
@@ -61,7 +68,8 @@ class Client {
     tally_.Op(kind, s);
     if (!s.ok() && !NamesAWorker(s.message())) {
       tally_.Add("violations", "error_naming_no_worker");
-      tally_.Example("error_naming_no_worker", absl::StrCat(kind, ": ", s.ToString()));
+      tally_.Example("error_naming_no_worker",
+                     absl::StrCat(kind, ": ", s.ToString()));
     }
   }
 
@@ -81,8 +89,9 @@ class Client {
         fn = "sleep_ms";
         args = {Value(int64_t{Pick(300)})};
     }
-    Record("call", client_.rpc().RpcAsync(AnyWorker(), fn, std::move(args),
-                                          {.timeout = o_.op_timeout}),
+    Record("call",
+           client_.rpc().RpcAsync(AnyWorker(), fn, std::move(args),
+                                  {.timeout = o_.op_timeout}),
            o_.op_timeout);
   }
 
@@ -107,11 +116,13 @@ class Client {
     const absl::Time start = absl::Now();
     absl::StatusOr<Value> r =
         RunCollectiveFromClient(client_.rpc(), "all_reduce", request);
-    const absl::Duration bound = o_.op_timeout + kCollectiveReportMargin + o_.margin;
+    const absl::Duration bound =
+        o_.op_timeout + kCollectiveReportMargin + o_.margin;
     if (absl::Now() - start > bound) {
       tally_.Add("violations", "hang");
-      tally_.Example("hang", absl::StrCat("collective: ended after ",
-                                          absl::FormatDuration(absl::Now() - start)));
+      tally_.Example("hang",
+                     absl::StrCat("collective: ended after ",
+                                  absl::FormatDuration(absl::Now() - start)));
     }
     Check("collective", r.status());
   }
