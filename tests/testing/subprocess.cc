@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -74,25 +76,59 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
-// In the forked child: wires fds 0-2, resets signals, execs. Only
-// async-signal-safe calls; reports an exec failure's errno on `report_fd`.
-[[noreturn]] void ExecChild(char** argv, char** envp, int in_fd, int out_fd,
-                            int err_fd, int report_fd) {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  signal(SIGPIPE, SIG_DFL);
-  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
-    int err = errno;
-    ssize_t ignored = write(report_fd, &err, sizeof(err));
-    (void)ignored;
-    _exit(127);
-  }
-  execve(argv[0], argv, envp);
+// What the forked child does to itself before exec (ProcessOptions).
+struct ChildSetup {
+  int netns_fd = -1;               // setns(2) into it if >= 0.
+  const char* hostname = nullptr;  // New UTS namespace with it if set.
+  size_t hostname_len = 0;
+  int output_fd = -1;  // stdout and stderr if >= 0.
+  bool die_with_parent = false;
+  pid_t parent = 0;
+};
+
+// In the forked child: reports `errno` on `report_fd` and exits.
+[[noreturn]] void ReportAndExit(int report_fd) {
   int err = errno;
   ssize_t ignored = write(report_fd, &err, sizeof(err));
   (void)ignored;
   _exit(127);
+}
+
+// In the forked child: enters the namespaces and arranges the death signal.
+// Only async-signal-safe calls; false with errno set on failure.
+bool EnterSetup(const ChildSetup& setup) {
+  if (setup.die_with_parent) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return false;
+    // The parent may have died before prctl: then nobody would signal us.
+    if (getppid() != setup.parent) _exit(127);
+  }
+  if (setup.netns_fd >= 0 && setns(setup.netns_fd, CLONE_NEWNET) != 0) {
+    return false;
+  }
+  if (setup.hostname != nullptr &&
+      (unshare(CLONE_NEWUTS) != 0 ||
+       sethostname(setup.hostname, setup.hostname_len) != 0)) {
+    return false;
+  }
+  return true;
+}
+
+// In the forked child: wires fds 0-2, resets signals, execs. Only
+// async-signal-safe calls; reports a failure's errno on `report_fd`.
+[[noreturn]] void ExecChild(char** argv, char** envp, int in_fd, int out_fd,
+                            int err_fd, int report_fd,
+                            const ChildSetup& setup) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  if (!EnterSetup(setup)) ReportAndExit(report_fd);
+  if (setup.output_fd >= 0) out_fd = err_fd = setup.output_fd;
+  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) {
+    ReportAndExit(report_fd);
+  }
+  execve(argv[0], argv, envp);
+  ReportAndExit(report_fd);
 }
 
 // Reads the exec report pipe: 0 if exec succeeded, else the child's errno.
@@ -253,6 +289,40 @@ struct StdioPipes {
   }
 };
 
+// The files a child's setup needs, opened in the parent (close-on-exec)
+// and closed once it forked.
+struct ChildFds {
+  int netns = -1;
+  int output = -1;
+
+  ~ChildFds() {
+    CloseFd(&netns);
+    CloseFd(&output);
+  }
+
+  absl::StatusOr<ChildSetup> Open(const ProcessOptions& options) {
+    ChildSetup setup;
+    if (!options.netns.empty()) {
+      netns = open(options.netns.c_str(), O_RDONLY | O_CLOEXEC);
+      if (netns < 0) return ErrnoError("open " + options.netns, errno);
+    }
+    if (!options.output_file.empty()) {
+      output = open(options.output_file.c_str(),
+                    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (output < 0) return ErrnoError("open " + options.output_file, errno);
+    }
+    setup.netns_fd = netns;
+    setup.output_fd = output;
+    if (!options.hostname.empty()) {
+      setup.hostname = options.hostname.c_str();
+      setup.hostname_len = options.hostname.size();
+    }
+    setup.die_with_parent = options.die_with_parent;
+    setup.parent = getpid();
+    return setup;
+  }
+};
+
 // Creates the child with its stdio wired to fresh pipes.
 absl::StatusOr<std::pair<pid_t, std::unique_ptr<internal::ChildIo>>> Spawn(
     const std::vector<std::string>& argv, const ProcessOptions& options) {
@@ -268,17 +338,20 @@ absl::StatusOr<std::pair<pid_t, std::unique_ptr<internal::ChildIo>>> Spawn(
   StdioPipes pipes;
   absl::Status created = pipes.Create(options.stdin_text.has_value());
   if (!created.ok()) return created;
+  ChildFds fds;
+  absl::StatusOr<ChildSetup> setup = fds.Open(options);
+  if (!setup.ok()) return setup.status();
   pid_t pid = fork();
   if (pid < 0) return ErrnoError("fork", errno);
   if (pid == 0) {
     ExecChild(c_args.data(), c_env.data(), pipes.in[0], pipes.out[1],
-              pipes.err[1], pipes.report[1]);
+              pipes.err[1], pipes.report[1], *setup);
   }
   pipes.CloseChildEnds();
   if (int exec_errno = ReadExecReport(pipes.report[0]); exec_errno != 0) {
     int status;
     waitpid(pid, &status, 0);
-    return ErrnoError(absl::StrCat("exec ", argv[0]), exec_errno);
+    return ErrnoError(absl::StrCat("start ", argv[0]), exec_errno);
   }
   return std::make_pair(pid,
                         pipes.TakeParentEnds(options.stdin_text.value_or("")));

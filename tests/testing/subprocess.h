@@ -18,7 +18,14 @@
 //   replacing same-named ones. Its signal mask is cleared and its signal
 //   dispositions are the defaults.
 // - stdin is `stdin_text` (then closed), or /dev/null if unset. stdout and
-//   stderr are captured whole into the result.
+//   stderr are captured whole into the result, or appended to
+//   `output_file` if set (then the result's out/err are empty).
+// - With `netns` set, the child joins that network namespace (setns(2),
+//   e.g. /run/netns/NAME) before exec; with `hostname` set, it gets a UTS
+//   namespace of its own with that host name. With `die_with_parent`, the
+//   kernel SIGKILLs it when the thread that started it exits (prctl
+//   PR_SET_PDEATHSIG), so it cannot outlive a test killed with SIGKILL:
+//   start such children from a thread that lives as long as they should.
 // - Using this library sets SIGPIPE to ignored in the calling process, so a
 //   child that exits without reading its stdin cannot kill the test.
 // - Only the direct child is waited for or killed. Its own descendants (e.g.
@@ -48,6 +55,10 @@ struct ChildIo;  // The parent's ends of a child's stdio pipes.
 struct ProcessOptions {
   std::vector<std::pair<std::string, std::string>> env;  // NAME, value.
   std::optional<std::string> stdin_text;                 // unset: /dev/null.
+  std::string output_file;  // Non-empty: stdout and stderr appended here.
+  std::string netns;        // Non-empty: a network namespace file to join.
+  std::string hostname;     // Non-empty: own UTS namespace, this host name.
+  bool die_with_parent = false;  // SIGKILL when the starting thread exits.
 };
 
 struct ProcessResult {

@@ -2,8 +2,14 @@
 
 #include <signal.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,6 +59,42 @@ TEST(RunProcessTest, AddsAndReplacesEnvironment) {
   o.env = {{"FERRY_SUBPROCESS_TEST", "a b"}, {"HOME", "/nowhere"}};
   EXPECT_EQ(Sh("echo \"$FERRY_SUBPROCESS_TEST|$HOME\"", o).out,
             "a b|/nowhere\n");
+}
+
+TEST(RunProcessTest, AppendsOutputToAFileWhenAsked) {
+  const std::string file =
+      absl::StrCat(std::getenv("TEST_TMPDIR"), "/output_file.log");
+  ProcessOptions o;
+  o.output_file = file;
+  EXPECT_EQ(Sh("echo one; echo two >&2", o).out, "");
+  EXPECT_EQ(Sh("echo three", o).err, "");
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "one\ntwo\nthree\n");
+}
+
+TEST(RunProcessTest, DiesWithTheThreadThatStartedIt) {
+  std::unique_ptr<BackgroundProcess> child;
+  std::thread starter([&] {
+    ProcessOptions o;
+    o.die_with_parent = true;
+    auto p = BackgroundProcess::Start({"/bin/sh", "-c", "exec sleep 30"}, o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    child = *std::move(p);
+  });
+  starter.join();
+  ASSERT_NE(child, nullptr);
+  // The starting thread is gone: the kernel killed the child.
+  ProcessResult r = child->Wait(kBound);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+}
+
+TEST(RunProcessTest, UnreadableNamespaceIsAnError) {
+  ProcessOptions o;
+  o.netns = "/nonexistent/netns";
+  EXPECT_FALSE(RunProcess({"/bin/true"}, o, kBound).ok());
 }
 
 TEST(RunProcessTest, KillsOnTimeoutAndSaysSo) {
