@@ -7,6 +7,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "rpc/authenticator.h"
+#include "rpc/callback_queue.h"
 #include "rpc/net_util.h"
 
 namespace ferry {
@@ -67,7 +68,11 @@ ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
     : security_(std::move(security)),
       options_(options),
       host_(LocalHostName()),
-      secrets_(security_->token()) {}
+      secrets_(security_->token()) {
+  // Channels come and go (clients reconnect, peers die); gRPC 1.51 aborts
+  // if the callback queue is torn down while a new channel starts using it.
+  HoldGrpcCallbackQueue();
+}
 
 std::shared_ptr<grpc::Channel> ChannelPool::Get(const std::string& target) {
   absl::MutexLock lock(&mu_);

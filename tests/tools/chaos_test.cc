@@ -29,7 +29,6 @@
 #include "rpc/value/tensor.h"
 #include "rref/rref.h"
 #include "tests/testing/daemon_cluster.h"
-#include "tests/testing/grpc_callback_queue.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/testing/status_matchers.h"
@@ -80,7 +79,6 @@ class ChaosTest : public ::testing::Test {
       return;
     }
     // Each test's client is destroyed before the next one's is made.
-    ::ferry::testing::HoldGrpcCallbackQueue();
   }
   static void TearDownTestSuite() {
     delete net;

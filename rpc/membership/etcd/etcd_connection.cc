@@ -11,6 +11,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/callback_queue.h"
 #include "rpc/membership/etcd/etcd_call.h"
 #include "rpc/membership/etcd/etcd_status.h"
 
@@ -71,6 +72,7 @@ grpc::ChannelArguments ChannelArgs() {
 std::unique_ptr<EtcdStubs> MakeStubs(
     const std::string& address,
     const std::shared_ptr<grpc::ChannelCredentials>& credentials) {
+  HoldGrpcCallbackQueue();  // Members' channels come and go (failover).
   auto stubs = std::make_unique<EtcdStubs>();
   stubs->address = address;
   stubs->channel =

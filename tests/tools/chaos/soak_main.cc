@@ -39,7 +39,6 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "rpc/security.h"
-#include "tests/testing/grpc_callback_queue.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/tools/chaos/tally.h"
@@ -400,7 +399,6 @@ int Main() {
     return 2;
   }
   // Every job's clients are destroyed before the next job's are made.
-  ::ferry::testing::HoldGrpcCallbackQueue();
   uint64_t seed = absl::GetFlag(FLAGS_seed);
   if (seed == 0) seed = static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   const std::string dir = MakeDir();

@@ -1,4 +1,4 @@
-#include "tests/testing/grpc_callback_queue.h"
+#include "rpc/callback_queue.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -10,7 +10,6 @@
 #include "proto/worker.grpc.pb.h"
 
 namespace ferry {
-namespace testing {
 
 void HoldGrpcCallbackQueue() {
   static std::once_flag once;
@@ -34,5 +33,4 @@ void HoldGrpcCallbackQueue() {
   });
 }
 
-}  // namespace testing
 }  // namespace ferry

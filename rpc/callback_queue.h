@@ -10,18 +10,16 @@
 // grpc_cq_internal_unref, on one of its own threads. Holding one channel
 // that made a callback call keeps the count above zero, so the teardown
 // happens once, at exit.
-#ifndef FERRY_TESTS_TESTING_GRPC_CALLBACK_QUEUE_H_
-#define FERRY_TESTS_TESTING_GRPC_CALLBACK_QUEUE_H_
+#ifndef FERRY_RPC_CALLBACK_QUEUE_H_
+#define FERRY_RPC_CALLBACK_QUEUE_H_
 
 namespace ferry {
-namespace testing {
 
-// Idempotent; call before the first channel is destroyed (e.g. in a test
-// suite's setup), from where the process's gRPC threads should live (it may
-// start the queue's threads).
+// Idempotent; ChannelPool calls it before it makes its first channel, so
+// every process that talks to workers (ferryd, ferryctl, clients, tests)
+// holds the queue. It may start the queue's threads.
 void HoldGrpcCallbackQueue();
 
-}  // namespace testing
 }  // namespace ferry
 
-#endif  // FERRY_TESTS_TESTING_GRPC_CALLBACK_QUEUE_H_
+#endif  // FERRY_RPC_CALLBACK_QUEUE_H_
