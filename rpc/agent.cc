@@ -167,12 +167,15 @@ absl::Status RpcAgent::Start() {
     Stop();
     return Annotate(s, options_.name);
   }
-  absl::MutexLock lock(&mu_);
-  if (state_ != State::kListening) {
-    return absl::CancelledError(
-        absl::StrCat(options_.name, " was stopped while starting"));
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kListening) {
+      return absl::CancelledError(
+          absl::StrCat(options_.name, " was stopped while starting"));
+    }
+    state_ = State::kRunning;
   }
-  state_ = State::kRunning;
+  // The user's hook runs outside mu_: it may call back (e.g. stopped()).
   ReportEvent("joined", absl::StrCat("world_size=", options_.world_size,
                                      " master=", master_address_));
   return absl::OkStatus();

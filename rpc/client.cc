@@ -50,8 +50,7 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
 RpcClient::~RpcClient() { Close(); }
 
 void RpcClient::Close(bool leave) {
-  if (closed_) return;
-  closed_ = true;
+  if (closed_.exchange(true)) return;
   if (membership_client_ != nullptr) {
     if (leave) {
       membership_client_->Leave(absl::Seconds(2)).IgnoreError();
@@ -77,7 +76,7 @@ absl::Duration RpcClient::Resolve(const CallOptions& options) const {
 Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
                                   std::vector<Value> args,
                                   CallOptions options) {
-  if (closed_) {
+  if (closed_.load()) {
     return Future<Value>::Ready(
         absl::FailedPreconditionError("client is closed"));
   }

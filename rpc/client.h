@@ -9,6 +9,7 @@
 #ifndef FERRY_RPC_CLIENT_H_
 #define FERRY_RPC_CLIENT_H_
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,7 +99,8 @@ class RpcClient {
   Directory directory_;
   uint64_t node_ = 0;
   std::string name_;
-  bool closed_ = false;
+  // Set once by Close(); read by every calling thread.
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace ferry

@@ -3,15 +3,20 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/charconv.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json_node.h"
@@ -20,23 +25,47 @@
 namespace ferry {
 namespace json_internal {
 
-absl::Status ErrorAt(const JsonNode& node, absl::string_view message) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "json: line ", node.line, ", column ", node.column, ": ", message));
+namespace {
+
+// Where an error happened travels as a payload beside the message, so
+// callers that embed JSON in other text get it without re-parsing text.
+constexpr absl::string_view kPositionPayload = "type.ferry/json.position";
+
+std::string Prefix(int line, int column) {
+  return absl::StrCat("json: line ", line, ", column ", column, ": ");
 }
 
-// Inverse of ErrorAt's format (every parse error goes through it).
-void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out) {
-  out->message = std::string(message);
+}  // namespace
+
+absl::Status PositionedError(absl::StatusCode code, const JsonNode& node,
+                             absl::string_view message) {
+  absl::Status status(code,
+                      absl::StrCat(Prefix(node.line, node.column), message));
+  status.SetPayload(kPositionPayload,
+                    absl::Cord(absl::StrCat(node.line, " ", node.column)));
+  return status;
+}
+
+absl::Status ErrorAt(const JsonNode& node, absl::string_view message) {
+  return PositionedError(absl::StatusCode::kInvalidArgument, node, message);
+}
+
+void ParseErrorPosition(const absl::Status& status, JsonErrorPosition* out) {
+  out->message = std::string(status.message());
+  absl::optional<absl::Cord> where = status.GetPayload(kPositionPayload);
+  if (!where.has_value()) return;
+  std::vector<std::string> parts =
+      absl::StrSplit(std::string(*where), ' ');
   int line = 0, column = 0;
-  int taken = 0;
-  std::string text(message);
-  if (std::sscanf(text.c_str(), "json: line %d, column %d: %n", &line, &column,
-                  &taken) == 2 &&
-      taken > 0) {
-    out->line = line;
-    out->column = column;
-    out->message = text.substr(taken);
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &line) ||
+      !absl::SimpleAtoi(parts[1], &column)) {
+    return;
+  }
+  out->line = line;
+  out->column = column;
+  absl::string_view text = status.message();
+  if (absl::ConsumePrefix(&text, Prefix(line, column))) {
+    out->message = std::string(text);
   }
 }
 
@@ -407,9 +436,7 @@ class ValueBuilder {
 
 // A Limits error at `node`'s position, keeping its code.
 absl::Status LimitErrorAt(const JsonNode& node, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat("json: line ", node.line, ", column ",
-                                   node.column, ": ", status.message()));
+  return PositionedError(status.code(), node, status.message());
 }
 
 absl::Status DepthErrorAt(const JsonNode& node) {
@@ -682,7 +709,7 @@ absl::StatusOr<Value> ParseJson(absl::string_view text,
       root.ok() ? json_internal::ValueBuilder(limits).Build(*root, 0)
                 : root.status();
   if (!value.ok() && options.error != nullptr) {
-    json_internal::ParseErrorPosition(value.status().message(), options.error);
+    json_internal::ParseErrorPosition(value.status(), options.error);
   }
   return value;
 }

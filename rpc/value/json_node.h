@@ -61,11 +61,16 @@ inline const JsonNode* JsonNode::Member(absl::string_view key) const {
   return nullptr;
 }
 
-// INVALID_ARGUMENT "json: line L, column C: <message>".
+// `code` with "json: line L, column C: <message>", the position also as a
+// payload (read back by ParseErrorPosition).
+absl::Status PositionedError(absl::StatusCode code, const JsonNode& node,
+                             absl::string_view message);
+
+// INVALID_ARGUMENT at `node` (PositionedError).
 absl::Status ErrorAt(const JsonNode& node, absl::string_view message);
 
-// Fills `out` from an ErrorAt message.
-void ParseErrorPosition(absl::string_view message, JsonErrorPosition* out);
+// Fills `out` from a PositionedError status (just the message otherwise).
+void ParseErrorPosition(const absl::Status& status, JsonErrorPosition* out);
 
 // Interprets an object with a "dtype" key as a tensor whose shape keeps
 // within `limits` (tensor.h's shape rules).
