@@ -11,7 +11,8 @@
 //                                      `tools/dev install`; the program it
 //                                      builds must work against the
 //                                      installed daemons
-//   <!-- readme-test: python FILE -->  the block is FILE, which runs as a job of
+//   <!-- readme-test: python FILE -->  the block is FILE, which runs as a job
+//   of
 //                                      two Python workers (checked by
 //                                      tests/tools/python/examples_test.py)
 //   <!-- readme-test: launch N -->     each line starts a worker (srun and

@@ -54,8 +54,7 @@ void ParseErrorPosition(const absl::Status& status, JsonErrorPosition* out) {
   out->message = std::string(status.message());
   absl::optional<absl::Cord> where = status.GetPayload(kPositionPayload);
   if (!where.has_value()) return;
-  std::vector<std::string> parts =
-      absl::StrSplit(std::string(*where), ' ');
+  std::vector<std::string> parts = absl::StrSplit(std::string(*where), ' ');
   int line = 0, column = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &line) ||
       !absl::SimpleAtoi(parts[1], &column)) {

@@ -57,11 +57,11 @@ void RegisterWaitForCancel(WorkerImpl& w, std::shared_ptr<CancelProbe> probe) {
 
 TEST(CallLifecycleTest, DeadlinePassedCancelsTheWorkAndTheCount) {
   auto probe = std::make_shared<CancelProbe>();
-  ASSERT_OK_AND_ASSIGN(auto job, LocalJob::Start(2, {.setup = [&](WorkerImpl& w) {
-                                                   if (w.rank() == 1)
-                                                     RegisterWaitForCancel(
-                                                         w, probe);
-                                                 }}));
+  ASSERT_OK_AND_ASSIGN(auto job,
+                       LocalJob::Start(2, {.setup = [&](WorkerImpl& w) {
+                                         if (w.rank() == 1)
+                                           RegisterWaitForCancel(w, probe);
+                                       }}));
   RpcAgent& caller = job->worker(0).rpc();
   EXPECT_THAT(caller.RpcSync("worker1", "wait_for_cancel", {},
                              {.timeout = absl::Milliseconds(200)}),

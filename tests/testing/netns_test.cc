@@ -207,7 +207,8 @@ TEST_F(NetnsTest, DestroyKillsEverythingAndLeavesNoNamespace) {
   // A daemon that is not our child: only the namespace scan finds it.
   ASSERT_OK_AND_ASSIGN(
       ProcessResult spawn,
-      net_->Run("b", {"/bin/sh", "-c", "setsid /bin/sleep 600 >/dev/null & echo $!"},
+      net_->Run("b",
+                {"/bin/sh", "-c", "setsid /bin/sleep 600 >/dev/null & echo $!"},
                 kBound));
   pid_t daemon = std::atoi(spawn.out.c_str());
   ASSERT_GT(daemon, 0) << spawn.Describe();
@@ -226,13 +227,15 @@ TEST_F(NetnsTest, DestroyKillsEverythingAndLeavesNoNamespace) {
 TEST_F(NetnsTest, StaleNamespacesOfDeadTestsAreRemoved) {
   ASSERT_OK_AND_ASSIGN(ProcessResult dead,
                        RunProcess({"/bin/sh", "-c", "echo $$"}, {}, kBound));
-  const std::string stale = absl::StrCat("ferrytest-", std::atoi(dead.out.c_str()), "-0-x");
+  const std::string stale =
+      absl::StrCat("ferrytest-", std::atoi(dead.out.c_str()), "-0-x");
   ASSERT_OK_AND_ASSIGN(ProcessResult add,
                        RunProcess({Ip(), "netns", "add", stale}, {}, kBound));
   ASSERT_EQ(add.exit_code, 0) << add.Describe();
   ProcessOptions in_stale;
   in_stale.netns = "/run/netns/" + stale;
-  ASSERT_OK_AND_ASSIGN(auto left, BackgroundProcess::Start({"/bin/sleep", "600"}, in_stale));
+  ASSERT_OK_AND_ASSIGN(
+      auto left, BackgroundProcess::Start({"/bin/sleep", "600"}, in_stale));
   EXPECT_GE(RemoveStaleNetworks(), 1);
   EXPECT_THAT(ListTestNamespaces(), Not(::testing::Contains(stale)));
   ProcessResult r = left->Wait(kBound);
