@@ -163,6 +163,11 @@ int64_t RendezvousService::held_waits() const {
   return held_waits_;
 }
 
+int64_t RendezvousService::held_polls() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(held_.size()) - held_waits_;
+}
+
 grpc::Status RendezvousService::CheckRoomToWait() const {
   const int64_t max = options_.limits.max_held_calls;
   if (held_waits_ < max) return grpc::Status::OK;

@@ -87,6 +87,8 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
 
   // Joins and barriers held now.
   int64_t held_waits() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Polls held now (one per node at most).
+  int64_t held_polls() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class Held;
