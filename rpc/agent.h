@@ -67,8 +67,8 @@ struct AgentOptions {
   // A node out of contact with the master for this long is declared dead
   // (by the master); the master out of contact with a worker for this long
   // is declared dead by that worker, which then ends (exit_status()). Why
-  // 10 s: tools/ferryd/main.cc.
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // 30 s: tools/ferryd/main.cc.
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
   // poll_hold; master_timeout is set from heartbeat_timeout.
   MembershipOptions membership;
   // What one peer may make this worker hold or do (rpc/base/limits.h).

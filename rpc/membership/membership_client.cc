@@ -1,5 +1,6 @@
 #include "rpc/membership/membership_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -170,7 +171,13 @@ void MembershipClient::IssuePoll() {
     current_ = call;
     ++polls_active_;
   }
-  SetDeadline(&call->context, options_.poll_hold + kReplyMargin);
+  // An answer late by less than master_timeout still counts as contact:
+  // the poll waits that long (CheckMaster cancels it when it gives up).
+  SetDeadline(&call->context,
+              options_.poll_hold +
+                  (options_.master_timeout == absl::InfiniteDuration()
+                       ? kReplyMargin
+                       : std::max(kReplyMargin, options_.master_timeout)));
   // The callback holds no reference to this client (see ChannelPool); Stop()
   // waits for it instead.
   stub_->async()->Poll(&call->context, &call->request, &call->response,

@@ -36,7 +36,7 @@ struct MembershipOptions {
   // declared dead: a failed or cancelled poll alone is only a suspicion,
   // retried. Workers set it to --heartbeat_timeout_ms; the master's own
   // client uses InfiniteDuration() (it does not watch itself).
-  absl::Duration master_timeout = absl::Seconds(10);
+  absl::Duration master_timeout = absl::Seconds(30);
 };
 
 // Joins the job as a worker: retried while the master is unreachable, until

@@ -52,7 +52,7 @@ struct RendezvousOptions {
   int world_size = 1;
   // A node out of contact for this long is declared dead (see above; the
   // default is --heartbeat_timeout_ms's, tools/ferryd/main.cc says why).
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
   // How often liveness is checked.
   absl::Duration sweep_interval = absl::Milliseconds(200);
   // max_held_calls, max_clients, max_barriers.

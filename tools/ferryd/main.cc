@@ -50,12 +50,12 @@ ABSL_FLAG(int64_t, startup_timeout_ms, 60000,
           "how long to wait for every worker to join");
 ABSL_FLAG(int64_t, shutdown_timeout_ms, 10000,
           "bound on each phase of a graceful shutdown");
-// Why 10 s: 128 workers on 2 cores (an all_reduce over all of them keeps
-// every core busy for seconds) had polls answered 3 s late, and a 3 s
-// timeout declared live workers dead; a death still ends pending work well
-// within a call's default 60 s, and a broken connection fails the calls on
-// it at once anyway.
-ABSL_FLAG(int64_t, heartbeat_timeout_ms, 10000,
+// Why 30 s: 128 workers on 2 cores (an all_reduce over all of them keeps
+// every core busy for many seconds) starve the master: with 3 s live
+// workers were declared dead, and with 10 s the workers declared the live
+// master dead. A death still ends pending work within half a call's
+// default 60 s, and a broken connection fails the calls on it at once.
+ABSL_FLAG(int64_t, heartbeat_timeout_ms, 30000,
           "declare a node dead after this long without contact: the master "
           "a silent worker or client, a worker a silent master (it then "
           "fails its pending work and exits 1)");
