@@ -240,6 +240,9 @@ absl::Status RpcAgent::StartServer() {
                           .limits = options_.limits},
         timers_.get());
     builder.RegisterService(rendezvous_.get());
+  } else {
+    directory_service_ = std::make_unique<DirectoryService>(options_.rank);
+    builder.RegisterService(directory_service_.get());
   }
   for (grpc::Service* s : services_) builder.RegisterService(s);
   if (generic_service_ != nullptr) {
@@ -270,13 +273,25 @@ absl::Status RpcAgent::JoinAndWatch() {
   *request.mutable_worker() = WorkerInfoToProto(me);
   request.set_world_size(options_.world_size);
   request.set_incarnation(incarnation_);
-  auto master = channels_->Get(master_address_);
+  auto master = channels_->ForMembership(master_address_);
   FERRY_ASSIGN_OR_RETURN(
       std::vector<WorkerInfo> workers,
       JoinJob(master, master_address_, request, options_.startup_timeout));
   directory_ = Directory(std::move(workers));
-  membership_client_ = MembershipClient::Create(
-      master, &membership_, timers_.get(), options_.membership);
+  if (directory_service_ != nullptr)
+    directory_service_->SetDirectory(directory_);
+  // Registered last, so the layers above (collectives, RRefs) have failed
+  // their work naming worker0 before this listener starts the stop.
+  membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
+    if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
+  });
+  MembershipOptions membership = options_.membership;
+  // The master does not watch itself; the others give it as long as it
+  // gives them.
+  membership.master_timeout = options_.rank == 0 ? absl::InfiniteDuration()
+                                                 : options_.heartbeat_timeout;
+  membership_client_ =
+      MembershipClient::Create(master, &membership_, timers_.get(), membership);
   membership_client_->Start(WorkerNode(options_.rank), incarnation_,
                             [this](const absl::Status& s) { OnFenced(s); });
   return absl::OkStatus();
@@ -295,8 +310,32 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
 
 void RpcAgent::OnFenced(const absl::Status& reason) {
   ReportEvent("fenced", reason.message());
-  // Called on a gRPC thread: stopping here would wait on ourselves.
-  RunInBackground([this] { Stop(); });
+  EndJob(absl::UnavailableError(
+      absl::StrCat(options_.name, " was fenced: ", reason.message())));
+}
+
+void RpcAgent::OnMasterLost(const absl::Status& reason) {
+  ReportEvent("master_lost",
+              absl::StrCat(reason.message(),
+                           "; the job is over: failing every pending call "
+                           "and op, then exiting"));
+  EndJob(absl::UnavailableError(absl::StrCat(
+      options_.name, " stopped: the job ended: ", reason.message())));
+}
+
+void RpcAgent::EndJob(absl::Status why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kRunning) return;  // Already on its way out.
+    if (exit_status_.ok()) exit_status_ = why;
+  }
+  // Called on a gRPC or timer thread: stopping here would wait on itself.
+  RunInBackground([this, why] { StopServing(why); });
+}
+
+absl::Status RpcAgent::exit_status() const {
+  absl::MutexLock lock(&mu_);
+  return exit_status_;
 }
 
 std::string RpcAgent::NodeLabel(uint64_t node) const {
@@ -391,7 +430,7 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
   } else {
     membership_client_->Leave(absl::Seconds(2)).IgnoreError();
   }
-  StopServing();
+  StopServing(StoppedStatus());
   return Annotate(status, options_.name);
 }
 
@@ -405,7 +444,7 @@ absl::Status RpcAgent::Leave() {
   call_service_->StopAccepting();
   absl::Status status = Drain(absl::Now() + options_.shutdown_timeout);
   membership_client_->Leave(absl::Seconds(2)).IgnoreError();
-  StopServing();
+  StopServing(StoppedStatus());
   return Annotate(status, absl::StrCat(options_.name, ": leave"));
 }
 
@@ -417,10 +456,14 @@ void RpcAgent::Stop() {
       return;
     }
   }
-  StopServing();
+  StopServing(StoppedStatus());
 }
 
-void RpcAgent::StopServing() {
+absl::Status RpcAgent::StoppedStatus() const {
+  return absl::UnavailableError(absl::StrCat(options_.name, " stopped"));
+}
+
+void RpcAgent::StopServing(const absl::Status& stopped) {
   {
     absl::MutexLock lock(&mu_);
     if (teardown_started_) {
@@ -433,8 +476,6 @@ void RpcAgent::StopServing() {
     teardown_started_ = true;
     state_ = State::kStopping;
   }
-  const absl::Status stopped =
-      absl::UnavailableError(absl::StrCat(options_.name, " stopped"));
   if (membership_client_ != nullptr) membership_client_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);

@@ -41,6 +41,7 @@
 #include "rpc/caller.h"
 #include "rpc/channels.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/directory_service.h"
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
@@ -63,8 +64,12 @@ struct AgentOptions {
   absl::Duration startup_timeout = absl::Seconds(60);
   absl::Duration shutdown_timeout = absl::Seconds(10);
   int executor_threads = 8;
-  // Master side: a node silent for this long is declared dead.
-  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // A node out of contact with the master for this long is declared dead
+  // (by the master); the master out of contact with a worker for this long
+  // is declared dead by that worker, which then ends (exit_status()). Why
+  // 30 s: tools/ferryd/main.cc.
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
+  // poll_hold; master_timeout is set from heartbeat_timeout.
   MembershipOptions membership;
   // What one peer may make this worker hold or do (rpc/base/limits.h).
   Limits limits;
@@ -76,7 +81,8 @@ struct AgentOptions {
   // Also listen on a unix-abstract socket for same-host peers.
   bool local_socket = true;
   // Told of lifecycle events: "listening", "joined", "peer_down", "fenced",
-  // "shutdown_requested", "shutting_down", "leaving", "stopped". Called on
+  // "master_lost", "shutdown_requested", "shutting_down", "leaving",
+  // "stopped". Called on
   // whichever thread the event happens; must be quick and thread-safe.
   std::function<void(absl::string_view event, absl::string_view detail)>
       on_event;
@@ -168,6 +174,10 @@ class RpcAgent {
   // Waits until the agent stopped (by any path) or `timeout` passed.
   bool WaitStopped(absl::Duration timeout);
   bool stopped() const;
+  // Why the agent ended by itself: UNAVAILABLE naming the cause when it
+  // was fenced (declared dead by the master) or the master (worker0) died
+  // or left — the job is over for it. OK otherwise (Shutdown, Leave, Stop).
+  absl::Status exit_status() const ABSL_LOCKS_EXCLUDED(mu_);
 
   proto::WorkerStatus Status() const;
 
@@ -192,11 +202,19 @@ class RpcAgent {
   void OnNodeDown(uint64_t node, const absl::Status& reason);
 
   void OnFenced(const absl::Status& reason);
+  // Worker0 died or left: this worker fails everything pending, naming
+  // it, and stops (a job without its master cannot go on).
+  void OnMasterLost(const absl::Status& reason);
+  // Records why the agent ends by itself and stops it in the background.
+  void EndJob(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `work` on the shutdown thread unless one already runs.
   void RunInBackground(std::function<void()> work) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Drain(absl::Time deadline);
   void WaitOthersGone(absl::Time deadline);
-  void StopServing() ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops everything; pending calls fail with `reason` (UNAVAILABLE).
+  void StopServing(const absl::Status& reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // UNAVAILABLE "<name> stopped".
+  absl::Status StoppedStatus() const;
   absl::Duration Resolve(const CallOptions& options) const;
   // A node's name for messages: "worker2", "client3".
   std::string NodeLabel(uint64_t node) const;
@@ -215,7 +233,8 @@ class RpcAgent {
   std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;
   std::unique_ptr<CallService> call_service_;
-  std::unique_ptr<RendezvousService> rendezvous_;
+  std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.
+  std::unique_ptr<DirectoryService> directory_service_;  // Other ranks.
   std::shared_ptr<MembershipClient> membership_client_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<grpc::Service*> services_;
@@ -235,6 +254,7 @@ class RpcAgent {
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
   bool teardown_started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread shutdown_thread_ ABSL_GUARDED_BY(mu_);
+  absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -56,6 +56,11 @@ class ChannelPool {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The channel to a worker, preferring its local socket on this host.
   std::shared_ptr<grpc::Channel> ForWorker(const WorkerInfo& worker);
+  // A channel to `target` for membership only (joins, heartbeats): a
+  // connection of its own, so heartbeats never wait behind calls'
+  // messages in one connection's HTTP/2 flow control or queues.
+  std::shared_ptr<grpc::Channel> ForMembership(const std::string& target)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const Security& security() const { return *security_; }
   // This node's credential, sent on every call from now on (over channels
@@ -65,7 +70,8 @@ class ChannelPool {
   }
 
  private:
-  std::shared_ptr<grpc::Channel> Create(const std::string& target) const;
+  std::shared_ptr<grpc::Channel> Create(const std::string& target,
+                                        bool own_connection) const;
 
   const std::shared_ptr<const Security> security_;
   const ChannelOptions options_;
@@ -74,6 +80,8 @@ class ChannelPool {
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>
+      membership_channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

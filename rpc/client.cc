@@ -25,7 +25,7 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
     return absl::InvalidArgumentError("no master address given");
   }
   auto client = std::unique_ptr<RpcClient>(new RpcClient(std::move(options)));
-  auto master = client->channels_->Get(client->options_.master);
+  auto master = client->channels_->ForMembership(client->options_.master);
   FERRY_ASSIGN_OR_RETURN(proto::RegisterClientResponse registered,
                          RegisterClient(master, client->options_.master,
                                         client->options_.description,
@@ -39,6 +39,9 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
   client->caller_ =
       std::make_unique<Caller>(client->channels_.get(), &client->membership_,
                                CallerIdentity{client->node_, client->name_});
+  // A worker other than the master answered from its directory: there is
+  // no membership to poll there.
+  if (registered.read_only()) return client;
   client->membership_client_ = MembershipClient::Create(
       master, &client->membership_, client->timers_.get(),
       client->options_.membership);

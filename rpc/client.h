@@ -29,7 +29,11 @@
 namespace ferry {
 
 struct RpcClientOptions {
-  std::string master;       // host:port of rank 0.
+  // host:port of rank 0; or of any other worker, which answers from its
+  // directory: the client then keeps no membership (learns of deaths only
+  // by failed calls), which is what inspecting or shutting down a job whose
+  // master died needs.
+  std::string master;
   std::string description;  // Shown in the master's events ("ferryctl").
   // How long to wait for the master and the job to be formed.
   absl::Duration connect_timeout = absl::Seconds(30);

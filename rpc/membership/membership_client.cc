@@ -1,10 +1,12 @@
 #include "rpc/membership/membership_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
 
 namespace ferry {
@@ -118,10 +120,43 @@ void MembershipClient::Start(uint64_t node, uint64_t incarnation,
     node_ = node;
     incarnation_ = incarnation;
     stopped_ = false;
-    last_ok_ = absl::Now();
+    last_ok_ = clock().Now();
     on_fenced_ = std::move(on_fenced);
+    WatchMasterLocked();
   }
   IssuePoll();
+}
+
+void MembershipClient::WatchMasterLocked() {
+  if (options_.master_timeout == absl::InfiniteDuration()) return;
+  std::weak_ptr<MembershipClient> weak = weak_from_this();
+  watch_timer_ = timers_->RunAt(last_ok_ + options_.master_timeout, [weak] {
+    if (auto self = weak.lock()) self->CheckMaster();
+  });
+}
+
+void MembershipClient::CheckMaster() {
+  std::shared_ptr<PollCall> current;
+  std::string last_error;
+  {
+    absl::MutexLock lock(&mu_);
+    watch_timer_ = 0;
+    if (stopped_) return;
+    if (clock().Now() - last_ok_ < options_.master_timeout) {
+      WatchMasterLocked();  // A poll succeeded since: check again later.
+      return;
+    }
+    stopped_ = true;
+    current = current_;
+    last_error = last_error_.empty() ? "a poll still waiting" : last_error_;
+  }
+  // A poll stuck on a silent link would hold its slot until its deadline.
+  if (current != nullptr) current->context.TryCancel();
+  membership_->MarkDown(WorkerNode(0),
+                        absl::UnavailableError(absl::StrCat(
+                            "worker0 (the master) died: no contact for ",
+                            absl::ToInt64Milliseconds(options_.master_timeout),
+                            " ms (last: ", last_error, ")")));
 }
 
 void MembershipClient::IssuePoll() {
@@ -136,7 +171,13 @@ void MembershipClient::IssuePoll() {
     current_ = call;
     ++polls_active_;
   }
-  SetDeadline(&call->context, options_.poll_hold + kReplyMargin);
+  // An answer late by less than master_timeout still counts as contact:
+  // the poll waits that long (CheckMaster cancels it when it gives up).
+  SetDeadline(&call->context,
+              options_.poll_hold +
+                  (options_.master_timeout == absl::InfiniteDuration()
+                       ? kReplyMargin
+                       : std::max(kReplyMargin, options_.master_timeout)));
   // The callback holds no reference to this client (see ChannelPool); Stop()
   // waits for it instead.
   stub_->async()->Poll(&call->context, &call->request, &call->response,
@@ -150,20 +191,20 @@ void MembershipClient::IssuePoll() {
 void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
                                   const grpc::Status& status) {
   FencedCallback fenced;
-  bool master_lost = false;
   {
     absl::MutexLock lock(&mu_);
     if (current_ == call) current_ = nullptr;
     if (stopped_) return;
     if (status.ok()) {
-      last_ok_ = absl::Now();
+      last_ok_ = clock().Now();
       since_ += call->response.events_size();
     } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       stopped_ = true;
       fenced = on_fenced_;
-    } else if (absl::Now() - last_ok_ > options_.master_timeout) {
-      stopped_ = true;
-      master_lost = true;
+    } else {
+      // A suspicion only: retried until CheckMaster gives up on the master.
+      last_error_ = absl::StrCat(StatusCodeName(FromGrpcStatus(status).code()),
+                                 ": ", status.error_message());
     }
   }
   // Publishing runs listeners (which fail pending work); no lock held.
@@ -172,12 +213,6 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
   }
   if (fenced) {
     fenced(FromGrpcStatus(status));
-  } else if (master_lost) {
-    membership_->MarkDown(
-        WorkerNode(0), absl::UnavailableError(absl::StrCat(
-                           "the master (rank 0) died: no answer for ",
-                           absl::ToInt64Milliseconds(options_.master_timeout),
-                           " ms (", status.error_message(), ")")));
   } else if (status.ok()) {
     IssuePoll();
   } else {
@@ -231,14 +266,18 @@ absl::Status MembershipClient::Leave(absl::Duration timeout) {
 void MembershipClient::Stop() {
   std::shared_ptr<PollCall> current;
   Timers::TimerId retry;
+  Timers::TimerId watch;
   {
     absl::MutexLock lock(&mu_);
     stopped_ = true;
     current = current_;
     retry = retry_timer_;
     retry_timer_ = 0;
+    watch = watch_timer_;
+    watch_timer_ = 0;
   }
   if (retry != 0) timers_->Cancel(retry);
+  if (watch != 0) timers_->Cancel(watch);
   if (current != nullptr) current->context.TryCancel();
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

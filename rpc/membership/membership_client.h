@@ -1,7 +1,12 @@
 // A node's side of rendezvous and membership: join (or register as a
 // client), then keep one long poll open at the master. The poll is the
 // heartbeat and brings news of nodes that died or left, which is published
-// to a Membership so pending work on those nodes fails at once.
+// to a Membership so pending work on those nodes fails at once. When no
+// poll succeeded for master_timeout, the master itself is published as
+// dead (node 0, UNAVAILABLE naming worker0).
+//
+// Give it a channel of its own (ChannelPool::ForMembership), so heartbeats
+// never queue behind data-plane calls to the master.
 #ifndef FERRY_RPC_MEMBERSHIP_MEMBERSHIP_CLIENT_H_
 #define FERRY_RPC_MEMBERSHIP_MEMBERSHIP_CLIENT_H_
 
@@ -27,8 +32,11 @@ namespace ferry {
 struct MembershipOptions {
   // How long the master may hold a poll (also the heartbeat period).
   absl::Duration poll_hold = absl::Milliseconds(1000);
-  // Without a successful poll for this long, the master is declared dead.
-  absl::Duration master_timeout = absl::Seconds(5);
+  // Without a successful poll for this long, the master (worker0) is
+  // declared dead: a failed or cancelled poll alone is only a suspicion,
+  // retried. Workers set it to --heartbeat_timeout_ms; the master's own
+  // client uses InfiniteDuration() (it does not watch itself).
+  absl::Duration master_timeout = absl::Seconds(30);
 };
 
 // Joins the job as a worker: retried while the master is unreachable, until
@@ -83,6 +91,10 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   void OnPollDone(const std::shared_ptr<PollCall>& call,
                   const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void Retry() ABSL_LOCKS_EXCLUDED(mu_);
+  // Arms the check that the master answered within master_timeout.
+  void WatchMasterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckMaster() ABSL_LOCKS_EXCLUDED(mu_);
+  Clock& clock() const { return *timers_->clock(); }
 
   const std::shared_ptr<grpc::Channel> master_;
   const std::unique_ptr<proto::Rendezvous::Stub> stub_;
@@ -99,6 +111,8 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   std::shared_ptr<PollCall> current_ ABSL_GUARDED_BY(mu_);
   int polls_active_ ABSL_GUARDED_BY(mu_) = 0;  // Until their callback ends.
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  Timers::TimerId watch_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_error_ ABSL_GUARDED_BY(mu_);  // Of the last failed poll.
   FencedCallback on_fenced_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -69,6 +69,8 @@ std::string Cut(const std::string& text) {
 
 }  // namespace
 
+absl::Time RendezvousService::Now() const { return timers_->clock()->Now(); }
+
 RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
     : options_(options), timers_(timers) {
   absl::MutexLock lock(&mu_);
@@ -142,7 +144,7 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
     if (node != nodes_.end() && node->second.held_poll == id) {
       node->second.held_poll = 0;
       // Its connection was open all along: alive until now.
-      node->second.last_seen = absl::Now();
+      node->second.last_seen = Now();
     }
   } else if (held->kind == Held::Kind::kBarrier) {
     // A barrier with waiters is never forgotten: it is there.
@@ -159,6 +161,11 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
 int64_t RendezvousService::held_waits() const {
   absl::MutexLock lock(&mu_);
   return held_waits_;
+}
+
+int64_t RendezvousService::held_polls() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(held_.size()) - held_waits_;
 }
 
 grpc::Status RendezvousService::CheckRoomToWait() const {
@@ -249,7 +256,7 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
     FillDirectory(held->join->mutable_workers());
     return {{held, grpc::Status::OK}};
   }
-  Hold(held, absl::Now() + absl::Milliseconds(held->timeout_ms));
+  Hold(held, Now() + absl::Milliseconds(held->timeout_ms));
   bool all = std::all_of(slots_.begin(), slots_.end(),
                          [](const Slot& s) { return s.joined; });
   return all ? CompleteRendezvous() : Finishes{};
@@ -257,7 +264,7 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
 
 RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
   complete_ = true;
-  const absl::Time now = absl::Now();
+  const absl::Time now = Now();
   for (const Slot& s : slots_) {
     Node& n = nodes_[WorkerNode(s.info.rank())];
     n.name = s.info.name();
@@ -318,7 +325,7 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
     if (!request->description().empty()) {
       absl::StrAppend(&n.name, " (", Cut(request->description()), ")");
     }
-    n.last_seen = absl::Now();
+    n.last_seen = Now();
     response->set_node(node);
     FillDirectory(response->mutable_workers());
     return {{held, grpc::Status::OK}};
@@ -357,7 +364,7 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
                      absl::StrCat(n.name, " was declared gone by the master: ",
                                   n.down_reason))}};
   }
-  n.last_seen = absl::Now();
+  n.last_seen = Now();
   held->node = r.node();
   held->since = std::max<int64_t>(r.since(), events_base_);
   n.seen = held->since;
@@ -380,7 +387,7 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
       r.hold_ms(), 0,
       std::min(kMaxPollHoldMs,
                absl::ToInt64Milliseconds(options_.heartbeat_timeout) / 2));
-  Hold(held, absl::Now() + absl::Milliseconds(hold_ms));
+  Hold(held, Now() + absl::Milliseconds(hold_ms));
   n.held_poll = held->id;
   // What every live node has seen can go (and departed clients with it),
   // also when no poll is behind — else it would stay while polls keep up.
@@ -447,7 +454,7 @@ void RendezvousService::Sweep() {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    const absl::Time now = absl::Now();
+    const absl::Time now = Now();
     std::vector<uint64_t> dead;
     for (const auto& [node, n] : nodes_) {
       if (!n.down && n.held_poll == 0 &&
@@ -514,7 +521,7 @@ RendezvousService::Finishes RendezvousService::AdmitBarrier(
   held->node = r.node();
   held->barrier = r.name();
   held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
-  Hold(held, absl::Now() + absl::Milliseconds(held->timeout_ms));
+  Hold(held, Now() + absl::Milliseconds(held->timeout_ms));
   b->waiters.push_back(held->id);
   return CheckBarriers();
 }
@@ -624,11 +631,10 @@ void RendezvousService::Cancelled(uint64_t id) {
     if (held->kind == Held::Kind::kJoin && !complete_) {
       slots_[held->rank] = Slot{};
     }
-    if (held->kind == Held::Kind::kPoll && !stopping_) {
-      // The poller's connection broke while we held its poll: it died.
-      finishes = MarkDown(held->node, proto::NodeEvent::DEAD,
-                          "lost its connection to the master");
-    }
+    // A cancelled held poll (the poller's connection broke, or the poller
+    // gave up on it) is only a suspicion: a loaded or briefly cut-off node
+    // reconnects and polls again. Take() noted the time; Sweep declares the
+    // node dead if no poll follows within heartbeat_timeout.
     finishes.emplace_back(held,
                           Error(grpc::StatusCode::CANCELLED, "cancelled"));
   }

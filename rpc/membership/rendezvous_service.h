@@ -8,9 +8,12 @@
 // cancellations race.
 //
 // Liveness: a node (worker or client) proves it is alive by polling. It is
-// declared dead when its held poll is cancelled (its connection broke: the
-// process died) or when it has not polled for `heartbeat_timeout`. A dead
-// node is fenced: its later polls get FAILED_PRECONDITION.
+// declared dead only when it has not been in contact for
+// `heartbeat_timeout`: contact is a poll arriving, or a held poll still
+// open (answered no later than half the timeout). A broken connection or a
+// cancelled poll is a suspicion, not a death: a node that polls again
+// within the timeout goes on untouched. A dead node is fenced: its later
+// polls get FAILED_PRECONDITION. Time is the timers' clock.
 //
 // What callers can make the master hold is bounded (Limits), each refusal
 // RESOURCE_EXHAUSTED naming its flag:
@@ -47,8 +50,9 @@ namespace ferry {
 
 struct RendezvousOptions {
   int world_size = 1;
-  // A node that has not polled for this long is declared dead.
-  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // A node out of contact for this long is declared dead (see above; the
+  // default is --heartbeat_timeout_ms's, tools/ferryd/main.cc says why).
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
   // How often liveness is checked.
   absl::Duration sweep_interval = absl::Milliseconds(200);
   // max_held_calls, max_clients, max_barriers.
@@ -83,6 +87,8 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
 
   // Joins and barriers held now.
   int64_t held_waits() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Polls held now (one per node at most).
+  int64_t held_polls() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   class Held;
@@ -148,6 +154,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   Held* Take(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Hold(Held* held, absl::Time until) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  absl::Time Now() const;
   void Expire(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Cancelled(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);

@@ -5,6 +5,7 @@
 //
 //   ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] [--json]
 //               [--peers]
+//   ferry_bench --suite=scale [--max_world=128]   # ferryd jobs, not in "all"
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -21,9 +22,17 @@
 #include "tools/bench/report.h"
 #include "tools/bench/rpc_bench.h"
 #include "tools/bench/rref_bench.h"
+#include "tools/bench/scale_bench.h"
 #include "tools/bench/sparse_bench.h"
 
-ABSL_FLAG(std::string, suite, "all", "rpc, rref, collectives, sparse or all");
+ABSL_FLAG(std::string, suite, "all",
+          "rpc, rref, collectives, sparse or all; or scale (jobs of real "
+          "ferryd daemons of 2 to --max_world ranks: not part of all)");
+ABSL_FLAG(int, min_world, 2, "scale suite: the smallest world size");
+ABSL_FLAG(int, max_world, 128, "scale suite: the largest world size");
+ABSL_FLAG(std::string, ferryctl, "",
+          "scale suite: the ferryctl to start jobs with (default: the one "
+          "beside ferry_bench)");
 ABSL_FLAG(bool, quick, false, "a short smoke run (under a minute)");
 ABSL_FLAG(bool, json, false, "JSON rows on stdout instead of a table");
 ABSL_FLAG(int, rounds, 0,
@@ -71,7 +80,7 @@ int BenchMain(int argc, char** argv) {
   const std::string suite = absl::GetFlag(FLAGS_suite);
   const bool quick = absl::GetFlag(FLAGS_quick);
   if (suite != "all" && suite != "rpc" && suite != "rref" &&
-      suite != "collectives" && suite != "sparse") {
+      suite != "collectives" && suite != "sparse" && suite != "scale") {
     std::fprintf(stderr, "ferry_bench: unknown --suite=%s\n", suite.c_str());
     return 2;
   }
@@ -119,6 +128,15 @@ int BenchMain(int argc, char** argv) {
   }
   if (status.ok() && (suite == "all" || suite == "sparse")) {
     status = ferry::bench::RunSparseSuite(quick, rounds, &report);
+  }
+  if (status.ok() && suite == "scale") {
+    status = ferry::bench::RunScaleSuite(
+        {.quick = quick,
+         .rounds = rounds,
+         .min_world = absl::GetFlag(FLAGS_min_world),
+         .max_world = absl::GetFlag(FLAGS_max_world),
+         .ferryctl = absl::GetFlag(FLAGS_ferryctl)},
+        &report);
   }
   report.Finish();
   if (!status.ok()) {

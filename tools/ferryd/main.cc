@@ -4,7 +4,10 @@
 //   RANK=1 WORLD_SIZE=4 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 ferryd
 //
 // Logs one line per lifecycle event to stderr. SIGTERM/SIGINT = graceful
-// leave. Exit status 0 after a clean stop, 1 if it could not start.
+// leave. Exit status 0 after a clean stop; 1 if it could not start, or if
+// the job ended under it: it was fenced (declared dead by the master), or
+// the master (worker0) died or left — then every pending call and op has
+// failed naming the cause, and the last line says why.
 #include <signal.h>
 #include <unistd.h>
 
@@ -47,8 +50,15 @@ ABSL_FLAG(int64_t, startup_timeout_ms, 60000,
           "how long to wait for every worker to join");
 ABSL_FLAG(int64_t, shutdown_timeout_ms, 10000,
           "bound on each phase of a graceful shutdown");
-ABSL_FLAG(int64_t, heartbeat_timeout_ms, 3000,
-          "rank 0: declare a silent worker dead after this long");
+// Why 30 s: 128 workers on 2 cores (an all_reduce over all of them keeps
+// every core busy for many seconds) starve the master: with 3 s live
+// workers were declared dead, and with 10 s the workers declared the live
+// master dead. A death still ends pending work within half a call's
+// default 60 s, and a broken connection fails the calls on it at once.
+ABSL_FLAG(int64_t, heartbeat_timeout_ms, 30000,
+          "declare a node dead after this long without contact: the master "
+          "a silent worker or client, a worker a silent master (it then "
+          "fails its pending work and exits 1)");
 ABSL_FLAG(int, executor_threads, 8, "threads running registered functions");
 ABSL_FLAG(int64_t, rref_lease_ms, 10000,
           "an owner drops the rrefs of a holder silent for this long");
@@ -206,6 +216,10 @@ int Run() {
     if (!s.ok()) return Fail(s);
   }
   while (!agent.WaitStopped(absl::Seconds(1))) {
+  }
+  if (absl::Status ended = agent.exit_status(); !ended.ok()) {
+    Log("exit", ended.message());
+    return 1;
   }
   return 0;
 }

@@ -16,7 +16,6 @@ WorkerConfig Defaults(int rank, int n, const LocalJob::Options& options) {
   o.listen = "127.0.0.1:0";
   // In one process, failures are local and quick to see.
   o.heartbeat_timeout = absl::Seconds(2);
-  o.membership.master_timeout = absl::Seconds(3);
   if (options.configure) options.configure(o);
   o.rank = rank;
   o.world_size = n;

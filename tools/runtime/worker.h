@@ -55,8 +55,9 @@ struct WorkerOptions {
   absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
   absl::Duration startup_timeout = absl::Seconds(60);
   absl::Duration shutdown_timeout = absl::Seconds(10);
-  // A node silent this long is declared dead.
-  absl::Duration heartbeat_timeout = absl::Seconds(3);
+  // A node out of contact this long is declared dead (the master, by the
+  // others: the worker then fails its pending work and stops).
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
   int executor_threads = 8;  // Threads running registered functions.
   // How long owners keep the copies of a holder that stopped renewing.
   absl::Duration rref_lease = absl::Seconds(10);

@@ -121,7 +121,7 @@ def _write_atomically(path, text):
 
 def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
          name=None, master=None, rendezvous=None, listen=None, timeout=60.0,
-         startup_timeout=60.0, shutdown_timeout=10.0, heartbeat_timeout=3.0,
+         startup_timeout=60.0, shutdown_timeout=10.0, heartbeat_timeout=30.0,
          executor_threads=8, rref_lease=10.0, tensor_type="numpy",
          token_file=None, tls_cert=None, tls_key=None, tls_ca=None,
          tls_server_name=None, address_file=None):

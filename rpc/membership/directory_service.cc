@@ -1,0 +1,48 @@
+#include "rpc/membership/directory_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+namespace {
+
+// Client ids the master hands out are kFirstClientNode + n (n < 2^32);
+// this worker's start past them, at (rank + 1) << 32.
+constexpr int kClientIdBits = 32;
+
+}  // namespace
+
+DirectoryService::DirectoryService(int rank) : rank_(rank) {}
+
+void DirectoryService::SetDirectory(Directory directory) {
+  absl::MutexLock lock(&mu_);
+  directory_ = std::move(directory);
+}
+
+grpc::ServerUnaryReactor* DirectoryService::RegisterClient(
+    grpc::CallbackServerContext* context,
+    const proto::RegisterClientRequest* /*request*/,
+    proto::RegisterClientResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!directory_.has_value()) {
+      status = grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          absl::StrCat("worker", rank_, ": the job is not formed yet"));
+    } else {
+      const uint64_t base = (static_cast<uint64_t>(rank_) + 1) << kClientIdBits;
+      response->set_node(base + next_client_++);
+      for (const WorkerInfo& w : directory_->workers())
+        *response->add_workers() = WorkerInfoToProto(w);
+      response->set_read_only(true);
+    }
+  }
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace ferry

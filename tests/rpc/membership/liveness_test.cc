@@ -1,0 +1,207 @@
+// Failure detection that tolerates load: a broken connection or a
+// cancelled poll is a suspicion, and a node (or the master) is declared
+// dead only after the heartbeat timeout without contact. Time is a manual
+// clock stepped by hand; gRPC runs in-process on 127.0.0.1.
+#include <future>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "proto/rendezvous.grpc.pb.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
+#include "rpc/membership/membership_client.h"
+#include "rpc/membership/rendezvous_service.h"
+#include "tests/testing/manual_clock.h"
+#include "tests/testing/status_matchers.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::ManualClock;
+using ::ferry::testing::ManualTimers;
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(10);
+// Bounds real waits for gRPC to deliver (never an expectation on time).
+constexpr absl::Duration kDelivery = absl::Seconds(20);
+
+// An in-process master on manual time; the job (2 workers) is formed.
+class MasterLivenessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RendezvousOptions options;
+    options.world_size = 2;
+    options.heartbeat_timeout = kTimeout;
+    service_ = std::make_unique<RendezvousService>(options, &timers_);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = proto::Rendezvous::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    std::future<grpc::Status> zero = std::async([this] { return Join(0); });
+    ASSERT_TRUE(Join(1).ok());
+    ASSERT_TRUE(zero.get().ok());
+  }
+
+  void TearDown() override {
+    service_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now());
+    timers_.Stop();
+  }
+
+  grpc::Status Join(int rank) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kDelivery));
+    proto::JoinRequest r;
+    r.mutable_worker()->set_name(absl::StrCat("worker", rank));
+    r.mutable_worker()->set_rank(rank);
+    r.set_world_size(2);
+    r.set_incarnation(kIncarnationBase + rank);
+    r.set_timeout_ms(20000);
+    proto::JoinResponse response;
+    return stub_->Join(&context, r, &response);
+  }
+
+  // A poll by worker `rank`, held by the master for up to `hold`.
+  struct Poll {
+    grpc::ClientContext context;
+    proto::PollRequest request;
+    proto::PollResponse response;
+    std::promise<grpc::Status> done;
+    std::future<grpc::Status> status = done.get_future();
+  };
+  std::unique_ptr<Poll> PollAsync(int rank, absl::Duration hold) {
+    auto p = std::make_unique<Poll>();
+    p->context.set_deadline(absl::ToChronoTime(absl::Now() + kDelivery));
+    p->request.set_node(WorkerNode(rank));
+    p->request.set_incarnation(kIncarnationBase + rank);
+    p->request.set_hold_ms(absl::ToInt64Milliseconds(hold));
+    Poll* raw = p.get();
+    stub_->async()->Poll(&p->context, &p->request, &p->response,
+                         [raw](grpc::Status s) { raw->done.set_value(s); });
+    return p;
+  }
+
+  // Waits (bounded) until the master holds `n` polls.
+  bool AwaitHeldPolls(int64_t n) {
+    const absl::Time deadline = absl::Now() + kDelivery;
+    while (service_->held_polls() != n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+
+  // Polls as worker `rank` and answers the poll by advancing time by the
+  // hold (a node in contact).
+  grpc::Status PollOnce(int rank) {
+    std::unique_ptr<Poll> p = PollAsync(rank, absl::Milliseconds(100));
+    if (!AwaitHeldPolls(1)) return grpc::Status(grpc::StatusCode::INTERNAL, "");
+    timers_.Advance(absl::Milliseconds(100));
+    return p->status.get();
+  }
+
+  // A poll that is refused at once (the node is known dead) or admitted.
+  grpc::Status PollFate(int rank) {
+    std::unique_ptr<Poll> p = PollAsync(rank, absl::Milliseconds(100));
+    while (p->status.wait_for(std::chrono::milliseconds(1)) !=
+           std::future_status::ready) {
+      if (service_->held_polls() == 1) timers_.Advance(absl::Seconds(0.1));
+    }
+    return p->status.get();
+  }
+
+  static constexpr uint64_t kIncarnationBase = 40;
+  ManualClock clock_;
+  ManualTimers timers_{&clock_};
+  std::unique_ptr<RendezvousService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<proto::Rendezvous::Stub> stub_;
+};
+
+// Before, a cancelled held poll declared its node dead at once: one reset
+// connection under load ended a live worker.
+TEST_F(MasterLivenessTest, ACancelledPollIsASuspicionNotADeath) {
+  std::unique_ptr<Poll> held = PollAsync(1, absl::Seconds(4));
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  held->context.TryCancel();
+  EXPECT_EQ(held->status.get().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(AwaitHeldPolls(0));
+  timers_.Advance(kTimeout - absl::Seconds(1));
+  // It reconnects within the timeout and goes on untouched.
+  EXPECT_TRUE(PollOnce(1).ok());
+  ASSERT_TRUE(PollOnce(0).ok());
+  timers_.Advance(kTimeout - absl::Seconds(1));
+  EXPECT_TRUE(PollOnce(1).ok());
+}
+
+TEST_F(MasterLivenessTest, ANodeOutOfContactForTheTimeoutIsDeclaredDead) {
+  ASSERT_TRUE(PollOnce(1).ok());
+  timers_.Advance(kTimeout + absl::Seconds(1));
+  grpc::Status late = PollFate(1);
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(late.error_message(), HasSubstr("missed heartbeats"));
+}
+
+// A worker's watch of the master, against an address nobody serves: every
+// poll fails at once (connection refused), which is only a suspicion until
+// the timeout.
+class MasterWatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A port that was listened on and is no more.
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    proto::Rendezvous::CallbackService nothing;
+    builder.RegisterService(&nothing);
+    std::unique_ptr<grpc::Server> gone = builder.BuildAndStart();
+    ASSERT_NE(gone, nullptr);
+    gone->Shutdown();
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials());
+    client_ = MembershipClient::Create(
+        channel_, &membership_, &timers_,
+        {.poll_hold = absl::Milliseconds(100), .master_timeout = kTimeout});
+    client_->Start(WorkerNode(1), 1, [](const absl::Status&) {});
+  }
+  void TearDown() override {
+    client_->Stop();
+    timers_.Stop();
+  }
+
+  ManualClock clock_;
+  ManualTimers timers_{&clock_};
+  Membership membership_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<MembershipClient> client_;
+};
+
+TEST_F(MasterWatchTest, TheMasterIsDeclaredDeadOnlyAfterTheTimeout) {
+  for (int step = 0; step < 9; ++step) timers_.Advance(absl::Seconds(1));
+  EXPECT_FALSE(membership_.DownReason(WorkerNode(0)).has_value());
+  timers_.Advance(absl::Seconds(1));
+  std::optional<absl::Status> down = membership_.DownReason(WorkerNode(0));
+  ASSERT_TRUE(down.has_value());
+  EXPECT_THAT(*down, StatusIs(absl::StatusCode::kUnavailable,
+                              HasSubstr("worker0 (the master) died: no "
+                                        "contact for 10000 ms")));
+}
+
+}  // namespace
+}  // namespace ferry
