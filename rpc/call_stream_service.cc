@@ -1,6 +1,7 @@
 #include "rpc/call_stream_service.h"
 
 #include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -21,10 +22,12 @@ class ServerStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public CallResponder {
  public:
-  ServerStream(CallService* calls, grpc::CallbackServerContext* context)
+  ServerStream(CallService* calls, grpc::CallbackServerContext* context,
+               std::shared_ptr<ReceiveBudget> budget)
       : calls_(calls),
         context_(context),
-        request_("request", calls->limits().max_message_bytes) {
+        request_("request", calls->limits().max_message_bytes,
+                 std::move(budget)) {
     StartRead(&in_);
   }
 
@@ -137,7 +140,7 @@ void ServerStream::FinishOnce(const grpc::Status& status) {
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CallStreamService::Call(grpc::CallbackServerContext* context) {
-  return new ServerStream(calls_, context);
+  return new ServerStream(calls_, context, budget_);
 }
 
 }  // namespace ferry

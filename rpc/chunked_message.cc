@@ -91,8 +91,19 @@ grpc::ByteBuffer* ChunkWriter::Next() {
   return next_ < chunks_.size() ? &chunks_[next_++] : nullptr;
 }
 
-ChunkAssembler::ChunkAssembler(std::string what, int64_t max_bytes)
-    : what_(std::move(what)), max_bytes_(max_bytes) {}
+bool ReceiveBudget::TryTake(int64_t n) {
+  int64_t used = used_.load();
+  do {
+    if (n > max_ - used) return false;
+  } while (!used_.compare_exchange_weak(used, used + n));
+  return true;
+}
+
+ChunkAssembler::ChunkAssembler(std::string what, int64_t max_bytes,
+                               std::shared_ptr<ReceiveBudget> budget)
+    : what_(std::move(what)),
+      max_bytes_(max_bytes),
+      budget_(std::move(budget)) {}
 
 absl::Status ChunkAssembler::Head(const grpc::ByteBuffer& head) {
   if (head.Length() != kHeadBytes) {
@@ -118,17 +129,34 @@ absl::Status ChunkAssembler::Head(const grpc::ByteBuffer& head) {
                      HumanBytes(max_bytes_), "max_message_mb",
                      max_bytes_ / Limits::kMiB);
   }
-  // The message starts so that byte `align` of it is 64-byte aligned.
-  const uint64_t skew = (kAlign - align) % kAlign;
+  return Allocate(total, align);
+}
+
+absl::Status ChunkAssembler::Allocate(uint64_t total, uint64_t align) {
+  const int64_t size = static_cast<int64_t>(total + 2 * kAlign);
+  if (budget_ != nullptr && !budget_->TryTake(size)) {
+    return OverLimit(absl::StrCat(what_, ": a message of ", total,
+                                  " bytes while ", HumanBytes(budget_->used()),
+                                  " are held for incoming streams"),
+                     HumanBytes(budget_->max()), "grpc_memory_mb",
+                     budget_->max() / Limits::kMiB);
+  }
+  std::shared_ptr<ReceiveBudget> budget = budget_;
+  auto release = [budget, size](char* p) {
+    delete[] p;
+    if (budget != nullptr) budget->Give(size);
+  };
   try {
-    buffer_.reset(new char[total + kAlign + skew],
-                  std::default_delete<char[]>());
+    buffer_ = std::shared_ptr<char>(new char[size], release);
   } catch (const std::bad_alloc&) {
+    if (budget != nullptr) budget->Give(size);
     return absl::ResourceExhaustedError(absl::StrCat(
         what_, ": out of memory for a message of ", total, " bytes"));
   }
+  // The message starts so that byte `align` of it is 64-byte aligned.
   const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_.get());
-  data_ = buffer_.get() + ((kAlign - base % kAlign) % kAlign) + skew;
+  data_ = buffer_.get() + (kAlign - base % kAlign) % kAlign +
+          (kAlign - align) % kAlign;
   total_ = total;
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #ifndef FERRY_RPC_CHUNKED_MESSAGE_H_
 #define FERRY_RPC_CHUNKED_MESSAGE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,25 @@ constexpr size_t kChunkBytes = size_t{1} << 20;
 // The head and chunks of `message`, referencing its slices (no copy).
 std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
                                               size_t chunk_bytes);
+
+// Bytes that chunked messages being received, and the values decoded from
+// them (which reference their buffers), may hold at once: incoming streams
+// are buffered outside gRPC's own memory quota, so they get one of their
+// own (--grpc_memory_mb, like gRPC's). Thread-safe.
+class ReceiveBudget {
+ public:
+  explicit ReceiveBudget(int64_t max_bytes) : max_(max_bytes) {}
+
+  // Takes `n` bytes if they fit; false (taking nothing) if not.
+  bool TryTake(int64_t n);
+  void Give(int64_t n) { used_.fetch_sub(n); }
+  int64_t max() const { return max_; }
+  int64_t used() const { return used_.load(); }
+
+ private:
+  const int64_t max_;
+  std::atomic<int64_t> used_{0};
+};
 
 // Sends one chunked message: its chunks one after another (gRPC takes one
 // write at a time), each chunk's references dropped once it was sent.
@@ -51,13 +71,17 @@ class ChunkWriter {
 class ChunkAssembler {
  public:
   // `what` names the message in errors ("request", "reply"); messages over
-  // `max_bytes` (--max_message_mb) are refused before anything is allocated.
-  ChunkAssembler(std::string what, int64_t max_bytes);
+  // `max_bytes` (--max_message_mb), or over what `budget` (if any) has
+  // left, are refused before anything is allocated. The buffer's bytes
+  // stay taken from `budget` until the buffer is freed.
+  ChunkAssembler(std::string what, int64_t max_bytes,
+                 std::shared_ptr<ReceiveBudget> budget = nullptr);
 
   // Takes the stream's next message (and empties it). Errors:
   //   a head that is not 16 bytes, `align` ≥ 64, a chunk past the announced
   //   length, a chunk after the last                      INVALID_ARGUMENT
-  //   an announced length over max_bytes, or no memory    RESOURCE_EXHAUSTED
+  //   an announced length over max_bytes or the budget (naming
+  //   --max_message_mb, --grpc_memory_mb), or no memory   RESOURCE_EXHAUSTED
   absl::Status Add(grpc::ByteBuffer* message);
 
   bool started() const { return buffer_ != nullptr; }
@@ -71,8 +95,11 @@ class ChunkAssembler {
  private:
   absl::Status Head(const grpc::ByteBuffer& head);
 
+  absl::Status Allocate(uint64_t total, uint64_t align);
+
   const std::string what_;
   const int64_t max_bytes_;
+  const std::shared_ptr<ReceiveBudget> budget_;
   std::shared_ptr<char> buffer_;  // Holds the allocation.
   char* data_ = nullptr;          // Where the message starts in it.
   uint64_t total_ = 0;

@@ -1,6 +1,7 @@
 #include "rpc/chunked_message.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,29 @@ TEST(ChunkedMessageTest, BytesPastTheAnnouncedLengthAreInvalid) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("a chunk of 8 bytes after 3 of 10")));
   EXPECT_FALSE(in.complete());
+}
+
+TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
+  auto budget = std::make_shared<ReceiveBudget>(1000);
+  ChunkAssembler first("request", 1 << 20, budget);
+  grpc::ByteBuffer head = Head(600, 0);
+  ASSERT_OK(first.Add(&head));
+  EXPECT_GE(budget->used(), 600);
+  ChunkAssembler second("request", 1 << 20, budget);
+  head = Head(600, 0);
+  EXPECT_THAT(second.Add(&head), StatusIs(absl::StatusCode::kResourceExhausted,
+                                          HasSubstr("(--grpc_memory_mb=0)")));
+  EXPECT_FALSE(second.started());
+  {
+    grpc::ByteBuffer body = Buffer({std::string(600, 'x')});
+    ASSERT_OK(first.Add(&body));
+    grpc::ByteBuffer whole = first.Take();
+    EXPECT_GE(budget->used(), 600);  // Held while the message is.
+  }
+  EXPECT_EQ(budget->used(), 0);
+  ChunkAssembler third("request", 1 << 20, budget);
+  head = Head(600, 0);
+  EXPECT_OK(third.Add(&head));
 }
 
 }  // namespace
