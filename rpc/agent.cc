@@ -233,6 +233,9 @@ absl::Status RpcAgent::StartServer() {
   }
   ApplyServerLimits(options_.limits, &builder);
   builder.RegisterService(call_service_.get());
+  call_stream_service_ =
+      std::make_unique<CallStreamService>(call_service_.get());
+  builder.RegisterService(call_stream_service_.get());
   if (options_.rank == 0) {
     rendezvous_ = std::make_unique<RendezvousService>(
         RendezvousOptions{.world_size = options_.world_size,

@@ -38,6 +38,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
 #include "rpc/call_service.h"
+#include "rpc/call_stream_service.h"
 #include "rpc/caller.h"
 #include "rpc/channels.h"
 #include "rpc/membership/directory.h"
@@ -233,6 +234,7 @@ class RpcAgent {
   std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;
   std::unique_ptr<CallService> call_service_;
+  std::unique_ptr<CallStreamService> call_stream_service_;
   std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.
   std::unique_ptr<DirectoryService> directory_service_;  // Other ranks.
   std::shared_ptr<MembershipClient> membership_client_;

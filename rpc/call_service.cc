@@ -19,16 +19,29 @@ namespace {
 
 // A unary reactor that tells its call of cancellation and deletes itself
 // when done.
-class CallReactor final : public grpc::ServerUnaryReactor {
+class CallReactor final : public grpc::ServerUnaryReactor,
+                          public CallResponder {
  public:
+  explicit CallReactor(grpc::ByteBuffer* response) : response_(response) {}
+
   void OnCancel() override {
     if (on_cancel_) on_cancel_();
   }
   void OnDone() override { delete this; }
+
+  void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) override {
+    // gRPC's response buffer: written right before Finish (after it, it
+    // may be gone).
+    if (status.ok()) response_->Swap(reply);
+    Finish(status);
+  }
   // Set before the reactor is returned to gRPC (OnCancel can only follow).
-  void set_on_cancel(std::function<void()> f) { on_cancel_ = std::move(f); }
+  void OnCancelled(std::function<void()> f) override {
+    on_cancel_ = std::move(f);
+  }
 
  private:
+  grpc::ByteBuffer* const response_;
   std::function<void()> on_cancel_;
 };
 
@@ -40,10 +53,8 @@ std::string PeerLabel(const CallHeader& h) {
 }  // namespace
 
 struct CallService::ActiveCall {
-  CallReactor* reactor = nullptr;
-  // gRPC's response buffer: written only by the call's claimer, right
-  // before it finishes the reactor (after Finish it may be gone).
-  grpc::ByteBuffer* response = nullptr;
+  // Used only by the call's claimer (after it responded, it may be gone).
+  CallResponder* responder = nullptr;
   grpc::ByteBuffer reply;  // The encoded result, until claimed.
   std::shared_ptr<const RegisteredFunction> function;
   CallContext context;
@@ -135,18 +146,23 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
 grpc::ServerUnaryReactor* CallService::Call(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
+  auto* reactor = new CallReactor(response);
+  Serve(context, *request, reactor);
+  return reactor;
+}
+
+void CallService::Serve(grpc::CallbackServerContext* context,
+                        const grpc::ByteBuffer& request,
+                        CallResponder* responder) {
   auto call = std::make_shared<ActiveCall>();
-  call->reactor = new CallReactor();
-  call->response = response;
-  CallReactor* reactor = call->reactor;
-  absl::Status prepared = Prepare(context, *request, call);
+  call->responder = responder;
+  absl::Status prepared = Prepare(context, request, call);
   if (!prepared.ok()) {
     Refuse(call, prepared);
-    return reactor;
+    return;
   }
-  reactor->set_on_cancel([this, call] { Cancelled(call); });
+  responder->OnCancelled([this, call] { Cancelled(call); });
   Run(std::move(call));
-  return reactor;
 }
 
 void CallService::Refuse(const std::shared_ptr<ActiveCall>& call,
@@ -203,9 +219,8 @@ void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
       grpc::Slice empty;
       call->reply = grpc::ByteBuffer(&empty, 1);
     }
-    call->response->Swap(&call->reply);
   }
-  call->reactor->Finish(ToGrpcStatus(named));
+  call->responder->Respond(&call->reply, ToGrpcStatus(named));
 }
 
 absl::Status CallService::Encode(ActiveCall* call, const Value& result) {

@@ -58,6 +58,18 @@ class RemoteHandler {
   virtual void Abandon(const proto::RRefHandle& rref) = 0;
 };
 
+// How a call is answered: by a unary reactor, or by a stream
+// (rpc/call_stream.h).
+class CallResponder {
+ public:
+  virtual ~CallResponder() = default;
+  // Answers with `*reply` (status OK; it may be taken) or with `status`.
+  // Called once.
+  virtual void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) = 0;
+  // `f` runs when the call is cancelled (at once if it already was).
+  virtual void OnCancelled(std::function<void()> f) = 0;
+};
+
 // The Worker service with Call taking raw bytes (no protobuf parse).
 using WorkerServiceBase = proto::Worker::WithRawCallbackMethod_Call<
     proto::Worker::WithCallbackMethod_GetStatus<
@@ -95,6 +107,15 @@ class CallService final : public WorkerServiceBase {
       grpc::CallbackServerContext* context,
       const proto::ShutdownRequest* request,
       proto::ShutdownResponse* response) override;
+
+  // Serves one call whose CallRequest bytes are `request`, answered through
+  // `responder` (valid until it has responded): what Call() does for a
+  // unary call, and CallStreamService for a streamed one.
+  void Serve(grpc::CallbackServerContext* context,
+             const grpc::ByteBuffer& request, CallResponder* responder);
+
+  const std::string& worker_name() const { return options_.worker_name; }
+  const Limits& limits() const { return options_.limits; }
 
   // New calls are refused with UNAVAILABLE from now on.
   void StopAccepting() ABSL_LOCKS_EXCLUDED(mu_);

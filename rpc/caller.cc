@@ -8,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "rpc/base/status_util.h"
+#include "rpc/chunked_message.h"
 #include "rpc/grpc_status.h"
+#include "rpc/stream_call.h"
 #include "rpc/wire_reader.h"
 #include "rpc/wire_writer.h"
 
@@ -142,7 +144,17 @@ void Caller::Follow(const std::shared_ptr<Pending>& call,
 }
 
 void Caller::Send(const std::shared_ptr<Pending>& call) {
-  stubs_.For(call->to)->UnaryCall(
+  grpc::GenericStub* stub = stubs_.For(call->to);
+  // Large requests as chunks into the callee's final memory
+  // (rpc/call_stream.h); their replies come back the same way.
+  if (call->request_bytes.Length() >= kStreamMinBytes) {
+    StartStreamCall(
+        stub, call->context.get(), call->request_bytes, &call->response_bytes,
+        limits_.max_message_bytes,
+        [this, call](const grpc::Status& status) { Complete(call, status); });
+    return;
+  }
+  stub->UnaryCall(
       call->context.get(), kCallMethod, grpc::StubOptions(),
       &call->request_bytes, &call->response_bytes,
       [this, call](grpc::Status status) { Complete(call, status); });

@@ -8,7 +8,8 @@ namespace ferry {
 // - Turns off Abseil's mutex deadlock detection: a debugging aid (on in
 //   Debian's build) that updates a lock graph on every lock; tests keep it.
 // - Keeps glibc malloc from returning and re-mapping large buffers on every
-//   message (fresh pages fault in at a few hundred MB/s).
+//   message (fresh pages fault in at a few hundred MB/s): no mmap, a high
+//   trim threshold, one arena.
 void TuneProcessForServing();
 
 // Ends the process with `code` once main's work is done and everything it

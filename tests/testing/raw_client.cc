@@ -9,6 +9,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_callback.h"
 
 namespace ferry {
 namespace testing {
@@ -38,6 +39,55 @@ struct Pending {
   absl::Notification done;
   RawReply reply;
   absl::Time start;
+};
+
+// A bidi stream that writes its messages, half-closes, and reads every
+// reply until the server finishes.
+class StreamCall final
+    : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit StreamCall(const std::vector<std::string>& messages) {
+    for (const std::string& m : messages) out_.push_back(ToBuffer(m));
+  }
+
+  void Start(grpc::GenericStub* stub, const std::string& method) {
+    start = absl::Now();
+    stub->PrepareBidiStreamingCall(&context, method, grpc::StubOptions(), this);
+    StartRead(&in_);
+    WriteNext();
+    StartCall();
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) WriteNext();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    reply.bytes += FromBuffer(in_);
+    StartRead(&in_);
+  }
+  void OnDone(const grpc::Status& s) override {
+    reply.status = s;
+    reply.elapsed = absl::Now() - start;
+    done.Notify();
+  }
+
+  grpc::ClientContext context;
+  RawReply reply;
+  absl::Notification done;
+  absl::Time start;
+
+ private:
+  void WriteNext() {
+    if (next_ < out_.size()) {
+      StartWrite(&out_[next_++]);
+    } else if (next_++ == out_.size()) {
+      StartWritesDone();
+    }
+  }
+
+  std::vector<grpc::ByteBuffer> out_;
+  size_t next_ = 0;
+  grpc::ByteBuffer in_;
 };
 
 }  // namespace
@@ -112,6 +162,27 @@ RawReply RawClient::UnaryCancelledAfter(const std::string& method,
   }
   call.done.WaitForNotificationWithTimeout(absl::Seconds(10));
   return call.reply;
+}
+
+RawReply RawClient::Stream(const std::string& method,
+                           const std::vector<std::string>& messages,
+                           absl::Duration timeout) {
+  // On the heap: if its end were ever lost, gRPC could still use it.
+  auto* call = new StreamCall(messages);
+  call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  if (!token_.empty()) {
+    call->context.AddMetadata("authorization", "Bearer " + token_);
+  }
+  call->Start(stub_.get(), method);
+  // The deadline ends the stream; the extra time only guards a lost one.
+  if (!call->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(5))) {
+    RawReply lost;
+    lost.status = grpc::Status(grpc::StatusCode::UNKNOWN, "stream never ended");
+    return lost;  // `call` is leaked: gRPC may still hold it.
+  }
+  RawReply reply = call->reply;
+  delete call;
+  return reply;
 }
 
 absl::StatusOr<proto::WorkerStatus> RawClient::Status() {

@@ -26,6 +26,7 @@ namespace testing {
 
 inline constexpr char kCallMethod[] = "/ferry.proto.Worker/Call";
 inline constexpr char kStatusMethod[] = "/ferry.proto.Worker/GetStatus";
+inline constexpr char kCallStreamMethod[] = "/ferry.proto.CallStream/Call";
 
 struct RawReply {
   grpc::Status status;
@@ -50,6 +51,12 @@ class RawClient {
   RawReply UnaryCancelledAfter(const std::string& method,
                                const std::string& request,
                                absl::Duration after);
+
+  // One bidi stream of `method`: `messages` written in order, then
+  // half-closed; the bytes of every reply message, concatenated.
+  RawReply Stream(const std::string& method,
+                  const std::vector<std::string>& messages,
+                  absl::Duration timeout = absl::Seconds(10));
 
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();

@@ -26,6 +26,7 @@ namespace {
 
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::kCallMethod;
+using ::ferry::testing::kCallStreamMethod;
 using ::ferry::testing::RawClient;
 using ::ferry::testing::RawReply;
 using ::testing::HasSubstr;
@@ -257,6 +258,67 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
       raw.Unary(kCallMethod, wire::CallRequest("echo", {wire::Int(7)}));
   EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
   EXPECT_EQ(kill((*small)->pid(0), 0), 0);
+}
+
+// A call stream's head (rpc/chunked_message.h): `total` bytes to come.
+std::string StreamHead(uint64_t total, uint64_t align = 0) {
+  std::string h(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
+    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
+  }
+  return h;
+}
+
+TEST_F(HostileCallsTest, StreamAnnouncingAnExabyte) {
+  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(uint64_t{1} << 60)});
+  ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                "(--max_message_mb=1100)");
+}
+
+TEST_F(HostileCallsTest, StreamHeadOfTheWrongSize) {
+  RawReply r = raw_->Stream(kCallStreamMethod, {"abc"});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "a stream head of 3 bytes");
+}
+
+TEST_F(HostileCallsTest, StreamLongerThanAnnounced) {
+  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(4), "12345678"});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "a chunk of 8 bytes after 0 of 4");
+}
+
+TEST_F(HostileCallsTest, StreamEndingEarly) {
+  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(1 << 20), "1234"});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "4 of 1048576 bytes received");
+}
+
+TEST_F(HostileCallsTest, StreamOfAMalformedRequest) {
+  const std::string junk = "\xff\xff\xff";
+  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(junk.size()), junk});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "request");
+}
+
+TEST_F(HostileCallsTest, StreamedEchoIsAnsweredAsAStream) {
+  const std::string data(size_t{3} << 20, '\x01');
+  const std::string request = wire::CallRequest(
+      "echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)});
+  std::vector<std::string> messages = {StreamHead(request.size())};
+  for (size_t at = 0; at < request.size(); at += size_t{1} << 20) {
+    messages.push_back(request.substr(at, size_t{1} << 20));
+  }
+  RawReply r = raw_->Stream(kCallStreamMethod, messages);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_GE(r.bytes.size(), 16u);
+  uint64_t total = 0;
+  for (int i = 0; i < 8; ++i) {
+    total |= uint64_t{static_cast<unsigned char>(r.bytes[i])} << (8 * i);
+  }
+  EXPECT_EQ(total, r.bytes.size() - 16);
+  absl::StatusOr<proto::Value> v = testing::ParseResult(r.bytes.substr(16));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->tensor().data(), data);
 }
 
 TEST_F(HostileCallsTest, LimitsAreReported) {

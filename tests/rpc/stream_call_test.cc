@@ -1,0 +1,145 @@
+// Calls large enough to travel as streams (rpc/stream_call.h,
+// rpc/call_stream_service.h) between two workers: values arrive intact,
+// tensors land aligned in the receiver's buffer, limits bound both
+// directions by --max_message_mb, and cancellation and deadlines work as
+// for unary calls.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "rpc/agent.h"
+#include "rpc/chunked_message.h"
+#include "rpc/value/tensor.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(10);
+
+// Waits (bounded) until `agent` has no call in flight, in or out.
+bool Idle(RpcAgent& agent) {
+  const absl::Time deadline = absl::Now() + kWait;
+  while (absl::Now() < deadline) {
+    proto::WorkerStatus s = agent.Status();
+    if (s.inflight_incoming() == 0 && s.inflight_outgoing() == 0) return true;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return false;
+}
+
+// A float32 tensor of `n` elements, each its index: past kStreamMinBytes
+// for n ≥ 2^19 + 1.
+Tensor Counting(int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+  return Tensor::FromVector(v);
+}
+
+bool SameTensor(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         a.bytes() == b.bytes();
+}
+
+TEST(StreamCallTest, LargeValuesEchoIntactAndAligned) {
+  ASSERT_OK_AND_ASSIGN(auto job, LocalJob::Start(2));
+  RpcAgent& caller = job->worker(0).rpc();
+  const Tensor big = Counting((int64_t{5} << 20) / 4 + 3);
+  ASSERT_GE(big.nbytes(), kStreamMinBytes);
+  Value::List items = {Value("before"), Value(big), Value(int64_t{7}),
+                       Value(Value::List{Value(Counting(100))})};
+  ASSERT_OK_AND_ASSIGN(Value r,
+                       caller.RpcSync("worker1", "echo", {Value(items)}));
+  ASSERT_TRUE(r.is_list());
+  ASSERT_EQ(r.as_list().size(), 4u);
+  EXPECT_EQ(r.as_list()[0].as_string(), "before");
+  const Tensor& got = r.as_list()[1].as_tensor();
+  EXPECT_TRUE(SameTensor(got, big));
+  // The largest piece lands 64-byte aligned in the reply's buffer, so the
+  // tensor references it (no copy needed for alignment).
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data()) % 64, 0u);
+  EXPECT_EQ(r.as_list()[2].as_int(), 7);
+  EXPECT_TRUE(
+      SameTensor(r.as_list()[3].as_list()[0].as_tensor(), Counting(100)));
+  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+}
+
+TEST(StreamCallTest, RequestOverTheCalleesLimitIsRefused) {
+  ASSERT_OK_AND_ASSIGN(
+      auto job, LocalJob::Start(2, {.configure = [](WorkerConfig& o) {
+                                  o.limits.max_message_bytes = 3 * Limits::kMiB;
+                                }}));
+  RpcAgent& caller = job->worker(0).rpc();
+  EXPECT_THAT(
+      caller.RpcSync("worker1", "echo", {Value(Counting(int64_t{1} << 20))}),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("(--max_message_mb=3)")));
+  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_OK(caller.RpcSync("worker1", "echo", {Value(Counting(600000))}));
+}
+
+TEST(StreamCallTest, ReplyOverTheCallersLimitIsRefused) {
+  ASSERT_OK_AND_ASSIGN(
+      auto job,
+      LocalJob::Start(
+          2, {.configure =
+                  [](WorkerConfig& o) {
+                    o.limits.max_message_bytes = 3 * Limits::kMiB;
+                  },
+              .setup =
+                  [](WorkerImpl& w) {
+                    // Its argument, twice: a reply twice the request.
+                    ASSERT_OK(w.registry().Register(
+                        "twice", [](const Tensor& t) -> Value {
+                          return Value(Value::List{Value(t), Value(t)});
+                        }));
+                  }}));
+  RpcAgent& caller = job->worker(0).rpc();
+  EXPECT_THAT(caller.RpcSync("worker1", "twice", {Value(Counting(600000))}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("reply: a message of")));
+  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+}
+
+TEST(StreamCallTest, DeadlineCancelsAStreamedCall) {
+  auto cancelled = std::make_shared<absl::Notification>();
+  ASSERT_OK_AND_ASSIGN(
+      auto job,
+      LocalJob::Start(
+          2, {.setup = [&](WorkerImpl& w) {
+            ASSERT_OK(w.registry().RegisterAsync(
+                "hold",
+                [cancelled](const CallContext& ctx, std::vector<Value>) {
+                  Promise<Value> done;
+                  Cancellation* c = ctx.cancellation.get();
+                  c->OnCancel([cancelled, done, c] {
+                    cancelled->Notify();
+                    done.Set(c->reason());
+                  });
+                  return done.future();
+                },
+                "hold(tensor) -> null"));
+          }}));
+  RpcAgent& caller = job->worker(0).rpc();
+  EXPECT_THAT(caller.RpcSync("worker1", "hold", {Value(Counting(700000))},
+                             {.timeout = absl::Milliseconds(300)}),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(cancelled->WaitForNotificationWithTimeout(kWait));
+  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+}
+
+}  // namespace
+}  // namespace ferry
