@@ -3,9 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
 #include "rref/fork_codec.h"
+#include "rref/lease_chunks.h"
 #include "rref/rref_service.h"
 
 namespace ferry {
@@ -56,7 +56,7 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   owner.tombstone_ttl = 2 * options.lease;
   std::weak_ptr<RRefContext> weak = context;
   context->owner_table_ = std::make_unique<OwnerTable>(
-      context->host_.node, Clock::Real(), owner, [weak](uint64_t node) {
+      context->host_.node, context->clock(), owner, [weak](uint64_t node) {
         auto c = weak.lock();
         return c ? c->NodeName(node) : absl::StrCat("node ", node);
       });
@@ -179,42 +179,99 @@ void RRefContext::Released(const RRefDescriptor& d) {
                         Request(d.rref_id, d.fork_id, host_.node));
 }
 
+uint64_t RRefContext::NextLeaseRound() const {
+  absl::MutexLock lock(&mu_);
+  return lease_round_ + 1;
+}
+
+void RRefContext::BeginTransit(GlobalId rref, GlobalId fork, int owner) {
+  absl::MutexLock lock(&mu_);
+  in_transit_[fork] = Held{rref, owner};
+}
+
+void RRefContext::EndTransit(GlobalId fork) {
+  absl::MutexLock lock(&mu_);
+  in_transit_.erase(fork);
+}
+
+void RRefContext::SetOwnerHookForTesting(OwnerHook hook) {
+  absl::MutexLock lock(&mu_);
+  owner_hook_ = std::move(hook);
+}
+
+RRefContext::OwnerHook RRefContext::owner_hook() const {
+  absl::MutexLock lock(&mu_);
+  return owner_hook_;
+}
+
 bool RRefContext::IsOwner(const RRefState& rref) const {
   return owns(rref.descriptor().owner_rank);
 }
 
 void RRefContext::RenewLeases() {
-  absl::flat_hash_map<int, proto::LeaseRequest> by_owner;
+  struct Listing {
+    std::vector<LeaseFork> held;
+    std::vector<LeaseFork> in_transit;
+    uint64_t epoch = 0;
+  };
+  absl::flat_hash_map<int, Listing> by_owner;
+  std::vector<LeaseFork> own_sends;  // In transit, owned here.
+  uint64_t round;
   {
+    // One snapshot, one round: a copy adopted before it is listed in it
+    // (see NextLeaseRound).
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
+    round = ++lease_round_;
     for (const auto& [fork, held] : held_) {
-      proto::LeaseRequest& r = by_owner[held.owner];
-      r.set_holder(host_.node);
-      proto::RRefHandle* h = r.add_forks();
-      h->set_rref_creator(held.rref.node);
-      h->set_rref_local(held.rref.local);
-      h->set_fork_creator(fork.node);
-      h->set_fork_local(fork.local);
+      by_owner[held.owner].held.emplace_back(held.rref, fork);
+    }
+    for (const auto& [fork, sent] : in_transit_) {
+      if (owns(sent.owner)) {
+        own_sends.emplace_back(sent.rref, fork);
+      } else {
+        by_owner[sent.owner].in_transit.emplace_back(sent.rref, fork);
+      }
+    }
+    for (auto& [owner, listing] : by_owner) {
+      auto e = owner_epoch_.find(owner);
+      if (e != owner_epoch_.end()) listing.epoch = e->second;
     }
   }
-  for (auto& [owner, request] : by_owner) {
-    // A missed renewal is retried at the next period, well within the
-    // lease. Owners may have shorter leases than ours: learn theirs.
-    std::weak_ptr<RRefContext> weak = weak_from_this();
-    owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
-        .Then([weak](const absl::StatusOr<absl::Duration>& lease) {
-          auto c = weak.lock();
-          if (c && lease.ok() && *lease > absl::ZeroDuration())
-            c->LearnLease(*lease);
-        });
+  if (owner_table_ != nullptr && !own_sends.empty()) {
+    owner_table_->KeepInTransit(own_sends);
   }
   std::weak_ptr<RRefContext> weak = weak_from_this();
+  for (auto& [owner, listing] : by_owner) {
+    // A missed renewal is retried at the next period, well within the
+    // lease; a round with a missed chunk just does not reconcile. Owners
+    // may have shorter leases than ours: learn theirs.
+    for (proto::LeaseRequest& request :
+         ChunkLease(host_.node, round, listing.epoch, listing.held,
+                    listing.in_transit)) {
+      const int to = owner;
+      owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
+          .Then([weak, to](const absl::StatusOr<LeaseAnswer>& answer) {
+            auto c = weak.lock();
+            if (!c || !answer.ok()) return;
+            if (answer->lease > absl::ZeroDuration())
+              c->LearnLease(answer->lease);
+            c->LearnEpoch(to, answer->epoch);
+          });
+    }
+  }
   absl::MutexLock lock(&mu_);
   if (stopped_) return;
   lease_timer_ = host_.timers->RunAfter(RenewPeriod(), [weak] {
     if (auto c = weak.lock()) c->RenewLeases();
   });
+}
+
+void RRefContext::LearnEpoch(int owner, uint64_t epoch) {
+  // Answers may come out of order: the epoch only grows.
+  absl::MutexLock lock(&mu_);
+  uint64_t& known = owner_epoch_[owner];
+  known = std::max(known, epoch);
 }
 
 absl::Duration RRefContext::RenewPeriod() const {
@@ -296,7 +353,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
           }
           const RRefDescriptor& d = rref->descriptor();
           self->owner_table_->Fetch(
-              d.rref_id, d.fork_id, absl::Now() + t,
+              d.rref_id, d.fork_id, self->clock()->Now() + t,
               [result](absl::StatusOr<Value> v) { result.Set(std::move(v)); });
         });
     return result.future();
@@ -333,7 +390,7 @@ absl::StatusOr<Value> RRefContext::LocalValue(const RRefState& rref) {
   }
   Promise<Value> value;
   owner_table_->Fetch(
-      d.rref_id, d.fork_id, absl::Now() + host_.default_timeout,
+      d.rref_id, d.fork_id, clock()->Now() + host_.default_timeout,
       [value](absl::StatusOr<Value> v) { value.Set(std::move(v)); });
   return value.future().Wait(host_.default_timeout + absl::Seconds(1));
 }

@@ -9,7 +9,17 @@
 // ferry.rref_call.
 //
 // Time: leases renew every lease/4 and the owner table is swept every
-// lease/8 on the node's timers.
+// lease/8 on the node's timers, against their clock (deadlines, leases).
+//
+// The fork protocol's orderings (DESIGN.md "RRefs"):
+//   - G2: a copy sent to a third node pins its parent until the owner
+//     acknowledged the child's AddFork, so the parent's delete cannot
+//     overtake it;
+//   - forks registered for a call stay "in transit" until the call ends,
+//     and every renewal vouches for them, so they live as long as the call;
+//   - renewals go out in bounded chunks (rref/lease_chunks.h), numbered by
+//     round, and each confirm names the first round that will list its
+//     fork, so owners can reconcile (rref/owner_table.h).
 #ifndef FERRY_RREF_RREF_CONTEXT_H_
 #define FERRY_RREF_RREF_CONTEXT_H_
 
@@ -22,7 +32,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
@@ -117,6 +129,7 @@ class RRefContext final : public RRefCore,
   RRefContext(Host host, RRefOptions options);
 
   GlobalId NewId() { return GlobalId{host_.node, ++counter_}; }
+  Clock* clock() const { return host_.timers->clock(); }
   const Host& host() const { return host_; }
   OwnerTable* owner_table() { return owner_table_.get(); }  // Null on clients.
   OwnerClient& owner_client() { return *owner_client_; }
@@ -132,10 +145,27 @@ class RRefContext final : public RRefCore,
   // if this node is not its owner).
   absl::StatusOr<std::shared_ptr<const RRefState>> Adopt(
       RRefDescriptor descriptor, Future<Done> created) ABSL_LOCKS_EXCLUDED(mu_);
+  // The first lease round that will list a copy adopted before this call.
+  uint64_t NextLeaseRound() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A fork this node registered for `rref` (owned by rank `owner`) travels
+  // in a call; renewals vouch for it until EndTransit.
+  void BeginTransit(GlobalId rref, GlobalId fork, int owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void EndTransit(GlobalId fork) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Tests: every AddFork, ConfirmFork and DeleteFork this owner receives
+  // goes through `hook`, which runs `proceed` (now, later, or after another
+  // message) to apply and answer it. Called outside any lock.
+  using OwnerHook = std::function<void(absl::string_view method,
+                                       const proto::ForkRequest& request,
+                                       absl::AnyInvocable<void() &&> proceed)>;
+  void SetOwnerHookForTesting(OwnerHook hook) ABSL_LOCKS_EXCLUDED(mu_);
+  OwnerHook owner_hook() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Attach();  // Timers, membership listener.
   void RenewLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  void LearnEpoch(int owner, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   // Every lease/4 of the shortest lease known (ours or an owner's).
   absl::Duration RenewPeriod() const;
   void LearnLease(absl::Duration lease);
@@ -160,6 +190,12 @@ class RRefContext final : public RRefCore,
   };
   // Live copies held here whose owner is another node, by fork id.
   absl::flat_hash_map<GlobalId, Held> held_ ABSL_GUARDED_BY(mu_);
+  // Forks this node registered for calls still in flight, by fork id.
+  absl::flat_hash_map<GlobalId, Held> in_transit_ ABSL_GUARDED_BY(mu_);
+  // Renewal rounds sent so far; the last epoch each owner answered.
+  uint64_t lease_round_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<int, uint64_t> owner_epoch_ ABSL_GUARDED_BY(mu_);
+  OwnerHook owner_hook_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   Timers::TimerId lease_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;

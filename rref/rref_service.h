@@ -7,6 +7,8 @@
 
 #include <memory>
 
+#include "absl/functional/any_invocable.h"
+#include "absl/strings/string_view.h"
 #include "proto/rref.grpc.pb.h"
 
 namespace ferry {
@@ -38,6 +40,10 @@ class RRefService final : public proto::RRefs::CallbackService {
       proto::ListOwnedResponse* response) override;
 
  private:
+  // Runs `work` (which answers the request), through the context's owner
+  // hook if a test set one (to delay or reorder one message).
+  void Handle(absl::string_view method, const proto::ForkRequest& request,
+              absl::AnyInvocable<void() &&> work);
   // Answers at once: the security check, then `work`.
   template <typename Work>
   grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* context,
