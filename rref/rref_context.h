@@ -153,11 +153,12 @@ class RRefContext final : public RRefCore,
       ABSL_LOCKS_EXCLUDED(mu_);
   void EndTransit(GlobalId fork) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Tests: every AddFork, ConfirmFork and DeleteFork this owner receives
-  // goes through `hook`, which runs `proceed` (now, later, or after another
-  // message) to apply and answer it. Called outside any lock.
+  // Tests: every AddFork, ConfirmFork, DeleteFork (a proto::ForkRequest)
+  // and RenewLease (a proto::LeaseRequest) this owner receives goes through
+  // `hook`, which runs `proceed` (now, later, or after another message) to
+  // apply and answer it. Called outside any lock.
   using OwnerHook = std::function<void(absl::string_view method,
-                                       const proto::ForkRequest& request,
+                                       const google::protobuf::Message& request,
                                        absl::AnyInvocable<void() &&> proceed)>;
   void SetOwnerHookForTesting(OwnerHook hook) ABSL_LOCKS_EXCLUDED(mu_);
   OwnerHook owner_hook() const ABSL_LOCKS_EXCLUDED(mu_);

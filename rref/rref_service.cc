@@ -67,7 +67,7 @@ grpc::ServerUnaryReactor* RRefService::Immediate(
 }
 
 void RRefService::Handle(absl::string_view method,
-                         const proto::ForkRequest& request,
+                         const google::protobuf::Message& request,
                          absl::AnyInvocable<void() &&> work) {
   RRefContext::OwnerHook hook = context_->owner_hook();
   if (hook == nullptr) {
@@ -149,31 +149,38 @@ grpc::ServerUnaryReactor* RRefService::Fetch(
   return reactor;
 }
 
+absl::Status RRefService::Renew(const proto::LeaseRequest& request,
+                                proto::LeaseResponse* response) {
+  LeaseListing listing;
+  listing.forks.reserve(request.forks_size());
+  for (const proto::RRefHandle& h : request.forks()) {
+    listing.forks.push_back(PairOf(h));
+  }
+  listing.in_transit.reserve(request.in_transit_size());
+  for (const proto::RRefHandle& h : request.in_transit()) {
+    listing.in_transit.push_back(PairOf(h));
+  }
+  listing.round = request.round();
+  listing.chunk = request.chunk();
+  listing.chunks = request.chunks();
+  listing.epoch = request.epoch();
+  absl::StatusOr<uint64_t> epoch =
+      context_->owner_table()->RenewLease(request.holder(), listing);
+  if (!epoch.ok()) return epoch.status();
+  response->set_epoch(*epoch);
+  response->set_lease_ms(
+      absl::ToInt64Milliseconds(context_->owner_table()->options().lease));
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* RRefService::RenewLease(
     grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
     proto::LeaseResponse* response) {
-  return Immediate(context, [&]() -> absl::Status {
-    LeaseListing listing;
-    listing.forks.reserve(request->forks_size());
-    for (const proto::RRefHandle& h : request->forks()) {
-      listing.forks.push_back(PairOf(h));
-    }
-    listing.in_transit.reserve(request->in_transit_size());
-    for (const proto::RRefHandle& h : request->in_transit()) {
-      listing.in_transit.push_back(PairOf(h));
-    }
-    listing.round = request->round();
-    listing.chunk = request->chunk();
-    listing.chunks = request->chunks();
-    listing.epoch = request->epoch();
-    absl::StatusOr<uint64_t> epoch =
-        context_->owner_table()->RenewLease(request->holder(), listing);
-    if (!epoch.ok()) return epoch.status();
-    response->set_epoch(*epoch);
-    response->set_lease_ms(
-        absl::ToInt64Milliseconds(context_->owner_table()->options().lease));
-    return absl::OkStatus();
+  auto* reactor = context->DefaultReactor();
+  Handle("RenewLease", *request, [this, reactor, request, response] {
+    reactor->Finish(ToGrpcStatus(Renew(*request, response)));
   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::ListOwned(
