@@ -48,12 +48,25 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   h.log = [agent](absl::string_view e, absl::string_view d) {
     agent->ReportEvent(e, d);
   };
-  auto context = std::make_shared<RRefContext>(std::move(h), options);
+  std::shared_ptr<RRefContext> context = ForOwner(std::move(h), options);
+  agent->AddService(context->service());
+  agent->AddExtension(context.get());
+  agent->SetCodecs(context.get());
+  agent->SetRemoteHandler(context.get());
+  absl::Status s = context->RegisterBuiltins(&agent->registry());
+  (void)s;  // Fixed, valid, unique names.
+  return context;
+}
+
+std::shared_ptr<RRefContext> RRefContext::ForOwner(Host host,
+                                                   RRefOptions options) {
+  auto context = std::make_shared<RRefContext>(std::move(host), options);
   OwnerOptions owner;
   owner.lease = options.lease;
   owner.max_forks_per_holder = options.max_live_rrefs;
   // Late requests for a freed id come within a lease or two.
   owner.tombstone_ttl = 2 * options.lease;
+  owner.early_delete_ttl = 2 * options.lease;
   std::weak_ptr<RRefContext> weak = context;
   context->owner_table_ = std::make_unique<OwnerTable>(
       context->host_.node, context->clock(), owner, [weak](uint64_t node) {
@@ -61,12 +74,6 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
         return c ? c->NodeName(node) : absl::StrCat("node ", node);
       });
   context->service_ = std::make_unique<RRefService>(context.get());
-  agent->AddService(context->service_.get());
-  agent->AddExtension(context.get());
-  agent->SetCodecs(context.get());
-  agent->SetRemoteHandler(context.get());
-  absl::Status s = context->RegisterBuiltins(&agent->registry());
-  (void)s;  // Fixed, valid, unique names.
   context->Attach();
   return context;
 }
@@ -82,11 +89,19 @@ std::shared_ptr<RRefContext> RRefContext::ForClient(RpcClient* client,
   h.timers = &client->timers();
   h.caller = &client->caller();
   h.default_timeout = client->default_timeout();
-  auto context = std::make_shared<RRefContext>(std::move(h), options);
+  std::shared_ptr<RRefContext> context = ForUser(std::move(h), options);
   client->caller().SetCodecs(context.get());
+  return context;
+}
+
+std::shared_ptr<RRefContext> RRefContext::ForUser(Host host,
+                                                  RRefOptions options) {
+  auto context = std::make_shared<RRefContext>(std::move(host), options);
   context->Attach();
   return context;
 }
+
+grpc::Service* RRefContext::service() { return service_.get(); }
 
 void RRefContext::Attach() {
   std::weak_ptr<RRefContext> weak = weak_from_this();
@@ -248,7 +263,7 @@ void RRefContext::RenewLeases() {
     // may have shorter leases than ours: learn theirs.
     for (proto::LeaseRequest& request :
          ChunkLease(host_.node, round, listing.epoch, listing.held,
-                    listing.in_transit)) {
+                    listing.in_transit, options_.lease_chunk_handles)) {
       const int to = owner;
       owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
           .Then([weak, to](const absl::StatusOr<LeaseAnswer>& answer) {

@@ -38,6 +38,7 @@
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
+#include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
 #include "rref/owner_table.h"
 #include "rref/rref.h"
@@ -50,6 +51,8 @@ struct RRefOptions {
   absl::Duration lease = absl::Seconds(10);
   // Most live copies this node holds, and holders may have on an owner.
   int64_t max_live_rrefs = 1 << 20;
+  // Most forks one lease renewal message lists (rref/lease_chunks.h).
+  int lease_chunk_handles = kLeaseChunkHandles;
 };
 
 class RRefService;
@@ -127,6 +130,15 @@ class RRefContext final : public RRefCore,
     std::function<void(absl::string_view, absl::string_view)> log;
   };
   RRefContext(Host host, RRefOptions options);
+
+  // The pieces ForWorker and ForClient are made of, for a node without an agent
+  // or client (tests step them on manual timers): an owner's context (owner
+  // table and service(), which the caller serves) and a user-only one.
+  // `host` needs no caller unless Remote() is used, no registry.
+  static std::shared_ptr<RRefContext> ForOwner(Host host, RRefOptions options);
+  static std::shared_ptr<RRefContext> ForUser(Host host, RRefOptions options);
+  // The RRefs gRPC service of an owner's context; null on a user's.
+  grpc::Service* service();
 
   GlobalId NewId() { return GlobalId{host_.node, ++counter_}; }
   Clock* clock() const { return host_.timers->clock(); }
