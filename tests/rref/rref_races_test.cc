@@ -7,6 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "rref/rref.h"
@@ -21,13 +24,14 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(20);
 
-// An owner hook: holds messages of one method (all of them, until
-// Release), applies the others at once, and counts what was applied.
+// An owner hook: holds the messages of some keys (a method,
+// "DeleteFork/abandon" for abandons, "RenewLease/<holder>" for renewals)
+// until Release, applies the others at once, and counts what was applied.
 class Gate {
  public:
-  void Hold(std::string method) {
+  void Hold(std::vector<std::string> keys) {
     absl::MutexLock lock(&mu_);
-    hold_ = std::move(method);
+    hold_.insert(keys.begin(), keys.end());
   }
   RRefContext::OwnerHook Hook() {
     return [this](absl::string_view method,
@@ -36,8 +40,8 @@ class Gate {
       const std::string key = Key(method, request);
       {
         absl::MutexLock lock(&mu_);
-        if (method == hold_) {
-          held_.push_back(std::move(proceed));
+        if (hold_.contains(key) || hold_.contains(method)) {
+          held_.emplace_back(key, std::move(proceed));
           return;
         }
       }
@@ -54,8 +58,7 @@ class Gate {
     };
     return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
   }
-  // Waits (bounded) until `n` messages of `key` were applied: a method,
-  // "DeleteFork/abandon" for abandons, "RenewLease/<holder>" for renewals.
+  // Waits (bounded) until `n` messages of `key` were applied.
   bool WaitApplied(const std::string& key, int n) {
     absl::MutexLock lock(&mu_);
     auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -69,17 +72,16 @@ class Gate {
   }
   // Applies the held messages and stops holding.
   void Release() {
-    std::vector<absl::AnyInvocable<void() &&>> held;
-    std::string method;
+    std::vector<std::pair<std::string, absl::AnyInvocable<void() &&>>> held;
     {
       absl::MutexLock lock(&mu_);
       held.swap(held_);
-      method.swap(hold_);
+      hold_.clear();
     }
-    for (auto& p : held) {
-      std::move(p)();
+    for (auto& [key, proceed] : held) {
+      std::move(proceed)();
       absl::MutexLock lock(&mu_);
-      ++applied_[method];
+      ++applied_[key];
     }
   }
 
@@ -96,8 +98,9 @@ class Gate {
   }
 
   absl::Mutex mu_;
-  std::string hold_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::AnyInvocable<void() &&>> held_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> hold_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<std::string, absl::AnyInvocable<void() &&>>> held_
+      ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> applied_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -173,7 +176,7 @@ class RRefRacesTest : public ::testing::Test {
 TEST_F(RRefRacesTest, ParentIsPinnedUntilTheChildsAddForkIsAcknowledged) {
   StartJob(3);
   RRef r = OwnedByWorker1(7);
-  gate_.Hold("AddFork");
+  gate_.Hold({"AddFork"});
   Future<Value> fetched =
       worker(0).rpc().RpcAsync("worker2", "to_here", {r.AsValue()});
   ASSERT_TRUE(gate_.WaitHeld(1));
@@ -194,7 +197,9 @@ TEST_F(RRefRacesTest, ParentIsPinnedUntilTheChildsAddForkIsAcknowledged) {
 TEST_F(RRefRacesTest, ConfirmAfterAbandonKeepsTheCopy) {
   StartJob(3, KeepOnWorker2());
   RRef r = OwnedByWorker1(7);
-  gate_.Hold("ConfirmFork");
+  // worker2's confirm, and its renewals (which list its copy, so would
+  // confirm it too), wait until the abandon was applied.
+  gate_.Hold({"ConfirmFork", "RenewLease/2"});
   Future<Value> call = worker(0).rpc().RpcAsync(
       "worker2", "keep", {r.AsValue()}, {.timeout = absl::Milliseconds(200)});
   ASSERT_TRUE(gate_.WaitHeld(1));  // worker2 has it and confirms.
@@ -225,7 +230,7 @@ TEST_F(RRefRacesTest, ForkInTransitLivesAsLongAsItsCall) {
   ASSERT_OK_AND_ASSIGN(RRef r3,
                        worker(0).rrefs().Remote("worker3", "echo", {8}));
   ASSERT_OK(r3.ToHere());
-  gate3_.Hold("AddFork");
+  gate3_.Hold({"AddFork"});
   keep_returns_.Set(Value());
   Future<Value> call =
       worker(0).rpc().RpcAsync("worker2", "keep", {r1.AsValue(), r3.AsValue()});
@@ -261,7 +266,7 @@ TEST_F(RRefRacesTest, LostDeleteIsReconciledByTheNextRound) {
   // Two rounds that list both copies.
   ASSERT_TRUE(
       gate_.WaitApplied("RenewLease/0", gate_.applied("RenewLease/0") + 2));
-  gate_.Hold("DeleteFork");
+  gate_.Hold({"DeleteFork"});
   r = RRef();
   ASSERT_TRUE(gate_.WaitHeld(1));
   ASSERT_TRUE(
