@@ -1,5 +1,6 @@
 #include "rref/rref_context.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,9 @@ proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
   r.set_holder(holder);
   return r;
 }
+
+// The shortest owner lease we follow (renewing every quarter of it).
+constexpr int64_t kMinLearnedLeaseMs = 100;
 
 }  // namespace
 
@@ -299,7 +303,10 @@ absl::Duration RRefContext::RenewPeriod() const {
 }
 
 void RRefContext::LearnLease(absl::Duration lease) {
-  int64_t ms = absl::ToInt64Milliseconds(lease);
+  // An owner's number sets our renewal period: bounded below, so a bad one
+  // cannot make us renew in a tight loop.
+  int64_t ms = std::max<int64_t>(absl::ToInt64Milliseconds(lease),
+                                 kMinLearnedLeaseMs);
   int64_t known = learned_lease_ms_.load();
   while ((known <= 0 || ms < known) &&
          !learned_lease_ms_.compare_exchange_weak(known, ms)) {
