@@ -218,6 +218,26 @@ TEST_F(RRefContextTest, ARenewalRoundConfirmsWhatItLists) {
   mine = RRef();
 }
 
+// remote()'s caller drops its copy at once, and the delete reaches the
+// owner before the creating call: the owner remembers it, and frees the
+// value when the function's result comes.
+TEST_F(RRefContextTest, ADeleteBeforeItsCreateFreesTheValueWhenItResolves) {
+  RRefDescriptor d{user_->NewId(), user_->NewId(), "worker1", 1};
+  Promise<Done> created;
+  {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<const RRefState> copy,
+                         user_->Adopt(d, created.future()));
+  }  // Released: the delete goes out.
+  ASSERT_TRUE(counter_.WaitApplied("DeleteFork", 1));
+  const proto::RRefHandle handle = DescriptorToProto(d);
+  ASSERT_OK(owner_->Begin(handle, WorkerNode(0)));  // The call arrives.
+  EXPECT_EQ(owner_->owner_stats().owned, 1);        // Computing.
+  EXPECT_EQ(owner_->owner_stats().forks, 0);
+  owner_->Finish(handle, Value(5));
+  EXPECT_EQ(owner_->owner_stats().owned, 0);
+  created.Set(Done());
+}
+
 class ChunkedRRefContextTest : public RRefContextTest {
  protected:
   void SetUp() override {
