@@ -227,58 +227,60 @@ bool RRefContext::IsOwner(const RRefState& rref) const {
   return owns(rref.descriptor().owner_rank);
 }
 
-void RRefContext::RenewLeases() {
-  struct Listing {
-    std::vector<LeaseFork> held;
-    std::vector<LeaseFork> in_transit;
-    uint64_t epoch = 0;
-  };
-  absl::flat_hash_map<int, Listing> by_owner;
-  std::vector<LeaseFork> own_sends;  // In transit, owned here.
-  uint64_t round;
-  {
-    // One snapshot, one round: a copy adopted before it is listed in it
-    // (see NextLeaseRound).
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return;
-    round = ++lease_round_;
-    for (const auto& [fork, held] : held_) {
-      by_owner[held.owner].held.emplace_back(held.rref, fork);
-    }
-    for (const auto& [fork, sent] : in_transit_) {
-      if (owns(sent.owner)) {
-        own_sends.emplace_back(sent.rref, fork);
-      } else {
-        by_owner[sent.owner].in_transit.emplace_back(sent.rref, fork);
-      }
-    }
-    for (auto& [owner, listing] : by_owner) {
-      auto e = owner_epoch_.find(owner);
-      if (e != owner_epoch_.end()) listing.epoch = e->second;
+RRefContext::LeaseSnapshot RRefContext::SnapshotLeases() {
+  // One snapshot, one round: a copy adopted before it is listed in it (see
+  // NextLeaseRound).
+  LeaseSnapshot snap;
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return snap;
+  snap.round = ++lease_round_;
+  for (const auto& [fork, held] : held_) {
+    snap.by_owner[held.owner].held.emplace_back(held.rref, fork);
+  }
+  for (const auto& [fork, sent] : in_transit_) {
+    if (owns(sent.owner)) {
+      snap.own_sends.emplace_back(sent.rref, fork);
+    } else {
+      snap.by_owner[sent.owner].in_transit.emplace_back(sent.rref, fork);
     }
   }
-  if (owner_table_ != nullptr && !own_sends.empty()) {
-    owner_table_->KeepInTransit(own_sends);
+  for (auto& [owner, listing] : snap.by_owner) {
+    auto e = owner_epoch_.find(owner);
+    if (e != owner_epoch_.end()) listing.epoch = e->second;
+  }
+  return snap;
+}
+
+void RRefContext::SendRenewal(int owner, uint64_t round,
+                              const OwnerListing& listing) {
+  // A missed renewal is retried at the next period, well within the lease;
+  // a round with a missed chunk just does not reconcile. Owners may have
+  // shorter leases than ours: learn theirs.
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  for (proto::LeaseRequest& request :
+       ChunkLease(host_.node, round, listing.epoch, listing.held,
+                  listing.in_transit, options_.lease_chunk_handles)) {
+    owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
+        .Then([weak, owner](const absl::StatusOr<LeaseAnswer>& answer) {
+          auto c = weak.lock();
+          if (!c || !answer.ok()) return;
+          if (answer->lease > absl::ZeroDuration())
+            c->LearnLease(answer->lease);
+          c->LearnEpoch(owner, answer->epoch);
+        });
+  }
+}
+
+void RRefContext::RenewLeases() {
+  LeaseSnapshot snap = SnapshotLeases();
+  if (snap.round == 0) return;  // Stopped.
+  if (owner_table_ != nullptr && !snap.own_sends.empty()) {
+    owner_table_->KeepInTransit(snap.own_sends);
+  }
+  for (const auto& [owner, listing] : snap.by_owner) {
+    SendRenewal(owner, snap.round, listing);
   }
   std::weak_ptr<RRefContext> weak = weak_from_this();
-  for (auto& [owner, listing] : by_owner) {
-    // A missed renewal is retried at the next period, well within the
-    // lease; a round with a missed chunk just does not reconcile. Owners
-    // may have shorter leases than ours: learn theirs.
-    for (proto::LeaseRequest& request :
-         ChunkLease(host_.node, round, listing.epoch, listing.held,
-                    listing.in_transit, options_.lease_chunk_handles)) {
-      const int to = owner;
-      owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
-          .Then([weak, to](const absl::StatusOr<LeaseAnswer>& answer) {
-            auto c = weak.lock();
-            if (!c || !answer.ok()) return;
-            if (answer->lease > absl::ZeroDuration())
-              c->LearnLease(answer->lease);
-            c->LearnEpoch(to, answer->epoch);
-          });
-    }
-  }
   absl::MutexLock lock(&mu_);
   if (stopped_) return;
   lease_timer_ = host_.timers->RunAfter(RenewPeriod(), [weak] {
@@ -305,8 +307,8 @@ absl::Duration RRefContext::RenewPeriod() const {
 void RRefContext::LearnLease(absl::Duration lease) {
   // An owner's number sets our renewal period: bounded below, so a bad one
   // cannot make us renew in a tight loop.
-  int64_t ms = std::max<int64_t>(absl::ToInt64Milliseconds(lease),
-                                 kMinLearnedLeaseMs);
+  int64_t ms =
+      std::max<int64_t>(absl::ToInt64Milliseconds(lease), kMinLearnedLeaseMs);
   int64_t known = learned_lease_ms_.load();
   while ((known <= 0 || ms < known) &&
          !learned_lease_ms_.compare_exchange_weak(known, ms)) {

@@ -177,6 +177,19 @@ class RRefContext final : public RRefCore,
 
  private:
   void Attach();  // Timers, membership listener.
+  // What one renewal round tells one owner.
+  struct OwnerListing {
+    std::vector<LeaseFork> held;        // Copies held here.
+    std::vector<LeaseFork> in_transit;  // Forks in calls still in flight.
+    uint64_t epoch = 0;                 // The owner's, as last answered.
+  };
+  struct LeaseSnapshot {
+    uint64_t round = 0;  // 0: stopped, nothing to send.
+    absl::flat_hash_map<int, OwnerListing> by_owner;
+    std::vector<LeaseFork> own_sends;  // In transit, owned here.
+  };
+  LeaseSnapshot SnapshotLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  void SendRenewal(int owner, uint64_t round, const OwnerListing& listing);
   void RenewLeases() ABSL_LOCKS_EXCLUDED(mu_);
   void LearnEpoch(int owner, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   // Every lease/4 of the shortest lease known (ours or an owner's).
