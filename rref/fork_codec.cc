@@ -26,13 +26,20 @@ absl::Status ForkCodec::AddLocalFork(GlobalId rref, GlobalId fork,
   auto added = std::make_shared<absl::Status>(absl::NotFoundError(
       absl::StrCat("rref ", GlobalIdString(rref), " is gone")));
   OwnerTable::WaitId parked = context_->owner_table()->AddFork(
-      rref, fork, holder, absl::Now(), [added](absl::Status s) { *added = s; });
+      rref, fork, holder, context_->clock()->Now(),
+      [added](absl::Status s) { *added = s; });
   if (parked != 0) context_->owner_table()->CancelWait(parked);  // Not ours.
   return *added;
 }
 
 ForkCodec::ForkCodec(std::shared_ptr<RRefContext> context, uint64_t peer)
     : context_(std::move(context)), peer_(peer) {}
+
+ForkCodec::~ForkCodec() {
+  // The call is over: its forks are no longer in transit (confirmed by
+  // their receiver, or left to expire a lease from now).
+  for (const Registered& r : registered_) context_->EndTransit(r.fork);
+}
 
 absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
     const Value::RRefPtr& rref) {
@@ -56,13 +63,19 @@ absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
   handle.set_fork_creator(fork.node);
   handle.set_fork_local(fork.local);
   registered_.push_back({d.rref_id, fork, d.owner_rank});
+  context_->BeginTransit(d.rref_id, fork, d.owner_rank);
   if (context_->owns(d.owner_rank)) {
     // The entry exists while our copy does, so this completes at once.
     FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, fork, peer_));
   } else {
-    adds_.push_back(context_->owner_client().AddFork(
+    Future<Done> added = context_->owner_client().AddFork(
         d.owner_rank, Request(d.rref_id, fork, peer_),
-        context_->Timeout(std::nullopt)));
+        context_->Timeout(std::nullopt));
+    // G2: our copy (the parent) lives until the owner acknowledged the
+    // child — else its delete could overtake the AddFork and free the
+    // value the child is about to use. The callback holds it.
+    added.Then([parent = state](const absl::StatusOr<Done>&) {});
+    adds_.push_back(std::move(added));
   }
   return handle;
 }
@@ -95,8 +108,12 @@ absl::StatusOr<Value::RRefPtr> ForkCodec::Decode(
   absl::StatusOr<std::shared_ptr<const RRefState>> state =
       context_->Adopt(d, Future<Done>::Ready(Done()));
   if (!state.ok()) return state.status();
-  context_->owner_client().Confirm(
-      d.owner_rank, Request(d.rref_id, d.fork_id, context_->host().node));
+  // Read after Adopt: that round's listing (and every later one) has the
+  // copy while we hold it, so the owner may reconcile from it.
+  proto::ForkRequest confirm =
+      Request(d.rref_id, d.fork_id, context_->host().node);
+  confirm.set_round(context_->NextLeaseRound());
+  context_->owner_client().Confirm(d.owner_rank, std::move(confirm));
   return Value::RRefPtr(*std::move(state));
 }
 
@@ -110,6 +127,7 @@ void ForkCodec::Abandon() {
       req.set_only_unconfirmed(true);
       context_->owner_client().Delete(r.owner, std::move(req));
     }
+    context_->EndTransit(r.fork);
   }
   registered_.clear();
   lent_.clear();

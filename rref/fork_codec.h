@@ -6,11 +6,16 @@
 //   send from the owner:    a fork registered in the local owner table.
 //   send user → user:       a fork registered with the owner (AddFork)
 //                           before the message leaves (ReadyToSend), so it
-//                           arrives already known to the owner.
+//                           arrives already known to the owner; the
+//                           sender's copy is pinned until the AddFork is
+//                           acknowledged (G2).
+//   in transit:             forks registered here are vouched for in every
+//                           lease renewal until the call ends.
 //   receive:                on the owner, the fork is confirmed locally;
 //                           elsewhere a copy is adopted and confirmed
 //                           asynchronously.
-//   not delivered:          forks never confirmed are released (Abandon).
+//   not delivered:          forks never confirmed are released (Abandon);
+//                           the owner waits for the receiver's word first.
 #ifndef FERRY_RREF_FORK_CODEC_H_
 #define FERRY_RREF_FORK_CODEC_H_
 
@@ -25,6 +30,7 @@ namespace ferry {
 class ForkCodec final : public RRefCodec {
  public:
   ForkCodec(std::shared_ptr<RRefContext> context, uint64_t peer);
+  ~ForkCodec() override;
 
   absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& rref) override;
   absl::StatusOr<Value::RRefPtr> Decode(

@@ -83,7 +83,8 @@ Future<Response> OwnerClient::Unary(int owner, const std::string& what,
   };
   auto call = std::make_shared<Call>();
   if (timeout != absl::InfiniteDuration()) {
-    call->context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    Clock& clock = *timers_->clock();
+    call->context->set_deadline(WallDeadline(clock, clock.Now() + timeout));
   }
   call->token = inflight_.Add(WorkerNode(owner), call->context);
   Future<Response> result = call->promise.future();
@@ -138,17 +139,18 @@ Future<Value> OwnerClient::Fetch(int owner, proto::ForkRequest request,
                       });
 }
 
-Future<absl::Duration> OwnerClient::RenewLease(int owner,
-                                               proto::LeaseRequest request,
-                                               absl::Duration timeout) {
+Future<LeaseAnswer> OwnerClient::RenewLease(int owner,
+                                            proto::LeaseRequest request,
+                                            absl::Duration timeout) {
   auto req = std::make_shared<proto::LeaseRequest>(std::move(request));
-  return Unary<absl::Duration>(
+  return Unary<LeaseAnswer>(
       owner, "renew lease", timeout,
       [req](proto::RRefs::Stub* stub, grpc::ClientContext* context, auto done) {
         auto resp = std::make_shared<proto::LeaseResponse>();
         stub->async()->RenewLease(
             context, req.get(), resp.get(), [req, resp, done](grpc::Status s) {
-              done(s, absl::Milliseconds(resp->lease_ms()));
+              done(s, LeaseAnswer{absl::Milliseconds(resp->lease_ms()),
+                                  resp->epoch()});
             });
       });
 }

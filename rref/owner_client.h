@@ -27,9 +27,16 @@
 
 namespace ferry {
 
+// What an owner answers a lease renewal.
+struct LeaseAnswer {
+  absl::Duration lease;  // How often it must hear from us.
+  uint64_t epoch = 0;    // Its abandon epoch (proto/rref.proto).
+};
+
 class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
  public:
   // `directory` must be filled (the node started) before the first request.
+  // Deadlines are on `timers`' clock.
   OwnerClient(ChannelPool* channels, Membership* membership, Timers* timers,
               const Directory* directory);
 
@@ -38,9 +45,9 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
   // The value, decoded with `codec` (RRefs inside it become this node's).
   Future<Value> Fetch(int owner, proto::ForkRequest request,
                       absl::Duration timeout, std::shared_ptr<RRefCodec> codec);
-  // The owner's lease (how often it must hear from us).
-  Future<absl::Duration> RenewLease(int owner, proto::LeaseRequest request,
-                                    absl::Duration timeout);
+  // One chunk of a renewal (rref/lease_chunks.h).
+  Future<LeaseAnswer> RenewLease(int owner, proto::LeaseRequest request,
+                                 absl::Duration timeout);
   Future<std::vector<proto::OwnedRRef>> ListOwned(int owner,
                                                   absl::Duration timeout);
 

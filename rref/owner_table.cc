@@ -27,9 +27,33 @@ absl::Status OwnerTable::GoneError(GlobalId rref) const {
       "rref ", GlobalIdString(rref), " was already released on its owner"));
 }
 
-absl::Status OwnerTable::RegisterForkLocked(Entry& entry, GlobalId fork,
-                                            uint64_t holder, bool confirmed) {
+OwnerTable::Holder& OwnerTable::HolderLocked(uint64_t holder) {
+  auto [it, inserted] = holders_.try_emplace(holder);
+  if (inserted) it->second.lease_expiry = clock_->Now() + options_.lease;
+  return it->second;
+}
+
+void OwnerTable::RememberDeleteLocked(GlobalId rref, GlobalId fork) {
+  if (options_.max_early_deletes <= 0) return;
+  if (!early_deletes_.insert({rref, fork}).second) return;
+  early_delete_order_.emplace_back(clock_->Now() + options_.early_delete_ttl,
+                                   ForkKey{rref, fork});
+  // Bounded: a flood of deletes for ids that never come forgets the oldest.
+  while (static_cast<int64_t>(early_delete_order_.size()) >
+         options_.max_early_deletes) {
+    early_deletes_.erase(early_delete_order_.front().second);
+    early_delete_order_.pop_front();
+  }
+}
+
+absl::Status OwnerTable::RegisterForkLocked(GlobalId rref, Entry& entry,
+                                            GlobalId fork, uint64_t holder,
+                                            bool confirmed) {
   if (entry.forks.contains(fork)) return absl::OkStatus();  // Idempotent.
+  // Its delete overtook it (e.g. a creator's release overtook remote()'s
+  // call): the fork is already gone. The entry stays without it and is
+  // freed when it resolves.
+  if (early_deletes_.erase({rref, fork}) > 0) return absl::OkStatus();
   int64_t& count = forks_per_holder_[holder];
   if (count >= options_.max_forks_per_holder) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -37,10 +61,13 @@ absl::Status OwnerTable::RegisterForkLocked(Entry& entry, GlobalId fork,
         options_.max_forks_per_holder, "); release some first"));
   }
   ++count;
-  entry.forks.emplace(fork, Fork{holder, confirmed, clock_->Now()});
+  Fork f;
+  f.holder = holder;
+  f.confirmed = confirmed;
+  f.vouched = clock_->Now();
+  entry.forks.emplace(fork, f);
   // A holder's lease starts with its first fork.
-  if (holder != self_)
-    lease_expiry_.try_emplace(holder, clock_->Now() + options_.lease);
+  if (holder != self_) HolderLocked(holder);
   return absl::OkStatus();
 }
 
@@ -80,10 +107,10 @@ absl::Status OwnerTable::Create(GlobalId rref, GlobalId fork,
       it->second.creator = creator;
       it->second.created = clock_->Now();
     }
-    status = RegisterForkLocked(it->second, fork, creator, true);
+    status = RegisterForkLocked(rref, it->second, fork, creator, true);
     // The creator just spoke to us: alive.
     if (status.ok() && creator != self_) {
-      lease_expiry_[creator] = clock_->Now() + options_.lease;
+      HolderLocked(creator).lease_expiry = clock_->Now() + options_.lease;
     }
     if (!status.ok() && inserted) entries_.erase(it);
     if (status.ok()) UnparkLocked(rref, &later);
@@ -130,7 +157,7 @@ absl::Status OwnerTable::AddLocal(GlobalId rref, GlobalId fork, Value value) {
   it->second.value = std::move(value);
   it->second.creator = self_;
   it->second.created = clock_->Now();
-  return RegisterForkLocked(it->second, fork, self_, true);
+  return RegisterForkLocked(rref, it->second, fork, self_, true);
 }
 
 OwnerTable::WaitId OwnerTable::ParkLocked(Wait wait) {
@@ -155,7 +182,7 @@ OwnerTable::WaitId OwnerTable::AddFork(GlobalId rref, GlobalId fork,
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(rref);
     if (it != entries_.end()) {
-      status = RegisterForkLocked(it->second, fork, holder, false);
+      status = RegisterForkLocked(rref, it->second, fork, holder, false);
     } else if (tombstones_.contains(rref)) {
       status = GoneError(rref);
     } else {
@@ -173,7 +200,7 @@ OwnerTable::WaitId OwnerTable::AddFork(GlobalId rref, GlobalId fork,
 }
 
 absl::Status OwnerTable::ConfirmFork(GlobalId rref, GlobalId fork,
-                                     uint64_t holder) {
+                                     uint64_t holder, uint64_t round) {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(rref);
   if (it == entries_.end()) return GoneError(rref);
@@ -184,8 +211,17 @@ absl::Status OwnerTable::ConfirmFork(GlobalId rref, GlobalId fork,
                      GlobalIdString(fork), " is not registered for ",
                      Name(holder), " (it expired before it was confirmed)"));
   }
+  // The holder has it: an abandon that came first is void (the sender's
+  // call failed, but only after the fork reached its holder).
   f->second.confirmed = true;
-  if (holder != self_) lease_expiry_[holder] = clock_->Now() + options_.lease;
+  f->second.abandoned = false;
+  if (round > 0 &&
+      (f->second.confirm_round == 0 || round < f->second.confirm_round)) {
+    f->second.confirm_round = round;
+  }
+  if (holder != self_) {
+    HolderLocked(holder).lease_expiry = clock_->Now() + options_.lease;
+  }
   return absl::OkStatus();
 }
 
@@ -194,11 +230,26 @@ void OwnerTable::DeleteFork(GlobalId rref, GlobalId fork,
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
+    if (tombstones_.contains(rref)) return;  // Freed: nothing to do.
     auto it = entries_.find(rref);
-    if (it == entries_.end()) return;
-    auto f = it->second.forks.find(fork);
-    if (f == it->second.forks.end()) return;
-    if (only_unconfirmed && f->second.confirmed) return;
+    if (it == entries_.end() || !it->second.forks.contains(fork)) {
+      // Not registered yet (or dropped already): whatever registers it
+      // later (a late creation, a parked AddFork) must not.
+      RememberDeleteLocked(rref, fork);
+      return;
+    }
+    Fork& fk = it->second.forks.at(fork);
+    if (only_unconfirmed && fk.confirmed) return;
+    if (only_unconfirmed && fk.holder != self_) {
+      // The holder may have it and its confirm still be on the way: wait
+      // for its word (a confirm, or a round after this epoch).
+      if (!fk.abandoned) {
+        fk.abandoned = true;
+        fk.abandoned_at = clock_->Now();
+        fk.abandon_epoch = ++epoch_;
+      }
+      return;
+    }
     RemoveForkLocked(rref, it->second, fork, &later);
   }
   Run(later);
@@ -267,8 +318,8 @@ void OwnerTable::UnparkLocked(GlobalId rref, Deferred* later) {
       }
       FinishFetchLocked(w->second, entry, later);
     } else {
-      absl::Status s =
-          RegisterForkLocked(entry, w->second.fork, w->second.holder, false);
+      absl::Status s = RegisterForkLocked(rref, entry, w->second.fork,
+                                          w->second.holder, false);
       later->push_back([done = std::move(w->second.done), s]() mutable {
         std::move(done)(s);
       });
@@ -315,16 +366,105 @@ bool OwnerTable::CancelWait(WaitId id) {
   return was_parked;
 }
 
-void OwnerTable::RenewLease(
-    uint64_t holder, const std::vector<std::pair<GlobalId, GlobalId>>& forks) {
+absl::StatusOr<uint64_t> OwnerTable::RenewLease(uint64_t holder,
+                                                const LeaseListing& listing) {
+  if (listing.round > 0 &&
+      (listing.chunks == 0 || listing.chunks > kMaxLeaseChunks ||
+       listing.chunk >= listing.chunks)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "renew lease from ", Name(holder), ": chunk ", listing.chunk, " of ",
+        listing.chunks, " (at most ", kMaxLeaseChunks, " chunks)"));
+  }
+  Deferred later;
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&mu_);
+    if (ApplyListingLocked(holder, listing)) {
+      ReconcileLocked(holder, listing.round, listing.epoch, &later);
+    }
+    epoch = epoch_;
+  }
+  Run(later);
+  return epoch;
+}
+
+bool OwnerTable::ApplyListingLocked(uint64_t holder,
+                                    const LeaseListing& listing) {
+  const absl::Time now = clock_->Now();
+  Holder& h = HolderLocked(holder);
+  h.lease_expiry = now + options_.lease;
+  for (const auto& [rref, fork] : listing.forks) {
+    auto it = entries_.find(rref);
+    if (it == entries_.end()) continue;
+    auto f = it->second.forks.find(fork);
+    if (f == it->second.forks.end() || f->second.holder != holder) continue;
+    f->second.confirmed = true;
+    f->second.abandoned = false;
+    f->second.listed_round = std::max(f->second.listed_round, listing.round);
+  }
+  for (const auto& [rref, fork] : listing.in_transit) {
+    auto it = entries_.find(rref);
+    if (it == entries_.end()) continue;
+    auto f = it->second.forks.find(fork);
+    if (f != it->second.forks.end() && !f->second.confirmed) {
+      f->second.vouched = now;
+    }
+  }
+  if (listing.round == 0 || listing.round < h.round) return false;
+  if (listing.round > h.round) {  // A new round starts.
+    h.round = listing.round;
+    h.chunks = listing.chunks;
+    h.got.clear();
+  }
+  // Chunks of one round disagreeing on their count: never complete it.
+  if (listing.chunks != h.chunks) return false;
+  h.got.insert(listing.chunk);
+  if (h.got.size() < h.chunks) return false;
+  h.chunks = 0;  // Complete: later duplicates do not complete it again.
+  h.got.clear();
+  return true;
+}
+
+void OwnerTable::ReconcileLocked(uint64_t holder, uint64_t round,
+                                 uint64_t epoch, Deferred* later) {
+  if (holder == self_) return;
+  std::vector<ForkKey> victims;
+  for (const auto& [rref, e] : entries_) {
+    for (const auto& [fork, f] : e.forks) {
+      if (f.holder != holder || f.listed_round >= round) continue;
+      // A confirmed fork the holder listed before, or confirmed as part of
+      // an earlier round, and not now: released, its delete lost or late.
+      bool released =
+          f.confirmed && (f.listed_round > 0 ||
+                          (f.confirm_round > 0 && f.confirm_round <= round));
+      // Abandoned before the holder took this round's snapshot, and not in
+      // it: the holder never got it.
+      bool never_arrived =
+          !f.confirmed && f.abandoned && f.abandon_epoch <= epoch;
+      if (released || never_arrived) victims.emplace_back(rref, fork);
+    }
+  }
+  RemoveForksLocked(victims, later);
+}
+
+void OwnerTable::RemoveForksLocked(const std::vector<ForkKey>& victims,
+                                   Deferred* later) {
+  for (const auto& [rref, fork] : victims) {
+    auto it = entries_.find(rref);
+    if (it != entries_.end()) RemoveForkLocked(rref, it->second, fork, later);
+  }
+}
+
+void OwnerTable::KeepInTransit(
+    const std::vector<std::pair<GlobalId, GlobalId>>& forks) {
   absl::MutexLock lock(&mu_);
-  lease_expiry_[holder] = clock_->Now() + options_.lease;
+  const absl::Time now = clock_->Now();
   for (const auto& [rref, fork] : forks) {
     auto it = entries_.find(rref);
     if (it == entries_.end()) continue;
     auto f = it->second.forks.find(fork);
-    if (f != it->second.forks.end() && f->second.holder == holder) {
-      f->second.confirmed = true;
+    if (f != it->second.forks.end() && !f->second.confirmed) {
+      f->second.vouched = now;
     }
   }
 }
@@ -339,12 +479,8 @@ void OwnerTable::DropHolder(uint64_t holder) {
         if (f.holder == holder) victims.emplace_back(rref, fork);
       }
     }
-    for (const auto& [rref, fork] : victims) {
-      auto it = entries_.find(rref);
-      if (it != entries_.end())
-        RemoveForkLocked(rref, it->second, fork, &later);
-    }
-    lease_expiry_.erase(holder);
+    RemoveForksLocked(victims, &later);
+    holders_.erase(holder);
   }
   Run(later);
 }
@@ -358,25 +494,27 @@ void OwnerTable::Sweep() {
     for (const auto& [rref, e] : entries_) {
       for (const auto& [fork, f] : e.forks) {
         if (f.holder == self_) continue;
-        auto lease = lease_expiry_.find(f.holder);
+        auto lease = holders_.find(f.holder);
         // A holder's lease covers the forks it confirmed; an unconfirmed
-        // fork is on its sender's clock.
-        bool lease_gone = f.confirmed &&
-                          (lease == lease_expiry_.end() || lease->second < now);
+        // fork is on its sender's clock (vouched for while its call is in
+        // flight), an abandoned one waits one lease for its holder's word.
+        bool lease_gone = f.confirmed && (lease == holders_.end() ||
+                                          lease->second.lease_expiry < now);
         bool never_confirmed =
-            !f.confirmed && f.registered + options_.lease < now;
-        if (lease_gone || never_confirmed) victims.emplace_back(rref, fork);
+            !f.confirmed && !f.abandoned && f.vouched + options_.lease < now;
+        bool abandoned = !f.confirmed && f.abandoned &&
+                         f.abandoned_at + options_.lease < now;
+        if (lease_gone || never_confirmed || abandoned) {
+          victims.emplace_back(rref, fork);
+        }
       }
     }
-    for (const auto& [rref, fork] : victims) {
-      auto it = entries_.find(rref);
-      if (it != entries_.end())
-        RemoveForkLocked(rref, it->second, fork, &later);
-    }
-    for (auto it = lease_expiry_.begin(); it != lease_expiry_.end();) {
+    RemoveForksLocked(victims, &later);
+    for (auto it = holders_.begin(); it != holders_.end();) {
       auto next = std::next(it);
-      if (it->second < now && !forks_per_holder_.contains(it->first)) {
-        lease_expiry_.erase(it);
+      if (it->second.lease_expiry < now &&
+          !forks_per_holder_.contains(it->first)) {
+        holders_.erase(it);
       }
       it = next;
     }
@@ -397,6 +535,11 @@ void OwnerTable::Sweep() {
       auto next = std::next(it);
       if (it->second < now) tombstones_.erase(it);
       it = next;
+    }
+    while (!early_delete_order_.empty() &&
+           early_delete_order_.front().first < now) {
+      early_deletes_.erase(early_delete_order_.front().second);
+      early_delete_order_.pop_front();
     }
   }
   Run(later);
@@ -419,9 +562,13 @@ OwnerStats OwnerTable::stats() const {
   s.owned = static_cast<int64_t>(entries_.size());
   for (const auto& [rref, e] : entries_) {
     s.forks += static_cast<int64_t>(e.forks.size());
-    for (const auto& [fork, f] : e.forks) s.unconfirmed += f.confirmed ? 0 : 1;
+    for (const auto& [fork, f] : e.forks) {
+      s.unconfirmed += f.confirmed ? 0 : 1;
+      s.abandoned += f.abandoned ? 1 : 0;
+    }
   }
   s.parked = static_cast<int64_t>(waits_.size());
+  s.early_deletes = static_cast<int64_t>(early_deletes_.size());
   return s;
 }
 

@@ -4,10 +4,21 @@
 //   forks[rref] = {fork → holder, confirmed?}
 //
 // A value is freed when its last fork goes. Forks go when their holder
-// deletes them, when the holder's lease expires or it is known dead, or —
-// unconfirmed ones — when nobody confirmed them within one lease. So no
+// deletes them, when the holder's lease expires or it is known dead, when a
+// complete listing round of the holder no longer lists them (reconciling:
+// the delete was lost or is late), or — unconfirmed ones — one lease after
+// their sender last vouched for them (the call carrying them is over). So no
 // value outlives every reference to it, and none is freed while a
 // registered fork exists.
+//
+// Orders that would lose or leak a value are made harmless here:
+//   - a delete that arrives before its fork is registered (even before the
+//     creating call) is remembered (bounded in count and time), and the
+//     fork is never registered: the value is freed when it resolves;
+//   - an abandon (the sender's call failed) does not drop a fork at once:
+//     the fork waits for its holder's word. A confirm, or a listing round
+//     naming it, keeps it; a round sent after the abandon (by epoch) that
+//     does not name it, or one lease of silence, drops it.
 //
 // Waits hold no thread: AddFork for an RRef whose creating call has not
 // arrived yet, and Fetch for a value still being computed, park a callback
@@ -20,6 +31,7 @@
 #define FERRY_RREF_OWNER_TABLE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <string>
 #include <utility>
@@ -27,6 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -47,13 +60,33 @@ struct OwnerOptions {
   // Freed ids are remembered this long, so a late request for one fails
   // at once instead of waiting for a creation that already happened.
   absl::Duration tombstone_ttl = absl::Seconds(60);
+  // Deletes of forks not (yet) registered are remembered this long, at
+  // most this many (the oldest are forgotten first).
+  absl::Duration early_delete_ttl = absl::Seconds(60);
+  int64_t max_early_deletes = 1 << 16;
+};
+
+// Most chunks one listing round may have (a peer's number, bounded).
+inline constexpr uint32_t kMaxLeaseChunks = 4096;
+
+// What one LeaseRequest tells an owner (proto/rref.proto).
+struct LeaseListing {
+  using Pair = std::pair<GlobalId, GlobalId>;  // (rref, fork)
+  std::vector<Pair> forks;                     // Held by the holder: confirmed.
+  std::vector<Pair> in_transit;  // Sent by the holder, call in flight.
+  uint64_t round = 0;            // 0: not part of a round.
+  uint32_t chunk = 0;
+  uint32_t chunks = 1;
+  uint64_t epoch = 0;  // Last epoch the holder got from this owner.
 };
 
 struct OwnerStats {
-  int64_t owned = 0;        // Entries (values alive or being computed).
-  int64_t forks = 0;        // Forks across entries.
-  int64_t unconfirmed = 0;  // Forks registered but not yet confirmed.
-  int64_t parked = 0;       // Requests waiting (AddFork, Fetch).
+  int64_t owned = 0;          // Entries (values alive or being computed).
+  int64_t forks = 0;          // Forks across entries.
+  int64_t unconfirmed = 0;    // Forks registered but not yet confirmed.
+  int64_t parked = 0;         // Requests waiting (AddFork, Fetch).
+  int64_t abandoned = 0;      // Unconfirmed forks whose sender gave up.
+  int64_t early_deletes = 0;  // Deletes remembered for forks not registered.
 };
 
 class OwnerTable {
@@ -87,11 +120,16 @@ class OwnerTable {
   // was not created by `deadline`. Returns an id for CancelWait if parked.
   WaitId AddFork(GlobalId rref, GlobalId fork, uint64_t holder,
                  absl::Time deadline, Done done) ABSL_LOCKS_EXCLUDED(mu_);
-  // The holder has the fork. NOT_FOUND if it expired or was released.
-  absl::Status ConfirmFork(GlobalId rref, GlobalId fork, uint64_t holder)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Drops `fork` (if `only_unconfirmed`, only an unconfirmed one). Unknown
-  // forks are ignored: deletes are idempotent.
+  // The holder has the fork (even if its sender abandoned it meanwhile);
+  // `round` is the holder's first listing round that includes it (0:
+  // unknown). NOT_FOUND if it expired or was released.
+  absl::Status ConfirmFork(GlobalId rref, GlobalId fork, uint64_t holder,
+                           uint64_t round = 0) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops `fork`. With `only_unconfirmed` (an abandon: the call carrying
+  // the fork failed at its sender) a confirmed fork is kept, and an
+  // unconfirmed one waits for its holder's word (see the top). A delete of
+  // a fork not registered is remembered, unless the RRef was already freed:
+  // deletes are idempotent.
   void DeleteFork(GlobalId rref, GlobalId fork, bool only_unconfirmed)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The value, once ready (parked until then or `deadline`). `fork` must be
@@ -104,14 +142,22 @@ class OwnerTable {
 
   // ---- Liveness ----
 
-  // `holder` is alive; the listed forks (rref, fork) are confirmed.
-  void RenewLease(uint64_t holder,
-                  const std::vector<std::pair<GlobalId, GlobalId>>& forks)
+  // `holder` is alive; the forks it lists are confirmed, those it lists in
+  // transit kept another lease. When this completes a round (every chunk of
+  // it arrived), the holder's confirmed forks the round does not list, and
+  // its abandoned ones (abandoned before `listing.epoch`), are dropped.
+  // Returns the epoch to send back; INVALID_ARGUMENT for a bad chunk number.
+  absl::StatusOr<uint64_t> RenewLease(uint64_t holder,
+                                      const LeaseListing& listing)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // This owner's own sends still in flight: their forks kept another lease.
+  void KeepInTransit(const std::vector<std::pair<GlobalId, GlobalId>>& forks)
       ABSL_LOCKS_EXCLUDED(mu_);
   // `holder` died or left: all its forks go now.
   void DropHolder(uint64_t holder) ABSL_LOCKS_EXCLUDED(mu_);
-  // Applies the clock: expired leases, unconfirmed forks past one lease,
-  // parked waits past their deadline, old tombstones.
+  // Applies the clock: expired leases, unconfirmed forks one lease past
+  // their last vouch (abandoned ones: past their abandon), parked waits past
+  // their deadline, old tombstones and remembered deletes.
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
   // Fails every parked wait (the owner is stopping).
   void FailWaits(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
@@ -125,8 +171,26 @@ class OwnerTable {
   struct Fork {
     uint64_t holder = 0;
     bool confirmed = false;
-    absl::Time registered;
+    // Unconfirmed: when its sender last vouched for it (registration, or a
+    // renewal listing it in transit).
+    absl::Time vouched;
+    // Unconfirmed and its sender gave up: waiting for the holder's word.
+    bool abandoned = false;
+    absl::Time abandoned_at;
+    uint64_t abandon_epoch = 0;
+    // The holder's rounds: the first that includes it (from its confirm),
+    // the last that listed it; 0 if none.
+    uint64_t confirm_round = 0;
+    uint64_t listed_round = 0;
   };
+  struct Holder {
+    absl::Time lease_expiry;
+    // The listing round being assembled, its chunk count, chunks seen.
+    uint64_t round = 0;
+    uint32_t chunks = 0;
+    absl::flat_hash_set<uint32_t> got;
+  };
+  using ForkKey = std::pair<GlobalId, GlobalId>;  // (rref, fork)
   enum class State { kPending, kReady, kError };
   struct Entry {
     State state = State::kPending;
@@ -149,8 +213,21 @@ class OwnerTable {
   // Callbacks collected under the lock, run after it is released.
   using Deferred = std::vector<absl::AnyInvocable<void() &&>>;
 
-  absl::Status RegisterForkLocked(Entry& entry, GlobalId fork, uint64_t holder,
-                                  bool confirmed)
+  // OK without registering if a delete of the fork was remembered.
+  absl::Status RegisterForkLocked(GlobalId rref, Entry& entry, GlobalId fork,
+                                  uint64_t holder, bool confirmed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The holder's record, with a fresh lease if it had none.
+  Holder& HolderLocked(uint64_t holder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RememberDeleteLocked(GlobalId rref, GlobalId fork)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Applies one chunk's listing; true if it completed its round.
+  bool ApplyListingLocked(uint64_t holder, const LeaseListing& listing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops what a complete round of `holder` shows it no longer has.
+  void ReconcileLocked(uint64_t holder, uint64_t round, uint64_t epoch,
+                       Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveForksLocked(const std::vector<ForkKey>& victims, Deferred* later)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveForkLocked(GlobalId rref, Entry& entry, GlobalId fork,
                         Deferred* later) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -181,9 +258,15 @@ class OwnerTable {
   // Waits for entries that do not exist yet, by RRef.
   absl::flat_hash_map<GlobalId, std::vector<WaitId>> parked_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, absl::Time> lease_expiry_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Holder> holders_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, int64_t> forks_per_holder_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GlobalId, absl::Time> tombstones_ ABSL_GUARDED_BY(mu_);
+  // Deletes of forks not registered, in arrival (so expiry) order.
+  absl::flat_hash_set<ForkKey> early_deletes_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<absl::Time, ForkKey>> early_delete_order_
+      ABSL_GUARDED_BY(mu_);
+  // Abandons so far (all holders): orders an abandon against listings.
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   WaitId next_wait_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

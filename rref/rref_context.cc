@@ -1,11 +1,12 @@
 #include "rref/rref_context.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
 #include "rref/fork_codec.h"
+#include "rref/lease_chunks.h"
 #include "rref/rref_service.h"
 
 namespace ferry {
@@ -21,6 +22,9 @@ proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
   r.set_holder(holder);
   return r;
 }
+
+// The shortest owner lease we follow (renewing every quarter of it).
+constexpr int64_t kMinLearnedLeaseMs = 100;
 
 }  // namespace
 
@@ -48,25 +52,32 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   h.log = [agent](absl::string_view e, absl::string_view d) {
     agent->ReportEvent(e, d);
   };
-  auto context = std::make_shared<RRefContext>(std::move(h), options);
-  OwnerOptions owner;
-  owner.lease = options.lease;
-  owner.max_forks_per_holder = options.max_live_rrefs;
-  // Late requests for a freed id come within a lease or two.
-  owner.tombstone_ttl = 2 * options.lease;
-  std::weak_ptr<RRefContext> weak = context;
-  context->owner_table_ = std::make_unique<OwnerTable>(
-      context->host_.node, Clock::Real(), owner, [weak](uint64_t node) {
-        auto c = weak.lock();
-        return c ? c->NodeName(node) : absl::StrCat("node ", node);
-      });
-  context->service_ = std::make_unique<RRefService>(context.get());
-  agent->AddService(context->service_.get());
+  std::shared_ptr<RRefContext> context = ForOwner(std::move(h), options);
+  agent->AddService(context->service());
   agent->AddExtension(context.get());
   agent->SetCodecs(context.get());
   agent->SetRemoteHandler(context.get());
   absl::Status s = context->RegisterBuiltins(&agent->registry());
   (void)s;  // Fixed, valid, unique names.
+  return context;
+}
+
+std::shared_ptr<RRefContext> RRefContext::ForOwner(Host host,
+                                                   RRefOptions options) {
+  auto context = std::make_shared<RRefContext>(std::move(host), options);
+  OwnerOptions owner;
+  owner.lease = options.lease;
+  owner.max_forks_per_holder = options.max_live_rrefs;
+  // Late requests for a freed id come within a lease or two.
+  owner.tombstone_ttl = 2 * options.lease;
+  owner.early_delete_ttl = 2 * options.lease;
+  std::weak_ptr<RRefContext> weak = context;
+  context->owner_table_ = std::make_unique<OwnerTable>(
+      context->host_.node, context->clock(), owner, [weak](uint64_t node) {
+        auto c = weak.lock();
+        return c ? c->NodeName(node) : absl::StrCat("node ", node);
+      });
+  context->service_ = std::make_unique<RRefService>(context.get());
   context->Attach();
   return context;
 }
@@ -82,11 +93,19 @@ std::shared_ptr<RRefContext> RRefContext::ForClient(RpcClient* client,
   h.timers = &client->timers();
   h.caller = &client->caller();
   h.default_timeout = client->default_timeout();
-  auto context = std::make_shared<RRefContext>(std::move(h), options);
+  std::shared_ptr<RRefContext> context = ForUser(std::move(h), options);
   client->caller().SetCodecs(context.get());
+  return context;
+}
+
+std::shared_ptr<RRefContext> RRefContext::ForUser(Host host,
+                                                  RRefOptions options) {
+  auto context = std::make_shared<RRefContext>(std::move(host), options);
   context->Attach();
   return context;
 }
+
+grpc::Service* RRefContext::service() { return service_.get(); }
 
 void RRefContext::Attach() {
   std::weak_ptr<RRefContext> weak = weak_from_this();
@@ -179,35 +198,87 @@ void RRefContext::Released(const RRefDescriptor& d) {
                         Request(d.rref_id, d.fork_id, host_.node));
 }
 
+uint64_t RRefContext::NextLeaseRound() const {
+  absl::MutexLock lock(&mu_);
+  return lease_round_ + 1;
+}
+
+void RRefContext::BeginTransit(GlobalId rref, GlobalId fork, int owner) {
+  absl::MutexLock lock(&mu_);
+  in_transit_[fork] = Held{rref, owner};
+}
+
+void RRefContext::EndTransit(GlobalId fork) {
+  absl::MutexLock lock(&mu_);
+  in_transit_.erase(fork);
+}
+
+void RRefContext::SetOwnerHookForTesting(OwnerHook hook) {
+  absl::MutexLock lock(&mu_);
+  owner_hook_ = std::move(hook);
+}
+
+RRefContext::OwnerHook RRefContext::owner_hook() const {
+  absl::MutexLock lock(&mu_);
+  return owner_hook_;
+}
+
 bool RRefContext::IsOwner(const RRefState& rref) const {
   return owns(rref.descriptor().owner_rank);
 }
 
-void RRefContext::RenewLeases() {
-  absl::flat_hash_map<int, proto::LeaseRequest> by_owner;
-  {
-    absl::MutexLock lock(&mu_);
-    if (stopped_) return;
-    for (const auto& [fork, held] : held_) {
-      proto::LeaseRequest& r = by_owner[held.owner];
-      r.set_holder(host_.node);
-      proto::RRefHandle* h = r.add_forks();
-      h->set_rref_creator(held.rref.node);
-      h->set_rref_local(held.rref.local);
-      h->set_fork_creator(fork.node);
-      h->set_fork_local(fork.local);
+RRefContext::LeaseSnapshot RRefContext::SnapshotLeases() {
+  // One snapshot, one round: a copy adopted before it is listed in it (see
+  // NextLeaseRound).
+  LeaseSnapshot snap;
+  absl::MutexLock lock(&mu_);
+  if (stopped_) return snap;
+  snap.round = ++lease_round_;
+  for (const auto& [fork, held] : held_) {
+    snap.by_owner[held.owner].held.emplace_back(held.rref, fork);
+  }
+  for (const auto& [fork, sent] : in_transit_) {
+    if (owns(sent.owner)) {
+      snap.own_sends.emplace_back(sent.rref, fork);
+    } else {
+      snap.by_owner[sent.owner].in_transit.emplace_back(sent.rref, fork);
     }
   }
-  for (auto& [owner, request] : by_owner) {
-    // A missed renewal is retried at the next period, well within the
-    // lease. Owners may have shorter leases than ours: learn theirs.
-    std::weak_ptr<RRefContext> weak = weak_from_this();
+  for (auto& [owner, listing] : snap.by_owner) {
+    auto e = owner_epoch_.find(owner);
+    if (e != owner_epoch_.end()) listing.epoch = e->second;
+  }
+  return snap;
+}
+
+void RRefContext::SendRenewal(int owner, uint64_t round,
+                              const OwnerListing& listing) {
+  // A missed renewal is retried at the next period, well within the lease;
+  // a round with a missed chunk just does not reconcile. Owners may have
+  // shorter leases than ours: learn theirs.
+  std::weak_ptr<RRefContext> weak = weak_from_this();
+  for (proto::LeaseRequest& request :
+       ChunkLease(host_.node, round, listing.epoch, listing.held,
+                  listing.in_transit, options_.lease_chunk_handles)) {
     owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
-        .Then([weak](const absl::StatusOr<absl::Duration>& lease) {
+        .Then([weak, owner](const absl::StatusOr<LeaseAnswer>& answer) {
           auto c = weak.lock();
-          if (c && lease.ok() && *lease > absl::ZeroDuration())
-            c->LearnLease(*lease);
+          if (!c || !answer.ok()) return;
+          if (answer->lease > absl::ZeroDuration())
+            c->LearnLease(answer->lease);
+          c->LearnEpoch(owner, answer->epoch);
         });
+  }
+}
+
+void RRefContext::RenewLeases() {
+  LeaseSnapshot snap = SnapshotLeases();
+  if (snap.round == 0) return;  // Stopped.
+  if (owner_table_ != nullptr && !snap.own_sends.empty()) {
+    owner_table_->KeepInTransit(snap.own_sends);
+  }
+  for (const auto& [owner, listing] : snap.by_owner) {
+    SendRenewal(owner, snap.round, listing);
   }
   std::weak_ptr<RRefContext> weak = weak_from_this();
   absl::MutexLock lock(&mu_);
@@ -215,6 +286,13 @@ void RRefContext::RenewLeases() {
   lease_timer_ = host_.timers->RunAfter(RenewPeriod(), [weak] {
     if (auto c = weak.lock()) c->RenewLeases();
   });
+}
+
+void RRefContext::LearnEpoch(int owner, uint64_t epoch) {
+  // Answers may come out of order: the epoch only grows.
+  absl::MutexLock lock(&mu_);
+  uint64_t& known = owner_epoch_[owner];
+  known = std::max(known, epoch);
 }
 
 absl::Duration RRefContext::RenewPeriod() const {
@@ -227,7 +305,10 @@ absl::Duration RRefContext::RenewPeriod() const {
 }
 
 void RRefContext::LearnLease(absl::Duration lease) {
-  int64_t ms = absl::ToInt64Milliseconds(lease);
+  // An owner's number sets our renewal period: bounded below, so a bad one
+  // cannot make us renew in a tight loop.
+  int64_t ms =
+      std::max<int64_t>(absl::ToInt64Milliseconds(lease), kMinLearnedLeaseMs);
   int64_t known = learned_lease_ms_.load();
   while ((known <= 0 || ms < known) &&
          !learned_lease_ms_.compare_exchange_weak(known, ms)) {
@@ -296,7 +377,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
           }
           const RRefDescriptor& d = rref->descriptor();
           self->owner_table_->Fetch(
-              d.rref_id, d.fork_id, absl::Now() + t,
+              d.rref_id, d.fork_id, self->clock()->Now() + t,
               [result](absl::StatusOr<Value> v) { result.Set(std::move(v)); });
         });
     return result.future();
@@ -333,7 +414,7 @@ absl::StatusOr<Value> RRefContext::LocalValue(const RRefState& rref) {
   }
   Promise<Value> value;
   owner_table_->Fetch(
-      d.rref_id, d.fork_id, absl::Now() + host_.default_timeout,
+      d.rref_id, d.fork_id, clock()->Now() + host_.default_timeout,
       [value](absl::StatusOr<Value> v) { value.Set(std::move(v)); });
   return value.future().Wait(host_.default_timeout + absl::Seconds(1));
 }

@@ -9,7 +9,17 @@
 // ferry.rref_call.
 //
 // Time: leases renew every lease/4 and the owner table is swept every
-// lease/8 on the node's timers.
+// lease/8 on the node's timers, against their clock (deadlines, leases).
+//
+// The fork protocol's orderings (DESIGN.md "RRefs"):
+//   - G2: a copy sent to a third node pins its parent until the owner
+//     acknowledged the child's AddFork, so the parent's delete cannot
+//     overtake it;
+//   - forks registered for a call stay "in transit" until the call ends,
+//     and every renewal vouches for them, so they live as long as the call;
+//   - renewals go out in bounded chunks (rref/lease_chunks.h), numbered by
+//     round, and each confirm names the first round that will list its
+//     fork, so owners can reconcile (rref/owner_table.h).
 #ifndef FERRY_RREF_RREF_CONTEXT_H_
 #define FERRY_RREF_RREF_CONTEXT_H_
 
@@ -22,10 +32,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
+#include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
 #include "rref/owner_table.h"
 #include "rref/rref.h"
@@ -38,6 +51,8 @@ struct RRefOptions {
   absl::Duration lease = absl::Seconds(10);
   // Most live copies this node holds, and holders may have on an owner.
   int64_t max_live_rrefs = 1 << 20;
+  // Most forks one lease renewal message lists (rref/lease_chunks.h).
+  int lease_chunk_handles = kLeaseChunkHandles;
 };
 
 class RRefService;
@@ -116,7 +131,17 @@ class RRefContext final : public RRefCore,
   };
   RRefContext(Host host, RRefOptions options);
 
+  // The pieces ForWorker and ForClient are made of, for a node without an agent
+  // or client (tests step them on manual timers): an owner's context (owner
+  // table and service(), which the caller serves) and a user-only one.
+  // `host` needs no caller unless Remote() is used, no registry.
+  static std::shared_ptr<RRefContext> ForOwner(Host host, RRefOptions options);
+  static std::shared_ptr<RRefContext> ForUser(Host host, RRefOptions options);
+  // The RRefs gRPC service of an owner's context; null on a user's.
+  grpc::Service* service();
+
   GlobalId NewId() { return GlobalId{host_.node, ++counter_}; }
+  Clock* clock() const { return host_.timers->clock(); }
   const Host& host() const { return host_; }
   OwnerTable* owner_table() { return owner_table_.get(); }  // Null on clients.
   OwnerClient& owner_client() { return *owner_client_; }
@@ -132,10 +157,41 @@ class RRefContext final : public RRefCore,
   // if this node is not its owner).
   absl::StatusOr<std::shared_ptr<const RRefState>> Adopt(
       RRefDescriptor descriptor, Future<Done> created) ABSL_LOCKS_EXCLUDED(mu_);
+  // The first lease round that will list a copy adopted before this call.
+  uint64_t NextLeaseRound() const ABSL_LOCKS_EXCLUDED(mu_);
+  // A fork this node registered for `rref` (owned by rank `owner`) travels
+  // in a call; renewals vouch for it until EndTransit.
+  void BeginTransit(GlobalId rref, GlobalId fork, int owner)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void EndTransit(GlobalId fork) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Tests: every AddFork, ConfirmFork, DeleteFork (a proto::ForkRequest)
+  // and RenewLease (a proto::LeaseRequest) this owner receives goes through
+  // `hook`, which runs `proceed` (now, later, or after another message) to
+  // apply and answer it. Called outside any lock.
+  using OwnerHook = std::function<void(absl::string_view method,
+                                       const google::protobuf::Message& request,
+                                       absl::AnyInvocable<void() &&> proceed)>;
+  void SetOwnerHookForTesting(OwnerHook hook) ABSL_LOCKS_EXCLUDED(mu_);
+  OwnerHook owner_hook() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   void Attach();  // Timers, membership listener.
+  // What one renewal round tells one owner.
+  struct OwnerListing {
+    std::vector<LeaseFork> held;        // Copies held here.
+    std::vector<LeaseFork> in_transit;  // Forks in calls still in flight.
+    uint64_t epoch = 0;                 // The owner's, as last answered.
+  };
+  struct LeaseSnapshot {
+    uint64_t round = 0;  // 0: stopped, nothing to send.
+    absl::flat_hash_map<int, OwnerListing> by_owner;
+    std::vector<LeaseFork> own_sends;  // In transit, owned here.
+  };
+  LeaseSnapshot SnapshotLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  void SendRenewal(int owner, uint64_t round, const OwnerListing& listing);
   void RenewLeases() ABSL_LOCKS_EXCLUDED(mu_);
+  void LearnEpoch(int owner, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mu_);
   // Every lease/4 of the shortest lease known (ours or an owner's).
   absl::Duration RenewPeriod() const;
   void LearnLease(absl::Duration lease);
@@ -160,6 +216,12 @@ class RRefContext final : public RRefCore,
   };
   // Live copies held here whose owner is another node, by fork id.
   absl::flat_hash_map<GlobalId, Held> held_ ABSL_GUARDED_BY(mu_);
+  // Forks this node registered for calls still in flight, by fork id.
+  absl::flat_hash_map<GlobalId, Held> in_transit_ ABSL_GUARDED_BY(mu_);
+  // Renewal rounds sent so far; the last epoch each owner answered.
+  uint64_t lease_round_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<int, uint64_t> owner_epoch_ ABSL_GUARDED_BY(mu_);
+  OwnerHook owner_hook_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   Timers::TimerId lease_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;

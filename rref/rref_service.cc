@@ -3,7 +3,7 @@
 #include <atomic>
 #include <utility>
 
-#include "absl/time/clock.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
 #include "rref/rref_context.h"
@@ -42,10 +42,16 @@ class ParkedReactor final : public grpc::ServerUnaryReactor {
 };
 
 // Parked waits end by the caller's deadline (bounded even without one).
-absl::Time WaitDeadline(const grpc::CallbackServerContext* context,
+absl::Time WaitDeadline(const Clock& clock,
+                        const grpc::CallbackServerContext* context,
                         absl::Duration fallback) {
-  absl::Time d = absl::FromChrono(context->deadline());
-  return std::min(d, absl::Now() + fallback);
+  absl::Time d = FromWallDeadline(clock, context->deadline());
+  return std::min(d, clock.Now() + fallback);
+}
+
+std::pair<GlobalId, GlobalId> PairOf(const proto::RRefHandle& h) {
+  return {{h.rref_creator(), h.rref_local()},
+          {h.fork_creator(), h.fork_local()}};
 }
 
 }  // namespace
@@ -60,36 +66,57 @@ grpc::ServerUnaryReactor* RRefService::Immediate(
   return reactor;
 }
 
+void RRefService::Handle(absl::string_view method,
+                         const google::protobuf::Message& request,
+                         absl::AnyInvocable<void() &&> work) {
+  RRefContext::OwnerHook hook = context_->owner_hook();
+  if (hook == nullptr) {
+    std::move(work)();
+    return;
+  }
+  hook(method, request, std::move(work));
+}
+
 grpc::ServerUnaryReactor* RRefService::AddFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
   auto* reactor = new ParkedReactor(table, wait);
-  wait->store(table->AddFork(
-      RRefOf(*request), ForkOf(*request), request->holder(),
-      WaitDeadline(context, context_->Timeout(std::nullopt)),
-      [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }));
+  const absl::Time deadline = WaitDeadline(*context_->clock(), context,
+                                           context_->Timeout(std::nullopt));
+  Handle("AddFork", *request, [table, wait, reactor, request, deadline] {
+    wait->store(table->AddFork(
+        RRefOf(*request), ForkOf(*request), request->holder(), deadline,
+        [reactor](absl::Status s) { reactor->Finish(ToGrpcStatus(s)); }));
+  });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::ConfirmFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
-  return Immediate(context, [&] {
-    return context_->owner_table()->ConfirmFork(
-        RRefOf(*request), ForkOf(*request), request->holder());
+  auto* reactor = context->DefaultReactor();
+  OwnerTable* table = context_->owner_table();
+  Handle("ConfirmFork", *request, [table, reactor, request] {
+    reactor->Finish(
+        ToGrpcStatus(table->ConfirmFork(RRefOf(*request), ForkOf(*request),
+                                        request->holder(), request->round())));
   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::DeleteFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
-  return Immediate(context, [&] {
-    context_->owner_table()->DeleteFork(RRefOf(*request), ForkOf(*request),
-                                        request->only_unconfirmed());
-    return absl::OkStatus();
+  auto* reactor = context->DefaultReactor();
+  OwnerTable* table = context_->owner_table();
+  Handle("DeleteFork", *request, [table, reactor, request] {
+    table->DeleteFork(RRefOf(*request), ForkOf(*request),
+                      request->only_unconfirmed());
+    reactor->Finish(grpc::Status::OK);
   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::Fetch(
@@ -102,7 +129,8 @@ grpc::ServerUnaryReactor* RRefService::Fetch(
   std::shared_ptr<RRefCodec> codec = context_->ForPeer(request->holder());
   wait->store(table->Fetch(
       RRefOf(*request), ForkOf(*request),
-      WaitDeadline(context, context_->Timeout(std::nullopt)),
+      WaitDeadline(*context_->clock(), context,
+                   context_->Timeout(std::nullopt)),
       [reactor, response, codec](absl::StatusOr<Value> value) {
         absl::Status s = value.status();
         if (s.ok())
@@ -121,21 +149,38 @@ grpc::ServerUnaryReactor* RRefService::Fetch(
   return reactor;
 }
 
+absl::Status RRefService::Renew(const proto::LeaseRequest& request,
+                                proto::LeaseResponse* response) {
+  LeaseListing listing;
+  listing.forks.reserve(request.forks_size());
+  for (const proto::RRefHandle& h : request.forks()) {
+    listing.forks.push_back(PairOf(h));
+  }
+  listing.in_transit.reserve(request.in_transit_size());
+  for (const proto::RRefHandle& h : request.in_transit()) {
+    listing.in_transit.push_back(PairOf(h));
+  }
+  listing.round = request.round();
+  listing.chunk = request.chunk();
+  listing.chunks = request.chunks();
+  listing.epoch = request.epoch();
+  absl::StatusOr<uint64_t> epoch =
+      context_->owner_table()->RenewLease(request.holder(), listing);
+  if (!epoch.ok()) return epoch.status();
+  response->set_epoch(*epoch);
+  response->set_lease_ms(
+      absl::ToInt64Milliseconds(context_->owner_table()->options().lease));
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* RRefService::RenewLease(
     grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
     proto::LeaseResponse* response) {
-  return Immediate(context, [&] {
-    std::vector<std::pair<GlobalId, GlobalId>> forks;
-    forks.reserve(request->forks_size());
-    for (const proto::RRefHandle& h : request->forks()) {
-      forks.push_back({{h.rref_creator(), h.rref_local()},
-                       {h.fork_creator(), h.fork_local()}});
-    }
-    context_->owner_table()->RenewLease(request->holder(), forks);
-    response->set_lease_ms(
-        absl::ToInt64Milliseconds(context_->owner_table()->options().lease));
-    return absl::OkStatus();
+  auto* reactor = context->DefaultReactor();
+  Handle("RenewLease", *request, [this, reactor, request, response] {
+    reactor->Finish(ToGrpcStatus(Renew(*request, response)));
   });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* RRefService::ListOwned(

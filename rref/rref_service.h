@@ -7,6 +7,9 @@
 
 #include <memory>
 
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "proto/rref.grpc.pb.h"
 
 namespace ferry {
@@ -38,6 +41,13 @@ class RRefService final : public proto::RRefs::CallbackService {
       proto::ListOwnedResponse* response) override;
 
  private:
+  // Runs `work` (which answers the request), through the context's owner
+  // hook if a test set one (to delay or reorder one message).
+  void Handle(absl::string_view method,
+              const google::protobuf::Message& request,
+              absl::AnyInvocable<void() &&> work);
+  absl::Status Renew(const proto::LeaseRequest& request,
+                     proto::LeaseResponse* response);
   // Answers at once: the security check, then `work`.
   template <typename Work>
   grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* context,

@@ -79,6 +79,13 @@ class OwnerTableTest : public ::testing::Test {
     return *o.result;
   }
 
+  // A renewal outside any round: confirms `forks`.
+  void Renew(uint64_t holder, std::vector<LeaseListing::Pair> forks) {
+    LeaseListing l;
+    l.forks = std::move(forks);
+    ASSERT_OK(table_.RenewLease(holder, l));
+  }
+
   ManualClock clock_;
   OwnerTable table_;
 };
@@ -190,7 +197,7 @@ TEST_F(OwnerTableTest, SilentHolderLosesItsForksAfterTheLease) {
   ASSERT_OK(table_.ConfirmFork(kRRef, kBobFork, kBob));
   for (int i = 0; i < 5; ++i) {  // Alice renews; Bob is silent.
     clock_.Advance(kLease / 2);
-    table_.RenewLease(kAlice, {{kRRef, kAliceFork}});
+    Renew(kAlice, {{kRRef, kAliceFork}});
     table_.Sweep();
   }
   EXPECT_EQ(table_.stats().forks, 1);  // Bob's is gone, Alice's stays.
@@ -203,8 +210,8 @@ TEST_F(OwnerTableTest, UnconfirmedForkExpiresEvenIfItsHolderRenews) {
   ASSERT_OK(AddFork(kBobFork, kBob));  // Never arrives at Bob.
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(kLease / 2);
-    table_.RenewLease(kBob, {});
-    table_.RenewLease(kAlice, {{kRRef, kAliceFork}});
+    Renew(kBob, {});
+    Renew(kAlice, {{kRRef, kAliceFork}});
     table_.Sweep();
   }
   EXPECT_EQ(table_.stats().forks, 1);
@@ -215,7 +222,7 @@ TEST_F(OwnerTableTest, UnconfirmedForkExpiresEvenIfItsHolderRenews) {
 TEST_F(OwnerTableTest, RenewalConfirmsListedForks) {
   CreateReady();
   ASSERT_OK(AddFork(kBobFork, kBob));
-  table_.RenewLease(kBob, {{kRRef, kBobFork}});
+  Renew(kBob, {{kRRef, kBobFork}});
   EXPECT_EQ(table_.stats().unconfirmed, 0);
   table_.DropHolder(kBob);
   table_.DropHolder(kAlice);
@@ -307,6 +314,249 @@ TEST_F(OwnerTableTest, ListShowsForksAndHolders) {
   EXPECT_EQ(rows[0].forks_size(), 2);
   table_.DropHolder(kBob);
   table_.DropHolder(kAlice);
+}
+
+// ---- Races: messages overtaking each other ----
+
+// remote()'s caller dropped its copy at once: the delete overtook the
+// creating call. The delete is remembered, and the value freed when the
+// function's result comes.
+TEST_F(OwnerTableTest, DeleteBeforeCreateFreesTheValueWhenItResolves) {
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  EXPECT_EQ(table_.stats().early_deletes, 1);
+  ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
+  EXPECT_EQ(table_.stats().early_deletes, 0);
+  EXPECT_EQ(table_.stats().forks, 0);
+  EXPECT_EQ(table_.stats().owned, 1);  // Still computing.
+  table_.Resolve(kRRef, Value(7));
+  EXPECT_EQ(table_.stats().owned, 0);
+}
+
+// A fork whose sender gave up before its AddFork (parked: the RRef not
+// created yet) was registered is never registered.
+TEST_F(OwnerTableTest, AbandonBeforeParkedAddForkIsRemembered) {
+  Outcome<absl::Status> added;
+  table_.AddFork(kRRef, kBobFork, kBob, clock_.Now() + kLease,
+                 added.Callback());
+  table_.DeleteFork(kRRef, kBobFork, /*only_unconfirmed=*/true);
+  CreateReady();
+  ASSERT_TRUE(added.result.has_value());
+  EXPECT_OK(*added.result);
+  EXPECT_EQ(table_.stats().forks, 1);  // Alice's only.
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+TEST_F(OwnerTableTest, RememberedDeletesAreBoundedInCountAndTime) {
+  OwnerOptions o = Options();
+  o.max_early_deletes = 2;
+  o.early_delete_ttl = absl::Seconds(5);
+  OwnerTable table(kOwner, &clock_, o);
+  table.DeleteFork({kAlice, 100}, {kAlice, 101}, false);
+  table.DeleteFork({kAlice, 102}, {kAlice, 103}, false);
+  table.DeleteFork({kAlice, 104}, {kAlice, 105}, false);
+  EXPECT_EQ(table.stats().early_deletes, 2);  // The oldest forgotten.
+  // The forgotten one registers as usual; a remembered one does not.
+  ASSERT_OK(table.Create({kAlice, 100}, {kAlice, 101}, kAlice));
+  ASSERT_OK(table.Create({kAlice, 102}, {kAlice, 103}, kAlice));
+  EXPECT_EQ(table.stats().forks, 1);
+  clock_.Advance(absl::Seconds(6));
+  table.Sweep();
+  EXPECT_EQ(table.stats().early_deletes, 0);
+  table.Resolve({kAlice, 100}, Value(1));
+  table.Resolve({kAlice, 102}, Value(1));
+  table.DeleteFork({kAlice, 100}, {kAlice, 101}, false);
+  EXPECT_EQ(table.stats().owned, 0);
+}
+
+// Deletes for an id already freed are not remembered (the tombstone
+// answers them).
+TEST_F(OwnerTableTest, LateDeleteOfAFreedRRefIsNotRemembered) {
+  CreateReady();
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  EXPECT_EQ(table_.stats().early_deletes, 0);
+}
+
+// The sender's call failed after Bob got the fork: Bob's confirm comes
+// after the abandon and wins.
+TEST_F(OwnerTableTest, ConfirmAfterAbandonKeepsTheFork) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  table_.DeleteFork(kRRef, kBobFork, /*only_unconfirmed=*/true);
+  EXPECT_EQ(table_.stats().abandoned, 1);
+  ASSERT_OK(table_.ConfirmFork(kRRef, kBobFork, kBob));
+  EXPECT_EQ(table_.stats().abandoned, 0);
+  clock_.Advance(kLease * 3);
+  Renew(kBob, {{kRRef, kBobFork}});
+  Renew(kAlice, {{kRRef, kAliceFork}});
+  table_.Sweep();
+  EXPECT_EQ(table_.stats().forks, 2);
+  table_.DropHolder(kBob);
+  table_.DropHolder(kAlice);
+}
+
+// Bob never got it: his first round sent after the abandon (he saw its
+// epoch) settles it.
+TEST_F(OwnerTableTest, AbandonedForkGoesAtTheHoldersNextRound) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  table_.DeleteFork(kRRef, kBobFork, /*only_unconfirmed=*/true);
+  EXPECT_EQ(table_.stats().forks, 2);  // Bob's word first.
+  // A round Bob snapshotted before the abandon (older epoch) proves nothing.
+  LeaseListing stale;
+  stale.round = 1;
+  ASSERT_OK_AND_ASSIGN(uint64_t epoch, table_.RenewLease(kBob, stale));
+  EXPECT_EQ(table_.stats().forks, 2);
+  LeaseListing fresh;
+  fresh.round = 2;
+  fresh.epoch = epoch;
+  ASSERT_OK(table_.RenewLease(kBob, fresh));
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+// Bob holds nothing else here, so he sends no rounds: a lease of silence.
+TEST_F(OwnerTableTest, AbandonedForkOfASilentHolderGoesAfterALease) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  clock_.Advance(kLease / 2);
+  table_.DeleteFork(kRRef, kBobFork, /*only_unconfirmed=*/true);
+  clock_.Advance(kLease / 2 + absl::Seconds(1));
+  Renew(kAlice, {{kRRef, kAliceFork}});
+  table_.Sweep();
+  EXPECT_EQ(table_.stats().forks, 2);  // One lease after the abandon, not
+                                       // after the registration.
+  clock_.Advance(kLease / 2);
+  Renew(kAlice, {{kRRef, kAliceFork}});
+  table_.Sweep();
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+// A fork in a call that takes longer than a lease: its sender vouches for
+// it in every renewal while the call is in flight.
+TEST_F(OwnerTableTest, ForkInTransitLivesAsLongAsItsCall) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));  // Alice sends it to Bob.
+  LeaseListing alice;
+  alice.forks = {{kRRef, kAliceFork}};
+  alice.in_transit = {{kRRef, kBobFork}};
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(kLease / 2);
+    ASSERT_OK(table_.RenewLease(kAlice, alice));
+    table_.Sweep();
+  }
+  EXPECT_EQ(table_.stats().unconfirmed, 1);  // 3 leases later: still there.
+  alice.in_transit.clear();                  // The call ended.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(kLease / 2);
+    ASSERT_OK(table_.RenewLease(kAlice, alice));
+    table_.Sweep();
+  }
+  EXPECT_EQ(table_.stats().forks, 1);  // Never confirmed: gone.
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+// The owner's own sends are vouched for locally.
+TEST_F(OwnerTableTest, OwnersOwnSendsAreKeptInTransit) {
+  ASSERT_OK(table_.AddLocal(kRRef, {kOwner, 1}, Value(1)));
+  Outcome<absl::Status> added;
+  table_.AddFork(kRRef, kBobFork, kBob, clock_.Now(), added.Callback());
+  ASSERT_OK(*added.result);
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(kLease / 2);
+    table_.KeepInTransit({{kRRef, kBobFork}});
+    table_.Sweep();
+  }
+  EXPECT_EQ(table_.stats().forks, 2);
+  clock_.Advance(kLease * 2);
+  table_.Sweep();
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DeleteFork(kRRef, {kOwner, 1}, false);
+}
+
+// Bob released his copy but the delete was lost: his next complete round
+// no longer lists it, and the owner drops it.
+TEST_F(OwnerTableTest, RoundsReconcileLostDeletes) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  ASSERT_OK(table_.ConfirmFork(kRRef, kBobFork, kBob, /*round=*/3));
+  LeaseListing r2;  // Snapshotted before Bob adopted the fork.
+  r2.round = 2;
+  ASSERT_OK(table_.RenewLease(kBob, r2));
+  EXPECT_EQ(table_.stats().forks, 2);
+  LeaseListing r3;  // Bob dropped it since: the delete never came.
+  r3.round = 3;
+  ASSERT_OK(table_.RenewLease(kBob, r3));
+  EXPECT_EQ(table_.stats().forks, 1);
+  // Alice's creator fork: listed once, then not.
+  LeaseListing a1;
+  a1.round = 1;
+  a1.forks = {{kRRef, kAliceFork}};
+  ASSERT_OK(table_.RenewLease(kAlice, a1));
+  EXPECT_EQ(table_.stats().owned, 1);
+  LeaseListing a2;
+  a2.round = 2;
+  ASSERT_OK(table_.RenewLease(kAlice, a2));
+  EXPECT_EQ(table_.stats().owned, 0);
+}
+
+// A fork never listed and confirmed without a round (the creator's) is not
+// dropped by a round that may predate it.
+TEST_F(OwnerTableTest, RoundsKeepForksTheyCannotKnowAbout) {
+  CreateReady();
+  LeaseListing r;
+  r.round = 5;
+  ASSERT_OK(table_.RenewLease(kAlice, r));
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+// A round counts only once every chunk arrived; a chunk of an older round
+// completes nothing.
+TEST_F(OwnerTableTest, ChunkedRoundReconcilesWhenComplete) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  ASSERT_OK(table_.ConfirmFork(kRRef, kBobFork, kBob, /*round=*/1));
+  LeaseListing chunk;
+  chunk.round = 2;
+  chunk.chunks = 3;
+  chunk.chunk = 0;
+  ASSERT_OK(table_.RenewLease(kBob, chunk));
+  chunk.chunk = 2;
+  ASSERT_OK(table_.RenewLease(kBob, chunk));
+  ASSERT_OK(table_.RenewLease(kBob, chunk));  // A duplicate.
+  EXPECT_EQ(table_.stats().forks, 2);         // Chunk 1 missing.
+  LeaseListing old;
+  old.round = 1;
+  ASSERT_OK(table_.RenewLease(kBob, old));
+  EXPECT_EQ(table_.stats().forks, 2);
+  chunk.chunk = 1;
+  chunk.forks = {{kRRef, kBobFork}};  // Still held: listed in chunk 1.
+  ASSERT_OK(table_.RenewLease(kBob, chunk));
+  EXPECT_EQ(table_.stats().forks, 2);
+  LeaseListing next;
+  next.round = 3;
+  ASSERT_OK(table_.RenewLease(kBob, next));
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+TEST_F(OwnerTableTest, BadChunkNumbersAreInvalid) {
+  LeaseListing l;
+  l.round = 1;
+  l.chunks = 2;
+  l.chunk = 2;
+  EXPECT_THAT(
+      table_.RenewLease(kBob, l),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("chunk 2 of 2")));
+  l.chunks = kMaxLeaseChunks + 1;
+  l.chunk = 0;
+  EXPECT_THAT(table_.RenewLease(kBob, l),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  l.chunks = 0;
+  EXPECT_THAT(table_.RenewLease(kBob, l),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace
