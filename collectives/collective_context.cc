@@ -229,7 +229,7 @@ void CollectiveContext::Stop() {
   for (const std::string& key : running)
     mailbox_.Abort(key, Stopping()).IgnoreError();
   exchange_->Stop();
-  executor_->Stop(absl::Now() + absl::Seconds(2));
+  executor_->Stop(absl::Seconds(2));
 }
 
 void CollectiveContext::FillStatus(proto::WorkerStatus* status) const {

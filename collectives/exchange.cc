@@ -110,7 +110,9 @@ Exchange::~Exchange() { Stop(); }
 void Exchange::Stop() {
   stopped_ = true;
   inflight_.CancelAll(absl::CancelledError("stopping"));
-  inflight_.WaitIdle(absl::Now() + absl::Seconds(5));
+  // A bound on gRPC's callbacks of the cancelled sends (real events, which
+  // come promptly), not a protocol time.
+  inflight_.WaitIdle(absl::Seconds(5));
 }
 
 Future<Done> Exchange::Send(int dst, const MessageKey& key,
@@ -174,7 +176,7 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
     return;
   }
   auto context = std::make_shared<grpc::ClientContext>();
-  context->set_deadline(absl::ToChronoTime(out->deadline));
+  context->set_deadline(WallDeadline(*timers_->clock(), out->deadline));
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
   auto* stream = new SendStream(
       out->frames, context,
@@ -193,7 +195,7 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
       backpressure && status.code() == absl::StatusCode::kResourceExhausted;
   absl::Duration backoff =
       std::min(kFirstBackoff * (1 << std::min(attempt, 10)), kMaxBackoff);
-  if (backpressure && absl::Now() + backoff < out->deadline) {
+  if (backpressure && timers_->clock()->Now() + backoff < out->deadline) {
     // The receiver's buffer is full: wait and send again (backpressure).
     timers_->RunAfter(backoff,
                       [this, out, attempt] { Attempt(out, attempt + 1); });

@@ -54,7 +54,8 @@ class Exchange final : public grpc::CallbackGenericService {
            Options options);
   ~Exchange() override;
 
-  // Sends `message` to global rank `dst` under `key`.
+  // Sends `message` to global rank `dst` under `key`. Deadlines are on the
+  // timers' clock.
   Future<Done> Send(int dst, const MessageKey& key, const Value& message,
                     absl::Time deadline);
   // Tells `dst` that `op` failed with `status` (best effort).

@@ -5,8 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timed_wait.h"
 
 namespace ferry {
 
@@ -25,7 +25,7 @@ Op::Op(ProcessGroup& group, std::string name, std::string key,
       key_(std::move(key)),
       label_(std::move(label)),
       timeout_(timeout),
-      deadline_(absl::Now() + timeout) {
+      deadline_(context_.agent().timers().clock()->Now() + timeout) {
   context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members());
 }
 
@@ -59,8 +59,9 @@ void Op::Send(int to, int step, Value message) {
 absl::StatusOr<Value> Op::Recv(int from, int step) {
   Future<Value> message =
       context_.mailbox().Receive({key_, step, group_.global(from)});
+  // Timed by the node's timers, so the deadline is the node's clock's.
   absl::StatusOr<Value> v =
-      message.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()));
+      AwaitUntil(context_.agent().timers(), message, deadline_);
   if (v.ok()) return v;
   if (!message.IsReady()) return TimedOut(from);
   return Fail(v.status());  // Aborted: by a member, or a peer died.
@@ -68,9 +69,8 @@ absl::StatusOr<Value> Op::Recv(int from, int step) {
 
 absl::Status Op::Flush() {
   for (auto& [to, sent] : sends_) {
-    absl::StatusOr<Done> r =
-        sent.Wait(std::max(deadline_ - absl::Now(), absl::ZeroDuration()) +
-                  absl::Seconds(1));
+    absl::StatusOr<Done> r = AwaitUntil(context_.agent().timers(), sent,
+                                        deadline_ + absl::Seconds(1));
     if (r.ok()) continue;
     absl::Status aborted = context_.mailbox().AbortStatus(key_);
     if (!aborted.ok()) return Fail(aborted);
@@ -146,8 +146,9 @@ absl::Status Op::Fail(absl::Status status) {
   failed_ = true;
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
-    context_.exchange().SendAbort(group_.global(r), key_, status,
-                                  absl::Now() + kAbortDelivery);
+    context_.exchange().SendAbort(
+        group_.global(r), key_, status,
+        context_.agent().timers().clock()->Now() + kAbortDelivery);
   }
   return status;
 }

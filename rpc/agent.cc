@@ -15,7 +15,9 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timed_wait.h"
 #include "rpc/builtins.h"
 #include "rpc/net_util.h"
 
@@ -91,8 +93,12 @@ RpcAgent::RpcAgent(AgentOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
       incarnation_(RandomIncarnation()),
-      started_(absl::Now()),
-      timers_(std::make_unique<ThreadTimers>()),
+      started_(Clock::Real()->Now()),
+      owned_timers_(options_.timers == nullptr
+                        ? std::unique_ptr<Timers>(new ThreadTimers())
+                        : nullptr),
+      timers_(options_.timers != nullptr ? options_.timers
+                                         : owned_timers_.get()),
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
@@ -103,7 +109,7 @@ RpcAgent::RpcAgent(AgentOptions options)
       channels_.get(), &membership_,
       CallerIdentity{WorkerNode(options_.rank), options_.name},
       options_.limits);
-  absl::Status s = RegisterBuiltins(&registry_, timers_.get());
+  absl::Status s = RegisterBuiltins(&registry_, timers_);
   (void)s;  // Built-in names are valid and unique.
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     OnNodeDown(node, reason);
@@ -218,6 +224,7 @@ absl::Status RpcAgent::StartServer() {
       .remote = remote_,
       .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
       .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
+      .clock = timers_->clock(),
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -241,7 +248,7 @@ absl::Status RpcAgent::StartServer() {
         RendezvousOptions{.world_size = options_.world_size,
                           .heartbeat_timeout = options_.heartbeat_timeout,
                           .limits = options_.limits},
-        timers_.get());
+        timers_);
     builder.RegisterService(rendezvous_.get());
   } else {
     directory_service_ = std::make_unique<DirectoryService>(options_.rank);
@@ -277,9 +284,9 @@ absl::Status RpcAgent::JoinAndWatch() {
   request.set_world_size(options_.world_size);
   request.set_incarnation(incarnation_);
   auto master = channels_->ForMembership(master_address_);
-  FERRY_ASSIGN_OR_RETURN(
-      std::vector<WorkerInfo> workers,
-      JoinJob(master, master_address_, request, options_.startup_timeout));
+  FERRY_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers,
+                         JoinJob(master, master_address_, request,
+                                 options_.startup_timeout, *timers_));
   directory_ = Directory(std::move(workers));
   if (directory_service_ != nullptr)
     directory_service_->SetDirectory(directory_);
@@ -294,7 +301,7 @@ absl::Status RpcAgent::JoinAndWatch() {
   membership.master_timeout = options_.rank == 0 ? absl::InfiniteDuration()
                                                  : options_.heartbeat_timeout;
   membership_client_ =
-      MembershipClient::Create(master, &membership_, timers_.get(), membership);
+      MembershipClient::Create(master, &membership_, timers_, membership);
   membership_client_->Start(WorkerNode(options_.rank), incarnation_,
                             [this](const absl::Status& s) { OnFenced(s); });
   return absl::OkStatus();
@@ -349,7 +356,7 @@ std::string RpcAgent::NodeLabel(uint64_t node) const {
 }
 
 absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
-  return CallTimeout(options, options_.default_timeout);
+  return CallTimeout(*timers_->clock(), options, options_.default_timeout);
 }
 
 CallOptions NestedIn(const CallContext& ctx, CallOptions options) {
@@ -383,7 +390,8 @@ absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {
   absl::Status status;
-  if (!caller_->WaitIdle(deadline)) {
+  const Clock& clock = *timers_->clock();
+  if (!caller_->WaitIdle(TimeLeft(clock, deadline))) {
     status = absl::DeadlineExceededError(
         absl::StrCat(caller_->inflight(), " outgoing call(s) still running"));
   }
@@ -391,7 +399,7 @@ absl::Status RpcAgent::Drain(absl::Time deadline) {
     absl::Status s = e->Drain(deadline);
     if (status.ok()) status = s;
   }
-  if (!call_service_->WaitIdle(deadline) && status.ok()) {
+  if (!call_service_->WaitIdle(TimeLeft(clock, deadline)) && status.ok()) {
     status = absl::DeadlineExceededError(absl::StrCat(
         call_service_->inflight(), " incoming call(s) still running"));
   }
@@ -399,13 +407,15 @@ absl::Status RpcAgent::Drain(absl::Time deadline) {
 }
 
 void RpcAgent::WaitOthersGone(absl::Time deadline) {
-  while (absl::Now() < deadline) {
+  // Checked every 10 ms of the timers' clock (so a test steps it); ends at
+  // once if the timers are stopped.
+  while (timers_->clock()->Now() < deadline) {
     int gone = 0;
     for (int r = 1; r < options_.world_size; ++r) {
       if (membership_.DownReason(WorkerNode(r)).has_value()) ++gone;
     }
     if (gone == options_.world_size - 1) return;
-    absl::SleepFor(absl::Milliseconds(10));
+    if (!SleepOn(*timers_, absl::Milliseconds(10))) return;
   }
 }
 
@@ -421,7 +431,8 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
   absl::Status status =
       Annotate(membership_client_->Barrier("shutdown.enter", t),
                "shutdown: waiting for all workers");
-  absl::Status drained = Annotate(Drain(absl::Now() + t), "shutdown: draining");
+  absl::Status drained =
+      Annotate(Drain(timers_->clock()->Now() + t), "shutdown: draining");
   if (status.ok()) status = drained;
   absl::Status agreed =
       Annotate(membership_client_->Barrier("shutdown.drained", t),
@@ -429,7 +440,8 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
   if (status.ok()) status = agreed;
   call_service_->StopAccepting();
   if (options_.rank == 0) {
-    WaitOthersGone(absl::Now() + t);  // They still need the master to leave.
+    // They still need the master to leave.
+    WaitOthersGone(timers_->clock()->Now() + t);
   } else {
     membership_client_->Leave(absl::Seconds(2)).IgnoreError();
   }
@@ -445,7 +457,8 @@ absl::Status RpcAgent::Leave() {
   }
   ReportEvent("leaving", "");
   call_service_->StopAccepting();
-  absl::Status status = Drain(absl::Now() + options_.shutdown_timeout);
+  absl::Status status =
+      Drain(timers_->clock()->Now() + options_.shutdown_timeout);
   membership_client_->Leave(absl::Seconds(2)).IgnoreError();
   StopServing(StoppedStatus());
   return Annotate(status, absl::StrCat(options_.name, ": leave"));
@@ -485,11 +498,11 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
   if (rendezvous_ != nullptr) rendezvous_->Shutdown();
   if (caller_ != nullptr) caller_->CancelAll(stopped);
   if (server_ != nullptr) {
-    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_->Shutdown(WallDeadlineIn(absl::Seconds(1)));
   }
-  executor_->Stop(absl::Now() + absl::Seconds(2));
-  if (caller_ != nullptr) caller_->WaitIdle(absl::Now() + absl::Seconds(2));
-  timers_->Stop();
+  executor_->Stop(absl::Seconds(2));
+  if (caller_ != nullptr) caller_->WaitIdle(absl::Seconds(2));
+  if (owned_timers_ != nullptr) owned_timers_->Stop();
   ReportEvent("stopped", "");
   absl::MutexLock lock(&mu_);
   state_ = State::kStopped;
@@ -527,7 +540,7 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_rank(options_.rank);
   s.set_address(address_);
   s.set_pid(getpid());
-  s.set_uptime_ms(absl::ToInt64Milliseconds(absl::Now() - started_));
+  s.set_uptime_ms(absl::ToInt64Milliseconds(Clock::Real()->Now() - started_));
   s.set_heap_bytes(HeapBytesInUse());
   int64_t in = call_service_ ? call_service_->inflight() : 0;
   int64_t out = caller_ ? caller_->inflight() : 0;

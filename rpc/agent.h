@@ -81,6 +81,11 @@ struct AgentOptions {
   ChannelOptions channels;
   // Also listen on a unix-abstract socket for same-host peers.
   bool local_socket = true;
+  // The timers, and so the clock, of every deadline, lease, heartbeat and
+  // timer of this worker. Null: its own, on the real (monotonic) clock.
+  // Tests pass ManualTimers to step time; those are not stopped by the
+  // agent and must outlive it.
+  Timers* timers = nullptr;
   // Told of lifecycle events: "listening", "joined", "peer_down", "fenced",
   // "master_lost", "shutdown_requested", "shutting_down", "leaving",
   // "stopped". Called on
@@ -93,7 +98,8 @@ struct AgentOptions {
 class AgentExtension {
  public:
   virtual ~AgentExtension() = default;
-  // Waits (until `deadline`) for the extension's outstanding messages.
+  // Waits (until `deadline`, on the agent's timers' clock) for the
+  // extension's outstanding messages.
   virtual absl::Status Drain(absl::Time /*deadline*/) {
     return absl::OkStatus();
   }
@@ -210,6 +216,7 @@ class RpcAgent {
   void EndJob(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `work` on the shutdown thread unless one already runs.
   void RunInBackground(std::function<void()> work) ABSL_LOCKS_EXCLUDED(mu_);
+  // `deadline` on the timers' clock.
   absl::Status Drain(absl::Time deadline);
   void WaitOthersGone(absl::Time deadline);
   // Stops everything; pending calls fail with `reason` (UNAVAILABLE).
@@ -227,7 +234,8 @@ class RpcAgent {
 
   Registry registry_;
   Membership membership_;
-  std::unique_ptr<Timers> timers_;
+  std::unique_ptr<Timers> owned_timers_;  // Unless options.timers is set.
+  Timers* const timers_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ChannelPool> channels_;
   // Checks every call's token and credential before its body is read.

@@ -125,7 +125,7 @@ Future<Value> SleepMs(Timers* timers, const CallContext& ctx, int64_t ms) {
   Promise<Value> done;
   // Wake no later than the caller's deadline: nobody waits beyond it, and a
   // sleep cut short is a failure, not a result.
-  const absl::Time full = absl::Now() + absl::Milliseconds(ms);
+  const absl::Time full = timers->clock()->Now() + absl::Milliseconds(ms);
   const bool cut_short = ctx.deadline < full;
   // The timer and the cancellation each stop the other, so a cancelled
   // sleep holds neither a timer nor a callback afterwards.

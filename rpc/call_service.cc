@@ -89,7 +89,8 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   call->context.worker = options_.worker_name;
   call->context.caller = header.caller_name;
   call->context.caller_node = header.caller_node;
-  call->context.deadline = absl::FromChrono(context->deadline());
+  call->context.deadline =
+      FromWallDeadline(*options_.clock, context->deadline());
   call->context.cancellation = std::make_shared<Cancellation>();
   call->context.limits = &options_.limits;
   call->peer = header.caller_node;
@@ -308,12 +309,12 @@ void CallService::Abort(const absl::Status& status) {
   }
 }
 
-bool CallService::WaitIdle(absl::Time deadline) {
+bool CallService::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return active_.empty();
   };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
 int64_t CallService::inflight() const {

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
 #include "rpc/registry.h"
@@ -88,6 +89,8 @@ class CallService final : public WorkerServiceBase {
     RemoteHandler* remote = nullptr;  // Optional: remote() calls.
     std::function<void(proto::WorkerStatus*)> fill_status;
     std::function<void(absl::Duration timeout)> on_shutdown_request;
+    // The worker's clock: CallContext::deadline is on it.
+    Clock* clock = Clock::Real();
   };
 
   explicit CallService(Options options);
@@ -122,8 +125,8 @@ class CallService final : public WorkerServiceBase {
   // Answers every unfinished call with `status` (before server shutdown,
   // so gRPC never waits on a call whose function does not return).
   void Abort(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
-  // True once no call is executing, or false at `deadline`.
-  bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // True once no call is executing, or false after `timeout`.
+  bool WaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t inflight() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t served() const { return served_.load(); }

@@ -49,18 +49,14 @@ Caller::Caller(ChannelPool* channels, Membership* membership,
 
 Caller::~Caller() {
   CancelAll(absl::CancelledError("caller shut down"));
-  WaitIdle(absl::Now() + absl::Seconds(5));
+  WaitIdle(absl::Seconds(5));
 }
 
-absl::Duration CallTimeout(const CallOptions& options,
+absl::Duration CallTimeout(const Clock& clock, const CallOptions& options,
                            absl::Duration default_timeout) {
   absl::Duration t = options.timeout.value_or(default_timeout);
   if (t == absl::ZeroDuration()) t = absl::InfiniteDuration();
-  if (options.deadline != absl::InfiniteFuture()) {
-    t = std::min(
-        t, std::max(options.deadline - absl::Now(), absl::ZeroDuration()));
-  }
-  return t;
+  return std::min(t, TimeLeft(clock, options.deadline));
 }
 
 absl::StatusOr<Value> AwaitCall(const Future<Value>& call,
@@ -111,7 +107,7 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   }
   call->request_bytes = *std::move(bytes);
   if (timeout != absl::InfiniteDuration()) {
-    call->context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    call->context->set_deadline(WallDeadlineIn(timeout));
   }
   Future<Value> result = call->promise.future();
   call->token = inflight_.Add(WorkerNode(to.rank), call->context);

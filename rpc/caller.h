@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/cancellation.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
 #include "rpc/channels.h"
@@ -46,7 +47,8 @@ struct CallOptions {
   // A call made by a running function on behalf of its own call: ends
   // (CANCELLED) when that call is cancelled, and by its deadline at the
   // latest. Pass the function's CallContext::cancellation and ::deadline
-  // (NestedIn(ctx) in rpc/agent.h does).
+  // (NestedIn(ctx) in rpc/agent.h does). The deadline is on the caller's
+  // clock (its timers').
   std::shared_ptr<Cancellation> cancellation;
   absl::Time deadline = absl::InfiniteFuture();
 };
@@ -81,8 +83,8 @@ class Caller {
   // Cancels everything in flight (abrupt stop).
   void CancelAll(const absl::Status& reason) { inflight_.CancelAll(reason); }
   int64_t inflight() const { return inflight_.size(); }
-  // Waits until no call is in flight or `deadline` passes; true if idle.
-  bool WaitIdle(absl::Time deadline) { return inflight_.WaitIdle(deadline); }
+  // Waits until no call is in flight or `timeout` passes; true if idle.
+  bool WaitIdle(absl::Duration timeout) { return inflight_.WaitIdle(timeout); }
 
   const CallerIdentity& self() const { return self_; }
 
@@ -113,8 +115,8 @@ class Caller {
 
 // The timeout of a call made with `options`: its own (or
 // `default_timeout`; 0 = none, absl::InfiniteDuration()), cut to what is
-// left until options.deadline.
-absl::Duration CallTimeout(const CallOptions& options,
+// left until options.deadline on `clock`.
+absl::Duration CallTimeout(const Clock& clock, const CallOptions& options,
                            absl::Duration default_timeout);
 
 // The result of a call started with `timeout`. The call carries its own

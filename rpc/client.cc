@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
 
@@ -26,10 +27,11 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
   }
   auto client = std::unique_ptr<RpcClient>(new RpcClient(std::move(options)));
   auto master = client->channels_->ForMembership(client->options_.master);
-  FERRY_ASSIGN_OR_RETURN(proto::RegisterClientResponse registered,
-                         RegisterClient(master, client->options_.master,
-                                        client->options_.description,
-                                        client->options_.connect_timeout));
+  FERRY_ASSIGN_OR_RETURN(
+      proto::RegisterClientResponse registered,
+      RegisterClient(master, client->options_.master,
+                     client->options_.description,
+                     client->options_.connect_timeout, *client->timers_));
   std::vector<WorkerInfo> workers;
   for (const auto& w : registered.workers())
     workers.push_back(WorkerInfoFromProto(w));
@@ -62,18 +64,19 @@ void RpcClient::Close(bool leave) {
   }
   if (caller_ != nullptr) {
     caller_->CancelAll(absl::CancelledError(absl::StrCat(name_, " closed")));
-    caller_->WaitIdle(absl::Now() + absl::Seconds(2));
+    caller_->WaitIdle(absl::Seconds(2));
   }
   timers_->Stop();
 }
 
 absl::Duration RpcClient::ResolveTimeout(
     std::optional<absl::Duration> timeout) const {
-  return CallTimeout({.timeout = timeout}, options_.default_timeout);
+  return CallTimeout(*timers_->clock(), {.timeout = timeout},
+                     options_.default_timeout);
 }
 
 absl::Duration RpcClient::Resolve(const CallOptions& options) const {
-  return CallTimeout(options, options_.default_timeout);
+  return CallTimeout(*timers_->clock(), options, options_.default_timeout);
 }
 
 Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
@@ -114,7 +117,7 @@ std::unique_ptr<proto::Worker::Stub> RpcClient::StubFor(
 namespace {
 
 void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context->set_deadline(WallDeadlineIn(timeout));
 }
 
 }  // namespace

@@ -68,11 +68,11 @@ int64_t InflightCalls::size() const {
   return active_;
 }
 
-bool InflightCalls::WaitIdle(absl::Time deadline) {
+bool InflightCalls::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto idle = [this]()
                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return active_ == 0; };
-  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+  return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
 }
 
 }  // namespace ferry

@@ -52,8 +52,8 @@ class InflightCalls {
 
   // Calls not yet Finished.
   int64_t size() const ABSL_LOCKS_EXCLUDED(mu_);
-  // True once every call is Finished; false at `deadline`.
-  bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // True once every call is Finished; false after `timeout`.
+  bool WaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Call {

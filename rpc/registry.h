@@ -39,6 +39,7 @@ struct CallContext {
   std::string function;  // The function's registered name.
   std::string caller;    // The caller's name (worker or client).
   uint64_t caller_node = 0;
+  // On the worker's clock (its timers', rpc/base/clock.h), not the wall's.
   absl::Time deadline = absl::InfiniteFuture();
   // Cancelled when nobody waits for the result any more: the caller went
   // away or cancelled, the deadline passed, or the worker is stopping.

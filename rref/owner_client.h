@@ -60,7 +60,8 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
 
   // Control messages not yet delivered.
   int64_t pending() const ABSL_LOCKS_EXCLUDED(mu_);
-  // True once every control message was delivered (or dropped).
+  // True once every control message was delivered (or dropped); false at
+  // `deadline` (on the timers' clock; the wait itself is real).
   bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
   void FailNode(uint64_t node, const absl::Status& reason) {
     inflight_.FailNode(node, reason);

@@ -497,7 +497,8 @@ absl::Status RRefContext::RegisterBuiltins(Registry* registry) {
         if (!rref.ok())
           return Future<Value>::Ready(Annotate(rref.status(), "args[0]"));
         return rref->ToHereAsync(
-            std::min(ctx.deadline - absl::Now(), self->host_.default_timeout));
+            std::min(TimeLeft(*self->clock(), ctx.deadline),
+                     self->host_.default_timeout));
       },
       "to_here(rref: rref) -> value",
       {.doc = "a copy of the value the rref refers to"}));
@@ -538,7 +539,8 @@ Future<Value> RRefContext::InvokeOnValue(const CallContext& ctx,
   Value::List extra = std::move(args[2].as_list());
   CallContext inner = ctx;
   inner.function = name;
-  rref->ToHereAsync(std::min(ctx.deadline - absl::Now(), host_.default_timeout))
+  rref->ToHereAsync(
+          std::min(TimeLeft(*clock(), ctx.deadline), host_.default_timeout))
       .Then([result, fn, inner, extra,
              name](const absl::StatusOr<Value>& v) mutable {
         if (!v.ok()) {

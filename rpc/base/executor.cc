@@ -33,7 +33,7 @@ absl::Status Executor::TrySubmit(Task task) {
   return absl::OkStatus();
 }
 
-void Executor::Stop(absl::Time deadline) {
+void Executor::Stop(absl::Duration timeout) {
   if (stopped_) return;
   stopped_ = true;
   bool done;
@@ -44,8 +44,7 @@ void Executor::Stop(absl::Time deadline) {
     auto all_exited = [s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
       return s->live == 0;
     };
-    done =
-        shared_->mu.AwaitWithDeadline(absl::Condition(&all_exited), deadline);
+    done = shared_->mu.AwaitWithTimeout(absl::Condition(&all_exited), timeout);
   }
   for (std::thread& t : threads_) {
     if (done) {

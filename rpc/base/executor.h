@@ -26,7 +26,7 @@ class Executor {
   // a thread (0 = no bound): a peer's flood of work is refused, not queued
   // without end.
   explicit Executor(int threads, int64_t max_queued = 0);
-  // Stop() without a deadline.
+  // Stop() without a timeout.
   ~Executor();
 
   Executor(const Executor&) = delete;
@@ -40,10 +40,10 @@ class Executor {
   bool Submit(Task task) { return TrySubmit(std::move(task)).ok(); }
 
   // Refuses new tasks, lets queued and running ones finish, joins the
-  // threads. If they are not done by `deadline` (a function that never
+  // threads. If they are not done within `timeout` (a function that never
   // returns), they are detached: they keep only shared state alive, so the
   // executor can still be destroyed. Must not be called from a task.
-  void Stop(absl::Time deadline = absl::InfiniteFuture());
+  void Stop(absl::Duration timeout = absl::InfiniteDuration());
 
   int64_t queued() const;
   int64_t running() const;

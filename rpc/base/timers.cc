@@ -1,6 +1,16 @@
 #include "rpc/base/timers.h"
 
+#include <algorithm>
+
 namespace ferry {
+
+namespace {
+// The longest the timer thread waits before reading its clock again. This
+// Abseil ends its waits by the wall clock, so a wall step backwards would
+// stretch a wait; waking at least this often keeps timers on the steady
+// clock, late by at most this much after such a step.
+constexpr absl::Duration kMaxWait = absl::Milliseconds(100);
+}  // namespace
 
 // ---- TimerQueue ----
 
@@ -74,11 +84,12 @@ ThreadTimers::Callback ThreadTimers::NextDue() {
     Callback cb = queue_.PopDue(clock_->Now());
     if (cb != nullptr) return cb;
     // RunAt and Stop signal, so an earlier timer or a stop wakes us. The
-    // wait is relative: the clock is monotonic, not the wall's.
+    // wait is relative to the (monotonic) clock, and sliced (kMaxWait).
     if (queue_.empty()) {
       wake_.Wait(&mu_);
     } else {
-      wake_.WaitWithTimeout(&mu_, queue_.next() - clock_->Now());
+      wake_.WaitWithTimeout(&mu_,
+                            std::min(queue_.next() - clock_->Now(), kMaxWait));
     }
   }
   return nullptr;

@@ -4,9 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "grpcpp/client_context.h"
+#include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timed_wait.h"
 #include "rpc/grpc_status.h"
 
 namespace ferry {
@@ -18,25 +19,28 @@ constexpr absl::Duration kRetryBackoff = absl::Milliseconds(100);
 constexpr absl::Duration kReplyMargin = absl::Seconds(5);
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context->set_deadline(WallDeadlineIn(timeout));
 }
 
 // Calls `attempt` until it returns something other than UNAVAILABLE or the
-// time is up; then DEADLINE_EXCEEDED names the master and the last error.
+// time (on the timers' clock) is up; then DEADLINE_EXCEEDED names the
+// master and the last error.
 template <typename Response, typename Attempt>
-absl::StatusOr<Response> RetryWhileUnavailable(const std::string& master,
+absl::StatusOr<Response> RetryWhileUnavailable(Timers& timers,
+                                               const std::string& master,
                                                absl::Duration timeout,
                                                Attempt attempt) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const Clock& clock = *timers.clock();
+  const absl::Time deadline = clock.Now() + timeout;
   absl::Status last;
   while (true) {
     Response response;
-    absl::Status s = attempt(deadline - absl::Now(), &response);
+    absl::Status s = attempt(deadline - clock.Now(), &response);
     if (s.ok()) return response;
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     last = s;
-    if (absl::Now() + kRetryBackoff >= deadline) break;
-    absl::SleepFor(kRetryBackoff);
+    if (clock.Now() + kRetryBackoff >= deadline) break;
+    if (!SleepOn(timers, kRetryBackoff)) break;  // Stopping.
   }
   return absl::DeadlineExceededError(
       absl::StrCat("the master at ", master, " was not ready within ",
@@ -49,10 +53,10 @@ absl::StatusOr<Response> RetryWhileUnavailable(const std::string& master,
 absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const proto::JoinRequest& request,
-    absl::Duration timeout) {
+    absl::Duration timeout, Timers& timers) {
   auto stub = proto::Rendezvous::NewStub(master);
   auto response = RetryWhileUnavailable<proto::JoinResponse>(
-      master_address, timeout,
+      timers, master_address, timeout,
       [&](absl::Duration left, proto::JoinResponse* out) {
         grpc::ClientContext context;
         SetDeadline(&context, left + kReplyMargin);
@@ -70,10 +74,10 @@ absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const std::string& description,
-    absl::Duration timeout) {
+    absl::Duration timeout, Timers& timers) {
   auto stub = proto::Rendezvous::NewStub(master);
   return RetryWhileUnavailable<proto::RegisterClientResponse>(
-      master_address, timeout,
+      timers, master_address, timeout,
       [&](absl::Duration left, proto::RegisterClientResponse* out) {
         grpc::ClientContext context;
         SetDeadline(&context, std::max(left, absl::Milliseconds(1)));
@@ -283,6 +287,8 @@ void MembershipClient::Stop() {
   auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return polls_active_ == 0;
   };
+  // A bound on gRPC's callback of the cancelled poll (a real event, which
+  // comes promptly), not a protocol time.
   mu_.AwaitWithTimeout(absl::Condition(&idle), absl::Seconds(5));
 }
 

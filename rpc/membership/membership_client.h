@@ -40,19 +40,20 @@ struct MembershipOptions {
 };
 
 // Joins the job as a worker: retried while the master is unreachable, until
-// `timeout`. The master answers once all workers joined; DEADLINE_EXCEEDED
-// (naming the missing ranks, or the unreachable master) otherwise.
+// `timeout` (on the timers' clock, which also times the retries' backoff).
+// The master answers once all workers joined; DEADLINE_EXCEEDED (naming
+// the missing ranks, or the unreachable master) otherwise.
 absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const proto::JoinRequest& request,
-    absl::Duration timeout);
+    absl::Duration timeout, Timers& timers);
 
 // Registers a client (not a rank): its node id and the directory. Retried
-// until the job is formed or `timeout` passes.
+// until the job is formed or `timeout` passes (as JoinJob).
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const std::string& description,
-    absl::Duration timeout);
+    absl::Duration timeout, Timers& timers);
 
 class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
  public:

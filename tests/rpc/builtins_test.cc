@@ -11,22 +11,24 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "rpc/base/cancellation.h"
 #include "rpc/base/limits.h"
-#include "rpc/base/timers.h"
 #include "rpc/registry.h"
 #include "rpc/value/half.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/tensor_math.h"
 #include "rpc/value/value.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::ManualClock;
+using ::ferry::testing::ManualTimers;
 using ::ferry::testing::SampleTensor;
 using ::ferry::testing::StatusIs;
 using ::testing::AllOf;
@@ -38,6 +40,8 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 class BuiltinsTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_OK(RegisterBuiltins(&registry_, &timers_)); }
+  // Every sleep ended (by its time, its deadline or a cancel) holds no timer.
+  void TearDown() override { EXPECT_FALSE(timers_.has_pending()); }
 
   Future<Value> Start(const std::string& name, std::vector<Value> args) {
     std::shared_ptr<const RegisteredFunction> fn = registry_.Find(name);
@@ -60,7 +64,9 @@ class BuiltinsTest : public ::testing::Test {
     return r->is_tensor() ? r->as_tensor() : Tensor();
   }
 
-  ThreadTimers timers_;
+  // sleep_ms runs on these: the tests step time by hand.
+  ManualClock clock_;
+  ManualTimers timers_{&clock_};
   Registry registry_;
   CallContext ctx_;
 };
@@ -394,8 +400,15 @@ TEST_F(BuiltinsTest, ConcatRejectsZeroDimEmptyAndBadAxis) {
 
 // ---- sleep_ms ----
 
-TEST_F(BuiltinsTest, SleepReturnsNull) {
-  ASSERT_OK_AND_ASSIGN(Value r, Call("sleep_ms", {5}));
+// A timer on the worker's clock, not a blocked thread: it completes when
+// that clock reaches its time, and not before.
+TEST_F(BuiltinsTest, SleepCompletesWhenTheClockGetsThere) {
+  Future<Value> f = Start("sleep_ms", {5000});
+  timers_.Advance(absl::Milliseconds(4999));
+  EXPECT_FALSE(f.IsReady());
+  timers_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(f.IsReady());
+  ASSERT_OK_AND_ASSIGN(Value r, f.Wait(absl::ZeroDuration()));
   EXPECT_TRUE(r.is_null());
 }
 
@@ -404,10 +417,22 @@ TEST_F(BuiltinsTest, SleepNegativeRejected) {
 }
 
 TEST_F(BuiltinsTest, SleepEndsByCallerDeadline) {
-  ctx_.deadline = absl::Now() + absl::Milliseconds(50);
+  ctx_.deadline = clock_.Now() + absl::Milliseconds(50);
   Future<Value> f = Start("sleep_ms", {10000});
-  EXPECT_THAT(f.Wait(absl::Seconds(5)),
+  timers_.Advance(absl::Milliseconds(49));
+  EXPECT_FALSE(f.IsReady());
+  timers_.Advance(absl::Milliseconds(1));
+  EXPECT_THAT(f.Wait(absl::ZeroDuration()),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
+}
+
+TEST_F(BuiltinsTest, CancelledSleepEndsAndDropsItsTimer) {
+  ctx_.cancellation = std::make_shared<Cancellation>();
+  Future<Value> f = Start("sleep_ms", {10000});
+  EXPECT_TRUE(timers_.has_pending());
+  ctx_.cancellation->Cancel(absl::CancelledError("the caller went away"));
+  EXPECT_THAT(f.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kCancelled, "the caller went away"));
 }
 
 TEST_F(BuiltinsTest, SleepAfterTimersStopIsUnavailable) {

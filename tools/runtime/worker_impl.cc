@@ -34,7 +34,7 @@ ClientImpl::~ClientImpl() { Close(); }
 
 void ClientImpl::Close(bool leave) {
   // Deliver the releases of RRefs already dropped before leaving.
-  rrefs_->Drain(absl::Now() + absl::Seconds(2)).IgnoreError();
+  rrefs_->Drain(rrefs_->clock()->Now() + absl::Seconds(2)).IgnoreError();
   rrefs_->Stop();
   rpc_->Close(leave);
 }
