@@ -1,7 +1,8 @@
 // The master's bounds against a caller that asks for too much: held joins
 // and barriers, clients, barrier names. Each refusal is RESOURCE_EXHAUSTED
 // naming its flag, and the master serves honest calls again once the
-// excess is gone.
+// excess is gone. Its held calls end by their time on its timers' clock,
+// which the tests step by hand (nothing here waits for real time to pass).
 #include "rpc/membership/rendezvous_service.h"
 
 #include <future>
@@ -20,15 +21,20 @@
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
-#include "rpc/base/timers.h"
+#include "rpc/membership/directory.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::ManualClock;
+using ::ferry::testing::ManualTimers;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kIncarnation = 7;
+// What joins and barriers ask the master to wait, on its clock.
+constexpr int64_t kWaitMs = 20000;
 
 // A call held by the master, answered in the background.
 template <typename Request, typename Response>
@@ -68,6 +74,9 @@ class RendezvousServiceTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // Nothing is left held: every call was answered or expired.
+    EXPECT_EQ(service_->held_waits(), 0);
+    EXPECT_EQ(service_->held_polls(), 0);
     service_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now());
     timers_.Stop();
@@ -84,7 +93,7 @@ class RendezvousServiceTest : public ::testing::Test {
     r.mutable_worker()->set_rank(rank);
     r.set_world_size(2);
     r.set_incarnation(kIncarnation + rank);
-    r.set_timeout_ms(20000);
+    r.set_timeout_ms(kWaitMs);
     return r;
   }
 
@@ -131,7 +140,7 @@ class RendezvousServiceTest : public ::testing::Test {
     Deadline(&p->context);
     p->request.set_node(node);
     p->request.set_name(name);
-    p->request.set_timeout_ms(20000);
+    p->request.set_timeout_ms(kWaitMs);
     auto* raw = p.get();
     stub_->async()->Barrier(&p->context, &p->request, &p->response,
                             [raw](grpc::Status s) { raw->done.set_value(s); });
@@ -156,21 +165,44 @@ class RendezvousServiceTest : public ::testing::Test {
     return response.node();
   }
 
-  grpc::Status Poll(uint64_t node, uint64_t incarnation, int64_t since,
-                    bool leaving) {
-    grpc::ClientContext context;
-    Deadline(&context);
-    proto::PollRequest request;
-    request.set_node(node);
-    request.set_incarnation(incarnation);
-    request.set_since(since);
-    request.set_hold_ms(0);
-    request.set_leaving(leaving);
-    proto::PollResponse response;
-    return stub_->Poll(&context, request, &response);
+  std::unique_ptr<Pending<proto::PollRequest, proto::PollResponse>> PollAsync(
+      uint64_t node, uint64_t incarnation, int64_t since, bool leaving,
+      int64_t hold_ms) {
+    auto p =
+        std::make_unique<Pending<proto::PollRequest, proto::PollResponse>>();
+    Deadline(&p->context);
+    p->request.set_node(node);
+    p->request.set_incarnation(incarnation);
+    p->request.set_since(since);
+    p->request.set_hold_ms(hold_ms);
+    p->request.set_leaving(leaving);
+    auto* raw = p.get();
+    stub_->async()->Poll(&p->context, &p->request, &p->response,
+                         [raw](grpc::Status s) { raw->done.set_value(s); });
+    return p;
   }
 
-  ThreadTimers timers_;
+  // A poll the master holds for no time: answered once its (zero) hold is
+  // due on the master's clock.
+  grpc::Status Poll(uint64_t node, uint64_t incarnation, int64_t since,
+                    bool leaving) {
+    auto p = PollAsync(node, incarnation, since, leaving, /*hold_ms=*/0);
+    while (!p->AnsweredWithin(absl::Milliseconds(1))) timers_.RunDue();
+    return p->status.get();
+  }
+
+  // Waits (bounded) until the master holds `n` polls.
+  bool AwaitHeldPolls(int64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (service_->held_polls() != n) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+
+  ManualClock clock_;
+  ManualTimers timers_{&clock_};
   std::unique_ptr<RendezvousService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<proto::Rendezvous::Stub> stub_;
@@ -251,6 +283,53 @@ TEST_F(RendezvousServiceTest, ClientsAreBoundedAndForgottenOnceGone) {
   ASSERT_TRUE(Poll(0, kIncarnation, 3, false).ok());
   ASSERT_TRUE(Poll(1, kIncarnation + 1, 3, false).ok());
   EXPECT_OK(RegisterClient().status());
+}
+
+// A held barrier ends when the master's clock reaches its timeout, naming
+// who did not arrive; not a moment before.
+TEST_F(RendezvousServiceTest, AHeldBarrierExpiresWhenTheClockGetsThere) {
+  Form();
+  auto waiting = BarrierAsync(0, "x");
+  ASSERT_TRUE(AwaitHeld(1));
+  timers_.Advance(absl::Milliseconds(kWaitMs - 1));
+  EXPECT_EQ(service_->held_waits(), 1);
+  timers_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(service_->held_waits(), 0);
+  grpc::Status expired = waiting->status.get();
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(expired.error_message(),
+              HasSubstr("barrier 'x': rank 1 (worker1) did not arrive within "
+                        "20000 ms"));
+}
+
+// A held join ends the same way, naming the missing rank, and frees the
+// rank for a restarted process.
+TEST_F(RendezvousServiceTest, AHeldJoinExpiresWhenTheClockGetsThere) {
+  auto waiting = JoinAsync(1);
+  ASSERT_TRUE(AwaitHeld(1));
+  timers_.Advance(absl::Milliseconds(kWaitMs - 1));
+  EXPECT_EQ(service_->held_waits(), 1);
+  timers_.Advance(absl::Milliseconds(1));
+  grpc::Status expired = waiting->status.get();
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(expired.error_message(),
+              HasSubstr("rank 0 of 2 did not join within 20000 ms"));
+  Form();  // Rank 1's slot was freed: the job still forms.
+}
+
+// A poll with nothing to report is held for its hold on the master's
+// clock, then answered (empty); the node stays alive.
+TEST_F(RendezvousServiceTest, AHeldPollIsAnsweredAtTheEndOfItsHold) {
+  Form();
+  auto poll = PollAsync(WorkerNode(1), kIncarnation + 1, 0, false, 3000);
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  timers_.Advance(absl::Milliseconds(2999));
+  EXPECT_EQ(service_->held_polls(), 1);
+  timers_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(service_->held_polls(), 0);
+  EXPECT_TRUE(poll->status.get().ok());
+  EXPECT_EQ(poll->response.events_size(), 0);
+  EXPECT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, false).ok());
 }
 
 }  // namespace
