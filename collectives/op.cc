@@ -143,6 +143,10 @@ absl::Status Op::Fail(absl::Status status) {
   // status is the op's and the others have been told already.
   absl::Status first = context_.mailbox().Abort(key_, status);
   if (failed_ || first != status) return first;
+  // A stopping worker does not speak for the op: the others hear of it by
+  // membership, naming it as gone (not "stopping", which its own abort
+  // would race in before its transport stops).
+  if (context_.stopping()) return status;
   failed_ = true;
   for (int r = 0; r < size(); ++r) {
     if (r == rank()) continue;
