@@ -5,12 +5,15 @@
 // which the tests step by hand (nothing here waits for real time to pass).
 #include "rpc/membership/rendezvous_service.h"
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -22,6 +25,7 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/membership_client.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -69,8 +73,9 @@ class RendezvousServiceTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = proto::Rendezvous::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = proto::Rendezvous::NewStub(channel_);
   }
 
   void TearDown() override {
@@ -109,14 +114,20 @@ class RendezvousServiceTest : public ::testing::Test {
     return p;
   }
 
-  // Waits (bounded) until the master holds `n` joins and barriers.
-  bool AwaitHeld(int64_t n) {
+  // Waits (bounded in real time) until `done()`: gRPC delivers calls on
+  // its own threads. Yields rather than sleeps.
+  static bool Eventually(const std::function<bool()>& done) {
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (service_->held_waits() != n) {
+    while (!done()) {
       if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
+      std::this_thread::yield();
     }
     return true;
+  }
+
+  // Waits until the master holds `n` joins and barriers.
+  bool AwaitHeld(int64_t n) {
+    return Eventually([&] { return service_->held_waits() == n; });
   }
 
   grpc::Status Join(int rank) {
@@ -191,20 +202,16 @@ class RendezvousServiceTest : public ::testing::Test {
     return p->status.get();
   }
 
-  // Waits (bounded) until the master holds `n` polls.
+  // Waits until the master holds `n` polls.
   bool AwaitHeldPolls(int64_t n) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (service_->held_polls() != n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return true;
+    return Eventually([&] { return service_->held_polls() == n; });
   }
 
   ManualClock clock_;
   ManualTimers timers_{&clock_};
   std::unique_ptr<RendezvousService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Rendezvous::Stub> stub_;
 };
 
@@ -330,6 +337,29 @@ TEST_F(RendezvousServiceTest, AHeldPollIsAnsweredAtTheEndOfItsHold) {
   EXPECT_TRUE(poll->status.get().ok());
   EXPECT_EQ(poll->response.events_size(), 0);
   EXPECT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, false).ok());
+}
+
+// A client registering before the job formed retries, with its backoff
+// and its timeout on its timers' clock: an hour of it passes as the test
+// steps, then DEADLINE_EXCEEDED names the master and the last refusal.
+TEST_F(RendezvousServiceTest, RegisteringRetriesUntilItsTimeoutOnTheClock) {
+  absl::StatusOr<proto::RegisterClientResponse> registered;
+  absl::Notification done;
+  std::thread client([&] {
+    registered = ::ferry::RegisterClient(channel_, "M", "early", absl::Hours(1),
+                                         timers_);
+    done.Notify();
+  });
+  while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
+    timers_.Advance(absl::Minutes(1));
+  }
+  client.join();
+  EXPECT_THAT(registered.status(),
+              ::ferry::testing::StatusIs(
+                  absl::StatusCode::kDeadlineExceeded,
+                  HasSubstr("the master at M was not ready within "
+                            "3600000 ms (last error: the job is not formed "
+                            "yet (waiting for ranks 0, 1))")));
 }
 
 }  // namespace
