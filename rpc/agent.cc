@@ -466,6 +466,20 @@ absl::Status RpcAgent::StoppedStatus() const {
   return absl::UnavailableError(absl::StrCat(options_.name, " stopped"));
 }
 
+// Teardown order, and why:
+// 1. membership client first: a node that is stopping must not see peers
+//    die (or itself fenced) and react while its parts go away;
+// 2. extensions (RRefs, collectives) next: they fail their waiters with
+//    `stopped` while the caller and timers they use still work;
+// 3. the call service aborts what it serves before the server shuts down,
+//    so handlers answer with the cause instead of gRPC's bare CANCELLED;
+// 4. the rendezvous (rank 0) before the server: held polls and barriers
+//    are answered, not left to the server's one-second grace;
+// 5. outgoing calls cancelled before the server waits, since a handler may
+//    be waiting on one of them;
+// 6. the executor and then the caller drain (bounded), so no task runs or
+//    completion arrives after the timers stop; timers last, because every
+//    step above may still cancel a timer.
 void RpcAgent::StopServing(const absl::Status& stopped) {
   {
     absl::MutexLock lock(&mu_);
