@@ -267,31 +267,35 @@ absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
     const std::string& description, absl::Duration timeout) {
   const absl::Time deadline = Now() + timeout;
   FERRY_RETURN_IF_ERROR(StartLease(deadline));
-  // The store's revision is unique and grows: a client id never reused.
-  absl::StatusOr<int64_t> seq =
-      Await(etcd_->Put(keys_.client_seq(), ""), deadline);
-  absl::StatusOr<JobSnapshot> formed = seq.status();
-  uint64_t node = 0;
-  if (seq.ok()) {
-    node = kEtcdClientBase + static_cast<uint64_t>(*seq);
-    proto::ClientRecord record;
-    record.set_description(description);
-    absl::StatusOr<int64_t> put = Await(
-        etcd_->Put(keys_.client(node), Serialize(record), lease_id()),
-        deadline);
-    formed = put.ok() ? WaitFormed(0, deadline, timeout) : put.status();
-  }
+  absl::StatusOr<uint64_t> node = PublishClient(description, deadline);
+  absl::StatusOr<JobSnapshot> formed =
+      node.ok() ? WaitFormed(0, deadline, timeout) : node.status();
   if (!formed.ok()) {
     EndLease(deadline);
     return formed.status();
   }
   {
     absl::MutexLock lock(&mu_);
-    self_node_ = node;
+    self_node_ = *node;
   }
   Remember(*formed);
   const int world_size = AgreedWorldSize(*formed).value_or(0);
-  return ClientRegistration{node, DirectoryOf(*formed, world_size), false};
+  return ClientRegistration{*node, DirectoryOf(*formed, world_size), false};
+}
+
+absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
+    const std::string& description, absl::Time deadline) {
+  // The store's revision is unique and grows: a client id is never reused.
+  FERRY_ASSIGN_OR_RETURN(int64_t seq,
+                         Await(etcd_->Put(keys_.client_seq(), ""), deadline));
+  const uint64_t node = kEtcdClientBase + static_cast<uint64_t>(seq);
+  proto::ClientRecord record;
+  record.set_description(description);
+  FERRY_RETURN_IF_ERROR(
+      Await(etcd_->Put(keys_.client(node), Serialize(record), lease_id()),
+            deadline)
+          .status());
+  return node;
 }
 
 // ---- Following ----

@@ -96,6 +96,9 @@ class EtcdBackend final : public MembershipBackend {
   absl::StatusOr<int> TakeRank(const JoinSpec& spec, absl::Time deadline);
   absl::StatusOr<bool> TryTake(int rank, const std::string& value,
                                absl::Time deadline);
+  // Numbers this client and publishes its key under the lease.
+  absl::StatusOr<uint64_t> PublishClient(const std::string& description,
+                                         absl::Time deadline);
   absl::Status RankTaken(int rank, absl::Time deadline) const;
   // Until every rank of the job is held; world_size 0: learnt from the
   // holders.
