@@ -301,8 +301,11 @@ absl::Status RpcAgent::JoinAndWatch() {
       if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
     });
   }
-  backend_->Follow(&membership_,
-                   [this](const absl::Status& s) { OnFenced(s); });
+  backend_->Follow(
+      &membership_,
+      {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
+       .on_rejoined = [this](const WorkerInfo& w,
+                             uint64_t incarnation) { OnRejoined(w, incarnation); }});
   return absl::OkStatus();
 }
 
@@ -315,6 +318,17 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   if (caller_ != nullptr) caller_->FailNode(node, reason);
   ReportEvent("peer_down",
               absl::StrCat(NodeLabel(node), ": ", reason.message()));
+}
+
+void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
+  // The layers above hold this directory: calls, RRefs and collectives
+  // reach the new incarnation's address from now on.
+  absl::Status replaced = directory_.Replace(worker);
+  ReportEvent("peer_rejoined",
+              replaced.ok()
+                  ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
+                                    worker.address, incarnation)
+                  : std::string(replaced.message()));
 }
 
 void RpcAgent::OnFenced(const absl::Status& reason) {

@@ -87,7 +87,8 @@ struct AgentOptions {
   ChannelOptions channels;
   // Also listen on a unix-abstract socket for same-host peers.
   bool local_socket = true;
-  // Told of lifecycle events: "listening", "joined", "peer_down", "fenced",
+  // Told of lifecycle events: "listening", "joined", "peer_down",
+  // "peer_rejoined", "fenced",
   // "master_lost", "shutdown_requested", "shutting_down", "leaving",
   // "stopped". Called on
   // whichever thread the event happens; must be quick and thread-safe.
@@ -211,6 +212,7 @@ class RpcAgent {
   void OnNodeDown(uint64_t node, const absl::Status& reason);
 
   void OnFenced(const absl::Status& reason);
+  void OnRejoined(const WorkerInfo& worker, uint64_t incarnation);
   // Worker0 died or left: this worker fails everything pending, naming
   // it, and stops (a job without its master cannot go on).
   void OnMasterLost(const absl::Status& reason);
@@ -253,7 +255,8 @@ class RpcAgent {
   CodecFactory* codecs_ = nullptr;
   RemoteHandler* remote_ = nullptr;
 
-  // Set by Start, then constant.
+  // Set by Start, then constant (but for entries a replacement worker
+  // takes over: Directory::Replace is thread-safe).
   Directory directory_;
   std::string master_address_;
   std::string address_;

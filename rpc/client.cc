@@ -52,7 +52,13 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
   // no membership to follow there.
   if (registered.read_only) return client;
   client->following_ = true;
-  client->backend_->Follow(&client->membership_, [](const absl::Status&) {});
+  RpcClient* self = client.get();
+  client->backend_->Follow(
+      &client->membership_,
+      {.on_fenced = [](const absl::Status&) {},
+       .on_rejoined = [self](const WorkerInfo& w, uint64_t) {
+         self->directory_.Replace(w).IgnoreError();
+       }});
   return client;
 }
 

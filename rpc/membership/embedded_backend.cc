@@ -52,7 +52,7 @@ absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
 }
 
 void EmbeddedBackend::Follow(Membership* membership,
-                             FencedCallback on_fenced) {
+                             FollowCallbacks callbacks) {
   auto client = MembershipClient::Create(options_.master, membership,
                                          options_.timers, options_.membership);
   uint64_t node, incarnation;
@@ -62,7 +62,7 @@ void EmbeddedBackend::Follow(Membership* membership,
     node = node_;
     incarnation = incarnation_;
   }
-  client->Start(node, incarnation, std::move(on_fenced));
+  client->Start(node, incarnation, std::move(callbacks.on_fenced));
 }
 
 std::shared_ptr<MembershipClient> EmbeddedBackend::client() const {

@@ -38,7 +38,8 @@ class EmbeddedBackend final : public MembershipBackend {
   absl::StatusOr<ClientRegistration> RegisterClient(
       const std::string& description, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  void Follow(Membership* membership, FencedCallback on_fenced) override
+  // Replacements are not reported: the master does not take them yet.
+  void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Barrier(const std::string& name,
                        absl::Duration timeout) override

@@ -300,7 +300,7 @@ absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
 
 // ---- Following ----
 
-void EtcdBackend::Follow(Membership* membership, FencedCallback on_fenced) {
+void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   std::optional<absl::Status> fenced;
   int64_t from;
   {
@@ -308,12 +308,12 @@ void EtcdBackend::Follow(Membership* membership, FencedCallback on_fenced) {
     if (stopped_) return;
     membership_ = membership;
     fenced = fenced_;
-    if (!fenced.has_value()) on_fenced_ = on_fenced;
+    callbacks_ = callbacks;
     from = revision_ + 1;
   }
   // The lease was lost between joining and now.
   if (fenced.has_value()) {
-    on_fenced(*fenced);
+    if (callbacks.on_fenced) callbacks.on_fenced(*fenced);
     return;
   }
   std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
@@ -324,78 +324,102 @@ void EtcdBackend::Follow(Membership* membership, FencedCallback on_fenced) {
   watch_ = std::move(watch);
 }
 
-std::optional<std::pair<uint64_t, absl::Status>> EtcdBackend::Apply(
-    const EtcdEvent& e) {
+absl::Status EtcdBackend::GoneStatus(const Holder& holder) const {
+  return absl::UnavailableError(
+      holder.leaving
+          ? absl::StrCat(holder.name, " left the job")
+          : absl::StrCat(holder.name, " died (its etcd lease expired: no "
+                                      "contact for ",
+                         absl::ToInt64Milliseconds(options_.ttl), " ms)"));
+}
+
+void EtcdBackend::ApplyRankPut(int rank, const EtcdKeyValue& kv,
+                               std::vector<Change>* changes) {
+  std::optional<proto::RankRecord> record = ParseRankRecord(kv, rank);
+  if (!record.has_value()) return;
+  const Holder now{record->incarnation(), record->worker().name(),
+                   record->leaving()};
+  auto it = holders_.find(rank);
+  const bool known = it != holders_.end();
+  const bool same = known && it->second.incarnation == now.incarnation;
+  const bool other = rank != self_rank_ && rank < world_size_;
+  if (known && !same && other) {
+    // A new incarnation without the old one's deletion seen (a resync):
+    // the old one is gone all the same.
+    changes->push_back({WorkerNode(rank), GoneStatus(it->second)});
+  }
+  if (!same && other) {
+    changes->push_back({WorkerNode(rank), std::nullopt,
+                        WorkerInfoFromProto(record->worker()),
+                        record->incarnation()});
+  }
+  holders_[rank] = now;
+}
+
+void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
   const EtcdJobKeys::Parsed key = keys_.Parse(e.kv.key);
   const bool put = e.type == EtcdEvent::Type::kPut;
   if (key.kind == EtcdJobKeys::Parsed::Kind::kRank) {
     if (put) {
-      std::optional<proto::RankRecord> record = ParseRankRecord(e.kv, key.rank);
-      if (record.has_value()) {
-        holders_[key.rank] = {record->incarnation(), record->worker().name(),
-                              record->leaving()};
-      }
-      return std::nullopt;
+      ApplyRankPut(key.rank, e.kv, changes);
+      return;
     }
     auto it = holders_.find(key.rank);
-    Holder holder = it != holders_.end()
-                        ? it->second
-                        : Holder{0, absl::StrCat("worker", key.rank), false};
-    if (it != holders_.end()) holders_.erase(it);
-    if (key.rank == self_rank_ || key.rank >= world_size_) return std::nullopt;
-    return std::make_pair(
-        WorkerNode(key.rank),
-        absl::UnavailableError(
-            holder.leaving
-                ? absl::StrCat(holder.name, " left the job")
-                : absl::StrCat(holder.name, " died (its etcd lease expired: ",
-                               "no contact for ",
-                               absl::ToInt64Milliseconds(options_.ttl),
-                               " ms)")));
+    if (it == holders_.end()) return;
+    const Holder holder = it->second;
+    holders_.erase(it);
+    if (key.rank == self_rank_ || key.rank >= world_size_) return;
+    changes->push_back({WorkerNode(key.rank), GoneStatus(holder)});
+    return;
   }
-  if (key.kind == EtcdJobKeys::Parsed::Kind::kClient) {
-    if (put) {
-      proto::ClientRecord record;
-      clients_[key.node] =
-          record.ParseFromString(e.kv.value) && record.leaving();
-      return std::nullopt;
-    }
-    auto it = clients_.find(key.node);
-    const bool leaving = it != clients_.end() && it->second;
-    if (it != clients_.end()) clients_.erase(it);
-    if (key.node == self_node_) return std::nullopt;
-    const std::string name =
-        absl::StrCat("client", key.node - kFirstClientNode);
-    return std::make_pair(
-        key.node, absl::UnavailableError(
-                      leaving ? absl::StrCat(name, " left the job")
-                              : absl::StrCat(name, " died (its etcd lease "
-                                                   "expired)")));
+  if (key.kind != EtcdJobKeys::Parsed::Kind::kClient) return;
+  if (put) {
+    proto::ClientRecord record;
+    clients_[key.node] = record.ParseFromString(e.kv.value) && record.leaving();
+    return;
   }
-  return std::nullopt;
+  auto it = clients_.find(key.node);
+  const bool leaving = it != clients_.end() && it->second;
+  if (it != clients_.end()) clients_.erase(it);
+  if (key.node == self_node_) return;
+  const std::string name = absl::StrCat("client", key.node - kFirstClientNode);
+  changes->push_back(
+      {key.node, absl::UnavailableError(
+                     leaving ? absl::StrCat(name, " left the job")
+                             : absl::StrCat(name, " died (its etcd lease "
+                                                  "expired)"))});
 }
 
 void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
-  std::vector<std::pair<uint64_t, absl::Status>> gone;
+  std::vector<Change> changes;
   std::optional<absl::Status> fence;
   Membership* membership;
+  RejoinedCallback on_rejoined;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     membership = membership_;
+    on_rejoined = callbacks_.on_rejoined;
+    const std::string own =
+        self_rank_ >= 0 ? keys_.rank(self_rank_) : keys_.client(self_node_);
     for (const EtcdEvent& e : events) {
-      const bool own = e.type == EtcdEvent::Type::kDelete &&
-                       (e.kv.key == (self_rank_ >= 0 ? keys_.rank(self_rank_)
-                                                     : keys_.client(self_node_)));
-      if (own && !leaving_) {
+      if (e.type == EtcdEvent::Type::kDelete && e.kv.key == own && !leaving_) {
         fence = absl::UnavailableError(
             absl::StrCat("its key ", e.kv.key, " was deleted from etcd"));
       }
-      if (auto news = Apply(e)) gone.push_back(*std::move(news));
+      Apply(e, &changes);
     }
   }
-  // Listeners run outside the lock (they fail calls, drop RRefs).
-  for (auto& [node, why] : gone) membership->MarkDown(node, why);
+  // Listeners and callbacks run outside the lock (they fail calls, drop
+  // RRefs, update the directory). A replacement's entry is in the
+  // directory before its rank counts as alive again.
+  for (Change& c : changes) {
+    if (c.gone.has_value()) membership->MarkDown(c.node, *c.gone);
+    if (c.rejoined.has_value()) {
+      if (on_rejoined) on_rejoined(*c.rejoined, c.incarnation);
+      membership->Revive(c.node);
+    }
+  }
   if (fence.has_value()) Fence(*fence);
 }
 
@@ -414,18 +438,25 @@ void EtcdBackend::OnWatchEnd(const absl::Status& why) {
       return;
     }
     const JobSnapshot snapshot = ReadSnapshot(keys_, *range);
-    std::vector<EtcdEvent> deleted;
+    // Replayed as events: holders gone are deletions, the ranks held now
+    // are puts (a new incarnation among them is a replacement).
+    std::vector<EtcdEvent> replay;
     {
       absl::MutexLock lock(&mu_);
       if (stopped_) return;
       for (const auto& [rank, holder] : holders_) {
         if (snapshot.ranks.count(rank) == 0) {
-          deleted.push_back({EtcdEvent::Type::kDelete, {keys_.rank(rank)}});
+          replay.push_back({EtcdEvent::Type::kDelete, {keys_.rank(rank)}});
         }
       }
       revision_ = snapshot.revision;
     }
-    OnEvents(std::move(deleted));
+    for (const EtcdKeyValue& kv : range->kvs) {
+      if (keys_.Parse(kv.key).kind == EtcdJobKeys::Parsed::Kind::kRank) {
+        replay.push_back({EtcdEvent::Type::kPut, kv});
+      }
+    }
+    OnEvents(std::move(replay));
     std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
         keys_.prefix(), snapshot.revision + 1,
         {.on_events = [this](std::vector<EtcdEvent> e) {
@@ -446,8 +477,8 @@ void EtcdBackend::Fence(const absl::Status& why) {
     absl::MutexLock lock(&mu_);
     if (stopped_ || leaving_ || fenced_.has_value()) return;
     fenced_ = why;
-    callback = std::move(on_fenced_);
-    on_fenced_ = nullptr;
+    callback = std::move(callbacks_.on_fenced);
+    callbacks_.on_fenced = nullptr;
   }
   if (callback) callback(why);
 }

@@ -55,7 +55,7 @@ class EtcdBackend final : public MembershipBackend {
   absl::StatusOr<ClientRegistration> RegisterClient(
       const std::string& description, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  void Follow(Membership* membership, FencedCallback on_fenced) override
+  void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Barrier(const std::string& name,
                        absl::Duration timeout) override
@@ -106,10 +106,20 @@ class EtcdBackend final : public MembershipBackend {
                                          absl::Duration timeout) const;
   void Remember(const JobSnapshot& snapshot) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What one event means for the others, in order.
+  struct Change {
+    uint64_t node = 0;
+    std::optional<absl::Status> gone;    // It died or left, and why.
+    std::optional<WorkerInfo> rejoined;  // A new incarnation holds it.
+    uint64_t incarnation = 0;
+  };
   void OnEvents(std::vector<EtcdEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
-  // One event's news: a node gone and why, if any.
-  std::optional<std::pair<uint64_t, absl::Status>> Apply(const EtcdEvent& e)
+  void Apply(const EtcdEvent& e, std::vector<Change>* changes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyRankPut(int rank, const EtcdKeyValue& kv,
+                    std::vector<Change>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status GoneStatus(const Holder& holder) const;
   void OnWatchEnd(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
   void Fence(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -131,7 +141,7 @@ class EtcdBackend final : public MembershipBackend {
   std::map<int, Holder> holders_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, bool> clients_ ABSL_GUARDED_BY(mu_);  // → leaving.
   Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
-  FencedCallback on_fenced_ ABSL_GUARDED_BY(mu_);
+  FollowCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
   // Set once the lease was lost before Follow gave a callback.
   std::optional<absl::Status> fenced_ ABSL_GUARDED_BY(mu_);
   bool leaving_ ABSL_GUARDED_BY(mu_) = false;

@@ -50,6 +50,15 @@ class MembershipBackend {
   // Called once when this node is declared dead by the others (fenced):
   // the job goes on without it.
   using FencedCallback = std::function<void(const absl::Status&)>;
+  // Called when a new incarnation took the rank of a worker that died or
+  // left (a replacement): `worker` is its entry (address). The rank is
+  // revived in the Membership right after.
+  using RejoinedCallback =
+      std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
+  struct FollowCallbacks {
+    FencedCallback on_fenced;
+    RejoinedCallback on_rejoined;  // May be empty.
+  };
 
   virtual ~MembershipBackend() = default;
 
@@ -67,9 +76,10 @@ class MembershipBackend {
       const std::string& description, absl::Duration timeout) = 0;
 
   // After Join or RegisterClient: keeps this node alive and publishes every
-  // other node's death or departure to `membership` (once each) until
-  // Stop(). `on_fenced` runs on a backend thread, never under its locks.
-  virtual void Follow(Membership* membership, FencedCallback on_fenced) = 0;
+  // other node's death or departure to `membership` (once each), and
+  // replacements' arrival, until Stop(). Callbacks run on a backend
+  // thread, never under its locks.
+  virtual void Follow(Membership* membership, FollowCallbacks callbacks) = 0;
 
   // Waits until every live worker reached barrier `name`.
   virtual absl::Status Barrier(const std::string& name,

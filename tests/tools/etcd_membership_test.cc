@@ -37,8 +37,10 @@ using ::ferry::testing::WaitForPidGone;
 using ::testing::HasSubstr;
 
 constexpr int kWorld = 3;
-// etcd's smallest lease with its default election timeout.
-constexpr int64_t kHeartbeatMs = 2000;
+// The workers' lease TTL: twice etcd's smallest (2 s), so a loaded machine
+// stalling etcd or a worker for a second does not expire the survivors'
+// leases; the test waits one TTL for worker0's.
+constexpr int64_t kHeartbeatMs = 4000;
 // Bound on any one step (processes starting, leases expiring).
 constexpr absl::Duration kWait = absl::Seconds(30);
 
@@ -65,7 +67,10 @@ class EtcdMembershipTest : public ::testing::Test {
   std::unique_ptr<BackgroundProcess> StartWorker(int rank,
                                                  const std::string& log) {
     ProcessOptions options;
-    options.output_file = absl::StrCat(dir_, "/", log);
+    // Kept with the test's outputs, for a failure's post-mortem.
+    const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
+    options.output_file =
+        absl::StrCat(outputs != nullptr ? outputs : dir_, "/", log);
     options.die_with_parent = true;
     auto p = BackgroundProcess::Start(
         {Runfile("tools/ferryd"), absl::StrCat("--rendezvous=", rendezvous_),
@@ -154,6 +159,21 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   EXPECT_EQ(call.exit_code, 0) << call.Describe();
   EXPECT_THAT(call.out, HasSubstr("3")) << call.out;
   PrintTiming("replacement joined and answered", absl::Now() - replaced);
+
+  // The survivors reach the new incarnation, and it reaches them: worker1
+  // fetches from worker0 and worker0 from worker2.
+  const std::string rejoined = absl::StrCat(dir_, "/rejoined.ferry");
+  {
+    std::ofstream out(rejoined);
+    out << "A = remote worker0 add [40, 2]\n"
+           "X = call worker1 to_here [$A]\n"
+           "expect $X 42\n"
+           "B = remote worker2 add [1, 2]\n"
+           "Y = call worker0 to_here [$B]\n"
+           "expect $Y 3\n";
+  }
+  run = Ctl({"run", rejoined});
+  EXPECT_EQ(run.exit_code, 0) << run.Describe();
 }
 
 }  // namespace

@@ -201,11 +201,11 @@ TEST_F(EtcdBackendTest, DeathIsPublishedAndTheDeadNodeIsFenced) {
   DownLog log0(&m0);
   absl::Notification fenced;
   absl::Status fenced_why;
-  backends[0]->Follow(&m0, [](const absl::Status&) {});
-  backends[1]->Follow(&m1, [&](const absl::Status& why) {
-    fenced_why = why;
-    fenced.Notify();
-  });
+  backends[0]->Follow(&m0, {});
+  backends[1]->Follow(&m1, {.on_fenced = [&](const absl::Status& why) {
+                         fenced_why = why;
+                         fenced.Notify();
+                       }});
   Expire(backends[1]->lease_id());
   std::optional<absl::Status> why = log0.WaitFor(WorkerNode(1));
   ASSERT_TRUE(why.has_value());
@@ -221,8 +221,8 @@ TEST_F(EtcdBackendTest, WorkerZeroIsAnOrdinaryWorker) {
   EXPECT_FALSE(backends[0]->rank0_is_master());
   Membership m1, m2;
   DownLog log1(&m1), log2(&m2);
-  backends[1]->Follow(&m1, [](const absl::Status&) {});
-  backends[2]->Follow(&m2, [](const absl::Status&) {});
+  backends[1]->Follow(&m1, {});
+  backends[2]->Follow(&m2, {});
   Expire(backends[0]->lease_id());
   ASSERT_TRUE(log1.WaitFor(WorkerNode(0)).has_value());
   ASSERT_TRUE(log2.WaitFor(WorkerNode(0)).has_value());
@@ -234,13 +234,44 @@ TEST_F(EtcdBackendTest, WorkerZeroIsAnOrdinaryWorker) {
   EXPECT_OK(b2);
 }
 
+TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
+  auto backends = JoinAll(2);
+  Membership m0;
+  DownLog log0(&m0);
+  absl::Notification rejoined;
+  WorkerInfo replacement;
+  uint64_t incarnation = 0;
+  backends[0]->Follow(
+      &m0, {.on_rejoined = [&](const WorkerInfo& w, uint64_t i) {
+        replacement = w;
+        incarnation = i;
+        rejoined.Notify();
+      }});
+  Expire(backends[1]->lease_id());
+  ASSERT_TRUE(log0.WaitFor(WorkerNode(1)).has_value());
+  JoinSpec spec = Spec(1, 2);
+  spec.self.address = "127.0.0.1:5001";
+  spec.incarnation = 1234;
+  auto new_worker1 = Backend();
+  ASSERT_OK(new_worker1->Join(spec, kWait).status());
+  ASSERT_TRUE(rejoined.WaitForNotificationWithTimeout(kWait));
+  EXPECT_EQ(replacement.rank, 1);
+  EXPECT_EQ(replacement.address, "127.0.0.1:5001");
+  EXPECT_EQ(incarnation, 1234u);
+  // Stop() waits for the event handler, which revives the rank after the
+  // callback.
+  backends[0]->Stop();
+  EXPECT_FALSE(m0.DownReason(WorkerNode(1)).has_value());
+}
+
 TEST_F(EtcdBackendTest, LeaveIsPublishedAsADeparture) {
   auto backends = JoinAll(2);
   Membership m0, m1;
   DownLog log0(&m0);
   bool fenced = false;
-  backends[0]->Follow(&m0, [](const absl::Status&) {});
-  backends[1]->Follow(&m1, [&](const absl::Status&) { fenced = true; });
+  backends[0]->Follow(&m0, {});
+  backends[1]->Follow(
+      &m1, {.on_fenced = [&](const absl::Status&) { fenced = true; }});
   ASSERT_OK(backends[1]->Leave(kWait));
   std::optional<absl::Status> why = log0.WaitFor(WorkerNode(1));
   ASSERT_TRUE(why.has_value());
@@ -265,7 +296,7 @@ TEST_F(EtcdBackendTest, ClientsFindWorkersAndTheirDeparturesArePublished) {
   auto backends = JoinAll(2);
   Membership m0;
   DownLog log0(&m0);
-  backends[0]->Follow(&m0, [](const absl::Status&) {});
+  backends[0]->Follow(&m0, {});
   auto client = Backend();
   ASSERT_OK_AND_ASSIGN(ClientRegistration reg,
                        client->RegisterClient("test client", kWait));
@@ -274,7 +305,7 @@ TEST_F(EtcdBackendTest, ClientsFindWorkersAndTheirDeparturesArePublished) {
   ASSERT_EQ(reg.directory.world_size(), 2);
   EXPECT_EQ(reg.directory.at(1).address, "127.0.0.1:4001");
   Membership mc;
-  client->Follow(&mc, [](const absl::Status&) {});
+  client->Follow(&mc, {});
   ASSERT_OK(client->Leave(kWait));
   std::optional<absl::Status> why = log0.WaitFor(reg.node);
   ASSERT_TRUE(why.has_value());
