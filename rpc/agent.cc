@@ -265,7 +265,8 @@ absl::Status RpcAgent::StartServer() {
   address_ = JoinHostPort(host, port);
   // Rank 0 is the master: dial what it actually listens on (its port may
   // have been picked).
-  master_address_ = options_.rank == 0 && embedded() ? address_ : options_.master;
+  master_address_ =
+      options_.rank == 0 && embedded() ? address_ : options_.master;
   self_local_address_ = local;
   return absl::OkStatus();
 }
@@ -301,11 +302,12 @@ absl::Status RpcAgent::JoinAndWatch() {
       if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
     });
   }
-  backend_->Follow(
-      &membership_,
-      {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
-       .on_rejoined = [this](const WorkerInfo& w,
-                             uint64_t incarnation) { OnRejoined(w, incarnation); }});
+  backend_->Follow(&membership_,
+                   {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
+                    .on_rejoined =
+                        [this](const WorkerInfo& w, uint64_t incarnation) {
+                          OnRejoined(w, incarnation);
+                        }});
   return absl::OkStatus();
 }
 
@@ -438,14 +440,12 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
   const absl::Duration t = timeout.value_or(options_.shutdown_timeout);
   ReportEvent("shutting_down",
               absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(t)));
-  absl::Status status =
-      Annotate(backend_->Barrier("shutdown.enter", t),
-               "shutdown: waiting for all workers");
+  absl::Status status = Annotate(backend_->Barrier("shutdown.enter", t),
+                                 "shutdown: waiting for all workers");
   absl::Status drained = Annotate(Drain(absl::Now() + t), "shutdown: draining");
   if (status.ok()) status = drained;
-  absl::Status agreed =
-      Annotate(backend_->Barrier("shutdown.drained", t),
-               "shutdown: waiting for all workers to drain");
+  absl::Status agreed = Annotate(backend_->Barrier("shutdown.drained", t),
+                                 "shutdown: waiting for all workers to drain");
   if (status.ok()) status = agreed;
   call_service_->StopAccepting();
   if (options_.rank == 0 && backend_->rank0_is_master()) {

@@ -53,12 +53,12 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
   if (registered.read_only) return client;
   client->following_ = true;
   RpcClient* self = client.get();
-  client->backend_->Follow(
-      &client->membership_,
-      {.on_fenced = [](const absl::Status&) {},
-       .on_rejoined = [self](const WorkerInfo& w, uint64_t) {
-         self->directory_.Replace(w).IgnoreError();
-       }});
+  client->backend_->Follow(&client->membership_,
+                           {.on_fenced = [](const absl::Status&) {},
+                            .on_rejoined =
+                                [self](const WorkerInfo& w, uint64_t) {
+                                  self->directory_.Replace(w).IgnoreError();
+                                }});
   return client;
 }
 

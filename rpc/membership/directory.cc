@@ -75,8 +75,10 @@ absl::Status Directory::Replace(WorkerInfo worker) {
   if (state_->entries.size() >=
       static_cast<size_t>(world_size()) + kMaxReplacements) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("worker", worker.rank, " rejoined, but the directory "
-                     "already holds ", kMaxReplacements, " replacements"));
+        absl::StrCat("worker", worker.rank,
+                     " rejoined, but the directory "
+                     "already holds ",
+                     kMaxReplacements, " replacements"));
   }
   const int rank = worker.rank;
   // Appending to a deque moves no element: readers' references stay valid.

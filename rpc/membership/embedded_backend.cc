@@ -26,8 +26,8 @@ absl::StatusOr<Directory> EmbeddedBackend::Join(const JoinSpec& spec,
   *request.mutable_worker() = WorkerInfoToProto(spec.self);
   request.set_world_size(spec.world_size);
   request.set_incarnation(spec.incarnation);
-  absl::StatusOr<std::vector<WorkerInfo>> workers = JoinJob(
-      options_.master, options_.master_address, request, timeout);
+  absl::StatusOr<std::vector<WorkerInfo>> workers =
+      JoinJob(options_.master, options_.master_address, request, timeout);
   if (!workers.ok()) return workers.status();
   absl::MutexLock lock(&mu_);
   node_ = WorkerNode(spec.self.rank);

@@ -41,8 +41,7 @@ class EmbeddedBackend final : public MembershipBackend {
   // Replacements are not reported: the master does not take them yet.
   void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Barrier(const std::string& name,
-                       absl::Duration timeout) override
+  absl::Status Barrier(const std::string& name, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);

@@ -77,8 +77,8 @@ absl::Status EtcdBackend::StartLease(absl::Time deadline) {
                          Await(etcd_->GrantLease(options_.ttl), deadline));
   // Renewals run on the node's timers (options.etcd.timers). Losing the
   // lease is this node's death as the others see it: it is fenced.
-  std::unique_ptr<EtcdKeepAlive> keepalive = etcd_->KeepAlive(
-      lease, [this](const absl::Status& why) {
+  std::unique_ptr<EtcdKeepAlive> keepalive =
+      etcd_->KeepAlive(lease, [this](const absl::Status& why) {
         Fence(absl::UnavailableError(
             absl::StrCat("its etcd lease was lost: ", why.message())));
       });
@@ -125,8 +125,8 @@ bool EtcdBackend::WaitForChange(int64_t revision, absl::Time deadline) const {
   bool changed;
   {
     absl::MutexLock lock(&seen->mu);
-    changed = seen->mu.AwaitWithTimeout(
-        absl::Condition(&seen->changed), Left(deadline));
+    changed = seen->mu.AwaitWithTimeout(absl::Condition(&seen->changed),
+                                        Left(deadline));
   }
   watch->Stop();
   return changed;
@@ -160,10 +160,10 @@ absl::Status EtcdBackend::RankTaken(int rank, absl::Time deadline) const {
                             record->worker().host(), ")");
     }
   }
-  return absl::AlreadyExistsError(
-      absl::StrCat("rank ", rank, " of job ", options_.job, " is held by ",
-                   holder, ", which is alive: a rank is taken over only "
-                   "once its holder's lease expired"));
+  return absl::AlreadyExistsError(absl::StrCat(
+      "rank ", rank, " of job ", options_.job, " is held by ", holder,
+      ", which is alive: a rank is taken over only "
+      "once its holder's lease expired"));
 }
 
 absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
@@ -171,9 +171,9 @@ absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
   FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));
   absl::StatusOr<int> agreed = AgreedWorldSize(snapshot);
   if (agreed.ok() && *agreed != spec.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job ", options_.job, " has world_size ", *agreed, ", not ",
-        spec.world_size));
+    return absl::InvalidArgumentError(absl::StrCat("job ", options_.job,
+                                                   " has world_size ", *agreed,
+                                                   ", not ", spec.world_size));
   }
   std::vector<int> wanted = {spec.self.rank};
   if (spec.self.rank < 0) wanted = MissingRanks(snapshot, spec.world_size);
@@ -196,9 +196,9 @@ absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
     return rank;
   }
   if (spec.self.rank >= 0) return RankTaken(spec.self.rank, deadline);
-  return absl::AlreadyExistsError(absl::StrCat(
-      "every rank of job ", options_.job, " (world_size ", spec.world_size,
-      ") is held by a live worker"));
+  return absl::AlreadyExistsError(
+      absl::StrCat("every rank of job ", options_.job, " (world_size ",
+                   spec.world_size, ") is held by a live worker"));
 }
 
 absl::StatusOr<JobSnapshot> EtcdBackend::WaitFormed(
@@ -209,9 +209,9 @@ absl::StatusOr<JobSnapshot> EtcdBackend::WaitFormed(
     if (!agreed.ok() && agreed.status().code() != absl::StatusCode::kNotFound)
       return agreed.status();
     if (agreed.ok() && world_size > 0 && *agreed != world_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job ", options_.job, " has world_size ", *agreed, ", not ",
-          world_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat("job ", options_.job, " has world_size ", *agreed,
+                       ", not ", world_size));
     }
     const int size = agreed.ok() ? *agreed : world_size;
     std::vector<int> missing = MissingRanks(snapshot, size);
@@ -221,9 +221,9 @@ absl::StatusOr<JobSnapshot> EtcdBackend::WaitFormed(
                             ? absl::StrCat("ranks ", RankList(missing), " of ",
                                            size, " did not join")
                             : std::string("no worker joined");
-      return absl::DeadlineExceededError(absl::StrCat(
-          description(), ": ", who, " within ",
-          absl::ToInt64Milliseconds(timeout), " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat(description(), ": ", who, " within ",
+                       absl::ToInt64Milliseconds(timeout), " ms"));
     }
   }
 }
@@ -244,9 +244,9 @@ absl::StatusOr<Directory> EtcdBackend::Join(const JoinSpec& spec,
                                             absl::Duration timeout) {
   if (spec.world_size < 1 || spec.world_size > kMaxEtcdWorldSize ||
       spec.self.rank < -1 || spec.self.rank >= spec.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", spec.self.rank, " is out of range for world_size ",
-                     spec.world_size, " (at most ", kMaxEtcdWorldSize, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rank ", spec.self.rank, " is out of range for world_size ",
+        spec.world_size, " (at most ", kMaxEtcdWorldSize, ")"));
   }
   const absl::Time deadline = Now() + timeout;
   FERRY_RETURN_IF_ERROR(StartLease(deadline));
@@ -318,7 +318,8 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   }
   std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
       keys_.prefix(), from,
-      {.on_events = [this](std::vector<EtcdEvent> e) { OnEvents(std::move(e)); },
+      {.on_events =
+           [this](std::vector<EtcdEvent> e) { OnEvents(std::move(e)); },
        .on_end = [this](const absl::Status& why) { OnWatchEnd(why); }});
   absl::MutexLock lock(&mu_);
   watch_ = std::move(watch);
@@ -328,8 +329,9 @@ absl::Status EtcdBackend::GoneStatus(const Holder& holder) const {
   return absl::UnavailableError(
       holder.leaving
           ? absl::StrCat(holder.name, " left the job")
-          : absl::StrCat(holder.name, " died (its etcd lease expired: no "
-                                      "contact for ",
+          : absl::StrCat(holder.name,
+                         " died (its etcd lease expired: no "
+                         "contact for ",
                          absl::ToInt64Milliseconds(options_.ttl), " ms)"));
 }
 
@@ -384,10 +386,11 @@ void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
   if (key.node == self_node_) return;
   const std::string name = absl::StrCat("client", key.node - kFirstClientNode);
   changes->push_back(
-      {key.node, absl::UnavailableError(
-                     leaving ? absl::StrCat(name, " left the job")
-                             : absl::StrCat(name, " died (its etcd lease "
-                                                  "expired)"))});
+      {key.node,
+       absl::UnavailableError(leaving ? absl::StrCat(name, " left the job")
+                                      : absl::StrCat(name,
+                                                     " died (its etcd lease "
+                                                     "expired)"))});
 }
 
 void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
@@ -427,48 +430,46 @@ void EtcdBackend::OnWatchEnd(const absl::Status& why) {
   // The history the watch needed was compacted away (or it may not read
   // the prefix): what changed meanwhile is unknown, so read the job again
   // and publish every holder that is no longer there.
-  etcd_->GetPrefix(keys_.prefix()).Then([this, why](
-                                            const absl::StatusOr<EtcdRange>&
-                                                range) {
-    if (!range.ok()) {
-      Fence(absl::UnavailableError(absl::StrCat(
-          "its etcd watch ended (", why.message(),
-          ") and the job could not be read again: ",
-          range.status().message())));
-      return;
-    }
-    const JobSnapshot snapshot = ReadSnapshot(keys_, *range);
-    // Replayed as events: holders gone are deletions, the ranks held now
-    // are puts (a new incarnation among them is a replacement).
-    std::vector<EtcdEvent> replay;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopped_) return;
-      for (const auto& [rank, holder] : holders_) {
-        if (snapshot.ranks.count(rank) == 0) {
-          replay.push_back({EtcdEvent::Type::kDelete, {keys_.rank(rank)}});
+  etcd_->GetPrefix(keys_.prefix())
+      .Then([this, why](const absl::StatusOr<EtcdRange>& range) {
+        if (!range.ok()) {
+          Fence(absl::UnavailableError(
+              absl::StrCat("its etcd watch ended (", why.message(),
+                           ") and the job could not be read again: ",
+                           range.status().message())));
+          return;
         }
-      }
-      revision_ = snapshot.revision;
-    }
-    for (const EtcdKeyValue& kv : range->kvs) {
-      if (keys_.Parse(kv.key).kind == EtcdJobKeys::Parsed::Kind::kRank) {
-        replay.push_back({EtcdEvent::Type::kPut, kv});
-      }
-    }
-    OnEvents(std::move(replay));
-    std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
-        keys_.prefix(), snapshot.revision + 1,
-        {.on_events = [this](std::vector<EtcdEvent> e) {
-           OnEvents(std::move(e));
-         },
-         .on_end = [this](const absl::Status& w) { OnWatchEnd(w); }});
-    absl::MutexLock lock(&mu_);
-    // The ended watch stays until Stop(): it may be the caller of this.
-    if (stopped_) return;
-    retired_.push_back(std::move(watch_));
-    watch_ = std::move(watch);
-  });
+        const JobSnapshot snapshot = ReadSnapshot(keys_, *range);
+        // Replayed as events: holders gone are deletions, the ranks held now
+        // are puts (a new incarnation among them is a replacement).
+        std::vector<EtcdEvent> replay;
+        {
+          absl::MutexLock lock(&mu_);
+          if (stopped_) return;
+          for (const auto& [rank, holder] : holders_) {
+            if (snapshot.ranks.count(rank) == 0) {
+              replay.push_back({EtcdEvent::Type::kDelete, {keys_.rank(rank)}});
+            }
+          }
+          revision_ = snapshot.revision;
+        }
+        for (const EtcdKeyValue& kv : range->kvs) {
+          if (keys_.Parse(kv.key).kind == EtcdJobKeys::Parsed::Kind::kRank) {
+            replay.push_back({EtcdEvent::Type::kPut, kv});
+          }
+        }
+        OnEvents(std::move(replay));
+        std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
+            keys_.prefix(), snapshot.revision + 1,
+            {.on_events =
+                 [this](std::vector<EtcdEvent> e) { OnEvents(std::move(e)); },
+             .on_end = [this](const absl::Status& w) { OnWatchEnd(w); }});
+        absl::MutexLock lock(&mu_);
+        // The ended watch stays until Stop(): it may be the caller of this.
+        if (stopped_) return;
+        retired_.push_back(std::move(watch_));
+        watch_ = std::move(watch);
+      });
 }
 
 void EtcdBackend::Fence(const absl::Status& why) {
@@ -509,10 +510,10 @@ absl::Status EtcdBackend::Barrier(const std::string& name,
     }
     if (missing.empty()) return absl::OkStatus();
     if (!WaitForChange(snapshot.revision, deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "barrier ", name, ": ranks ", RankList(missing),
-          " did not arrive within ", absl::ToInt64Milliseconds(timeout),
-          " ms"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("barrier ", name, ": ranks ", RankList(missing),
+                       " did not arrive within ",
+                       absl::ToInt64Milliseconds(timeout), " ms"));
     }
   }
 }
@@ -538,8 +539,7 @@ absl::Status EtcdBackend::Leave(absl::Duration timeout) {
     }
   }
   // Marked first, so the others read the deletion as a departure.
-  absl::Status status =
-      Await(etcd_->Put(key, value, lease), deadline).status();
+  absl::Status status = Await(etcd_->Put(key, value, lease), deadline).status();
   EndLease(deadline);
   Stop();
   return status;

@@ -16,10 +16,10 @@
 
 #include <cstdint>
 #include <map>
-#include <optional>
-#include <utility>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -57,8 +57,7 @@ class EtcdBackend final : public MembershipBackend {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::Status Barrier(const std::string& name,
-                       absl::Duration timeout) override
+  absl::Status Barrier(const std::string& name, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);

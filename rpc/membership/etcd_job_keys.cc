@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace ferry {
 

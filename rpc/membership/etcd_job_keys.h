@@ -49,8 +49,8 @@ class EtcdJobKeys {
   struct Parsed {
     enum class Kind { kOther, kRank, kClient, kBarrier };
     Kind kind = Kind::kOther;
-    int rank = -1;     // kRank, kBarrier.
-    uint64_t node = 0; // kClient.
+    int rank = -1;        // kRank, kBarrier.
+    uint64_t node = 0;    // kClient.
     std::string barrier;  // kBarrier.
   };
   Parsed Parse(absl::string_view key) const;

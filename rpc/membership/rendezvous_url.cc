@@ -31,9 +31,9 @@ bool IsValidJobName(absl::string_view job) {
 
 absl::StatusOr<EtcdRendezvous> ParseRendezvousUrl(absl::string_view url) {
   if (!absl::StartsWith(url, kEtcdScheme)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous \"", url,
-        "\": expected etcd://HOST:PORT[,HOST:PORT...]/JOB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous \"", url,
+                     "\": expected etcd://HOST:PORT[,HOST:PORT...]/JOB"));
   }
   absl::string_view rest = url.substr(kEtcdScheme.size());
   const size_t slash = rest.find('/');
@@ -44,9 +44,9 @@ absl::StatusOr<EtcdRendezvous> ParseRendezvousUrl(absl::string_view url) {
   EtcdRendezvous out;
   out.job = std::string(rest.substr(slash + 1));
   if (!IsValidJobName(out.job)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "rendezvous \"", url, "\": job name \"", out.job,
-        "\" must be 1 to ", kMaxJobName, " of [A-Za-z0-9_.-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("rendezvous \"", url, "\": job name \"", out.job,
+                     "\" must be 1 to ", kMaxJobName, " of [A-Za-z0-9_.-]"));
   }
   absl::StatusOr<std::vector<std::string>> endpoints =
       ParseEtcdEndpoints(rest.substr(0, slash));

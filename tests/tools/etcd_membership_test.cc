@@ -102,14 +102,15 @@ class EtcdMembershipTest : public ::testing::Test {
     if (now.kvs.empty()) return;
     absl::Mutex mu;
     bool gone = false;
-    auto watch = etcd->WatchPrefix(
-        key, now.revision + 1,
-        {.on_events = [&](std::vector<EtcdEvent> events) {
-          absl::MutexLock lock(&mu);
-          for (const EtcdEvent& e : events) {
-            if (e.type == EtcdEvent::Type::kDelete) gone = true;
-          }
-        }});
+    auto watch =
+        etcd->WatchPrefix(key, now.revision + 1,
+                          {.on_events = [&](std::vector<EtcdEvent> events) {
+                            absl::MutexLock lock(&mu);
+                            for (const EtcdEvent& e : events) {
+                              if (e.type == EtcdEvent::Type::kDelete)
+                                gone = true;
+                            }
+                          }});
     {
       absl::MutexLock lock(&mu);
       EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&gone), kWait))
@@ -174,6 +175,15 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   }
   run = Ctl({"run", rejoined});
   EXPECT_EQ(run.exit_code, 0) << run.Describe();
+
+  // A graceful shutdown agrees through etcd barriers; every worker exits.
+  ProcessResult down = Ctl({"down"});
+  EXPECT_EQ(down.exit_code, 0) << down.Describe();
+  for (int r = 0; r < kWorld; ++r) {
+    ProcessResult exited = workers_[r]->Wait(kWait);
+    EXPECT_EQ(exited.exit_code, 0)
+        << "worker" << r << ": " << exited.Describe();
+  }
 }
 
 }  // namespace

@@ -9,9 +9,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "tools/rendezvous.h"
 #include "rpc/security.h"
 #include "tools/ferryctl/cli.h"
+#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
 #include "tools/runtime/worker_impl.h"
 

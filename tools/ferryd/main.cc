@@ -131,8 +131,7 @@ absl::Status WriteFileAtomically(const std::string& path,
 }
 
 absl::StatusOr<WorkerConfig> BuildOptions() {
-  const std::string rendezvous =
-      RendezvousUrl(absl::GetFlag(FLAGS_rendezvous));
+  const std::string rendezvous = RendezvousUrl(absl::GetFlag(FLAGS_rendezvous));
   PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
                        absl::GetFlag(FLAGS_master),
@@ -154,15 +153,15 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.executor_threads = absl::GetFlag(FLAGS_executor_threads);
   FERRY_ASSIGN_OR_RETURN(
       o.membership_backend,
-      BackendFactoryFor({.url = rendezvous,
-                         .etcd_ca_file = absl::GetFlag(FLAGS_etcd_ca),
-                         .etcd_cert_file = absl::GetFlag(FLAGS_etcd_cert),
-                         .etcd_key_file = absl::GetFlag(FLAGS_etcd_key),
-                         .etcd_user = absl::GetFlag(FLAGS_etcd_user),
-                         .etcd_password_file =
-                             absl::GetFlag(FLAGS_etcd_password_file),
-                         .ttl = o.heartbeat_timeout,
-                         .connect_timeout = o.startup_timeout}));
+      BackendFactoryFor(
+          {.url = rendezvous,
+           .etcd_ca_file = absl::GetFlag(FLAGS_etcd_ca),
+           .etcd_cert_file = absl::GetFlag(FLAGS_etcd_cert),
+           .etcd_key_file = absl::GetFlag(FLAGS_etcd_key),
+           .etcd_user = absl::GetFlag(FLAGS_etcd_user),
+           .etcd_password_file = absl::GetFlag(FLAGS_etcd_password_file),
+           .ttl = o.heartbeat_timeout,
+           .connect_timeout = o.startup_timeout}));
   FERRY_ASSIGN_OR_RETURN(o.limits, LimitsFromFlags());
   // Outgoing calls obey the same message bound as incoming ones.
   o.channels.max_message_bytes = static_cast<int>(
@@ -183,12 +182,12 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.reflection = absl::GetFlag(FLAGS_reflection);
   o.on_event = Log;
   Log("starting",
-      absl::StrCat("rank=", p.rank, " world_size=", p.world_size,
-                   rendezvous.empty()
-                       ? absl::StrCat(" master=",
-                                      p.master.empty() ? "(self)" : p.master)
-                       : absl::StrCat(" rendezvous=", rendezvous),
-                   " placement=", p.source, " pid=", getpid()));
+      absl::StrCat(
+          "rank=", p.rank, " world_size=", p.world_size,
+          rendezvous.empty()
+              ? absl::StrCat(" master=", p.master.empty() ? "(self)" : p.master)
+              : absl::StrCat(" rendezvous=", rendezvous),
+          " placement=", p.source, " pid=", getpid()));
   return o;
 }
 

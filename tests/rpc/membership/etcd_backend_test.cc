@@ -163,9 +163,9 @@ TEST_F(EtcdBackendTest, LiveRankCannotBeTaken) {
   EXPECT_THAT(intruder->Join(Spec(0, 1), kWait).status(),
               StatusIs(absl::StatusCode::kAlreadyExists,
                        AllOf(HasSubstr("rank 0"), HasSubstr("worker0"))));
-  EXPECT_THAT(Backend()->Join(Spec(-1, 1), kWait).status(),
-              StatusIs(absl::StatusCode::kAlreadyExists,
-                       HasSubstr("every rank")));
+  EXPECT_THAT(
+      Backend()->Join(Spec(-1, 1), kWait).status(),
+      StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("every rank")));
 }
 
 TEST_F(EtcdBackendTest, DeadRankCanBeTakenByANewIncarnation) {
@@ -181,9 +181,9 @@ TEST_F(EtcdBackendTest, DeadRankCanBeTakenByANewIncarnation) {
 TEST_F(EtcdBackendTest, WorldSizeMismatchIsRefused) {
   auto a = Backend();
   ASSERT_OK(a->Join(Spec(0, 1), kWait).status());
-  EXPECT_THAT(Backend()->Join(Spec(1, 3), kWait).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("world_size 1")));
+  EXPECT_THAT(
+      Backend()->Join(Spec(1, 3), kWait).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("world_size 1")));
 }
 
 TEST_F(EtcdBackendTest, JoinTimesOutNamingMissingRanksAndFreesItsRank) {
@@ -203,9 +203,9 @@ TEST_F(EtcdBackendTest, DeathIsPublishedAndTheDeadNodeIsFenced) {
   absl::Status fenced_why;
   backends[0]->Follow(&m0, {});
   backends[1]->Follow(&m1, {.on_fenced = [&](const absl::Status& why) {
-                         fenced_why = why;
-                         fenced.Notify();
-                       }});
+    fenced_why = why;
+    fenced.Notify();
+  }});
   Expire(backends[1]->lease_id());
   std::optional<absl::Status> why = log0.WaitFor(WorkerNode(1));
   ASSERT_TRUE(why.has_value());
@@ -241,12 +241,12 @@ TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
   absl::Notification rejoined;
   WorkerInfo replacement;
   uint64_t incarnation = 0;
-  backends[0]->Follow(
-      &m0, {.on_rejoined = [&](const WorkerInfo& w, uint64_t i) {
-        replacement = w;
-        incarnation = i;
-        rejoined.Notify();
-      }});
+  backends[0]->Follow(&m0,
+                      {.on_rejoined = [&](const WorkerInfo& w, uint64_t i) {
+                        replacement = w;
+                        incarnation = i;
+                        rejoined.Notify();
+                      }});
   Expire(backends[1]->lease_id());
   ASSERT_TRUE(log0.WaitFor(WorkerNode(1)).has_value());
   JoinSpec spec = Spec(1, 2);

@@ -28,15 +28,15 @@ TEST(RendezvousUrlTest, RejectsOtherSchemes) {
 TEST(RendezvousUrlTest, RejectsMissingOrBadJob) {
   EXPECT_THAT(ParseRendezvousUrl("etcd://h:1"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("/JOB")));
-  EXPECT_THAT(ParseRendezvousUrl("etcd://h:1/"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("job name")));
+  EXPECT_THAT(
+      ParseRendezvousUrl("etcd://h:1/"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job name")));
   EXPECT_THAT(ParseRendezvousUrl("etcd://h:1/a/b"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("job name \"a/b\"")));
-  EXPECT_THAT(ParseRendezvousUrl("etcd://h:1/.."),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("job name")));
+  EXPECT_THAT(
+      ParseRendezvousUrl("etcd://h:1/.."),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job name")));
   EXPECT_FALSE(IsValidJobName(std::string(129, 'a')));
   EXPECT_TRUE(IsValidJobName(std::string(128, 'a')));
 }
