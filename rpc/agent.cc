@@ -19,6 +19,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
 #include "rpc/builtins.h"
+#include "rpc/membership/embedded_backend.h"
 #include "rpc/net_util.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -204,7 +205,7 @@ absl::Status RpcAgent::StartServer() {
       listen = JoinHostPort(
           IsLoopbackHost(master.host) ? master.host : "0.0.0.0", master.port);
     }
-  } else if (options_.rank != 0) {
+  } else if (options_.rank != 0 && embedded()) {
     return absl::InvalidArgumentError("no master address (set --master)");
   }
   if (listen.empty()) {
@@ -243,14 +244,14 @@ absl::Status RpcAgent::StartServer() {
   call_stream_service_ =
       std::make_unique<CallStreamService>(call_service_.get());
   builder.RegisterService(call_stream_service_.get());
-  if (options_.rank == 0) {
+  if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
         RendezvousOptions{.world_size = options_.world_size,
                           .heartbeat_timeout = options_.heartbeat_timeout,
                           .limits = options_.limits},
         timers_);
     builder.RegisterService(rendezvous_.get());
-  } else {
+  } else if (options_.rank != 0) {
     directory_service_ = std::make_unique<DirectoryService>(options_.rank);
     builder.RegisterService(directory_service_.get());
   }
@@ -271,39 +272,49 @@ absl::Status RpcAgent::StartServer() {
   address_ = JoinHostPort(host, port);
   // Rank 0 is the master: dial what it actually listens on (its port may
   // have been picked).
-  master_address_ = options_.rank == 0 ? address_ : options_.master;
+  master_address_ =
+      options_.rank == 0 && embedded() ? address_ : options_.master;
   self_local_address_ = local;
   return absl::OkStatus();
 }
 
-absl::Status RpcAgent::JoinAndWatch() {
-  proto::JoinRequest request;
-  WorkerInfo me{options_.name,       options_.rank,   address_,
-                self_local_address_, LocalHostName(), getpid()};
-  *request.mutable_worker() = WorkerInfoToProto(me);
-  request.set_world_size(options_.world_size);
-  request.set_incarnation(incarnation_);
-  auto master = channels_->ForMembership(master_address_);
-  FERRY_ASSIGN_OR_RETURN(std::vector<WorkerInfo> workers,
-                         JoinJob(master, master_address_, request,
-                                 options_.startup_timeout, *timers_));
-  directory_ = Directory(std::move(workers));
-  if (directory_service_ != nullptr)
-    directory_service_->SetDirectory(directory_);
-  // Registered last, so the layers above (collectives, RRefs) have failed
-  // their work naming worker0 before this listener starts the stop.
-  membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
-    if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
-  });
+absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcAgent::MakeBackend() {
+  if (!embedded()) return options_.membership_backend(timers_);
   MembershipOptions membership = options_.membership;
   // The master does not watch itself; the others give it as long as it
   // gives them.
   membership.master_timeout = options_.rank == 0 ? absl::InfiniteDuration()
                                                  : options_.heartbeat_timeout;
-  membership_client_ =
-      MembershipClient::Create(master, &membership_, timers_, membership);
-  membership_client_->Start(WorkerNode(options_.rank), incarnation_,
-                            [this](const absl::Status& s) { OnFenced(s); });
+  return std::make_unique<EmbeddedBackend>(EmbeddedBackendOptions{
+      .master = channels_->ForMembership(master_address_),
+      .master_address = master_address_,
+      .timers = timers_,
+      .membership = membership});
+}
+
+absl::Status RpcAgent::JoinAndWatch() {
+  FERRY_ASSIGN_OR_RETURN(backend_, MakeBackend());
+  JoinSpec spec{.self = {options_.name, options_.rank, address_,
+                         self_local_address_, LocalHostName(), getpid()},
+                .world_size = options_.world_size,
+                .incarnation = incarnation_};
+  FERRY_ASSIGN_OR_RETURN(directory_,
+                         backend_->Join(spec, options_.startup_timeout));
+  if (directory_service_ != nullptr)
+    directory_service_->SetDirectory(directory_);
+  // Registered last, so the layers above (collectives, RRefs) have failed
+  // their work naming worker0 before this listener starts the stop.
+  if (backend_->rank0_is_master()) {
+    membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
+      if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
+    });
+  }
+  backend_->Follow(&membership_,
+                   {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
+                    .on_rejoined =
+                        [this](const WorkerInfo& w, uint64_t incarnation) {
+                          OnRejoined(w, incarnation);
+                        }});
   return absl::OkStatus();
 }
 
@@ -316,6 +327,17 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   if (caller_ != nullptr) caller_->FailNode(node, reason);
   ReportEvent("peer_down",
               absl::StrCat(NodeLabel(node), ": ", reason.message()));
+}
+
+void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
+  // The layers above hold this directory: calls, RRefs and collectives
+  // reach the new incarnation's address from now on.
+  absl::Status replaced = directory_.Replace(worker);
+  ReportEvent("peer_rejoined",
+              replaced.ok()
+                  ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
+                                    worker.address, incarnation)
+                  : std::string(replaced.message()));
 }
 
 void RpcAgent::OnFenced(const absl::Status& reason) {
@@ -428,22 +450,20 @@ absl::Status RpcAgent::Shutdown(std::optional<absl::Duration> timeout) {
   const absl::Duration t = timeout.value_or(options_.shutdown_timeout);
   ReportEvent("shutting_down",
               absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(t)));
-  absl::Status status =
-      Annotate(membership_client_->Barrier("shutdown.enter", t),
-               "shutdown: waiting for all workers");
+  absl::Status status = Annotate(backend_->Barrier("shutdown.enter", t),
+                                 "shutdown: waiting for all workers");
   absl::Status drained =
       Annotate(Drain(timers_->clock()->Now() + t), "shutdown: draining");
   if (status.ok()) status = drained;
-  absl::Status agreed =
-      Annotate(membership_client_->Barrier("shutdown.drained", t),
-               "shutdown: waiting for all workers to drain");
+  absl::Status agreed = Annotate(backend_->Barrier("shutdown.drained", t),
+                                 "shutdown: waiting for all workers to drain");
   if (status.ok()) status = agreed;
   call_service_->StopAccepting();
-  if (options_.rank == 0) {
+  if (options_.rank == 0 && backend_->rank0_is_master()) {
     // They still need the master to leave.
     WaitOthersGone(timers_->clock()->Now() + t);
   } else {
-    membership_client_->Leave(absl::Seconds(2)).IgnoreError();
+    backend_->Leave(absl::Seconds(2)).IgnoreError();
   }
   StopServing(StoppedStatus());
   return Annotate(status, options_.name);
@@ -459,7 +479,7 @@ absl::Status RpcAgent::Leave() {
   call_service_->StopAccepting();
   absl::Status status =
       Drain(timers_->clock()->Now() + options_.shutdown_timeout);
-  membership_client_->Leave(absl::Seconds(2)).IgnoreError();
+  backend_->Leave(absl::Seconds(2)).IgnoreError();
   StopServing(StoppedStatus());
   return Annotate(status, absl::StrCat(options_.name, ": leave"));
 }
@@ -479,6 +499,20 @@ absl::Status RpcAgent::StoppedStatus() const {
   return absl::UnavailableError(absl::StrCat(options_.name, " stopped"));
 }
 
+// Teardown order, and why:
+// 1. membership client first: a node that is stopping must not see peers
+//    die (or itself fenced) and react while its parts go away;
+// 2. extensions (RRefs, collectives) next: they fail their waiters with
+//    `stopped` while the caller and timers they use still work;
+// 3. the call service aborts what it serves before the server shuts down,
+//    so handlers answer with the cause instead of gRPC's bare CANCELLED;
+// 4. the rendezvous (rank 0) before the server: held polls and barriers
+//    are answered, not left to the server's one-second grace;
+// 5. outgoing calls cancelled before the server waits, since a handler may
+//    be waiting on one of them;
+// 6. the executor and then the caller drain (bounded), so no task runs or
+//    completion arrives after the timers stop; timers last, because every
+//    step above may still cancel a timer.
 void RpcAgent::StopServing(const absl::Status& stopped) {
   {
     absl::MutexLock lock(&mu_);
@@ -492,7 +526,7 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
     teardown_started_ = true;
     state_ = State::kStopping;
   }
-  if (membership_client_ != nullptr) membership_client_->Stop();
+  if (backend_ != nullptr) backend_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);
   if (rendezvous_ != nullptr) rendezvous_->Shutdown();

@@ -44,6 +44,7 @@
 #include "rpc/membership/directory.h"
 #include "rpc/membership/directory_service.h"
 #include "rpc/membership/membership.h"
+#include "rpc/membership/membership_backend.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/registry.h"
@@ -72,6 +73,11 @@ struct AgentOptions {
   absl::Duration heartbeat_timeout = absl::Seconds(30);
   // poll_hold; master_timeout is set from heartbeat_timeout.
   MembershipOptions membership;
+  // Where membership is kept (membership_backend.h), made once by Start()
+  // with the agent's timers. Unset: the embedded master (rank 0, at
+  // `master`).
+  std::function<absl::StatusOr<std::unique_ptr<MembershipBackend>>(Timers*)>
+      membership_backend;
   // What one peer may make this worker hold or do (rpc/base/limits.h).
   Limits limits;
   std::shared_ptr<const Security> security;  // Null: local, no token.
@@ -86,7 +92,8 @@ struct AgentOptions {
   // Tests pass ManualTimers to step time; those are not stopped by the
   // agent and must outlive it.
   Timers* timers = nullptr;
-  // Told of lifecycle events: "listening", "joined", "peer_down", "fenced",
+  // Told of lifecycle events: "listening", "joined", "peer_down",
+  // "peer_rejoined", "fenced",
   // "master_lost", "shutdown_requested", "shutting_down", "leaving",
   // "stopped". Called on
   // whichever thread the event happens; must be quick and thread-safe.
@@ -197,7 +204,7 @@ class RpcAgent {
   ChannelPool& channels() { return *channels_; }
   Membership& membership() { return membership_; }
   Caller& caller() { return *caller_; }
-  MembershipClient& membership_client() { return *membership_client_; }
+  MembershipBackend& membership_backend() { return *backend_; }
   const std::shared_ptr<const Security>& security() const { return security_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
@@ -206,9 +213,12 @@ class RpcAgent {
  private:
   absl::Status StartServer();
   absl::Status JoinAndWatch();
+  absl::StatusOr<std::unique_ptr<MembershipBackend>> MakeBackend();
+  bool embedded() const { return !options_.membership_backend; }
   void OnNodeDown(uint64_t node, const absl::Status& reason);
 
   void OnFenced(const absl::Status& reason);
+  void OnRejoined(const WorkerInfo& worker, uint64_t incarnation);
   // Worker0 died or left: this worker fails everything pending, naming
   // it, and stops (a job without its master cannot go on).
   void OnMasterLost(const absl::Status& reason);
@@ -245,7 +255,7 @@ class RpcAgent {
   std::unique_ptr<CallStreamService> call_stream_service_;
   std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.
   std::unique_ptr<DirectoryService> directory_service_;  // Other ranks.
-  std::shared_ptr<MembershipClient> membership_client_;
+  std::unique_ptr<MembershipBackend> backend_;
   std::unique_ptr<grpc::Server> server_;
   std::vector<grpc::Service*> services_;
   grpc::CallbackGenericService* generic_service_ = nullptr;
@@ -253,7 +263,8 @@ class RpcAgent {
   CodecFactory* codecs_ = nullptr;
   RemoteHandler* remote_ = nullptr;
 
-  // Set by Start, then constant.
+  // Set by Start, then constant (but for entries a replacement worker
+  // takes over: Directory::Replace is thread-safe).
   Directory directory_;
   std::string master_address_;
   std::string address_;

@@ -7,6 +7,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
+#include "rpc/membership/embedded_backend.h"
 
 namespace ferry {
 
@@ -20,35 +21,45 @@ RpcClient::RpcClient(RpcClientOptions options)
   });
 }
 
-absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
-    RpcClientOptions options) {
-  if (options.master.empty()) {
+absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcClient::MakeBackend() {
+  if (options_.membership_backend) {
+    return options_.membership_backend(timers_.get());
+  }
+  if (options_.master.empty()) {
     return absl::InvalidArgumentError("no master address given");
   }
+  return std::make_unique<EmbeddedBackend>(EmbeddedBackendOptions{
+      .master = channels_->ForMembership(options_.master),
+      .master_address = options_.master,
+      .timers = timers_.get(),
+      .membership = options_.membership});
+}
+
+absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
+    RpcClientOptions options) {
   auto client = std::unique_ptr<RpcClient>(new RpcClient(std::move(options)));
-  auto master = client->channels_->ForMembership(client->options_.master);
+  FERRY_ASSIGN_OR_RETURN(client->backend_, client->MakeBackend());
   FERRY_ASSIGN_OR_RETURN(
-      proto::RegisterClientResponse registered,
-      RegisterClient(master, client->options_.master,
-                     client->options_.description,
-                     client->options_.connect_timeout, *client->timers_));
-  std::vector<WorkerInfo> workers;
-  for (const auto& w : registered.workers())
-    workers.push_back(WorkerInfoFromProto(w));
-  client->directory_ = Directory(std::move(workers));
-  client->node_ = registered.node();
-  client->name_ = absl::StrCat("client", registered.node() - kFirstClientNode);
+      ClientRegistration registered,
+      client->backend_->RegisterClient(client->options_.description,
+                                       client->options_.connect_timeout));
+  client->directory_ = std::move(registered.directory);
+  client->node_ = registered.node;
+  client->name_ = absl::StrCat("client", registered.node - kFirstClientNode);
   client->caller_ =
       std::make_unique<Caller>(client->channels_.get(), &client->membership_,
                                CallerIdentity{client->node_, client->name_});
   // A worker other than the master answered from its directory: there is
-  // no membership to poll there.
-  if (registered.read_only()) return client;
-  client->membership_client_ = MembershipClient::Create(
-      master, &client->membership_, client->timers_.get(),
-      client->options_.membership);
-  client->membership_client_->Start(client->node_, 0,
-                                    [](const absl::Status&) {});
+  // no membership to follow there.
+  if (registered.read_only) return client;
+  client->following_ = true;
+  RpcClient* self = client.get();
+  client->backend_->Follow(&client->membership_,
+                           {.on_fenced = [](const absl::Status&) {},
+                            .on_rejoined =
+                                [self](const WorkerInfo& w, uint64_t) {
+                                  self->directory_.Replace(w).IgnoreError();
+                                }});
   return client;
 }
 
@@ -56,11 +67,9 @@ RpcClient::~RpcClient() { Close(); }
 
 void RpcClient::Close(bool leave) {
   if (closed_.exchange(true)) return;
-  if (membership_client_ != nullptr) {
-    if (leave) {
-      membership_client_->Leave(absl::Seconds(2)).IgnoreError();
-    }
-    membership_client_->Stop();
+  if (backend_ != nullptr) {
+    if (leave && following_) backend_->Leave(absl::Seconds(2)).IgnoreError();
+    backend_->Stop();
   }
   if (caller_ != nullptr) {
     caller_->CancelAll(absl::CancelledError(absl::StrCat(name_, " closed")));

@@ -10,6 +10,7 @@
 #define FERRY_RPC_CLIENT_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 #include "rpc/channels.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/membership/membership_backend.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/security.h"
 
@@ -41,6 +43,11 @@ struct RpcClientOptions {
   std::shared_ptr<const Security> security;  // Null: plaintext.
   ChannelOptions channels;
   MembershipOptions membership;
+  // Where membership is kept (membership_backend.h), made once by
+  // Connect() with the client's timers. Unset: the embedded master at
+  // `master`.
+  std::function<absl::StatusOr<std::unique_ptr<MembershipBackend>>(Timers*)>
+      membership_backend;
 };
 
 class RpcClient {
@@ -89,6 +96,7 @@ class RpcClient {
 
  private:
   explicit RpcClient(RpcClientOptions options);
+  absl::StatusOr<std::unique_ptr<MembershipBackend>> MakeBackend();
   absl::Duration Resolve(const CallOptions& options) const;
   std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
                                                absl::Status* error);
@@ -99,7 +107,9 @@ class RpcClient {
   std::unique_ptr<Timers> timers_;
   std::unique_ptr<ChannelPool> channels_;
   std::unique_ptr<Caller> caller_;
-  std::shared_ptr<MembershipClient> membership_client_;
+  std::unique_ptr<MembershipBackend> backend_;
+  // Whether backend_ keeps membership for this client.
+  bool following_ = false;
   Directory directory_;
   uint64_t node_ = 0;
   std::string name_;

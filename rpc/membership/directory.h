@@ -3,12 +3,18 @@
 #ifndef FERRY_RPC_MEMBERSHIP_DIRECTORY_H_
 #define FERRY_RPC_MEMBERSHIP_DIRECTORY_H_
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/rendezvous.pb.h"
 
 namespace ferry {
@@ -25,24 +31,50 @@ struct WorkerInfo {
 WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p);
 proto::WorkerInfo WorkerInfoToProto(const WorkerInfo& w);
 
-// The workers of the job, indexed by rank. Immutable.
+// The workers of the job, indexed by rank. The set of ranks and their
+// names are fixed when the job forms; a rank's entry is replaced when a new
+// incarnation takes the rank over (a replacement worker), and copies of a
+// Directory share their entries, so every layer holding one sees it.
+// Thread-safe; reading an entry takes no lock.
 class Directory {
  public:
-  Directory() = default;
+  // At most this many replacements over a directory's life: entries are
+  // never freed (references handed out stay valid), so they are bounded.
+  static constexpr int kMaxReplacements = 1 << 16;
+
+  Directory();
   explicit Directory(std::vector<WorkerInfo> workers);
 
-  int world_size() const { return static_cast<int>(workers_.size()); }
-  const std::vector<WorkerInfo>& workers() const { return workers_; }
-  // Precondition: 0 <= rank < world_size().
-  const WorkerInfo& at(int rank) const { return workers_[rank]; }
+  int world_size() const { return static_cast<int>(state_->current.size()); }
+  // The current entries, by rank.
+  std::vector<WorkerInfo> workers() const;
+  // Precondition: 0 <= rank < world_size(). The reference stays valid for
+  // the life of the directory (and its copies), even once replaced.
+  const WorkerInfo& at(int rank) const {
+    return *state_->current[rank].load(std::memory_order_acquire);
+  }
 
-  // A worker by name, or by rank written as a number ("2").
-  // NOT_FOUND lists the known names.
+  // A worker by name (as the job formed), or by rank written as a number
+  // ("2"): its current entry. NOT_FOUND lists the known names.
   absl::StatusOr<const WorkerInfo*> Resolve(const std::string& who) const;
 
+  // A new incarnation holds worker.rank now, at its address.
+  // INVALID_ARGUMENT for a rank out of range; RESOURCE_EXHAUSTED past
+  // kMaxReplacements.
+  absl::Status Replace(WorkerInfo worker);
+
  private:
-  std::vector<WorkerInfo> workers_;
-  absl::flat_hash_map<std::string, int> by_name_;
+  struct State {
+    explicit State(size_t n) : current(n) {}
+    // Points into `entries`. Sized once.
+    std::vector<std::atomic<const WorkerInfo*>> current;
+    // Constant after construction.
+    absl::flat_hash_map<std::string, int> by_name;
+    absl::Mutex mu;
+    // Every entry ever held; never shrinks.
+    std::deque<WorkerInfo> entries ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<State> state_;
 };
 
 // Node ids: workers are their rank; clients get ids >= kFirstClientNode.

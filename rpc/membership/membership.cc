@@ -31,6 +31,14 @@ bool Membership::MarkDown(uint64_t node, absl::Status reason) {
   return true;
 }
 
+bool Membership::Revive(uint64_t node) {
+  if (!IsWorkerNode(node)) return false;
+  absl::MutexLock lock(&mu_);
+  if (down_.erase(node) == 0) return false;
+  down_count_.fetch_sub(1);
+  return true;
+}
+
 std::optional<absl::Status> Membership::DownReason(uint64_t node) const {
   if (down_count_.load() == 0) return std::nullopt;
   absl::MutexLock lock(&mu_);

@@ -21,9 +21,9 @@ namespace ferry {
 // outside the lock, on the thread that reported it.
 //
 // Memory stays bounded however many short-lived clients come and go:
-// workers' entries stay for the process's life (every call to a worker
-// asks whether it is gone, and a rank never comes back under the same
-// incarnation), but only the kClientMemory most recent clients' entries are
+// workers' entries stay for the process's life or until the rank is taken
+// by a new incarnation (Revive; every call to a worker asks whether it is
+// gone), but only the kClientMemory most recent clients' entries are
 // kept. Forgetting an older one is harmless: client node ids are never
 // reused, nothing sends to a client, and if its departure is reported
 // again, listeners hear of it again — what they do for a gone client (drop
@@ -40,6 +40,11 @@ class Membership {
   // Records `node` as gone (reason: UNAVAILABLE naming it). False if it was
   // already known gone.
   bool MarkDown(uint64_t node, absl::Status reason) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // A new incarnation of worker `node` joined (a replacement worker): it is
+  // no longer gone. Only for workers; listeners are not told (what they
+  // did for the old incarnation stays done). False if it was not gone.
+  bool Revive(uint64_t node) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Why `node` is gone, if it is.
   std::optional<absl::Status> DownReason(uint64_t node) const

@@ -28,37 +28,13 @@
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_reader.h"
 #include "rpc/wire_writer.h"
+#include "tests/fuzz/fake_codec.h"
 
 namespace ferry {
 namespace {
 
-constexpr int kWorldSize = 4;
-
-// Decodes a handle as a worker's codec checks it (owner rank in range).
-class FakeCodec final : public RRefCodec {
- public:
-  absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& r) override {
-    return DescriptorToProto(r->descriptor());
-  }
-  absl::StatusOr<Value::RRefPtr> Decode(const proto::RRefHandle& h) override {
-    if (h.owner_rank() < 0 || h.owner_rank() >= kWorldSize) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("owner rank ", h.owner_rank(), " is not a worker"));
-    }
-    return Value::RRefPtr(
-        std::make_shared<const RRefBase>(DescriptorFromProto(h)));
-  }
-};
-
-Limits TightLimits() {
-  Limits l;
-  l.max_items = 256;
-  l.max_string_bytes = 256;
-  l.max_args = 8;
-  l.max_tensor_rank = 4;
-  l.max_tensor_dim = 4096;
-  return l;
-}
+using fuzz::FakeCodec;
+using fuzz::TightLimits;
 
 grpc::ByteBuffer Buffer(const uint8_t* data, size_t size, size_t piece) {
   std::vector<grpc::Slice> slices;

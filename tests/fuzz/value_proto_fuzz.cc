@@ -22,37 +22,13 @@
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
+#include "tests/fuzz/fake_codec.h"
 
 namespace ferry {
 namespace {
 
-constexpr int kWorldSize = 4;
-
-// Decodes a handle as the rref/ layer would check it: owner_rank must name
-// a worker of the job. Encodes descriptors as they are.
-class FakeCodec final : public RRefCodec {
- public:
-  absl::StatusOr<proto::RRefHandle> Encode(const Value::RRefPtr& r) override {
-    return DescriptorToProto(r->descriptor());
-  }
-  absl::StatusOr<Value::RRefPtr> Decode(const proto::RRefHandle& h) override {
-    if (h.owner_rank() < 0 || h.owner_rank() >= kWorldSize) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("owner_rank ", h.owner_rank(), " is not a rank"));
-    }
-    return Value::RRefPtr(
-        std::make_shared<const RRefBase>(DescriptorFromProto(h)));
-  }
-};
-
-Limits TightLimits() {
-  Limits l;
-  l.max_items = 256;
-  l.max_string_bytes = 256;
-  l.max_tensor_rank = 4;
-  l.max_tensor_dim = 4096;
-  return l;
-}
+using fuzz::FakeCodec;
+using fuzz::TightLimits;
 
 void Check(const uint8_t* data, size_t size, RRefCodec* codec,
            const Limits& limits) {

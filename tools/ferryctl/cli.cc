@@ -19,8 +19,11 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 
 const std::vector<std::string>& GlobalFlags() {
   static const auto* flags = new std::vector<std::string>{
-      "master",   "timeout_ms", "local",  "token_file",     "insecure",
-      "tls_cert", "tls_key",    "tls_ca", "tls_server_name"};
+      "master",     "timeout_ms", "local",
+      "token_file", "insecure",   "tls_cert",
+      "tls_key",    "tls_ca",     "tls_server_name",
+      "rendezvous", "etcd_ca",    "etcd_cert",
+      "etcd_key",   "etcd_user",  "etcd_password_file"};
   return *flags;
 }
 

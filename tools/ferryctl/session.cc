@@ -73,6 +73,17 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Open(const CommandLine& cl) {
   if (local == 0) {
     FERRY_ASSIGN_OR_RETURN(s->security_,
                            Security::Load(SecurityFor(cl, s->master_)));
+    FERRY_ASSIGN_OR_RETURN(
+        s->backend_,
+        BackendFactoryFor(
+            {.url = RendezvousUrl(cl.Flag("rendezvous").value_or("")),
+             .etcd_ca_file = cl.Flag("etcd_ca").value_or(""),
+             .etcd_cert_file = cl.Flag("etcd_cert").value_or(""),
+             .etcd_key_file = cl.Flag("etcd_key").value_or(""),
+             .etcd_user = cl.Flag("etcd_user").value_or(""),
+             .etcd_password_file = cl.Flag("etcd_password_file").value_or(""),
+             .ttl = absl::Seconds(30),
+             .connect_timeout = std::min(s->bound(), absl::Seconds(10))}));
   }
   return s;
 }
@@ -91,6 +102,7 @@ absl::StatusOr<ClientImpl*> Session::client() {
     o.connect_timeout = std::min(bound(), absl::Seconds(10));
     o.default_timeout = timeout_;
     o.security = security_;
+    o.membership_backend = backend_;
     FERRY_ASSIGN_OR_RETURN(client_, ClientImpl::Connect(o));
   }
   return client_.get();

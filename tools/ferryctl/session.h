@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "rpc/security.h"
 #include "tools/ferryctl/cli.h"
+#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
 #include "tools/runtime/worker_impl.h"
 
@@ -49,6 +50,8 @@ class Session {
   std::string master_;
   absl::Duration timeout_ = absl::Seconds(60);
   std::shared_ptr<const Security> security_;
+  // Set with --rendezvous (membership in etcd); empty: the master.
+  BackendFactory backend_;
   std::unique_ptr<LocalJob> local_;
   std::unique_ptr<ClientImpl> client_;
 };

@@ -99,7 +99,7 @@ absl::StatusOr<Placement> ResolvePlacement(const PlacementFlags& flags,
   absl::StatusOr<std::string> master = ResolveMaster(flags, getenv);
   if (!master.ok()) return master.status();
   p.master = *master;
-  if (p.master.empty() && p.rank != 0) {
+  if (p.master.empty() && p.rank != 0 && flags.needs_master) {
     return absl::InvalidArgumentError(
         "no master address: pass --master=HOST:PORT or set FERRY_MASTER or "
         "MASTER_ADDR/MASTER_PORT");

@@ -29,6 +29,9 @@ struct PlacementFlags {
   std::optional<int> rank;
   std::optional<int> world_size;
   std::optional<std::string> master;
+  // False when membership is kept elsewhere (--rendezvous=etcd://…): no
+  // rank then needs the master's address.
+  bool needs_master = true;
 };
 
 using Getenv = std::function<std::optional<std::string>(const std::string&)>;

@@ -33,6 +33,7 @@
 #include "rpc/security.h"
 #include "tools/ferryd/launch_env.h"
 #include "tools/ferryd/limit_flags.h"
+#include "tools/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
@@ -42,6 +43,15 @@ ABSL_FLAG(std::optional<int>, rank, std::nullopt,
 ABSL_FLAG(std::optional<int>, world_size, std::nullopt,
           "number of workers (env FERRY_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, "
           "OMPI_COMM_WORLD_SIZE)");
+ABSL_FLAG(std::string, rendezvous, "",
+          "where membership lives: etcd://HOST:PORT[,HOST:PORT...]/JOB "
+          "(env FERRY_RENDEZVOUS); empty: the embedded master (--master)");
+ABSL_FLAG(std::string, etcd_ca, "", "PEM CA for TLS to etcd");
+ABSL_FLAG(std::string, etcd_cert, "", "PEM client certificate for etcd");
+ABSL_FLAG(std::string, etcd_key, "", "PEM client key for etcd");
+ABSL_FLAG(std::string, etcd_user, "", "etcd user");
+ABSL_FLAG(std::string, etcd_password_file, "",
+          "file whose first line is the etcd user's password");
 ABSL_FLAG(std::optional<std::string>, master, std::nullopt,
           "HOST:PORT of rank 0 (env FERRY_MASTER, MASTER_ADDR:MASTER_PORT)");
 ABSL_FLAG(std::string, listen, "", "HOST:PORT to listen on (port 0 = pick)");
@@ -121,9 +131,11 @@ absl::Status WriteFileAtomically(const std::string& path,
 }
 
 absl::StatusOr<WorkerConfig> BuildOptions() {
+  const std::string rendezvous = RendezvousUrl(absl::GetFlag(FLAGS_rendezvous));
   PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
-                       absl::GetFlag(FLAGS_master)};
+                       absl::GetFlag(FLAGS_master),
+                       /*needs_master=*/rendezvous.empty()};
   FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
   WorkerConfig o;
   o.name = p.name;
@@ -139,6 +151,17 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.heartbeat_timeout =
       absl::Milliseconds(absl::GetFlag(FLAGS_heartbeat_timeout_ms));
   o.executor_threads = absl::GetFlag(FLAGS_executor_threads);
+  FERRY_ASSIGN_OR_RETURN(
+      o.membership_backend,
+      BackendFactoryFor(
+          {.url = rendezvous,
+           .etcd_ca_file = absl::GetFlag(FLAGS_etcd_ca),
+           .etcd_cert_file = absl::GetFlag(FLAGS_etcd_cert),
+           .etcd_key_file = absl::GetFlag(FLAGS_etcd_key),
+           .etcd_user = absl::GetFlag(FLAGS_etcd_user),
+           .etcd_password_file = absl::GetFlag(FLAGS_etcd_password_file),
+           .ttl = o.heartbeat_timeout,
+           .connect_timeout = o.startup_timeout}));
   FERRY_ASSIGN_OR_RETURN(o.limits, LimitsFromFlags());
   // Outgoing calls obey the same message bound as incoming ones.
   o.channels.max_message_bytes = static_cast<int>(
@@ -159,9 +182,12 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.reflection = absl::GetFlag(FLAGS_reflection);
   o.on_event = Log;
   Log("starting",
-      absl::StrCat("rank=", p.rank, " world_size=", p.world_size,
-                   " master=", p.master.empty() ? "(self)" : p.master,
-                   " placement=", p.source, " pid=", getpid()));
+      absl::StrCat(
+          "rank=", p.rank, " world_size=", p.world_size,
+          rendezvous.empty()
+              ? absl::StrCat(" master=", p.master.empty() ? "(self)" : p.master)
+              : absl::StrCat(" rendezvous=", rendezvous),
+          " placement=", p.source, " pid=", getpid()));
   return o;
 }
 

@@ -58,5 +58,36 @@ TEST(MembershipTest, WorkersAreNeverForgotten) {
     EXPECT_TRUE(m.DownReason(WorkerNode(r)).has_value()) << r;
 }
 
+TEST(MembershipTest, ARevivedWorkerIsAliveAndCanDieAgain) {
+  Membership m;
+  int heard = 0;
+  m.AddListener([&](uint64_t, const absl::Status&) { ++heard; });
+  EXPECT_FALSE(m.Revive(WorkerNode(1)));  // Not gone.
+  ASSERT_TRUE(m.MarkDown(WorkerNode(1), absl::UnavailableError("old")));
+  EXPECT_TRUE(m.Revive(WorkerNode(1)));
+  EXPECT_FALSE(m.DownReason(WorkerNode(1)).has_value());
+  EXPECT_TRUE(m.MarkDown(WorkerNode(1), absl::UnavailableError("new")));
+  EXPECT_EQ(heard, 2);
+  // Clients never come back.
+  ASSERT_TRUE(m.MarkDown(kFirstClientNode, absl::UnavailableError("c")));
+  EXPECT_FALSE(m.Revive(kFirstClientNode));
+  EXPECT_TRUE(m.DownReason(kFirstClientNode).has_value());
+}
+
+TEST(DirectoryTest, AReplacementIsSeenThroughEveryCopy) {
+  Directory d({{"worker0", 0, "h:1"}, {"worker1", 1, "h:2"}});
+  const Directory copy = d;
+  const WorkerInfo& before = d.at(1);
+  ASSERT_TRUE(d.Replace({"worker1", 1, "h:9"}).ok());
+  EXPECT_EQ(copy.at(1).address, "h:9");
+  EXPECT_EQ(before.address, "h:2");  // Old references stay valid.
+  absl::StatusOr<const WorkerInfo*> by_name = copy.Resolve("worker1");
+  ASSERT_TRUE(by_name.ok());
+  EXPECT_EQ((*by_name)->address, "h:9");
+  EXPECT_EQ(d.workers()[1].address, "h:9");
+  EXPECT_EQ(d.Replace({"worker5", 5, "h:5"}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace ferry

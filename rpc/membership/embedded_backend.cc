@@ -1,0 +1,95 @@
+#include "rpc/membership/embedded_backend.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace ferry {
+
+EmbeddedBackend::EmbeddedBackend(EmbeddedBackendOptions options)
+    : options_(std::move(options)) {}
+
+EmbeddedBackend::~EmbeddedBackend() { Stop(); }
+
+std::string EmbeddedBackend::description() const {
+  return absl::StrCat("the master at ", options_.master_address);
+}
+
+absl::StatusOr<Directory> EmbeddedBackend::Join(const JoinSpec& spec,
+                                                absl::Duration timeout) {
+  if (spec.self.rank < 0) {
+    return absl::InvalidArgumentError(
+        "the embedded master cannot pick a rank: set --rank");
+  }
+  proto::JoinRequest request;
+  *request.mutable_worker() = WorkerInfoToProto(spec.self);
+  request.set_world_size(spec.world_size);
+  request.set_incarnation(spec.incarnation);
+  absl::StatusOr<std::vector<WorkerInfo>> workers =
+      JoinJob(options_.master, options_.master_address, request, timeout,
+              *options_.timers);
+  if (!workers.ok()) return workers.status();
+  absl::MutexLock lock(&mu_);
+  node_ = WorkerNode(spec.self.rank);
+  incarnation_ = spec.incarnation;
+  return Directory(*std::move(workers));
+}
+
+absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
+    const std::string& description, absl::Duration timeout) {
+  absl::StatusOr<proto::RegisterClientResponse> registered =
+      ferry::RegisterClient(options_.master, options_.master_address,
+                            description, timeout, *options_.timers);
+  if (!registered.ok()) return registered.status();
+  std::vector<WorkerInfo> workers;
+  for (const auto& w : registered->workers())
+    workers.push_back(WorkerInfoFromProto(w));
+  absl::MutexLock lock(&mu_);
+  node_ = registered->node();
+  incarnation_ = 0;
+  return ClientRegistration{registered->node(), Directory(std::move(workers)),
+                            registered->read_only()};
+}
+
+void EmbeddedBackend::Follow(Membership* membership,
+                             FollowCallbacks callbacks) {
+  auto client = MembershipClient::Create(options_.master, membership,
+                                         options_.timers, options_.membership);
+  uint64_t node, incarnation;
+  {
+    absl::MutexLock lock(&mu_);
+    client_ = client;
+    node = node_;
+    incarnation = incarnation_;
+  }
+  client->Start(node, incarnation, std::move(callbacks.on_fenced));
+}
+
+std::shared_ptr<MembershipClient> EmbeddedBackend::client() const {
+  absl::MutexLock lock(&mu_);
+  return client_;
+}
+
+absl::Status EmbeddedBackend::Barrier(const std::string& name,
+                                      absl::Duration timeout) {
+  std::shared_ptr<MembershipClient> c = client();
+  if (c == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("barrier ", name, ": not following membership"));
+  }
+  return c->Barrier(name, timeout);
+}
+
+absl::Status EmbeddedBackend::Leave(absl::Duration timeout) {
+  std::shared_ptr<MembershipClient> c = client();
+  if (c == nullptr) return absl::OkStatus();
+  return c->Leave(timeout);
+}
+
+void EmbeddedBackend::Stop() {
+  std::shared_ptr<MembershipClient> c = client();
+  if (c != nullptr) c->Stop();
+}
+
+}  // namespace ferry

@@ -1,0 +1,152 @@
+// Membership kept in etcd (see etcd_job_keys.h for the keys): no process
+// is special, so the job outlives any one of them.
+// - A worker's liveness is an etcd lease whose TTL is the heartbeat
+//   timeout, renewed on the node's timers; when it is lost (etcd
+//   unreachable longer than the TTL, or the lease expired) the worker is
+//   fenced.
+// - A rank is taken by a transaction (the key must be absent), so a rank
+//   held by a live process cannot be taken: ALREADY_EXISTS naming it.
+//   Rank -1 takes the first free one.
+// - Membership is followed by one watch on the job's prefix: a rank or
+//   client key deleted is that node's death (or departure, if its record
+//   said it was leaving).
+// - Clients read the ranks the same way and register under their own lease.
+#ifndef FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
+#define FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "rpc/membership/etcd/etcd_client.h"
+#include "rpc/membership/etcd_job_keys.h"
+#include "rpc/membership/membership_backend.h"
+
+namespace ferry {
+
+struct EtcdBackendOptions {
+  // Endpoints, TLS, user; timers and clock (the node's).
+  EtcdOptions etcd;
+  std::string job;  // IsValidJobName.
+  // The lease's TTL: how long a silent node stays alive (etcd rounds it
+  // up to whole seconds).
+  absl::Duration ttl = absl::Seconds(30);
+};
+
+class EtcdBackend final : public MembershipBackend {
+ public:
+  // Connects to etcd within options.etcd.connect_timeout: UNAVAILABLE
+  // naming every endpoint; INVALID_ARGUMENT for bad options or job name.
+  static absl::StatusOr<std::unique_ptr<EtcdBackend>> Connect(
+      EtcdBackendOptions options);
+  ~EtcdBackend() override;
+
+  absl::StatusOr<Directory> Join(const JoinSpec& spec,
+                                 absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<ClientRegistration> RegisterClient(
+      const std::string& description, absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Follow(Membership* membership, FollowCallbacks callbacks) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Barrier(const std::string& name, absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
+
+  bool rank0_is_master() const override { return false; }
+  bool rank_is_assignable() const override { return true; }
+  std::string description() const override;
+
+  // The lease keeping this node alive (0 before Join/RegisterClient).
+  int64_t lease_id() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // What this backend knows of a rank's holder.
+  struct Holder {
+    uint64_t incarnation = 0;
+    std::string name;
+    bool leaving = false;
+  };
+
+  EtcdBackend(EtcdBackendOptions options, std::unique_ptr<EtcdClient> etcd);
+
+  absl::Time Now() const;
+  absl::Duration Left(absl::Time deadline) const;
+  template <typename T>
+  absl::StatusOr<T> Await(const Future<T>& f, absl::Time deadline) const;
+
+  // Grants the lease and starts renewing it.
+  absl::Status StartLease(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // Revokes the lease (best effort) after a failed join or on leave.
+  void EndLease(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobSnapshot> Read(absl::Time deadline) const;
+  // Waits until a key under the job changed after `revision`; false at
+  // the deadline.
+  bool WaitForChange(int64_t revision, absl::Time deadline) const;
+  absl::StatusOr<int> TakeRank(const JoinSpec& spec, absl::Time deadline);
+  absl::StatusOr<bool> TryTake(int rank, const std::string& value,
+                               absl::Time deadline);
+  // Numbers this client and publishes its key under the lease.
+  absl::StatusOr<uint64_t> PublishClient(const std::string& description,
+                                         absl::Time deadline);
+  absl::Status RankTaken(int rank, absl::Time deadline) const;
+  // Until every rank of the job is held; world_size 0: learnt from the
+  // holders.
+  absl::StatusOr<JobSnapshot> WaitFormed(int world_size, absl::Time deadline,
+                                         absl::Duration timeout) const;
+  void Remember(const JobSnapshot& snapshot) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // What one event means for the others, in order.
+  struct Change {
+    uint64_t node = 0;
+    std::optional<absl::Status> gone;    // It died or left, and why.
+    std::optional<WorkerInfo> rejoined;  // A new incarnation holds it.
+    uint64_t incarnation = 0;
+  };
+  void OnEvents(std::vector<EtcdEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
+  void Apply(const EtcdEvent& e, std::vector<Change>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyRankPut(int rank, const EtcdKeyValue& kv,
+                    std::vector<Change>* changes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status GoneStatus(const Holder& holder) const;
+  void OnWatchEnd(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  void Fence(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const EtcdBackendOptions options_;
+  const EtcdJobKeys keys_;
+  const std::unique_ptr<EtcdClient> etcd_;
+
+  mutable absl::Mutex mu_;
+  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<EtcdKeepAlive> keepalive_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);
+  // Watches that ended (replaced after a resync), stopped by Stop().
+  std::vector<std::unique_ptr<EtcdWatch>> retired_ ABSL_GUARDED_BY(mu_);
+  int self_rank_ ABSL_GUARDED_BY(mu_) = -1;  // -1: a client.
+  uint64_t self_node_ ABSL_GUARDED_BY(mu_) = 0;
+  proto::RankRecord self_record_ ABSL_GUARDED_BY(mu_);
+  int world_size_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;  // Of the last snapshot.
+  std::map<int, Holder> holders_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, bool> clients_ ABSL_GUARDED_BY(mu_);  // → leaving.
+  Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
+  FollowCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
+  // Set once the lease was lost before Follow gave a callback.
+  std::optional<absl::Status> fenced_ ABSL_GUARDED_BY(mu_);
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_

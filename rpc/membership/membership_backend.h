@@ -1,0 +1,107 @@
+// Where a job's membership is kept: who holds which rank at which address,
+// who is alive, who died or left. Workers and clients reach it only through
+// this interface; two implementations exist:
+// - the embedded master (embedded_backend.h): rank 0 hosts the rendezvous,
+//   the others join and long-poll it; the master's death ends the job;
+// - etcd (etcd_backend.h): ranks are keys under leases, membership is a
+//   watch; no rank is special.
+//
+//   std::unique_ptr<MembershipBackend> backend = …;
+//   FERRY_ASSIGN_OR_RETURN(Directory dir, backend->Join(me, timeout));
+//   backend->Follow(&membership, [](const absl::Status& why) { … fenced … });
+//   …
+//   backend->Leave(absl::Seconds(2));   // or Stop() alone for a crash-like end
+#ifndef FERRY_RPC_MEMBERSHIP_MEMBERSHIP_BACKEND_H_
+#define FERRY_RPC_MEMBERSHIP_MEMBERSHIP_BACKEND_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rpc/membership/directory.h"
+#include "rpc/membership/membership.h"
+
+namespace ferry {
+
+// A worker joining: who it is, what it expects of the job.
+struct JoinSpec {
+  // name, address, local_address, host, pid; rank: the rank wanted, or -1
+  // for the first free one (only backends with rank_is_assignable()).
+  WorkerInfo self;
+  int world_size = 1;
+  // Distinguishes this process from earlier holders of the same rank.
+  uint64_t incarnation = 0;
+};
+
+// A client registered: its node id and the job's workers.
+struct ClientRegistration {
+  uint64_t node = 0;
+  Directory directory;
+  // No membership is kept for this client (it learns of deaths only by
+  // failed calls): Follow() must not be called.
+  bool read_only = false;
+};
+
+class MembershipBackend {
+ public:
+  // Called once when this node is declared dead by the others (fenced):
+  // the job goes on without it.
+  using FencedCallback = std::function<void(const absl::Status&)>;
+  // Called when a new incarnation took the rank of a worker that died or
+  // left (a replacement): `worker` is its entry (address). The rank is
+  // revived in the Membership right after.
+  using RejoinedCallback =
+      std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
+  struct FollowCallbacks {
+    FencedCallback on_fenced;
+    RejoinedCallback on_rejoined;  // May be empty.
+  };
+
+  virtual ~MembershipBackend() = default;
+
+  // Takes the rank, publishes the address, and waits until all
+  // world_size workers joined; returns the directory (the joiner's rank is
+  // decided there when it asked for -1). Within `timeout`:
+  // DEADLINE_EXCEEDED naming the missing ranks or the unreachable store;
+  // ALREADY_EXISTS naming the rank when a live worker holds it;
+  // INVALID_ARGUMENT for a world_size or rank clash.
+  virtual absl::StatusOr<Directory> Join(const JoinSpec& spec,
+                                         absl::Duration timeout) = 0;
+
+  // Registers a client (no rank) once the job is formed, within `timeout`.
+  virtual absl::StatusOr<ClientRegistration> RegisterClient(
+      const std::string& description, absl::Duration timeout) = 0;
+
+  // After Join or RegisterClient: keeps this node alive and publishes every
+  // other node's death or departure to `membership` (once each), and
+  // replacements' arrival, until Stop(). Callbacks run on a backend
+  // thread, never under its locks.
+  virtual void Follow(Membership* membership, FollowCallbacks callbacks) = 0;
+
+  // Waits until every live worker reached barrier `name`.
+  virtual absl::Status Barrier(const std::string& name,
+                               absl::Duration timeout) = 0;
+
+  // Tells the others this node leaves (peers see "left", not "died"),
+  // then Stop()s.
+  virtual absl::Status Leave(absl::Duration timeout) = 0;
+
+  // Stops keeping this node alive and following; bounded; idempotent.
+  // After it returns no callback runs.
+  virtual void Stop() = 0;
+
+  // Whether rank 0 hosts the membership itself, so that its death ends the
+  // job for everyone (the embedded master).
+  virtual bool rank0_is_master() const = 0;
+  // Whether Join accepts rank -1 (first free rank).
+  virtual bool rank_is_assignable() const = 0;
+  // Where the membership is kept, for messages and logs.
+  virtual std::string description() const = 0;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_MEMBERSHIP_MEMBERSHIP_BACKEND_H_
