@@ -96,7 +96,11 @@ RpcAgent::RpcAgent(AgentOptions options)
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
-      authenticator_(std::make_shared<Authenticator>(security_->token())) {
+      authenticator_(std::make_shared<Authenticator>(
+          security_->token(),
+          // Where secrets travel, every node sends its credential.
+          !security_->token().empty() ||
+              (security_->tls() && !security_->insecure()))) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
@@ -218,6 +222,7 @@ absl::Status RpcAgent::StartServer() {
       .remote = remote_,
       .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
       .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
+      .authenticator = authenticator_.get(),
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -238,9 +243,11 @@ absl::Status RpcAgent::StartServer() {
   builder.RegisterService(call_stream_service_.get());
   if (options_.rank == 0) {
     rendezvous_ = std::make_unique<RendezvousService>(
-        RendezvousOptions{.world_size = options_.world_size,
-                          .heartbeat_timeout = options_.heartbeat_timeout,
-                          .limits = options_.limits},
+        RendezvousOptions{
+            .world_size = options_.world_size,
+            .heartbeat_timeout = options_.heartbeat_timeout,
+            .limits = options_.limits,
+            .require_identity = authenticator_->require_identity()},
         timers_.get());
     builder.RegisterService(rendezvous_.get());
   } else {
@@ -278,11 +285,18 @@ absl::Status RpcAgent::JoinAndWatch() {
   request.set_incarnation(incarnation_);
   auto master = channels_->ForMembership(master_address_);
   FERRY_ASSIGN_OR_RETURN(
-      std::vector<WorkerInfo> workers,
+      JoinedJob job,
       JoinJob(master, master_address_, request, options_.startup_timeout));
-  directory_ = Directory(std::move(workers));
+  // From now on this worker's calls say who sent them, and it knows every
+  // worker's credential (the directory's digests) and clients' (the key).
+  channels_->SetCredential(job.credential);
+  for (const WorkerInfo& w : job.workers) {
+    authenticator_->Admit(WorkerNode(w.rank), w.credential_digest);
+  }
+  authenticator_->SetClientKey(job.client_key);
+  directory_ = Directory(std::move(job.workers));
   if (directory_service_ != nullptr)
-    directory_service_->SetDirectory(directory_);
+    directory_service_->SetDirectory(directory_, job.client_key);
   // Registered last, so the layers above (collectives, RRefs) have failed
   // their work naming worker0 before this listener starts the stop.
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
@@ -306,6 +320,9 @@ void RpcAgent::ReportEvent(absl::string_view event,
 }
 
 void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
+  // Its credential names nobody any more: a fenced or departed node's late
+  // calls are refused.
+  authenticator_->Forget(node);
   if (caller_ != nullptr) caller_->FailNode(node, reason);
   ReportEvent("peer_down",
               absl::StrCat(NodeLabel(node), ": ", reason.message()));

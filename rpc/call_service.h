@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
 #include "rpc/registry.h"
@@ -88,6 +89,9 @@ class CallService final : public WorkerServiceBase {
     RemoteHandler* remote = nullptr;  // Optional: remote() calls.
     std::function<void(proto::WorkerStatus*)> fill_status;
     std::function<void(absl::Duration timeout)> on_shutdown_request;
+    // Optional: who a call is (its credential). Then caller_node must be
+    // the caller's own node, and Shutdown is for clients only.
+    const Authenticator* authenticator = nullptr;
   };
 
   explicit CallService(Options options);

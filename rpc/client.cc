@@ -35,6 +35,8 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
     workers.push_back(WorkerInfoFromProto(w));
   client->directory_ = Directory(std::move(workers));
   client->node_ = registered.node();
+  // Every later call says which client sent it.
+  client->channels_->SetCredential(registered.credential());
   client->name_ = absl::StrCat("client", registered.node() - kFirstClientNode);
   client->caller_ =
       std::make_unique<Caller>(client->channels_.get(), &client->membership_,
@@ -45,7 +47,7 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
   client->membership_client_ = MembershipClient::Create(
       master, &client->membership_, client->timers_.get(),
       client->options_.membership);
-  client->membership_client_->Start(client->node_, 0,
+  client->membership_client_->Start(client->node_, registered.incarnation(),
                                     [](const absl::Status&) {});
   return client;
 }

@@ -46,10 +46,10 @@ absl::StatusOr<Response> RetryWhileUnavailable(const std::string& master,
 
 }  // namespace
 
-absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
-    const std::shared_ptr<grpc::Channel>& master,
-    const std::string& master_address, const proto::JoinRequest& request,
-    absl::Duration timeout) {
+absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
+                                  const std::string& master_address,
+                                  const proto::JoinRequest& request,
+                                  absl::Duration timeout) {
   auto stub = proto::Rendezvous::NewStub(master);
   auto response = RetryWhileUnavailable<proto::JoinResponse>(
       master_address, timeout,
@@ -61,10 +61,12 @@ absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
         return FromGrpcStatus(stub->Join(&context, r, out));
       });
   if (!response.ok()) return response.status();
-  std::vector<WorkerInfo> workers;
+  JoinedJob job;
   for (const auto& w : response->workers())
-    workers.push_back(WorkerInfoFromProto(w));
-  return workers;
+    job.workers.push_back(WorkerInfoFromProto(w));
+  job.credential = response->credential();
+  job.client_key = response->client_key();
+  return job;
 }
 
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
