@@ -54,7 +54,8 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
           &agent->membership(), &mailbox_, &agent->timers(),
           Exchange::Options{.chunk_bytes = config.chunk_bytes,
                             .world_size = agent->world_size(),
-                            .ttl_ms = agent->limits().mailbox_ttl_ms})),
+                            .ttl_ms = agent->limits().mailbox_ttl_ms,
+                            .authenticator = &agent->authenticator()})),
       executor_(std::make_unique<Executor>(config.threads)) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }

@@ -219,12 +219,18 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
   ReceiveStream(Exchange* exchange, grpc::GenericCallbackServerContext* context)
       : exchange_(exchange),
         context_(context),
+        sender_(SenderOf(exchange->options_.authenticator, *context)),
         inbound_(std::make_shared<Inbound>(
             exchange->mailbox_,
             InboundOptions{exchange->self_, exchange->options_.world_size,
                            exchange->options_.ttl_ms,
-                           exchange->timers_->clock()})),
+                           exchange->timers_->clock(),
+                           sender_.ok() ? *sender_ : -1})),
         id_(exchange->AddInbound(inbound_)) {
+    if (!sender_.ok()) {
+      Finish(ToGrpcStatus(sender_.status()));
+      return;
+    }
     StartRead(&frame_);
   }
 
@@ -252,8 +258,26 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
   }
 
  private:
+  // The rank whose credential the stream presented; -1 if unchecked.
+  static absl::StatusOr<int> SenderOf(
+      const Authenticator* authenticator,
+      const grpc::GenericCallbackServerContext& context) {
+    if (authenticator == nullptr) return -1;
+    FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> node,
+                           authenticator->CallerNode(context));
+    if (!node.has_value() && !authenticator->require_identity()) return -1;
+    if (!node.has_value() || !IsWorkerNode(*node)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "collective frames come only from workers; the stream's caller is ",
+          node.has_value() ? IdentityLabel(*node)
+                           : "anonymous (no credential)"));
+    }
+    return static_cast<int>(*node);
+  }
+
   Exchange* const exchange_;
   grpc::GenericCallbackServerContext* const context_;
+  const absl::StatusOr<int> sender_;
   const std::shared_ptr<Inbound> inbound_;
   const uint64_t id_;
   grpc::ByteBuffer frame_;

@@ -26,6 +26,7 @@
 #include "collectives/inbound.h"
 #include "collectives/mailbox.h"
 #include "grpcpp/generic/async_generic_service.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/future.h"
 #include "rpc/base/timers.h"
 #include "rpc/channels.h"
@@ -46,6 +47,9 @@ class Exchange final : public grpc::CallbackGenericService {
     // How long a message may take to arrive whole (--mailbox_ttl_ms), on
     // the timers' clock.
     int64_t ttl_ms = 60000;
+    // Optional: who a stream is. Then frames come only from workers, each
+    // under its own rank (Inbound's sender).
+    const Authenticator* authenticator = nullptr;
   };
 
   // `directory` must be filled (the worker started) before the first Send.

@@ -61,6 +61,11 @@ absl::StatusOr<Inbound::Next> Inbound::Start(Frame frame) {
   absl::Status sender = CheckSender(h.op(), h.step(), h.src(),
                                     options_.self_rank, options_.world_size);
   if (!sender.ok()) return Refuse(sender);
+  if (options_.sender >= 0 && h.src() != options_.sender) {
+    return Refuse(absl::PermissionDeniedError(absl::StrCat(
+        "op ", h.op(), ": the frame claims src rank ", h.src(),
+        " but the stream's credential is worker", options_.sender)));
+  }
   if (h.kind() == proto::ChunkHeader::ABORT) {
     if (frame.payload_bytes != 0 || h.total() != 0)
       return Refuse(Bad("an abort carries no payload"));

@@ -45,6 +45,10 @@ struct InboundOptions {
   // How long a message may take to arrive whole (--mailbox_ttl_ms).
   int64_t ttl_ms = 60000;
   Clock* clock = nullptr;
+  // The rank the stream's credential proves it comes from: frames claiming
+  // another src are refused (PERMISSION_DENIED). -1: not checked (a job
+  // without identities).
+  int sender = -1;
 };
 
 class Inbound {

@@ -13,10 +13,9 @@
 // claimed sender against the op's group as soon as the frame arrives
 // (CheckSender): the op key must parse, this worker and the sender must
 // both be members, the sender not this worker itself, and the step within
-// what any algorithm uses (< MaxSteps). What it cannot check is that the
-// sender is who it claims: that needs frames bound to the sender's
-// credential (issue 12); until then a member can forge another member's
-// frames, and only for ops of groups it belongs to.
+// what any algorithm uses (< MaxSteps). That the sender is who it claims
+// is checked by the stream's credential (Inbound's sender, issue 12): in a
+// job with a token or TLS only a worker sends frames, under its own rank.
 #ifndef FERRY_COLLECTIVES_OP_KEY_H_
 #define FERRY_COLLECTIVES_OP_KEY_H_
 

@@ -103,7 +103,13 @@ RpcAgent::RpcAgent(AgentOptions options)
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
-      authenticator_(std::make_shared<Authenticator>(security_->token())) {
+      authenticator_(std::make_shared<Authenticator>(
+          security_->token(),
+          // Where secrets travel, every node sends its credential. Only
+          // the embedded master issues credentials; on etcd, claims are
+          // believed (README, Membership).
+          embedded() && (!security_->token().empty() ||
+                         (security_->tls() && !security_->insecure())))) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
@@ -226,6 +232,7 @@ absl::Status RpcAgent::StartServer() {
       .fill_status = [this](proto::WorkerStatus* s) { *s = Status(); },
       .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
       .clock = timers_->clock(),
+      .authenticator = authenticator_.get(),
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -246,9 +253,11 @@ absl::Status RpcAgent::StartServer() {
   builder.RegisterService(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
-        RendezvousOptions{.world_size = options_.world_size,
-                          .heartbeat_timeout = options_.heartbeat_timeout,
-                          .limits = options_.limits},
+        RendezvousOptions{
+            .world_size = options_.world_size,
+            .heartbeat_timeout = options_.heartbeat_timeout,
+            .limits = options_.limits,
+            .require_identity = authenticator_->require_identity()},
         timers_);
     builder.RegisterService(rendezvous_.get());
   } else if (options_.rank != 0) {
@@ -300,8 +309,18 @@ absl::Status RpcAgent::JoinAndWatch() {
                 .incarnation = incarnation_};
   FERRY_ASSIGN_OR_RETURN(directory_,
                          backend_->Join(spec, options_.startup_timeout));
+  // From now on this worker's calls say who sent them, and it knows every
+  // worker's credential (the directory's digests) and clients' (the key).
+  const NodeIdentity identity = backend_->identity();
+  channels_->SetCredential(identity.credential);
+  for (const WorkerInfo& w : directory_.workers()) {
+    if (!w.credential_digest.empty()) {
+      authenticator_->Admit(WorkerNode(w.rank), w.credential_digest);
+    }
+  }
+  authenticator_->SetClientKey(identity.client_key);
   if (directory_service_ != nullptr)
-    directory_service_->SetDirectory(directory_);
+    directory_service_->SetDirectory(directory_, identity.client_key);
   // Registered last, so the layers above (collectives, RRefs) have failed
   // their work naming worker0 before this listener starts the stop.
   if (backend_->rank0_is_master()) {
@@ -324,6 +343,9 @@ void RpcAgent::ReportEvent(absl::string_view event,
 }
 
 void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
+  // Its credential names nobody any more: a fenced or departed node's late
+  // calls are refused.
+  authenticator_->Forget(node);
   if (caller_ != nullptr) caller_->FailNode(node, reason);
   ReportEvent("peer_down",
               absl::StrCat(NodeLabel(node), ": ", reason.message()));

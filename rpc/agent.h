@@ -206,6 +206,8 @@ class RpcAgent {
   Caller& caller() { return *caller_; }
   MembershipBackend& membership_backend() { return *backend_; }
   const std::shared_ptr<const Security>& security() const { return security_; }
+  // Who a call is: its handlers check the identities messages claim.
+  const Authenticator& authenticator() const { return *authenticator_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }

@@ -1,13 +1,16 @@
 #include "rpc/authenticator.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace ferry {
 
@@ -32,7 +35,42 @@ absl::string_view Find(const grpc::AuthMetadataProcessor::InputMetadata& md,
   return absl::string_view(it->second.data(), it->second.size());
 }
 
+constexpr uint64_t kFirstClient = uint64_t{1} << 32;
+
+std::string ClientMac(const std::string& key, uint64_t node) {
+  const std::string message = absl::StrCat("ferry client ", node);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+       mac, &size);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(mac), size));
+}
+
+// The node a client credential ("c<node>.<mac>") claims, if well formed.
+std::optional<uint64_t> ClaimedClient(absl::string_view credential) {
+  if (!absl::ConsumePrefix(&credential, "c")) return std::nullopt;
+  size_t dot = credential.find('.');
+  uint64_t node = 0;
+  if (dot == absl::string_view::npos ||
+      !absl::SimpleAtoi(credential.substr(0, dot), &node) ||
+      node < kFirstClient) {
+    return std::nullopt;
+  }
+  return node;
+}
+
 }  // namespace
+
+std::string ClientCredential(const std::string& key, uint64_t node) {
+  return absl::StrCat("c", node, ".", ClientMac(key, node));
+}
+
+std::string IdentityLabel(uint64_t node) {
+  return node < kFirstClient ? absl::StrCat("worker", node)
+                             : absl::StrCat("client node ", node);
+}
 
 std::string CredentialDigest(const std::string& credential) {
   unsigned char digest[EVP_MAX_MD_SIZE];
@@ -52,8 +90,9 @@ std::string NewCredential() {
       absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-Authenticator::Authenticator(std::string token)
-    : expected_(token.empty() ? "" : absl::StrCat("Bearer ", token)) {}
+Authenticator::Authenticator(std::string token, bool require_identity)
+    : expected_(token.empty() ? "" : absl::StrCat("Bearer ", token)),
+      require_identity_(require_identity) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -83,23 +122,89 @@ void Authenticator::Admit(uint64_t node, const std::string& digest) {
 
 void Authenticator::Forget(uint64_t node) {
   absl::MutexLock lock(&mu_);
+  if (node >= kFirstClient) {
+    // Client credentials are checked by their MAC: remember the departed.
+    if (!revoked_.insert(node).second) return;
+    revoked_order_.push_back(node);
+    if (revoked_order_.size() > kRevokedClients) {
+      revoked_.erase(revoked_order_.front());
+      revoked_order_.pop_front();
+    }
+    return;
+  }
   auto it = digests_.find(node);
   if (it == digests_.end()) return;
   nodes_.erase(it->second);
   digests_.erase(it);
 }
 
+void Authenticator::SetClientKey(std::string key) {
+  absl::MutexLock lock(&mu_);
+  client_key_ = std::move(key);
+}
+
+std::optional<uint64_t> Authenticator::ResolveLocked(
+    absl::string_view credential) const {
+  if (std::optional<uint64_t> client = ClaimedClient(credential)) {
+    if (client_key_.empty() || revoked_.contains(*client)) return std::nullopt;
+    if (!ConstantTimeEquals(credential,
+                            ClientCredential(client_key_, *client))) {
+      return std::nullopt;
+    }
+    return client;
+  }
+  auto node = nodes_.find(CredentialDigest(std::string(credential)));
+  if (node == nodes_.end()) return std::nullopt;
+  return node->second;
+}
+
 std::optional<uint64_t> Authenticator::NodeOf(
+    const grpc::ServerContextBase& call) const {
+  absl::StatusOr<std::optional<uint64_t>> node = CallerNode(call);
+  if (!node.ok()) return std::nullopt;
+  return *node;
+}
+
+absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
     const grpc::ServerContextBase& call) const {
   const auto& metadata = call.client_metadata();
   auto it = metadata.find(kCredentialHeader);
-  if (it == metadata.end()) return std::nullopt;
-  const std::string digest =
-      CredentialDigest(std::string(it->second.data(), it->second.size()));
+  if (it == metadata.end()) return std::optional<uint64_t>();
+  absl::string_view credential(it->second.data(), it->second.size());
   absl::MutexLock lock(&mu_);
-  auto node = nodes_.find(digest);
-  if (node == nodes_.end()) return std::nullopt;
-  return node->second;
+  std::optional<uint64_t> node = ResolveLocked(credential);
+  if (!node.has_value()) {
+    return absl::UnauthenticatedError(
+        "the call's node credential names no live node of this job (it "
+        "left, was declared dead, or the credential is forged)");
+  }
+  return node;
+}
+
+absl::Status Authenticator::CheckClaim(const std::optional<uint64_t>& caller,
+                                       absl::string_view field,
+                                       uint64_t claimed) const {
+  if (caller.has_value()) {
+    if (*caller == claimed) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        absl::StrCat(field, " claims ", IdentityLabel(claimed),
+                     " but the call's credential is ", IdentityLabel(*caller)));
+  }
+  if (!require_identity_) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(field, " claims ", IdentityLabel(claimed),
+                   " but the call presented no node credential"));
+}
+
+absl::Status Authenticator::CheckClient(const std::optional<uint64_t>& caller,
+                                        absl::string_view what) const {
+  if (caller.has_value() ? *caller >= kFirstClient : !require_identity_) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat(what, " is for clients only; the caller is ",
+                   caller.has_value() ? IdentityLabel(*caller)
+                                      : "anonymous (no credential)"));
 }
 
 }  // namespace ferry

@@ -12,6 +12,18 @@
 //     node a message claims to come from. (Not through the call's auth
 //     context: gRPC keeps properties added there on the connection, for
 //     every later call.)
+//   - a client's credential is "c<node>.<mac>", the MAC keyed by the job's
+//     client key (which the master hands to workers at Join, never to
+//     clients): any worker can check it the moment the client registered,
+//     without waiting for membership news, and a client can only be the
+//     node it was registered as.
+//
+// Handlers resolve the caller once (CallerNode) and compare what a message
+// claims (caller_node, holder, src, node) with it (CheckClaim). With
+// `require_identity` (the job has a token or TLS) a call that presented no
+// credential may claim nobody; without it (an --insecure job, where secrets
+// are not sent) such claims are taken at their word, but a presented
+// credential is still checked.
 //
 // A 100 MB request without the token is refused on its headers: the server
 // never buffers its body.
@@ -19,11 +31,15 @@
 #define FERRY_RPC_AUTHENTICATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/server_context.h"
@@ -37,11 +53,20 @@ inline constexpr char kCredentialHeader[] = "ferry-credential";
 std::string CredentialDigest(const std::string& credential);
 // A fresh random credential (256 bits, hex).
 std::string NewCredential();
+// Client `node`'s credential under the job's client `key`.
+std::string ClientCredential(const std::string& key, uint64_t node);
+// "worker2" for a worker node, "client node 4294967298" for a client's.
+std::string IdentityLabel(uint64_t node);
 
 class Authenticator final : public grpc::AuthMetadataProcessor {
  public:
+  // Clients forgotten (they left) are remembered this many at most: an
+  // older one's credential, known only to that client, names it again.
+  static constexpr size_t kRevokedClients = 1024;
+
   // `token`: required on every call ("" = none required).
-  explicit Authenticator(std::string token);
+  // `require_identity`: see above.
+  explicit Authenticator(std::string token, bool require_identity = false);
 
   // Runs inline on gRPC's thread: a map lookup, never blocks.
   bool IsBlocking() const override { return false; }
@@ -55,15 +80,40 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   void Admit(uint64_t node, const std::string& digest) ABSL_LOCKS_EXCLUDED(mu_);
   // Node `node`'s credential no longer names it (it died or left).
   void Forget(uint64_t node) ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's client key (from the master); client credentials are
+  // refused until it is set.
+  void SetClientKey(std::string key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The node whose credential the call presented, if it presented a known
   // one.
   std::optional<uint64_t> NodeOf(const grpc::ServerContextBase& call) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The node the call proved it is; nullopt if it presented no credential;
+  // UNAUTHENTICATED if it presented one that names no live node.
+  absl::StatusOr<std::optional<uint64_t>> CallerNode(
+      const grpc::ServerContextBase& call) const ABSL_LOCKS_EXCLUDED(mu_);
+  // OK if a caller resolved to `caller` (by CallerNode) may send a message
+  // whose `field` names node `claimed`; PERMISSION_DENIED naming the field
+  // and both nodes if not.
+  absl::Status CheckClaim(const std::optional<uint64_t>& caller,
+                          absl::string_view field, uint64_t claimed) const;
+  // OK for a caller resolved to a client (or, without require_identity, to
+  // nobody); PERMISSION_DENIED naming `what` for workers and anonymous
+  // callers.
+  absl::Status CheckClient(const std::optional<uint64_t>& caller,
+                           absl::string_view what) const;
+  bool require_identity() const { return require_identity_; }
 
  private:
+  std::optional<uint64_t> ResolveLocked(absl::string_view credential) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string expected_;  // "Bearer <token>", or "" if none.
+  const bool require_identity_;
   mutable absl::Mutex mu_;
+  std::string client_key_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> revoked_ ABSL_GUARDED_BY(mu_);
+  std::deque<uint64_t> revoked_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> digests_ ABSL_GUARDED_BY(mu_);
 };

@@ -81,6 +81,13 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   FERRY_ASSIGN_OR_RETURN(CallRequestReader reader,
                          CallRequestReader::Open(request, options_.limits));
   const CallHeader& header = reader.header();
+  if (options_.authenticator != nullptr) {
+    // The caller's node is what its credential proves, not what it says.
+    FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> caller,
+                           options_.authenticator->CallerNode(*context));
+    FERRY_RETURN_IF_ERROR(options_.authenticator->CheckClaim(
+        caller, "caller_node", header.caller_node));
+  }
   call->context.function = header.function;
   call->function = options_.registry->Find(header.function);
   if (call->function == nullptr) {
@@ -349,6 +356,21 @@ grpc::ServerUnaryReactor* CallService::Shutdown(
     grpc::CallbackServerContext* context, const proto::ShutdownRequest* request,
     proto::ShutdownResponse*) {
   auto* reactor = context->DefaultReactor();
+  if (options_.authenticator != nullptr) {
+    // A worker stops with the job (Shutdown's barriers), never at a
+    // peer's word: only clients (ferryctl down) ask.
+    absl::StatusOr<std::optional<uint64_t>> caller =
+        options_.authenticator->CallerNode(*context);
+    absl::Status allowed =
+        caller.ok()
+            ? options_.authenticator->CheckClient(
+                  *caller, absl::StrCat(options_.worker_name, ": Shutdown"))
+            : caller.status();
+    if (!allowed.ok()) {
+      reactor->Finish(ToGrpcStatus(allowed));
+      return reactor;
+    }
+  }
   if (options_.on_shutdown_request) {
     options_.on_shutdown_request(absl::Milliseconds(request->timeout_ms()));
   }

@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
@@ -91,6 +92,9 @@ class CallService final : public WorkerServiceBase {
     std::function<void(absl::Duration timeout)> on_shutdown_request;
     // The worker's clock: CallContext::deadline is on it.
     Clock* clock = Clock::Real();
+    // Optional: who a call is (its credential). Then caller_node must be
+    // the caller's own node, and Shutdown is for clients only.
+    const Authenticator* authenticator = nullptr;
   };
 
   explicit CallService(Options options);

@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
                                        client->options_.connect_timeout));
   client->directory_ = std::move(registered.directory);
   client->node_ = registered.node;
+  // Every later call says which client sent it.
+  client->channels_->SetCredential(client->backend_->identity().credential);
   client->name_ = absl::StrCat("client", registered.node - kFirstClientNode);
   client->caller_ =
       std::make_unique<Caller>(client->channels_.get(), &client->membership_,

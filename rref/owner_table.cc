@@ -598,4 +598,17 @@ std::vector<proto::OwnedRRef> OwnerTable::List() const {
   return out;
 }
 
+OwnerTable::ForkOwnership OwnerTable::Ownership(GlobalId rref,
+                                                GlobalId fork) const {
+  absl::MutexLock lock(&mu_);
+  ForkOwnership out;
+  out.gone = tombstones_.contains(rref);
+  auto it = entries_.find(rref);
+  if (it == entries_.end()) return out;
+  out.known = true;
+  auto f = it->second.forks.find(fork);
+  if (f != it->second.forks.end()) out.holder = f->second.holder;
+  return out;
+}
+
 }  // namespace ferry

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,6 +162,15 @@ class OwnerTable {
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
   // Fails every parked wait (the owner is stopping).
   void FailWaits(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Who may ask (rref/rref_service.cc checks callers with it) ----
+  struct ForkOwnership {
+    bool known = false;  // The RRef's entry exists (created, not freed).
+    bool gone = false;   // The RRef was freed (a tombstone remains).
+    std::optional<uint64_t> holder;  // The fork's holder, if registered.
+  };
+  ForkOwnership Ownership(GlobalId rref, GlobalId fork) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- Introspection ----
   OwnerStats stats() const ABSL_LOCKS_EXCLUDED(mu_);

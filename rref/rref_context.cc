@@ -48,6 +48,7 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   h.timers = &agent->timers();
   h.caller = &agent->caller();
   h.registry = &agent->registry();
+  h.authenticator = &agent->authenticator();
   h.default_timeout = agent->default_timeout();
   h.log = [agent](absl::string_view e, absl::string_view d) {
     agent->ReportEvent(e, d);
@@ -459,6 +460,14 @@ std::unique_ptr<RRefCodec> RRefContext::ForPeer(uint64_t peer) {
 absl::Status RRefContext::Begin(const proto::RRefHandle& rref,
                                 uint64_t caller) {
   FERRY_RETURN_IF_ERROR(Annotate(CheckHandle(rref), "create_rref"));
+  // `caller` is the call's proven caller_node: a node names only RRefs and
+  // copies of its own making, so none can pre-create another's id.
+  if (rref.rref_creator() != caller || rref.fork_creator() != caller) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "create_rref: ids ", rref.rref_creator(), ".", rref.rref_local(),
+        " (copy ", rref.fork_creator(), ".", rref.fork_local(),
+        ") are not the caller's own (node ", caller, ")"));
+  }
   if (!owns(rref.owner_rank())) {
     return absl::InvalidArgumentError(
         absl::StrCat("create_rref: the rref would be owned by ", rref.owner(),

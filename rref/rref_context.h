@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
+#include "rpc/authenticator.h"
 #include "rpc/client.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
@@ -128,6 +129,9 @@ class RRefContext final : public RRefCore,
     Registry* registry = nullptr;  // Workers only.
     absl::Duration default_timeout = absl::Seconds(60);
     std::function<void(absl::string_view, absl::string_view)> log;
+    // Owners only, optional: who each request is (its credential), so the
+    // service can hold it to the rules of rref_service.h.
+    const Authenticator* authenticator = nullptr;
   };
   RRefContext(Host host, RRefOptions options);
 

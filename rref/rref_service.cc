@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
@@ -49,6 +50,14 @@ absl::Time WaitDeadline(const Clock& clock,
   return std::min(d, clock.Now() + fallback);
 }
 
+// Answers a refused request at once.
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context,
+                                 const absl::Status& why) {
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(why));
+  return reactor;
+}
+
 std::pair<GlobalId, GlobalId> PairOf(const proto::RRefHandle& h) {
   return {{h.rref_creator(), h.rref_local()},
           {h.fork_creator(), h.fork_local()}};
@@ -57,6 +66,71 @@ std::pair<GlobalId, GlobalId> PairOf(const proto::RRefHandle& h) {
 }  // namespace
 
 RRefService::RRefService(RRefContext* context) : context_(context) {}
+
+absl::StatusOr<std::optional<uint64_t>> RRefService::Caller(
+    const grpc::CallbackServerContext& context) const {
+  const Authenticator* auth = context_->host().authenticator;
+  if (auth == nullptr) return std::optional<uint64_t>();
+  return auth->CallerNode(context);
+}
+
+absl::Status RRefService::Claim(const std::optional<uint64_t>& caller,
+                                absl::string_view field,
+                                uint64_t claimed) const {
+  const Authenticator* auth = context_->host().authenticator;
+  if (auth == nullptr) return absl::OkStatus();
+  return auth->CheckClaim(caller, field, claimed);
+}
+
+absl::Status RRefService::MayDelete(const std::optional<uint64_t>& caller,
+                                    const proto::ForkRequest& r,
+                                    bool* no_op) const {
+  *no_op = false;
+  OwnerTable::ForkOwnership fork =
+      context_->owner_table()->Ownership(RRefOf(r), ForkOf(r));
+  if (!fork.holder.has_value()) {
+    // Not registered: a delete that overtook its fork's registration (only
+    // its creator can send one), or a late one. Another's changes nothing.
+    if (Claim(caller, "fork_creator", r.fork_creator()).ok()) {
+      return absl::OkStatus();
+    }
+    *no_op = true;
+    return absl::OkStatus();
+  }
+  // The sender of an unconfirmed fork may abandon it (its call failed).
+  if (r.only_unconfirmed() &&
+      Claim(caller, "fork_creator", r.fork_creator()).ok()) {
+    return absl::OkStatus();
+  }
+  return Annotate(
+      Claim(caller, "the fork's holder", *fork.holder),
+      absl::StrCat("DeleteFork of copy ", GlobalIdString(ForkOf(r))));
+}
+
+absl::Status RRefService::MayFetch(const std::optional<uint64_t>& caller,
+                                   const proto::ForkRequest& r) const {
+  FERRY_RETURN_IF_ERROR(Claim(caller, "holder", r.holder()));
+  const Authenticator* auth = context_->host().authenticator;
+  if (auth == nullptr) return absl::OkStatus();
+  if (ForkOf(r) == GlobalId{} &&
+      (caller.has_value() || auth->require_identity())) {
+    return absl::PermissionDeniedError(
+        "Fetch: a null fork fetches the owner's own copy; a peer must name "
+        "a copy it holds");
+  }
+  OwnerTable::ForkOwnership fork =
+      context_->owner_table()->Ownership(RRefOf(r), ForkOf(r));
+  if (fork.holder.has_value()) {
+    return Annotate(
+        Claim(caller, "the fork's holder", *fork.holder),
+        absl::StrCat("Fetch with copy ", GlobalIdString(ForkOf(r))));
+  }
+  // Known or freed: the table answers (NOT_FOUND). Not created yet: a
+  // fetch would wait for it, so only its creator, with its own ids.
+  if (fork.known || fork.gone) return absl::OkStatus();
+  FERRY_RETURN_IF_ERROR(Claim(caller, "rref_creator", r.rref_creator()));
+  return Claim(caller, "fork_creator", r.fork_creator());
+}
 
 template <typename Work>
 grpc::ServerUnaryReactor* RRefService::Immediate(
@@ -80,6 +154,11 @@ void RRefService::Handle(absl::string_view method,
 grpc::ServerUnaryReactor* RRefService::AddFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
+  absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
+  absl::Status allowed =
+      caller.ok() ? Claim(*caller, "fork_creator", request->fork_creator())
+                  : caller.status();
+  if (!allowed.ok()) return Refuse(context, allowed);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
   auto* reactor = new ParkedReactor(table, wait);
@@ -96,6 +175,11 @@ grpc::ServerUnaryReactor* RRefService::AddFork(
 grpc::ServerUnaryReactor* RRefService::ConfirmFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
+  absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
+  absl::Status allowed = caller.ok()
+                             ? Claim(*caller, "holder", request->holder())
+                             : caller.status();
+  if (!allowed.ok()) return Refuse(context, allowed);
   auto* reactor = context->DefaultReactor();
   OwnerTable* table = context_->owner_table();
   Handle("ConfirmFork", *request, [table, reactor, request] {
@@ -109,7 +193,16 @@ grpc::ServerUnaryReactor* RRefService::ConfirmFork(
 grpc::ServerUnaryReactor* RRefService::DeleteFork(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::ForkResponse*) {
+  absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
+  bool no_op = false;
+  absl::Status allowed =
+      caller.ok() ? MayDelete(*caller, *request, &no_op) : caller.status();
+  if (!allowed.ok()) return Refuse(context, allowed);
   auto* reactor = context->DefaultReactor();
+  if (no_op) {
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
   OwnerTable* table = context_->owner_table();
   Handle("DeleteFork", *request, [table, reactor, request] {
     table->DeleteFork(RRefOf(*request), ForkOf(*request),
@@ -122,6 +215,10 @@ grpc::ServerUnaryReactor* RRefService::DeleteFork(
 grpc::ServerUnaryReactor* RRefService::Fetch(
     grpc::CallbackServerContext* context, const proto::ForkRequest* request,
     proto::FetchResponse* response) {
+  absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
+  absl::Status allowed =
+      caller.ok() ? MayFetch(*caller, *request) : caller.status();
+  if (!allowed.ok()) return Refuse(context, allowed);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
   auto* reactor = new ParkedReactor(table, wait);
@@ -176,6 +273,11 @@ absl::Status RRefService::Renew(const proto::LeaseRequest& request,
 grpc::ServerUnaryReactor* RRefService::RenewLease(
     grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
     proto::LeaseResponse* response) {
+  absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
+  absl::Status allowed = caller.ok()
+                             ? Claim(*caller, "holder", request->holder())
+                             : caller.status();
+  if (!allowed.ok()) return Refuse(context, allowed);
   auto* reactor = context->DefaultReactor();
   Handle("RenewLease", *request, [this, reactor, request, response] {
     reactor->Finish(ToGrpcStatus(Renew(*request, response)));
@@ -187,6 +289,11 @@ grpc::ServerUnaryReactor* RRefService::ListOwned(
     grpc::CallbackServerContext* context, const proto::ListOwnedRequest*,
     proto::ListOwnedResponse* response) {
   return Immediate(context, [&] {
+    FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> caller, Caller(*context));
+    if (const Authenticator* auth = context_->host().authenticator) {
+      FERRY_RETURN_IF_ERROR(auth->CheckClient(
+          caller, absl::StrCat(context_->host().name, ": ListOwned")));
+    }
     for (proto::OwnedRRef& r : context_->owner_table()->List()) {
       *response->add_rrefs() = std::move(r);
     }

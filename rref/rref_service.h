@@ -2,13 +2,31 @@
 // over the worker's owner table. Parked requests (AddFork before creation,
 // Fetch before the value) hold no thread; a cancelled one is answered
 // CANCELLED at once.
+//
+// Who may ask what (with the host's authenticator; the caller is the node
+// its credential proves, rpc/authenticator.h). A refusal is
+// PERMISSION_DENIED naming the field and both nodes, and changes nothing:
+//   AddFork      only for a fork the caller made (fork_creator);
+//   ConfirmFork  only by the fork's holder (holder);
+//   DeleteFork   only by the fork's holder; an abandon (only_unconfirmed)
+//                also by the fork's sender (fork_creator); a fork not
+//                registered (yet) only by its creator — anyone else's
+//                delete of it is a no-op;
+//   Fetch        only with a fork the caller holds (holder), never with
+//                the owner's own null fork; before the RRef exists, only
+//                the creator with its own ids (remote()'s to_here);
+//   RenewLease   only for the caller's own lease (holder);
+//   ListOwned    only for clients (ferryctl), not other workers.
 #ifndef FERRY_RREF_RREF_SERVICE_H_
 #define FERRY_RREF_RREF_SERVICE_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/rref.grpc.pb.h"
 
@@ -52,6 +70,18 @@ class RRefService final : public proto::RRefs::CallbackService {
   template <typename Work>
   grpc::ServerUnaryReactor* Immediate(grpc::CallbackServerContext* context,
                                       Work work);
+  // The node the call proved it is (nullopt: none, or no authenticator).
+  absl::StatusOr<std::optional<uint64_t>> Caller(
+      const grpc::CallbackServerContext& context) const;
+  // OK if `caller` may name `claimed` in `field` (always without an
+  // authenticator).
+  absl::Status Claim(const std::optional<uint64_t>& caller,
+                     absl::string_view field, uint64_t claimed) const;
+  // The rules above for each request; OK to go on.
+  absl::Status MayDelete(const std::optional<uint64_t>& caller,
+                         const proto::ForkRequest& r, bool* no_op) const;
+  absl::Status MayFetch(const std::optional<uint64_t>& caller,
+                        const proto::ForkRequest& r) const;
 
   RRefContext* const context_;
 };

@@ -16,6 +16,7 @@ WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p) {
   w.local_address = p.local_address();
   w.host = p.host();
   w.pid = p.pid();
+  w.credential_digest = p.credential_digest();
   return w;
 }
 
@@ -27,6 +28,7 @@ proto::WorkerInfo WorkerInfoToProto(const WorkerInfo& w) {
   p.set_local_address(w.local_address);
   p.set_host(w.host);
   p.set_pid(w.pid);
+  p.set_credential_digest(w.credential_digest);
   return p;
 }
 

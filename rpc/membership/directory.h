@@ -26,6 +26,8 @@ struct WorkerInfo {
   std::string local_address;  // unix-abstract:… for same-host peers, or "".
   std::string host;
   int64_t pid = 0;
+  // SHA-256 (hex) of its credential: what calls from it must present.
+  std::string credential_digest;
 };
 
 WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/authenticator.h"
 
 namespace ferry {
 
@@ -16,9 +17,11 @@ constexpr int kClientIdBits = 32;
 
 DirectoryService::DirectoryService(int rank) : rank_(rank) {}
 
-void DirectoryService::SetDirectory(Directory directory) {
+void DirectoryService::SetDirectory(Directory directory,
+                                    std::string client_key) {
   absl::MutexLock lock(&mu_);
   directory_ = std::move(directory);
+  client_key_ = std::move(client_key);
 }
 
 grpc::ServerUnaryReactor* DirectoryService::RegisterClient(
@@ -35,7 +38,9 @@ grpc::ServerUnaryReactor* DirectoryService::RegisterClient(
           absl::StrCat("worker", rank_, ": the job is not formed yet"));
     } else {
       const uint64_t base = (static_cast<uint64_t>(rank_) + 1) << kClientIdBits;
-      response->set_node(base + next_client_++);
+      const uint64_t node = base + next_client_++;
+      response->set_node(node);
+      response->set_credential(ClientCredential(client_key_, node));
       for (const WorkerInfo& w : directory_->workers())
         *response->add_workers() = WorkerInfoToProto(w);
       response->set_read_only(true);

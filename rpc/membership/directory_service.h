@@ -7,12 +7,15 @@
 // A client registered here is told `read_only`: it does not poll (no
 // membership is kept for it). Its node id comes from a range of this
 // worker's own, (rank + 1) << 32 onwards, so it never equals an id the
-// master or another worker hands out.
+// master or another worker hands out; its credential is MAC'd with the
+// job's client key like the master's (rpc/authenticator.h), so every
+// worker knows it at once.
 #ifndef FERRY_RPC_MEMBERSHIP_DIRECTORY_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_DIRECTORY_SERVICE_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -26,9 +29,10 @@ class DirectoryService final : public proto::Rendezvous::CallbackService {
   // Serves for the worker of rank `rank` (>= 1).
   explicit DirectoryService(int rank);
 
-  // The job's directory, once this worker joined. Before that
-  // RegisterClient is UNAVAILABLE (the caller retries).
-  void SetDirectory(Directory directory) ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's directory and client key, once this worker joined. Before
+  // that RegisterClient is UNAVAILABLE (the caller retries).
+  void SetDirectory(Directory directory, std::string client_key)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* RegisterClient(
       grpc::CallbackServerContext* context,
@@ -40,6 +44,7 @@ class DirectoryService final : public proto::Rendezvous::CallbackService {
   const int rank_;
   absl::Mutex mu_;
   std::optional<Directory> directory_ ABSL_GUARDED_BY(mu_);
+  std::string client_key_ ABSL_GUARDED_BY(mu_);
   uint64_t next_client_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

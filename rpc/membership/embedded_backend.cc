@@ -26,14 +26,15 @@ absl::StatusOr<Directory> EmbeddedBackend::Join(const JoinSpec& spec,
   *request.mutable_worker() = WorkerInfoToProto(spec.self);
   request.set_world_size(spec.world_size);
   request.set_incarnation(spec.incarnation);
-  absl::StatusOr<std::vector<WorkerInfo>> workers =
+  absl::StatusOr<JoinedJob> job =
       JoinJob(options_.master, options_.master_address, request, timeout,
               *options_.timers);
-  if (!workers.ok()) return workers.status();
+  if (!job.ok()) return job.status();
   absl::MutexLock lock(&mu_);
   node_ = WorkerNode(spec.self.rank);
   incarnation_ = spec.incarnation;
-  return Directory(*std::move(workers));
+  identity_ = {job->credential, job->client_key};
+  return Directory(std::move(job->workers));
 }
 
 absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
@@ -47,9 +48,16 @@ absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
     workers.push_back(WorkerInfoFromProto(w));
   absl::MutexLock lock(&mu_);
   node_ = registered->node();
-  incarnation_ = 0;
+  // The master chose it (random): polls and barriers are bound to it.
+  incarnation_ = registered->incarnation();
+  identity_ = {registered->credential(), ""};
   return ClientRegistration{registered->node(), Directory(std::move(workers)),
                             registered->read_only()};
+}
+
+NodeIdentity EmbeddedBackend::identity() const {
+  absl::MutexLock lock(&mu_);
+  return identity_;
 }
 
 void EmbeddedBackend::Follow(Membership* membership,

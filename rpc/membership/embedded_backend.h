@@ -46,6 +46,7 @@ class EmbeddedBackend final : public MembershipBackend {
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
+  NodeIdentity identity() const override ABSL_LOCKS_EXCLUDED(mu_);
   bool rank0_is_master() const override { return true; }
   bool rank_is_assignable() const override { return false; }
   std::string description() const override;
@@ -57,6 +58,7 @@ class EmbeddedBackend final : public MembershipBackend {
   mutable absl::Mutex mu_;
   uint64_t node_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
+  NodeIdentity identity_ ABSL_GUARDED_BY(mu_);
   // Set by Follow.
   std::shared_ptr<MembershipClient> client_ ABSL_GUARDED_BY(mu_);
 };

@@ -37,6 +37,15 @@ struct JoinSpec {
 };
 
 // A client registered: its node id and the job's workers.
+// Who this node is, for backends that issue identities (the embedded
+// master): the credential its calls carry (a secret) and the key that
+// checks clients' credentials (workers only). Empty for backends that
+// issue none (etcd): then peers believe claimed identities.
+struct NodeIdentity {
+  std::string credential;
+  std::string client_key;
+};
+
 struct ClientRegistration {
   uint64_t node = 0;
   Directory directory;
@@ -92,6 +101,9 @@ class MembershipBackend {
   // Stops keeping this node alive and following; bounded; idempotent.
   // After it returns no callback runs.
   virtual void Stop() = 0;
+
+  // This node's identity, once Join or RegisterClient succeeded.
+  virtual NodeIdentity identity() const = 0;
 
   // Whether rank 0 hosts the membership itself, so that its death ends the
   // job for everyone (the embedded master).

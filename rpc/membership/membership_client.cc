@@ -50,10 +50,10 @@ absl::StatusOr<Response> RetryWhileUnavailable(Timers& timers,
 
 }  // namespace
 
-absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
-    const std::shared_ptr<grpc::Channel>& master,
-    const std::string& master_address, const proto::JoinRequest& request,
-    absl::Duration timeout, Timers& timers) {
+absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
+                                  const std::string& master_address,
+                                  const proto::JoinRequest& request,
+                                  absl::Duration timeout, Timers& timers) {
   auto stub = proto::Rendezvous::NewStub(master);
   auto response = RetryWhileUnavailable<proto::JoinResponse>(
       timers, master_address, timeout,
@@ -65,10 +65,12 @@ absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
         return FromGrpcStatus(stub->Join(&context, r, out));
       });
   if (!response.ok()) return response.status();
-  std::vector<WorkerInfo> workers;
+  JoinedJob job;
   for (const auto& w : response->workers())
-    workers.push_back(WorkerInfoFromProto(w));
-  return workers;
+    job.workers.push_back(WorkerInfoFromProto(w));
+  job.credential = response->credential();
+  job.client_key = response->client_key();
+  return job;
 }
 
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(

@@ -39,14 +39,21 @@ struct MembershipOptions {
   absl::Duration master_timeout = absl::Seconds(30);
 };
 
+// What a worker learns when the job forms.
+struct JoinedJob {
+  std::vector<WorkerInfo> workers;  // Indexed by rank.
+  std::string credential;           // This worker's (a secret).
+  std::string client_key;           // Checks clients' credentials.
+};
+
 // Joins the job as a worker: retried while the master is unreachable, until
 // `timeout` (on the timers' clock, which also times the retries' backoff).
 // The master answers once all workers joined; DEADLINE_EXCEEDED (naming
 // the missing ranks, or the unreachable master) otherwise.
-absl::StatusOr<std::vector<WorkerInfo>> JoinJob(
-    const std::shared_ptr<grpc::Channel>& master,
-    const std::string& master_address, const proto::JoinRequest& request,
-    absl::Duration timeout, Timers& timers);
+absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
+                                  const std::string& master_address,
+                                  const proto::JoinRequest& request,
+                                  absl::Duration timeout, Timers& timers);
 
 // Registers a client (not a rank): its node id and the directory. Retried
 // until the job is formed or `timeout` passes (as JoinJob).

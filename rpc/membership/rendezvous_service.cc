@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
 #include "rpc/membership/directory.h"
 #include "rpc/value/value.h"
@@ -67,12 +69,29 @@ std::string Cut(const std::string& text) {
   return text.substr(0, n);
 }
 
+// The digest of the credential the call presented, if any.
+std::optional<std::string> PresentedDigest(
+    const grpc::CallbackServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kCredentialHeader);
+  if (it == metadata.end()) return std::nullopt;
+  return CredentialDigest(std::string(it->second.data(), it->second.size()));
+}
+
+// A random incarnation for a client: its polls cannot be guessed.
+uint64_t RandomIncarnation() {
+  uint64_t incarnation = 0;
+  // NewCredential() is hex from the CSPRNG; 16 digits are 64 bits.
+  (void)absl::SimpleHexAtoi(NewCredential().substr(0, 16), &incarnation);
+  return incarnation;
+}
+
 }  // namespace
 
 absl::Time RendezvousService::Now() const { return timers_->clock()->Now(); }
 
 RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
-    : options_(options), timers_(timers) {
+    : options_(options), timers_(timers), client_key_(NewCredential()) {
   absl::MutexLock lock(&mu_);
   slots_.resize(std::max(options_.world_size, 1));
   sweep_timer_ =
@@ -248,12 +267,15 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
     return {{held, room}};
   }
   Slot& slot = slots_[rank];
-  if (!slot.joined) slot = Slot{true, r.worker(), r.incarnation()};
+  if (!slot.joined) {
+    slot = Slot{true, r.worker(), r.incarnation(), NewCredential()};
+    slot.info.set_credential_digest(CredentialDigest(slot.credential));
+  }
   held->rank = rank;
   held->incarnation = r.incarnation();
   held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
   if (complete_) {  // A retried join after completion.
-    FillDirectory(held->join->mutable_workers());
+    FillJoin(slot, held->join);
     return {{held, grpc::Status::OK}};
   }
   Hold(held, Now() + absl::Milliseconds(held->timeout_ms));
@@ -269,6 +291,7 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
     Node& n = nodes_[WorkerNode(s.info.rank())];
     n.name = s.info.name();
     n.incarnation = s.incarnation;
+    n.credential_digest = s.info.credential_digest();
     n.last_seen = now;
   }
   Finishes finishes;
@@ -278,10 +301,17 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
   }
   for (uint64_t id : joins) {
     Held* held = Take(id);
-    FillDirectory(held->join->mutable_workers());
+    FillJoin(slots_[held->rank], held->join);
     finishes.emplace_back(held, grpc::Status::OK);
   }
   return finishes;
+}
+
+void RendezvousService::FillJoin(const Slot& slot,
+                                 proto::JoinResponse* out) const {
+  FillDirectory(out->mutable_workers());
+  out->set_credential(slot.credential);
+  out->set_client_key(client_key_);
 }
 
 void RendezvousService::FillDirectory(
@@ -326,7 +356,12 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
       absl::StrAppend(&n.name, " (", Cut(request->description()), ")");
     }
     n.last_seen = Now();
+    n.incarnation = RandomIncarnation();
+    const std::string credential = ClientCredential(client_key_, node);
+    n.credential_digest = CredentialDigest(credential);
     response->set_node(node);
+    response->set_credential(credential);
+    response->set_incarnation(n.incarnation);
     FillDirectory(response->mutable_workers());
     return {{held, grpc::Status::OK}};
   });
@@ -339,13 +374,38 @@ grpc::ServerUnaryReactor* RendezvousService::Poll(
     proto::PollResponse* response) {
   auto* held = new Held(this, Held::Kind::kPoll);
   held->poll = response;
+  const std::optional<std::string> presented = PresentedDigest(*context);
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitPoll(held, *request);
+    return AdmitPoll(held, *request, presented);
   });
 }
 
+grpc::Status RendezvousService::CheckCaller(
+    absl::string_view what, uint64_t node, const Node& n,
+    const std::optional<std::string>& presented) const {
+  if (presented.has_value() && *presented == n.credential_digest) {
+    return grpc::Status::OK;
+  }
+  if (!presented.has_value() && !options_.require_identity) {
+    return grpc::Status::OK;
+  }
+  std::string caller = "presented no node credential";
+  if (presented.has_value()) {
+    caller = "presented a credential of no node of this job";
+    for (const auto& [other, o] : nodes_) {
+      if (o.credential_digest == *presented) {
+        caller = absl::StrCat("is ", IdentityLabel(other));
+      }
+    }
+  }
+  return Error(grpc::StatusCode::PERMISSION_DENIED,
+               absl::StrCat(what, ": node claims ", IdentityLabel(node),
+                            " but the call ", caller));
+}
+
 RendezvousService::Finishes RendezvousService::AdmitPoll(
-    Held* held, const proto::PollRequest& r) {
+    Held* held, const proto::PollRequest& r,
+    const std::optional<std::string>& presented) {
   auto it = nodes_.find(r.node());
   if (it == nodes_.end()) {
     return {{held, complete_ ? Error(grpc::StatusCode::NOT_FOUND,
@@ -354,6 +414,10 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
                                      "the job is not formed yet")}};
   }
   Node& n = it->second;
+  if (grpc::Status who = CheckCaller("poll", r.node(), n, presented);
+      !who.ok()) {
+    return {{held, who}};
+  }
   if (n.incarnation != r.incarnation()) {
     return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
                          absl::StrCat(n.name, ": stale incarnation"))}};
@@ -482,18 +546,25 @@ grpc::ServerUnaryReactor* RendezvousService::Barrier(
     grpc::CallbackServerContext* context, const proto::BarrierRequest* request,
     proto::BarrierResponse*) {
   auto* held = new Held(this, Held::Kind::kBarrier);
+  const std::optional<std::string> presented = PresentedDigest(*context);
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitBarrier(held, *request);
+    return AdmitBarrier(held, *request, presented);
   });
 }
 
 RendezvousService::Finishes RendezvousService::AdmitBarrier(
-    Held* held, const proto::BarrierRequest& r) {
+    Held* held, const proto::BarrierRequest& r,
+    const std::optional<std::string>& presented) {
   auto it = nodes_.find(r.node());
   if (!IsWorkerNode(r.node()) || it == nodes_.end() || it->second.down) {
     return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
                          absl::StrCat("node ", r.node(),
                                       " is not a live worker of this job"))}};
+  }
+  if (grpc::Status who =
+          CheckCaller("barrier", r.node(), it->second, presented);
+      !who.ok()) {
+    return {{held, who}};
   }
   if (r.name().size() > kMaxNameBytes) {
     return {

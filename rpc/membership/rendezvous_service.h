@@ -27,12 +27,21 @@
 //    arrival at a finished barrier wait again instead of passing).
 // Names and descriptions are cut to kMaxNameBytes; a hold lasts at most
 // kMaxHoldMs whatever timeout the caller asks for.
+//
+// Identities (rpc/authenticator.h): each worker incarnation gets a random
+// credential in its Join answer (the directory carries every worker's
+// digest), each client one in its RegisterClient answer (MAC'd with the
+// job's client key, which only workers get), and a random incarnation.
+// Polls and barriers are accepted only from the node they name: a
+// presented credential must be that node's (PERMISSION_DENIED naming both),
+// and with require_identity one must be presented.
 #ifndef FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +49,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rendezvous.grpc.pb.h"
@@ -57,6 +67,9 @@ struct RendezvousOptions {
   absl::Duration sweep_interval = absl::Milliseconds(200);
   // max_held_calls, max_clients, max_barriers.
   Limits limits;
+  // Polls and barriers must present the credential of the node they name
+  // (the job has a token or TLS, so every node sends its credential).
+  bool require_identity = false;
 };
 
 class RendezvousService final : public proto::Rendezvous::CallbackService {
@@ -98,10 +111,12 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
     bool joined = false;
     proto::WorkerInfo info;
     uint64_t incarnation = 0;
+    std::string credential;
   };
   struct Node {
     std::string name;
     uint64_t incarnation = 0;
+    std::string credential_digest;  // What its calls must present.
     absl::Time last_seen;
     bool down = false;
     std::string down_reason;
@@ -120,9 +135,20 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   Finishes AdmitJoin(Held* held, const proto::JoinRequest& r)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CompleteRendezvous() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Finishes AdmitPoll(Held* held, const proto::PollRequest& r)
+  // `presented`: the digest of the call's credential, if it sent one.
+  Finishes AdmitPoll(Held* held, const proto::PollRequest& r,
+                     const std::optional<std::string>& presented)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Finishes AdmitBarrier(Held* held, const proto::BarrierRequest& r)
+  Finishes AdmitBarrier(Held* held, const proto::BarrierRequest& r,
+                        const std::optional<std::string>& presented)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if a call that presented `presented` may speak for `node` (known);
+  // PERMISSION_DENIED naming `what` and both nodes if not.
+  grpc::Status CheckCaller(absl::string_view what, uint64_t node, const Node& n,
+                           const std::optional<std::string>& presented) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A join's answer for the worker in `slot`: directory and secrets.
+  void FillJoin(const Slot& slot, proto::JoinResponse* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes MarkDown(uint64_t node, proto::NodeEvent::Kind kind,
                     std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -170,6 +196,8 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
 
   const RendezvousOptions options_;
   Timers* const timers_;
+  // Client credentials are MACs under it (rpc/authenticator.h).
+  const std::string client_key_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

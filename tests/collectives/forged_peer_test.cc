@@ -1,6 +1,7 @@
-// A hostile member inside an op: messages forged with raw frames (a member
-// can forge another member's messages until frames are bound to their
-// sender, issue 12) must fail the op, never the worker.
+// A hostile member inside an op: messages forged with raw frames must fail
+// the op, never the worker. The job here has no token, so frames sent
+// without a credential are taken at their word (in a job with one, a frame
+// under another's rank is refused: tests/rpc/forged_identity_test.cc).
 #include <memory>
 #include <string>
 #include <vector>

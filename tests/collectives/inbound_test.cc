@@ -133,6 +133,34 @@ TEST_F(InboundTest, ASenderOutsideTheOpsGroupIsRefused) {
   EXPECT_EQ(box_.held_messages(), 0);
 }
 
+TEST_F(InboundTest, AFrameUnderAnotherRanksNameIsRefused) {
+  // The stream's credential proved it comes from rank 2.
+  Inbound in(&box_, InboundOptions{kSelf, kWorld, kTtlMs, &clock_, 2});
+  EXPECT_THAT(
+      in.Take(ToByteBuffer(FrameBytes(DataHeader("world/1", 0, 1, 1), "x"))),
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               HasSubstr("the frame claims src rank 1 but the "
+                         "stream's credential is worker2")));
+  Inbound abort(&box_, InboundOptions{kSelf, kWorld, kTtlMs, &clock_, 2});
+  EXPECT_THAT(
+      abort.Take(ToByteBuffer(FrameBytes(
+          AbortHeader("world/1", 3, absl::StatusCode::kInternal, "x"), ""))),
+      StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(box_.held_bytes(), 0);
+  // Its own rank passes.
+  const std::string payload = ValueBytes(Value(int64_t{5}));
+  Inbound honest(&box_, InboundOptions{kSelf, kWorld, kTtlMs, &clock_, 2});
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      honest.Take(ToByteBuffer(FrameBytes(
+          DataHeader("world/1", 0, 2, static_cast<int64_t>(payload.size())),
+          payload))));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  EXPECT_OK(honest.End());
+  EXPECT_EQ(box_.Receive({"world/1", 0, 2}).Wait(absl::ZeroDuration()).value(),
+            Value(int64_t{5}));
+}
+
 TEST_F(InboundTest, MessagesForOpsNoWorkerRunsAreRefused) {
   for (const std::string& op : std::vector<std::string>{
            "", "world", "nonsense/1", "world/", "world/abc",

@@ -60,6 +60,8 @@ int64_t HeapInUse() {
   return static_cast<int64_t>(m.uordblks + m.hblkhd);
 }
 
+constexpr uint64_t kClient = uint64_t{1} << 32;  // The first client node.
+
 class AuthenticatorTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
@@ -167,6 +169,33 @@ TEST_P(AuthenticatorTest, ACredentialNamesItsNodeUntilForgotten) {
   EXPECT_EQ(service_.node, std::nullopt);
 }
 
+TEST_P(AuthenticatorTest, AClientCredentialNeedsTheJobsClientKey) {
+  const uint64_t client = kClient + 5;
+  const std::multimap<std::string, std::string> headers = {
+      {"authorization", "Bearer s3cret"},
+      {kCredentialHeader, ClientCredential("key", client)}};
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::nullopt);  // No key yet.
+  authenticator_->SetClientKey("key");
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(client));
+  // Another node's id with this MAC, or a MAC under another key: nobody.
+  std::string forged = ClientCredential("key", client);
+  forged.replace(1, std::to_string(client).size(), std::to_string(client + 1));
+  for (const std::string& bad :
+       {forged, ClientCredential("other key", client)}) {
+    ASSERT_TRUE(
+        Call("/x.Y/Z", "hi",
+             {{"authorization", "Bearer s3cret"}, {kCredentialHeader, bad}})
+            .ok());
+    EXPECT_EQ(service_.node, std::nullopt) << bad;
+  }
+  // A client that left names nobody any more.
+  authenticator_->Forget(client);
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+}
+
 INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, AuthenticatorTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "unix" : "tcp";
@@ -180,6 +209,34 @@ TEST(CredentialTest, FreshAndDigestedOneWay) {
   EXPECT_NE(CredentialDigest(a), a);
   EXPECT_EQ(CredentialDigest("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(ClaimTest, AClaimMustBeTheCallersOwnNode) {
+  const Authenticator strict("", /*require_identity=*/true);
+  EXPECT_TRUE(strict.CheckClaim(3, "holder", 3).ok());
+  absl::Status other = strict.CheckClaim(3, "holder", kClient + 1);
+  EXPECT_EQ(other.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(other.message(),
+            "holder claims client node 4294967297 but the call's credential "
+            "is worker3");
+  EXPECT_EQ(strict.CheckClaim(std::nullopt, "src", 1).code(),
+            absl::StatusCode::kPermissionDenied);
+  // Without identities (an --insecure job) a bare claim is believed; a
+  // presented credential still counts.
+  const Authenticator lax("");
+  EXPECT_TRUE(lax.CheckClaim(std::nullopt, "src", 1).ok());
+  EXPECT_EQ(lax.CheckClaim(2, "src", 1).code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(ClaimTest, SomeCallsAreForClientsOnly) {
+  const Authenticator strict("", /*require_identity=*/true);
+  EXPECT_TRUE(strict.CheckClient(kClient + 1, "Shutdown").ok());
+  EXPECT_EQ(strict.CheckClient(1, "Shutdown").message(),
+            "Shutdown is for clients only; the caller is worker1");
+  EXPECT_EQ(strict.CheckClient(std::nullopt, "Shutdown").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Authenticator("").CheckClient(std::nullopt, "Shutdown").ok());
 }
 
 }  // namespace

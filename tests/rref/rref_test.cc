@@ -220,10 +220,17 @@ TEST_F(RRefTest, ListOwnedShowsForks) {
   ASSERT_OK_AND_ASSIGN(RRef r,
                        worker(0).rrefs().Remote("worker1", "echo", {1}));
   ASSERT_OK(r.ToHere());
-  ASSERT_OK_AND_ASSIGN(auto rows, worker(2)
-                                      .rrefs()
-                                      .ListOwned(1, absl::Seconds(10))
-                                      .Wait(absl::Seconds(20)));
+  // Owner tables are for clients (ferryctl) to list, not other workers.
+  EXPECT_THAT(
+      worker(2).rrefs().ListOwned(1, absl::Seconds(10)).Wait(absl::Seconds(20)),
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               HasSubstr("worker1: ListOwned is for clients only; the "
+                         "caller is worker2")));
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect());
+  ASSERT_OK_AND_ASSIGN(
+      auto rows,
+      client->rrefs().ListOwned(1, absl::Seconds(10)).Wait(absl::Seconds(20)));
+  client->Close();
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].id(), GlobalIdString(r.id()));
   EXPECT_EQ(rows[0].creator(), "worker0");

@@ -10,6 +10,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_callback.h"
+#include "proto/rendezvous.pb.h"
 
 namespace ferry {
 namespace testing {
@@ -110,9 +111,7 @@ std::vector<RawReply> RawClient::UnaryMany(const std::string& method,
     auto call = std::make_unique<Pending>();
     call->request = ToBuffer(request);
     call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    if (!token_.empty()) {
-      call->context.AddMetadata("authorization", "Bearer " + token_);
-    }
+    Authorize(&call->context);
     call->start = absl::Now();
     Pending* p = call.get();
     stub_->UnaryCall(&p->context, method, grpc::StubOptions(), &p->request,
@@ -147,9 +146,7 @@ RawReply RawClient::UnaryCancelledAfter(const std::string& method,
   call.request = ToBuffer(request);
   call.context.set_deadline(
       absl::ToChronoTime(absl::Now() + after + absl::Seconds(30)));
-  if (!token_.empty()) {
-    call.context.AddMetadata("authorization", "Bearer " + token_);
-  }
+  Authorize(&call.context);
   call.start = absl::Now();
   stub_->UnaryCall(&call.context, method, grpc::StubOptions(), &call.request,
                    &call.response, [&call](grpc::Status s) {
@@ -170,9 +167,7 @@ RawReply RawClient::Stream(const std::string& method,
   // On the heap: if its end were ever lost, gRPC could still use it.
   auto* call = new StreamCall(messages);
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-  if (!token_.empty()) {
-    call->context.AddMetadata("authorization", "Bearer " + token_);
-  }
+  Authorize(&call->context);
   call->Start(stub_.get(), method);
   // The deadline ends the stream; the extra time only guards a lost one.
   if (!call->done.WaitForNotificationWithTimeout(timeout + absl::Seconds(5))) {
@@ -183,6 +178,32 @@ RawReply RawClient::Stream(const std::string& method,
   RawReply reply = call->reply;
   delete call;
   return reply;
+}
+
+void RawClient::Authorize(grpc::ClientContext* context) const {
+  if (!token_.empty())
+    context->AddMetadata("authorization", "Bearer " + token_);
+  if (!credential_.empty()) {
+    context->AddMetadata("ferry-credential", credential_);
+  }
+}
+
+absl::StatusOr<uint64_t> RawClient::Register() {
+  proto::RegisterClientRequest request;
+  request.set_description("raw client");
+  RawReply r = Unary(kRegisterClientMethod, request.SerializeAsString(),
+                     absl::Seconds(10));
+  if (!r.status.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(r.status.error_code()),
+                        r.status.error_message());
+  }
+  proto::RegisterClientResponse response;
+  if (!response.ParseFromString(r.bytes)) {
+    return absl::InternalError("malformed RegisterClientResponse");
+  }
+  credential_ = response.credential();
+  node_ = response.node();
+  return node_;
 }
 
 absl::StatusOr<proto::WorkerStatus> RawClient::Status() {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,8 @@ namespace testing {
 inline constexpr char kCallMethod[] = "/ferry.proto.Worker/Call";
 inline constexpr char kStatusMethod[] = "/ferry.proto.Worker/GetStatus";
 inline constexpr char kCallStreamMethod[] = "/ferry.proto.CallStream/Call";
+inline constexpr char kRegisterClientMethod[] =
+    "/ferry.proto.Rendezvous/RegisterClient";
 
 struct RawReply {
   grpc::Status status;
@@ -61,10 +64,27 @@ class RawClient {
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();
 
+  // Registers as a client of the job (RegisterClient at this address):
+  // later calls present the credential it was issued (metadata
+  // "ferry-credential"). Its node id.
+  absl::StatusOr<uint64_t> Register();
+  // Presents `credential` on later calls ("" = none), as a forger would.
+  void set_credential(std::string credential) {
+    credential_ = std::move(credential);
+  }
+  const std::string& credential() const { return credential_; }
+  // The node Register() made this client (0 before).
+  uint64_t node() const { return node_; }
+
  private:
+  // Adds the token and credential (if any) to a call.
+  void Authorize(grpc::ClientContext* context) const;
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<grpc::GenericStub> stub_;
   std::string token_;
+  std::string credential_;
+  uint64_t node_ = 0;
 };
 
 // Protobuf wire bytes built by hand, for messages no honest writer makes.

@@ -65,9 +65,19 @@ class HostileCallsTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_NE(job_, nullptr);
     raw_ = std::make_unique<RawClient>(job_->address(0), TokenOf(*job_));
+    // A client of the job: the token lets it join, the credential it is
+    // issued says who it is.
+    absl::StatusOr<uint64_t> node = raw_->Register();
+    ASSERT_TRUE(node.ok()) << node.status();
     absl::StatusOr<proto::WorkerStatus> s = raw_->Status();
     ASSERT_TRUE(s.ok()) << s.status();
     heap_before_ = s->heap_bytes();
+  }
+
+  // A CallRequest from this test's client.
+  std::string Request(absl::string_view function,
+                      const std::vector<std::string>& args) const {
+    return wire::CallRequest(function, args, raw_->node());
   }
 
   // The checks after every case.
@@ -83,7 +93,7 @@ class HostileCallsTest : public ::testing::Test {
     ExpectIdleAndSmall();
     EXPECT_EQ(kill(job_->pid(0), 0), 0) << "worker0 died";
     RawReply honest =
-        raw_->Unary(kCallMethod, wire::CallRequest("echo", {wire::Int(42)}));
+        raw_->Unary(kCallMethod, Request("echo", {wire::Int(42)}));
     ASSERT_TRUE(honest.status.ok()) << honest.status.error_message();
     absl::StatusOr<proto::Value> v = testing::ParseResult(honest.bytes);
     ASSERT_TRUE(v.ok()) << v.status();
@@ -138,39 +148,37 @@ proto::RRefHandle Handle(int owner_rank) {
 }
 
 TEST_F(HostileCallsTest, RRefOwnerRankHuge) {
-  RawReply r = raw_->Unary(
-      kCallMethod, wire::CallRequest("echo", {wire::RRef(Handle(1 << 30))}));
+  RawReply r =
+      raw_->Unary(kCallMethod, Request("echo", {wire::RRef(Handle(1 << 30))}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "args[0]: rref w0.1: owner rank 1073741824 is not a worker");
 }
 
 TEST_F(HostileCallsTest, RRefOwnerRankNegative) {
-  RawReply r = raw_->Unary(kCallMethod,
-                           wire::CallRequest("echo", {wire::RRef(Handle(-5))}));
+  RawReply r =
+      raw_->Unary(kCallMethod, Request("echo", {wire::RRef(Handle(-5))}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "owner rank -5 is not a worker");
 }
 
 TEST_F(HostileCallsTest, ConcatOfHugeZeroSizeShape) {
   std::string t = wire::Tensor(kFloat32, {int64_t{1} << 62, 0}, "");
-  RawReply r =
-      raw_->Unary(kCallMethod,
-                  wire::CallRequest("concat", {wire::List({t}), wire::Int(1)}));
+  RawReply r = raw_->Unary(kCallMethod,
+                           Request("concat", {wire::List({t}), wire::Int(1)}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "--max_tensor_dim=");
 }
 
 TEST_F(HostileCallsTest, ZerosOfSixtyFourGiB) {
   RawReply r = raw_->Unary(
-      kCallMethod,
-      wire::CallRequest("zeros", {wire::List({wire::Int(17179869184)})}));
+      kCallMethod, Request("zeros", {wire::List({wire::Int(17179869184)})}));
   // Refused by --max_alloc_mb before anything is allocated.
   ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED, "(--max_alloc_mb=");
 }
 
 TEST_F(HostileCallsTest, TwoHundredMegabytesOfEmptyValues) {
   // 100 million empty arguments.
-  std::string request = wire::CallRequest("echo", {}) +
-                        Repeat(std::string("\x12\x00", 2), 200 * kMiB);
+  std::string request =
+      Request("echo", {}) + Repeat(std::string("\x12\x00", 2), 200 * kMiB);
   RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
   request.clear();
   request.shrink_to_fit();
@@ -179,7 +187,7 @@ TEST_F(HostileCallsTest, TwoHundredMegabytesOfEmptyValues) {
 
 TEST_F(HostileCallsTest, OneListOfAHundredMillionEmptyValues) {
   std::string items = Repeat(std::string("\x0a\x00", 2), 200 * kMiB);
-  std::string request = wire::CallRequest("echo", {wire::Bytes(7, items)});
+  std::string request = Request("echo", {wire::Bytes(7, items)});
   items.clear();
   items.shrink_to_fit();
   RawReply r = raw_->Unary(kCallMethod, request, absl::Seconds(30));
@@ -190,7 +198,7 @@ TEST_F(HostileCallsTest, OneListOfAHundredMillionEmptyValues) {
 
 TEST_F(HostileCallsTest, TooManyArguments) {
   std::vector<std::string> args(5000, wire::Int(1));
-  RawReply r = raw_->Unary(kCallMethod, wire::CallRequest("echo", args));
+  RawReply r = raw_->Unary(kCallMethod, Request("echo", args));
   ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
                 "args: more than 4096 arguments");
 }
@@ -198,16 +206,16 @@ TEST_F(HostileCallsTest, TooManyArguments) {
 TEST_F(HostileCallsTest, OverDeepValue) {
   std::string v = wire::Int(1);
   for (int i = 0; i < 100; ++i) v = wire::List({v});
-  RawReply r = raw_->Unary(kCallMethod, wire::CallRequest("echo", {v}));
+  RawReply r = raw_->Unary(kCallMethod, Request("echo", {v}));
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "nesting deeper than 64 levels");
 }
 
 TEST_F(HostileCallsTest, FloodFromOnePeer) {
   // 40 calls at once from one caller; 8 may be in flight.
-  std::vector<RawReply> replies = raw_->UnaryMany(
-      kCallMethod, wire::CallRequest("sleep_ms", {wire::Int(500)}), 40,
-      absl::Seconds(10));
+  std::vector<RawReply> replies =
+      raw_->UnaryMany(kCallMethod, Request("sleep_ms", {wire::Int(500)}), 40,
+                      absl::Seconds(10));
   int ok = 0, refused = 0;
   RawReply refusal;
   for (const RawReply& r : replies) {
@@ -226,15 +234,15 @@ TEST_F(HostileCallsTest, FloodFromOnePeer) {
 
 TEST_F(HostileCallsTest, CancelledSleep) {
   RawReply r = raw_->UnaryCancelledAfter(
-      kCallMethod, wire::CallRequest("sleep_ms", {wire::Int(600000)}),
+      kCallMethod, Request("sleep_ms", {wire::Int(600000)}),
       absl::Milliseconds(200));
   ExpectHealthy(r, grpc::StatusCode::CANCELLED, "");
 }
 
 TEST_F(HostileCallsTest, SleepPastItsDeadline) {
-  RawReply r = raw_->Unary(kCallMethod,
-                           wire::CallRequest("sleep_ms", {wire::Int(600000)}),
-                           absl::Milliseconds(300));
+  RawReply r =
+      raw_->Unary(kCallMethod, Request("sleep_ms", {wire::Int(600000)}),
+                  absl::Milliseconds(300));
   ExpectHealthy(r, grpc::StatusCode::DEADLINE_EXCEEDED, "");
 }
 
@@ -243,9 +251,12 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
       DaemonCluster::Up(1, {"--max_message_mb=1"});
   ASSERT_TRUE(small.ok()) << small.status();
   RawClient raw((*small)->address(0), TokenOf(**small));
-  std::string request = wire::CallRequest(
-      "echo", {wire::Tensor(kFloat32, {int64_t{1} << 19},
-                            std::string(size_t{2} << 20, '\0'))});
+  ASSERT_TRUE(raw.Register().ok());
+  std::string request =
+      wire::CallRequest("echo",
+                        {wire::Tensor(kFloat32, {int64_t{1} << 19},
+                                      std::string(size_t{2} << 20, '\0'))},
+                        raw.node());
   RawReply r = raw.Unary(kCallMethod, request);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
       << r.status.error_message();
@@ -254,8 +265,8 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
   std::cout << "MessageOverTheSizeLimit: " << r.status.error_code() << " in "
             << absl::ToInt64Milliseconds(r.elapsed)
             << " ms: " << r.status.error_message() << "\n";
-  RawReply honest =
-      raw.Unary(kCallMethod, wire::CallRequest("echo", {wire::Int(7)}));
+  RawReply honest = raw.Unary(
+      kCallMethod, wire::CallRequest("echo", {wire::Int(7)}, raw.node()));
   EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
   EXPECT_EQ(kill((*small)->pid(0), 0), 0);
 }
@@ -302,8 +313,8 @@ TEST_F(HostileCallsTest, StreamOfAMalformedRequest) {
 
 TEST_F(HostileCallsTest, StreamedEchoIsAnsweredAsAStream) {
   const std::string data(size_t{3} << 20, '\x01');
-  const std::string request = wire::CallRequest(
-      "echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)});
+  const std::string request =
+      Request("echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)});
   std::vector<std::string> messages = {StreamHead(request.size())};
   for (size_t at = 0; at < request.size(); at += size_t{1} << 20) {
     messages.push_back(request.substr(at, size_t{1} << 20));

@@ -13,6 +13,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/authenticator.h"
 #include "rpc/membership/directory.h"
 #include "rpc/value/value.h"
 
@@ -60,7 +61,8 @@ TEST_F(DirectoryServiceTest, UnavailableUntilJoined) {
 TEST_F(DirectoryServiceTest, AnswersReadOnlyFromItsDirectory) {
   service_.SetDirectory(Directory({{.name = "worker0", .rank = 0},
                                    {.name = "worker1", .rank = 1},
-                                   {.name = "worker2", .rank = 2}}));
+                                   {.name = "worker2", .rank = 2}}),
+                        "client-key");
   proto::RegisterClientResponse first, second;
   ASSERT_TRUE(Register(&first).ok());
   ASSERT_TRUE(Register(&second).ok());
@@ -72,6 +74,9 @@ TEST_F(DirectoryServiceTest, AnswersReadOnlyFromItsDirectory) {
   EXPECT_GE(first.node(), uint64_t{3} << 32);
   EXPECT_FALSE(IsWorkerNode(first.node()));
   EXPECT_NE(first.node(), second.node());
+  // Each names its own node under the job's client key.
+  EXPECT_EQ(first.credential(), ClientCredential("client-key", first.node()));
+  EXPECT_EQ(second.credential(), ClientCredential("client-key", second.node()));
 }
 
 TEST_F(DirectoryServiceTest, JoinStaysTheMasters) {

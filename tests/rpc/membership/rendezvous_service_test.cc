@@ -3,6 +3,8 @@
 // naming its flag, and the master serves honest calls again once the
 // excess is gone. Its held calls end by their time on its timers' clock,
 // which the tests step by hand (nothing here waits for real time to pass).
+// And identities: polls and barriers only from the node they name (its
+// credential), PERMISSION_DENIED otherwise.
 #include "rpc/membership/rendezvous_service.h"
 
 #include <functional>
@@ -23,6 +25,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership_client.h"
@@ -65,6 +68,7 @@ class RendezvousServiceTest : public ::testing::Test {
     options.limits.max_held_calls = 4;
     options.limits.max_clients = 3;
     options.limits.max_barriers = 2;
+    options.require_identity = require_identity_;
     service_ = std::make_unique<RendezvousService>(options, &timers_);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -137,18 +141,30 @@ class RendezvousServiceTest : public ::testing::Test {
     return stub_->Join(&context, JoinOf(rank), &response);
   }
 
-  // Forms the job (both ranks join).
+  // Forms the job (both ranks join); keeps their answers.
   void Form() {
     auto zero = JoinAsync(0);
-    ASSERT_TRUE(Join(1).ok());
+    grpc::ClientContext context;
+    Deadline(&context);
+    ASSERT_TRUE(stub_->Join(&context, JoinOf(1), &joined_[1]).ok());
     ASSERT_TRUE(zero->status.get().ok());
+    joined_[0] = zero->response;
+  }
+
+  // Sends `credential` (if any) as the call's node credential.
+  static void Present(grpc::ClientContext* context,
+                      const std::string& credential) {
+    if (!credential.empty())
+      context->AddMetadata(kCredentialHeader, credential);
   }
 
   std::unique_ptr<Pending<proto::BarrierRequest, proto::BarrierResponse>>
-  BarrierAsync(uint64_t node, const std::string& name) {
+  BarrierAsync(uint64_t node, const std::string& name,
+               const std::string& credential = "") {
     auto p = std::make_unique<
         Pending<proto::BarrierRequest, proto::BarrierResponse>>();
     Deadline(&p->context);
+    Present(&p->context, credential);
     p->request.set_node(node);
     p->request.set_name(name);
     p->request.set_timeout_ms(kWaitMs);
@@ -158,11 +174,12 @@ class RendezvousServiceTest : public ::testing::Test {
     return p;
   }
 
-  grpc::Status Barrier(uint64_t node, const std::string& name) {
-    return BarrierAsync(node, name)->status.get();
+  grpc::Status Barrier(uint64_t node, const std::string& name,
+                       const std::string& credential = "") {
+    return BarrierAsync(node, name, credential)->status.get();
   }
 
-  absl::StatusOr<uint64_t> RegisterClient() {
+  absl::StatusOr<proto::RegisterClientResponse> RegisterClient() {
     grpc::ClientContext context;
     Deadline(&context);
     proto::RegisterClientRequest request;
@@ -173,15 +190,16 @@ class RendezvousServiceTest : public ::testing::Test {
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                           s.error_message());
     }
-    return response.node();
+    return response;
   }
 
   std::unique_ptr<Pending<proto::PollRequest, proto::PollResponse>> PollAsync(
       uint64_t node, uint64_t incarnation, int64_t since, bool leaving,
-      int64_t hold_ms) {
+      int64_t hold_ms, const std::string& credential = "") {
     auto p =
         std::make_unique<Pending<proto::PollRequest, proto::PollResponse>>();
     Deadline(&p->context);
+    Present(&p->context, credential);
     p->request.set_node(node);
     p->request.set_incarnation(incarnation);
     p->request.set_since(since);
@@ -196,8 +214,9 @@ class RendezvousServiceTest : public ::testing::Test {
   // A poll the master holds for no time: answered once its (zero) hold is
   // due on the master's clock.
   grpc::Status Poll(uint64_t node, uint64_t incarnation, int64_t since,
-                    bool leaving) {
-    auto p = PollAsync(node, incarnation, since, leaving, /*hold_ms=*/0);
+                    bool leaving, const std::string& credential = "") {
+    auto p =
+        PollAsync(node, incarnation, since, leaving, /*hold_ms=*/0, credential);
     while (!p->AnsweredWithin(absl::Milliseconds(1))) timers_.RunDue();
     return p->status.get();
   }
@@ -207,6 +226,8 @@ class RendezvousServiceTest : public ::testing::Test {
     return Eventually([&] { return service_->held_polls() == n; });
   }
 
+  bool require_identity_ = false;
+  proto::JoinResponse joined_[2];
   ManualClock clock_;
   ManualTimers timers_{&clock_};
   std::unique_ptr<RendezvousService> service_;
@@ -275,16 +296,19 @@ TEST_F(RendezvousServiceTest, BarrierNamesAreBounded) {
 // Before, RegisterClient had no bound.
 TEST_F(RendezvousServiceTest, ClientsAreBoundedAndForgottenOnceGone) {
   Form();
-  std::vector<uint64_t> clients;
+  std::vector<proto::RegisterClientResponse> clients;
   for (int i = 0; i < 3; ++i) {
-    ASSERT_OK_AND_ASSIGN(uint64_t node, RegisterClient());
-    clients.push_back(node);
+    ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse client,
+                         RegisterClient());
+    clients.push_back(client);
   }
   EXPECT_THAT(RegisterClient().status(),
               ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted,
                                          HasSubstr("(--max_clients=3)")));
   // They leave; once both workers saw it, they are forgotten.
-  for (uint64_t c : clients) ASSERT_TRUE(Poll(c, 0, 0, /*leaving=*/true).ok());
+  for (const auto& c : clients) {
+    ASSERT_TRUE(Poll(c.node(), c.incarnation(), 0, /*leaving=*/true).ok());
+  }
   EXPECT_THAT(RegisterClient().status(),
               ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted));
   ASSERT_TRUE(Poll(0, kIncarnation, 3, false).ok());
@@ -360,6 +384,81 @@ TEST_F(RendezvousServiceTest, RegisteringRetriesUntilItsTimeoutOnTheClock) {
                   HasSubstr("the master at M was not ready within "
                             "3600000 ms (last error: the job is not formed "
                             "yet (waiting for ranks 0, 1))")));
+}
+
+// Every node presents its credential (the job has a token or TLS).
+class RendezvousIdentityTest : public RendezvousServiceTest {
+ protected:
+  RendezvousIdentityTest() { require_identity_ = true; }
+};
+
+TEST_F(RendezvousIdentityTest, EachWorkerGetsItsOwnCredential) {
+  Form();
+  for (int rank : {0, 1}) {
+    const proto::JoinResponse& r = joined_[rank];
+    ASSERT_EQ(r.workers_size(), 2);
+    EXPECT_GE(r.credential().size(), 32u);  // At least 128 bits, hex.
+    // The directory carries its digest (not the secret) to every peer.
+    EXPECT_EQ(r.workers(rank).credential_digest(),
+              CredentialDigest(r.credential()));
+    EXPECT_FALSE(r.client_key().empty());
+  }
+  EXPECT_NE(joined_[0].credential(), joined_[1].credential());
+  EXPECT_EQ(joined_[0].workers(1).credential_digest(),
+            joined_[1].workers(1).credential_digest());
+}
+
+TEST_F(RendezvousIdentityTest, ClientsGetRandomIncarnationsAndCredentials) {
+  Form();
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse a, RegisterClient());
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse b, RegisterClient());
+  EXPECT_NE(a.incarnation(), b.incarnation());
+  EXPECT_NE(a.incarnation(), 0u);
+  // Checkable by every worker with the job's client key.
+  EXPECT_EQ(a.credential(),
+            ClientCredential(joined_[0].client_key(), a.node()));
+  // A guessed incarnation is not enough to poll as a client.
+  EXPECT_EQ(Poll(a.node(), 0, 0, false, a.credential()).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(RendezvousIdentityTest, ALeaveForAnotherClientIsRefused) {
+  Form();
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse victim, RegisterClient());
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse attacker,
+                       RegisterClient());
+  grpc::Status forged = Poll(victim.node(), victim.incarnation(), 0,
+                             /*leaving=*/true, attacker.credential());
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(forged.error_message(),
+              HasSubstr(absl::StrCat("claims client node ", victim.node())));
+  EXPECT_THAT(forged.error_message(),
+              HasSubstr(absl::StrCat("is client node ", attacker.node())));
+  EXPECT_EQ(Poll(victim.node(), victim.incarnation(), 0, true).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  // The victim is still a member: its own polls go on.
+  EXPECT_TRUE(
+      Poll(victim.node(), victim.incarnation(), 0, false, victim.credential())
+          .ok());
+}
+
+TEST_F(RendezvousIdentityTest, ABarrierForAnotherWorkerIsRefused) {
+  Form();
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse client, RegisterClient());
+  grpc::Status forged = Barrier(1, "b", joined_[0].credential());
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(
+      forged.error_message(),
+      HasSubstr("barrier: node claims worker1 but the call is worker0"));
+  EXPECT_EQ(Barrier(1, "b", client.credential()).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Barrier(1, "b").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(service_->held_waits(), 0);  // Nobody was counted as arrived.
+  // The honest barrier still needs both workers, and passes.
+  auto zero = BarrierAsync(0, "b", joined_[0].credential());
+  ASSERT_TRUE(AwaitHeld(1));
+  EXPECT_TRUE(Barrier(1, "b", joined_[1].credential()).ok());
+  EXPECT_TRUE(zero->status.get().ok());
 }
 
 }  // namespace

@@ -1,0 +1,327 @@
+// Identities bound to the transport (issue 12), in a job with a token:
+// every attack by a peer that has the job's token — the right to join —
+// but not the identity it claims. Each is refused (PERMISSION_DENIED, or
+// UNAUTHENTICATED for a credential nobody issued) and changes nothing: the
+// victim's RRef and its owner table entry stay, membership is unchanged,
+// the job still serves honest calls.
+//
+// The attacker is a raw gRPC client registered as a client of its own
+// (tests/testing/raw_client.h), or a worker's own channel (a worker's
+// credential) for what only workers could try.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "collectives/collectives.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "proto/rendezvous.pb.h"
+#include "proto/rref.pb.h"
+#include "proto/worker.grpc.pb.h"
+#include "rpc/security.h"
+#include "tests/testing/raw_client.h"
+#include "tests/testing/raw_exchange.h"
+#include "tests/testing/secret_files.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::DataHeader;
+using ::ferry::testing::FrameBytes;
+using ::ferry::testing::RawClient;
+using ::ferry::testing::RawReply;
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
+namespace wire = ::ferry::testing::wire;
+
+constexpr char kDeleteFork[] = "/ferry.proto.RRefs/DeleteFork";
+constexpr char kFetch[] = "/ferry.proto.RRefs/Fetch";
+constexpr char kRenewLease[] = "/ferry.proto.RRefs/RenewLease";
+constexpr char kPoll[] = "/ferry.proto.Rendezvous/Poll";
+constexpr char kBarrier[] = "/ferry.proto.Rendezvous/Barrier";
+constexpr char kShutdown[] = "/ferry.proto.Worker/Shutdown";
+
+std::string TestData(const std::string& name) {
+  return ::ferry::testing::PrivateCopy(
+      absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/", name));
+}
+
+// `code`, with `text` in the message.
+void ExpectRefused(const RawReply& r, grpc::StatusCode code,
+                   const std::string& text) {
+  EXPECT_EQ(r.status.error_code(), code) << r.status.error_message();
+  EXPECT_THAT(r.status.error_message(), HasSubstr(text));
+}
+
+class ForgedIdentityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string token_file = TestData("token.txt");
+    ASSERT_OK_AND_ASSIGN(security_, Security::Load({.token_file = token_file}));
+    ASSERT_OK_AND_ASSIGN(std::string token,
+                         ReadSecretFile(token_file, "--token_file"));
+    token_ = std::string(absl::StripAsciiWhitespace(token));
+    std::shared_ptr<const Security> security = security_;
+    ASSERT_OK_AND_ASSIGN(
+        job_, LocalJob::Start(3, {.configure = [security](WorkerConfig& o) {
+                                o.security = security;
+                              }}));
+    RpcClientOptions options;
+    options.security = security_;
+    ASSERT_OK_AND_ASSIGN(victim_, job_->Connect(options));
+    ASSERT_OK_AND_ASSIGN(rref_,
+                         victim_->rrefs().Remote("worker1", "echo", {7}));
+    ASSERT_OK(rref_.ToHere());
+    ASSERT_OK_AND_ASSIGN(before_, Owned());
+    ASSERT_EQ(before_.size(), 1u);
+    ASSERT_EQ(before_[0].forks_size(), 1);
+    ASSERT_OK_AND_ASSIGN(fork_, ParseGlobalId(before_[0].forks(0).fork()));
+    // The attacker: a client of its own (the token lets it join).
+    master_ = std::make_unique<RawClient>(job_->master(), token_);
+    ASSERT_OK_AND_ASSIGN(attacker_node_, master_->Register());
+    owner_ =
+        std::make_unique<RawClient>(job_->worker(1).rpc().address(), token_);
+    owner_->set_credential(master_->credential());
+  }
+
+  void TearDown() override {
+    if (victim_ != nullptr) victim_->Close();
+  }
+
+  uint64_t victim() const { return victim_->rpc().node(); }
+
+  // Worker1's owner table, without the entries' ages.
+  absl::StatusOr<std::vector<proto::OwnedRRef>> Owned() {
+    absl::StatusOr<std::vector<proto::OwnedRRef>> rows =
+        victim_->rrefs()
+            .ListOwned(1, absl::Seconds(10))
+            .Wait(absl::Seconds(20));
+    if (rows.ok()) {
+      for (proto::OwnedRRef& row : *rows) row.clear_age_ms();
+    }
+    return rows;
+  }
+
+  proto::ForkRequest VictimsFork(uint64_t holder) const {
+    proto::ForkRequest r;
+    r.set_rref_creator(rref_.id().node);
+    r.set_rref_local(rref_.id().local);
+    r.set_fork_creator(fork_.node);
+    r.set_fork_local(fork_.local);
+    r.set_holder(holder);
+    return r;
+  }
+
+  // Nothing changed: the owner table as before, nobody gone, and the
+  // victim still reads its value and makes new ones.
+  void ExpectNothingChanged() {
+    ASSERT_OK_AND_ASSIGN(std::vector<proto::OwnedRRef> now, Owned());
+    ASSERT_EQ(now.size(), before_.size());
+    EXPECT_EQ(now[0].DebugString(), before_[0].DebugString());
+    for (int r = 0; r < job_->size(); ++r) {
+      EXPECT_FALSE(job_->worker(r).rpc().membership().DownReason(victim()))
+          << "worker" << r << " thinks the victim is gone";
+      EXPECT_TRUE(job_->worker(r).rpc().membership().DownNodes().empty());
+      EXPECT_FALSE(job_->worker(r).rpc().stopped());
+    }
+    ASSERT_OK_AND_ASSIGN(Value mine, rref_.ToHere());
+    EXPECT_EQ(mine, Value(int64_t{7}));
+    ASSERT_OK_AND_ASSIGN(RRef fresh,
+                         victim_->rrefs().Remote("worker1", "echo", {8}));
+    ASSERT_OK_AND_ASSIGN(Value made, fresh.ToHere());
+    EXPECT_EQ(made, Value(int64_t{8}));
+  }
+
+  std::shared_ptr<const Security> security_;
+  std::string token_;
+  std::unique_ptr<LocalJob> job_;
+  std::unique_ptr<ClientImpl> victim_;
+  RRef rref_;
+  GlobalId fork_;
+  std::vector<proto::OwnedRRef> before_;
+  std::unique_ptr<RawClient> master_;  // The attacker, at the master.
+  std::unique_ptr<RawClient> owner_;   // The attacker, at worker1.
+  uint64_t attacker_node_ = 0;
+};
+
+TEST_F(ForgedIdentityTest, DeleteOfAnothersForkIsRefused) {
+  // Claiming to be the holder, and saying who it is: both refused.
+  ExpectRefused(
+      owner_->Unary(kDeleteFork, VictimsFork(victim()).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("the fork's holder claims client node ", victim(),
+                   " but the call's credential is "
+                   "client node ",
+                   attacker_node_));
+  ExpectRefused(owner_->Unary(kDeleteFork,
+                              VictimsFork(attacker_node_).SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED, "the fork's holder");
+  proto::ForkRequest abandon = VictimsFork(victim());
+  abandon.set_only_unconfirmed(true);
+  ExpectRefused(owner_->Unary(kDeleteFork, abandon.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED, "the fork's holder");
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, FetchWithoutAForkOfOnesOwnIsRefused) {
+  proto::ForkRequest null_fork = VictimsFork(attacker_node_);
+  null_fork.set_fork_creator(0);
+  null_fork.set_fork_local(0);
+  ExpectRefused(owner_->Unary(kFetch, null_fork.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED, "null fork");
+  ExpectRefused(
+      owner_->Unary(kFetch, VictimsFork(attacker_node_).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED, "the fork's holder");
+  ExpectRefused(
+      owner_->Unary(kFetch, VictimsFork(victim()).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("holder claims client node ", victim()));
+  // A value not created yet cannot be waited for with another's ids.
+  proto::ForkRequest future = VictimsFork(attacker_node_);
+  future.set_rref_local(rref_.id().local + 100);
+  ExpectRefused(owner_->Unary(kFetch, future.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED, "rref_creator claims");
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
+  // A complete round listing nothing would drop all the victim's forks.
+  proto::LeaseRequest renew;
+  renew.set_holder(victim());
+  renew.set_round(1000);
+  renew.set_chunk(0);
+  renew.set_chunks(1);
+  renew.set_epoch(1000);
+  ExpectRefused(owner_->Unary(kRenewLease, renew.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                absl::StrCat("holder claims client node ", victim()));
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, APredictableRRefIdCannotBePreCreated) {
+  // The victim's next ids are easy to guess: its node, the next counter.
+  proto::CallRequest call;
+  call.set_function("echo");
+  call.add_args()->set_int_value(666);
+  call.set_caller_node(attacker_node_);
+  proto::RRefHandle* h = call.mutable_create_rref();
+  h->set_rref_creator(victim());
+  h->set_rref_local(rref_.id().local + 2);
+  h->set_fork_creator(victim());
+  h->set_fork_local(rref_.id().local + 3);
+  h->set_owner("worker1");
+  h->set_owner_rank(1);
+  ExpectRefused(owner_->Unary(testing::kCallMethod, call.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                "are not the caller's own");
+  // Nor by claiming to be the victim.
+  call.set_caller_node(victim());
+  ExpectRefused(owner_->Unary(testing::kCallMethod, call.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                absl::StrCat("caller_node claims client node ", victim(),
+                             " but the call's credential is client node ",
+                             attacker_node_));
+  ExpectNothingChanged();
+  // An honest call of the attacker's own is served.
+  RawReply honest =
+      owner_->Unary(testing::kCallMethod,
+                    wire::CallRequest("echo", {wire::Int(1)}, attacker_node_));
+  EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
+}
+
+TEST_F(ForgedIdentityTest, LeavingAsAnotherClientIsRefused) {
+  proto::PollRequest leave;
+  leave.set_node(victim());
+  leave.set_leaving(true);
+  ExpectRefused(master_->Unary(kPoll, leave.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                absl::StrCat("poll: node claims client node ", victim(),
+                             " but the call is client node ", attacker_node_));
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, ABarrierForAWorkerIsRefused) {
+  proto::BarrierRequest barrier;
+  barrier.set_node(1);
+  barrier.set_name("shutdown.enter");
+  barrier.set_timeout_ms(10000);
+  ExpectRefused(master_->Unary(kBarrier, barrier.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                "barrier: node claims worker1 but the call is client node");
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, ShutdownIsForClientsOnly) {
+  // A worker asking another to stop.
+  auto stub = proto::Worker::NewStub(job_->worker(1).rpc().channels().ForWorker(
+      job_->worker(1).rpc().directory().at(0)));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  proto::ShutdownRequest request;
+  proto::ShutdownResponse response;
+  grpc::Status s = stub->Shutdown(&context, request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("worker0: Shutdown is for clients only; the caller is "
+                        "worker1"));
+  // A caller with the token but no identity.
+  RawClient anonymous(job_->master(), token_);
+  ExpectRefused(anonymous.Unary(kShutdown, ""),
+                grpc::StatusCode::PERMISSION_DENIED, "anonymous");
+  // A credential nobody issued.
+  anonymous.set_credential(std::string(64, 'a'));
+  ExpectRefused(anonymous.Unary(kShutdown, ""),
+                grpc::StatusCode::UNAUTHENTICATED, "names no live node");
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, CollectiveFramesComeOnlyFromTheirSender) {
+  const std::string payload =
+      ::ferry::testing::ValueBytes(Value(Tensor::FromVector<float>({1})));
+  const std::string frame = FrameBytes(
+      DataHeader("world/t:forged", 0, 1, static_cast<int64_t>(payload.size())),
+      payload);
+  // Worker0 sending as worker1.
+  grpc::Status s =
+      ::ferry::testing::SendFrames(job_->worker(0).rpc().channels().ForWorker(
+                                       job_->worker(0).rpc().directory().at(2)),
+                                   {frame});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr("the frame claims src rank 1 but the stream's "
+                        "credential is worker0"));
+  // A client, whatever rank it claims.
+  s = ::ferry::testing::SendFrames(
+      victim_->rpc().channels().ForWorker(victim_->rpc().directory().at(2)),
+      {frame});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("come only from workers"));
+  ASSERT_OK_AND_ASSIGN(proto::WorkerStatus status,
+                       victim_->rpc().GetStatus("worker2", absl::Seconds(5)));
+  EXPECT_EQ(status.mailbox_bytes(), 0);
+  // An honest op is unaffected.
+  std::vector<absl::StatusOr<Tensor>> out(job_->size(),
+                                          absl::UnknownError("not run"));
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < job_->size(); ++r) {
+    ranks.emplace_back([&, r] {
+      out[r] = AllReduce(job_->worker(r).collectives().world(),
+                         Tensor::FromVector<float>({1}));
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  for (auto& r : out) {
+    ASSERT_OK(r);
+    EXPECT_EQ(r->ToVector<float>(), std::vector<float>{3});
+  }
+  ExpectNothingChanged();
+}
+
+}  // namespace
+}  // namespace ferry
