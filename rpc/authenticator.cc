@@ -141,6 +141,7 @@ void Authenticator::Forget(uint64_t node) {
 void Authenticator::SetClientKey(std::string key) {
   absl::MutexLock lock(&mu_);
   client_key_ = std::move(key);
+  learned_ = true;
 }
 
 std::optional<uint64_t> Authenticator::ResolveLocked(
@@ -173,6 +174,13 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   absl::string_view credential(it->second.data(), it->second.size());
   absl::MutexLock lock(&mu_);
   std::optional<uint64_t> node = ResolveLocked(credential);
+  if (!node.has_value() && !learned_) {
+    // The job forms for every worker at once: a peer may call before this
+    // worker has read the Join answer that names its credential. That is
+    // a real event, a moment away, so the wait is short and in real time.
+    mu_.AwaitWithTimeout(absl::Condition(&learned_), kLearnWait);
+    node = ResolveLocked(credential);
+  }
   if (!node.has_value()) {
     return absl::UnauthenticatedError(
         "the call's node credential names no live node of this job (it "

@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/server_context.h"
 
@@ -63,6 +64,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // Clients forgotten (they left) are remembered this many at most: an
   // older one's credential, known only to that client, names it again.
   static constexpr size_t kRevokedClients = 1024;
+  // Longest a call waits for this worker to learn the job's credentials.
+  static constexpr absl::Duration kLearnWait = absl::Seconds(5);
 
   // `token`: required on every call ("" = none required).
   // `require_identity`: see above.
@@ -81,7 +84,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // Node `node`'s credential no longer names it (it died or left).
   void Forget(uint64_t node) ABSL_LOCKS_EXCLUDED(mu_);
   // The job's client key (from the master); client credentials are
-  // refused until it is set.
+  // refused until it is set. Called once the Join answer's credentials
+  // were admitted: until then CallerNode waits (kLearnWait at most) for an
+  // unknown credential rather than refusing it.
   void SetClientKey(std::string key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The node whose credential the call presented, if it presented a known
@@ -112,6 +117,7 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   const bool require_identity_;
   mutable absl::Mutex mu_;
   std::string client_key_ ABSL_GUARDED_BY(mu_);
+  bool learned_ ABSL_GUARDED_BY(mu_) = false;  // SetClientKey was called.
   absl::flat_hash_set<uint64_t> revoked_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> revoked_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);

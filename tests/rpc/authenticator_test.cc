@@ -111,8 +111,12 @@ class AuthenticatorTest : public ::testing::TestWithParam<bool> {
     return status;
   }
 
-  std::shared_ptr<Authenticator> authenticator_ =
-      std::make_shared<Authenticator>("s3cret");
+  // As on a worker that has read its Join answer (no waiting for it).
+  std::shared_ptr<Authenticator> authenticator_ = [] {
+    auto a = std::make_shared<Authenticator>("s3cret");
+    a->SetClientKey("");
+    return a;
+  }();
   EchoService service_{authenticator_.get()};
   std::unique_ptr<grpc::Server> server_;
   std::string target_;

@@ -26,8 +26,11 @@ global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
   --rendezvous=etcd://HOST:PORT[,HOST:PORT...]/JOB
                        find the job in etcd instead of at --master (default
-                       $FERRY_RENDEZVOUS); with --etcd_ca/--etcd_cert/--etcd_key
-                       for TLS, --etcd_user/--etcd_password_file for a user
+                       $FERRY_RENDEZVOUS)
+  --etcd_ca=F --etcd_cert=F --etcd_key=F
+                       TLS to etcd: its CA, and this process's certificate and key
+  --etcd_user=U --etcd_password_file=F
+                       an etcd user, and the file holding its password
   --timeout_ms=N       bound on each operation (default 60000; 0 = none)
   --local=N            run the command against a fresh in-process job of N workers
   --token_file=F       the job's secret token (default: the token of the job
