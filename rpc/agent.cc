@@ -510,7 +510,10 @@ void RpcAgent::Stop() {
   {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kNew) {
+      // Never started: nothing to tear down, now or later (a second Stop,
+      // from the destructor, must not reach extensions already destroyed).
       state_ = State::kStopped;
+      teardown_started_ = true;
       return;
     }
   }
