@@ -33,8 +33,15 @@ while IFS= read -r header; do
   [ -n "$header" ] || continue
   install -D -m 0644 "$sources/$header" "$prefix/include/ferry/$header"
 done <"$built/ferry_headers.manifest"
+# A library built under the sanitizers (--config=asan) links only into a
+# program built with them too: its runtime must come first in the process.
+sanitize=""
+if nm -u "$built/libferry.so" 2>/dev/null | grep '__asan_init' >/dev/null; then
+  sanitize="-fsanitize=address,undefined"
+fi
 sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|0.1|" \
-  -e "s|@ABSL@|$(echo $ABSL)|" "$here/ferry.pc.in" >"$prefix/lib/pkgconfig/ferry.pc"
+  -e "s|@ABSL@|$(echo $ABSL)|" -e "s|@SANITIZE@|$sanitize|g" \
+  "$here/ferry.pc.in" >"$prefix/lib/pkgconfig/ferry.pc"
 if [ -d "$built/tools/python/site/ferry" ]; then
   python_dir="$prefix/lib/python3/dist-packages/ferry"
   install -d "$python_dir"

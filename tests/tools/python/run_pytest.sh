@@ -7,8 +7,9 @@ export PYTHONPATH="$root/tools/python/site:$root/tests/tools/python"
 module="$root/tools/python/site/ferry/_ferry.so"
 # Under --config=asan the module needs the sanitizer runtimes loaded first
 # (python3 itself is not instrumented); Python's own allocations at exit are
-# not leaks of ours.
-if ldd "$module" | grep -q libasan; then
+# not leaks of ours. (grep reads all of ldd's output: with pipefail, `grep
+# -q` could exit first and fail the pipeline by ldd's SIGPIPE.)
+if ldd "$module" | grep libasan >/dev/null; then
   LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
   export LD_PRELOAD
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
