@@ -355,6 +355,10 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
+  // Its calls present a fresh credential; the old one's stays forgotten.
+  if (replaced.ok() && !worker.credential_digest.empty()) {
+    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
+  }
   ReportEvent("peer_rejoined",
               replaced.ok()
                   ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
