@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timed_wait.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/value/value.h"
 
@@ -19,6 +20,8 @@ constexpr absl::Duration kRevokeTimeout = absl::Seconds(2);
 // Reads and transactions to take a rank when its history moved meanwhile
 // (another process took it and gave it up again): a few are plenty.
 constexpr int kTakeAttempts = 8;
+// Between repeats of a call that may be made twice.
+constexpr absl::Duration kRepeatPause = absl::Milliseconds(50);
 
 std::string Serialize(const google::protobuf::Message& m) {
   std::string out;
@@ -73,11 +76,34 @@ absl::StatusOr<T> EtcdBackend::Await(const Future<T>& f,
   return f.Wait(Left(deadline));
 }
 
+template <typename T>
+absl::StatusOr<T> EtcdBackend::AwaitRepeating(
+    const std::function<Future<T>()>& call, absl::Time deadline) const {
+  while (true) {
+    absl::StatusOr<T> result = Await(call(), deadline);
+    const bool transient = absl::IsUnavailable(result.status()) ||
+                           absl::IsDeadlineExceeded(result.status());
+    if (result.ok() || !transient || Now() + kRepeatPause >= deadline) {
+      return result;
+    }
+    // etcd's client already waited its backoff; this only keeps a call
+    // that fails at once from spinning. Stopped timers: give up.
+    if (options_.etcd.timers != nullptr &&
+        !SleepOn(*options_.etcd.timers, kRepeatPause)) {
+      return result;
+    }
+  }
+}
+
 // ---- Joining ----
 
 absl::Status EtcdBackend::StartLease(absl::Time deadline) {
-  FERRY_ASSIGN_OR_RETURN(EtcdLease lease,
-                         Await(etcd_->GrantLease(options_.ttl), deadline));
+  // A lease granted by a try whose answer was lost is never renewed: it
+  // expires on its own.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdLease lease,
+      AwaitRepeating<EtcdLease>(
+          [this] { return etcd_->GrantLease(options_.ttl); }, deadline));
   // Renewals run on the node's timers (options.etcd.timers). Losing the
   // lease is this node's death as the others see it: it is fenced.
   std::unique_ptr<EtcdKeepAlive> keepalive =
@@ -106,8 +132,10 @@ void EtcdBackend::EndLease(absl::Time deadline) {
 }
 
 absl::StatusOr<JobSnapshot> EtcdBackend::Read(absl::Time deadline) const {
-  FERRY_ASSIGN_OR_RETURN(EtcdRange range,
-                         Await(etcd_->GetPrefix(keys_.prefix()), deadline));
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdRange range,
+      AwaitRepeating<EtcdRange>(
+          [this] { return etcd_->GetPrefix(keys_.prefix()); }, deadline));
   return ReadSnapshot(keys_, range);
 }
 
@@ -158,12 +186,15 @@ absl::StatusOr<EtcdBackend::Take> EtcdBackend::TryTake(
         !result->results.empty() && !result->results[0].kvs.empty();
     return held ? Take::kHeld : Take::kRaced;
   }
-  if (result.status().code() != absl::StatusCode::kUnavailable) {
+  if (!absl::IsUnavailable(result.status()) &&
+      !absl::IsDeadlineExceeded(result.status())) {
     return result.status();
   }
-  // The transaction may have been applied before the endpoint failed:
-  // the key says whether it was ours.
-  FERRY_ASSIGN_OR_RETURN(EtcdRange now, Await(etcd_->Get(key), deadline));
+  // The transaction may have been applied before the endpoint failed or
+  // the answer came (an election, say): the key says whether it was ours.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdRange now, AwaitRepeating<EtcdRange>(
+                         [this, &key] { return etcd_->Get(key); }, deadline));
   if (now.kvs.empty()) return Take::kRaced;
   return now.kvs[0].lease == lease ? Take::kTaken : Take::kHeld;
 }
@@ -289,8 +320,11 @@ absl::Status EtcdBackend::Publish(const JoinSpec& spec, absl::Time deadline) {
       EtcdCompare::LeaseIs(key, EtcdCompare::Result::kEqual, lease)};
   publish.success = {EtcdOp::Put(key, value, lease),
                      EtcdOp::Put(keys_.history(rank), value)};
-  FERRY_ASSIGN_OR_RETURN(EtcdTxnResult published,
-                         Await(etcd_->Txn(publish), deadline));
+  // Repeating it changes nothing: the same puts, under the same guard.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdTxnResult published,
+      AwaitRepeating<EtcdTxnResult>(
+          [this, &publish] { return etcd_->Txn(publish); }, deadline));
   if (!published.succeeded) {
     return absl::UnavailableError(absl::StrCat(
         "rank ", rank, " of job ", options_.job,
@@ -437,15 +471,22 @@ absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
 
 absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
     const std::string& description, absl::Time deadline) {
-  // The store's revision is unique and grows: a client id is never reused.
-  FERRY_ASSIGN_OR_RETURN(int64_t seq,
-                         Await(etcd_->Put(keys_.client_seq(), ""), deadline));
+  // The store's revision is unique and grows: a client id is never reused
+  // (a lost answer only skips one).
+  FERRY_ASSIGN_OR_RETURN(
+      int64_t seq,
+      AwaitRepeating<int64_t>(
+          [this] { return etcd_->Put(keys_.client_seq(), ""); }, deadline));
   const uint64_t node = kEtcdClientBase + static_cast<uint64_t>(seq);
   proto::ClientRecord record;
   record.set_description(description);
+  const std::string key = keys_.client(node);
+  const std::string value = Serialize(record);
+  const int64_t lease = lease_id();
   FERRY_RETURN_IF_ERROR(
-      Await(etcd_->Put(keys_.client(node), Serialize(record), lease_id()),
-            deadline)
+      AwaitRepeating<int64_t>(
+          [this, &key, &value, lease] { return etcd_->Put(key, value, lease); },
+          deadline)
           .status());
   return node;
 }
@@ -656,8 +697,11 @@ absl::Status EtcdBackend::Barrier(const std::string& name,
     return absl::FailedPreconditionError(
         absl::StrCat("barrier ", name, ": only workers take part"));
   }
+  const std::string key = keys_.barrier(name, rank);
+  const int64_t lease = lease_id();
   FERRY_RETURN_IF_ERROR(
-      Await(etcd_->Put(keys_.barrier(name, rank), "", lease_id()), deadline)
+      AwaitRepeating<int64_t>(
+          [this, &key, lease] { return etcd_->Put(key, "", lease); }, deadline)
           .status());
   while (true) {
     FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));

@@ -22,6 +22,7 @@
 #define FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,6 +98,13 @@ class EtcdBackend final : public MembershipBackend {
   absl::Duration Left(absl::Time deadline) const;
   template <typename T>
   absl::StatusOr<T> Await(const Future<T>& f, absl::Time deadline) const;
+  // For calls that may safely be made twice: makes them again while etcd
+  // answers UNAVAILABLE or DEADLINE_EXCEEDED (each try has etcd's own call
+  // timeout, shorter than a leader election on a loaded host can be),
+  // until `deadline`.
+  template <typename T>
+  absl::StatusOr<T> AwaitRepeating(const std::function<Future<T>()>& call,
+                                   absl::Time deadline) const;
 
   // Grants the lease and starts renewing it.
   absl::Status StartLease(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
