@@ -2,8 +2,9 @@
 // a 3-member etcd cluster. While it runs, the etcd leader and worker0 are
 // killed (SIGKILL) together. The survivors keep serving calls and
 // survivor-only collectives, `ferryctl status` (through the two etcd
-// members left) shows worker0 dead, a replacement worker0 rejoins, and a
-// world all_reduce includes it. The steps' durations are printed
+// members left) shows worker0 dead, a replacement (started without a rank:
+// it takes the free one) rejoins as worker0, and a world all_reduce
+// includes it. The steps' durations are printed
 // ("[timing] …") for the record; nothing is asserted on them.
 #include <signal.h>
 
@@ -71,17 +72,21 @@ class EtcdFailoverTest : public ::testing::Test {
     return absl::StrCat(logs_, "/", name);
   }
 
+  // rank -1: none given (the first free one).
   std::unique_ptr<BackgroundProcess> StartWorker(int rank,
                                                  const std::string& name) {
     ProcessOptions options;
     options.output_file = LogPath(name + ".log");
     options.die_with_parent = true;
-    auto p = BackgroundProcess::Start(
-        {Runfile("tools/ferryd"), absl::StrCat("--rendezvous=", rendezvous_),
-         absl::StrCat("--rank=", rank), absl::StrCat("--world_size=", kWorld),
-         absl::StrCat("--heartbeat_timeout_ms=", kHeartbeatMs), "--insecure",
-         absl::StrCat("--ready_file=", LogPath(name + ".ready"))},
-        options);
+    std::vector<std::string> argv = {
+        Runfile("tools/ferryd"),
+        absl::StrCat("--rendezvous=", rendezvous_),
+        absl::StrCat("--world_size=", kWorld),
+        absl::StrCat("--heartbeat_timeout_ms=", kHeartbeatMs),
+        "--insecure",
+        absl::StrCat("--ready_file=", LogPath(name + ".ready"))};
+    if (rank >= 0) argv.push_back(absl::StrCat("--rank=", rank));
+    auto p = BackgroundProcess::Start(argv, options);
     EXPECT_OK(p.status());
     return p.ok() ? *std::move(p) : nullptr;
   }
@@ -192,9 +197,10 @@ TEST_F(EtcdFailoverTest, AnEtcdMemberAndWorkerZeroDieTheJobGoesOn) {
   EXPECT_FALSE(workers_[1]->Exited());
   EXPECT_FALSE(workers_[2]->Exited());
 
-  // A replacement worker0 rejoins (through the etcd members left).
+  // A replacement rejoins (through the etcd members left): started
+  // without a rank, it takes the free one, worker0's.
   const absl::Time restarted = absl::Now();
-  workers_[0] = StartWorker(0, "worker0.replacement");
+  workers_[0] = StartWorker(-1, "worker0.replacement");
   ASSERT_TRUE(AwaitReady("worker0.replacement", *workers_[0]))
       << "the replacement exited: see worker0.replacement.log";
   PrintTiming("the replacement worker0 joined after its start",
