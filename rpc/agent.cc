@@ -260,7 +260,9 @@ absl::Status RpcAgent::StartServer() {
             .require_identity = authenticator_->require_identity()},
         timers_);
     builder.RegisterService(rendezvous_.get());
-  } else if (options_.rank != 0) {
+  } else {
+    // Any worker but the embedded master answers clients from its
+    // directory (on etcd, rank 0 too: no rank is special there).
     directory_service_ = std::make_unique<DirectoryService>(options_.rank);
     builder.RegisterService(directory_service_.get());
   }
