@@ -244,6 +244,7 @@ absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
           absl::StrCat("job ", options_.job, " has world_size ", *agreed,
                        ", not ", spec.world_size));
     }
+    FERRY_RETURN_IF_ERROR(CheckName(spec, snapshot));
     std::vector<int> wanted = {spec.self.rank};
     if (spec.self.rank < 0) wanted = FreeRanks(snapshot, spec.world_size);
     bool raced = false;
@@ -269,6 +270,20 @@ absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
   return absl::AlreadyExistsError(
       absl::StrCat("every rank of job ", options_.job, " (world_size ",
                    spec.world_size, ") is held by a live worker"));
+}
+
+absl::Status EtcdBackend::CheckName(const JoinSpec& spec,
+                                    const JobSnapshot& snapshot) const {
+  if (spec.self.rank < 0 || !Formed(snapshot)) return absl::OkStatus();
+  auto last = snapshot.history.find(spec.self.rank);
+  if (last == snapshot.history.end() ||
+      last->second.worker().name() == spec.self.name) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a replacement for rank ", spec.self.rank, " must be named ",
+      last->second.worker().name(),
+      " (names are fixed when the job forms), not ", spec.self.name));
 }
 
 absl::StatusOr<int> EtcdBackend::ReserveRank(const JoinSpec& spec,

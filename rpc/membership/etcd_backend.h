@@ -115,6 +115,10 @@ class EtcdBackend final : public MembershipBackend {
   // the deadline.
   bool WaitForChange(int64_t revision, absl::Time deadline) const;
   absl::StatusOr<int> TakeRank(const JoinSpec& spec, absl::Time deadline);
+  // INVALID_ARGUMENT if a formed job's rank spec.self.rank was held under
+  // another name (names are fixed when the job forms).
+  absl::Status CheckName(const JoinSpec& spec,
+                         const JobSnapshot& snapshot) const;
   // The record a joiner takes `rank` with, numbered after its history.
   proto::RankRecord RecordFor(const JoinSpec& spec, int rank,
                               const JobSnapshot& snapshot) const;

@@ -102,9 +102,10 @@ class MembershipBackend {
       const std::string& description, absl::Duration timeout) = 0;
 
   // After Join or RegisterClient: keeps this node alive and publishes every
-  // other node's death or departure to `membership` (once each), and
-  // replacements' arrival, until Stop(). Callbacks run on a backend
-  // thread, never under its locks.
+  // other node's death or departure to `membership` (once each; first the
+  // workers already gone when this node joined), and replacements' arrival
+  // (on_rejoined, then Membership::Revive), until Stop(). Callbacks run on
+  // a backend thread, never under its locks.
   virtual void Follow(Membership* membership, FollowCallbacks callbacks) = 0;
 
   // Waits until every live worker reached barrier `name`.

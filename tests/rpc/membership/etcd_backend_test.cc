@@ -309,6 +309,12 @@ TEST_F(EtcdBackendTest, AReplacementOfAFormedJobWaitsForNobody) {
   Expire(backends[2]->lease_id());
   ASSERT_TRUE(log0.WaitFor(WorkerNode(1)).has_value());
   ASSERT_TRUE(log0.WaitFor(WorkerNode(2)).has_value());
+  // Under the rank's name only (names are fixed when the job forms).
+  JoinSpec renamed = Spec(2, 3);
+  renamed.self.name = "impostor";
+  EXPECT_THAT(Backend()->Join(renamed, kWait).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("must be named worker2")));
   JoinSpec spec = Spec(1, 3);
   spec.incarnation = 1234;
   auto replacement = Backend();
