@@ -453,7 +453,7 @@ TEST_F(GroupsTest, TaggedOpsMatchByTag) {
 // ranks, 8 tagged all_reduces started in opposite orders: all 16 calls
 // fail with DEADLINE_EXCEEDED ("did not join" / "no message from") after
 // the timeout, although every rank started every op.
-TEST_F(GroupsTest, DISABLED_MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
+TEST_F(GroupsTest, MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
   Start(2);
   auto out =
       OnEveryRank<std::vector<absl::Status>>(*job_, [&](WorkerImpl& w, int r) {
