@@ -20,8 +20,8 @@ absl::StatusOr<Message> FromEnvelope(const Value& envelope) {
   // shape is checked as a whole before anything is taken from it.
   if (!envelope.is_list() || envelope.as_list().size() != 3 ||
       !envelope.as_list()[0].is_bytes() || !envelope.as_list()[1].is_list()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not a collective message (a ", envelope.kind_name(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a collective message (", envelope.kind_name(), ")"));
   }
   const Value::List& parts = envelope.as_list();
   Message m;
@@ -30,7 +30,7 @@ absl::StatusOr<Message> FromEnvelope(const Value& envelope) {
   for (const Value& t : parts[1].as_list()) {
     if (!t.is_tensor()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("a ", t.kind_name(), " among its tensors"));
+          absl::StrCat(t.kind_name(), " among its tensors"));
     }
     m.tensors.push_back(t.as_tensor());
   }
