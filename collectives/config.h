@@ -13,8 +13,6 @@ namespace ferry {
 struct CollectiveConfig {
   // Frame size of streamed messages.
   int64_t chunk_bytes = 1 << 20;
-  // Threads running collectives started asynchronously or by clients.
-  int threads = 4;
   // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
   // tree (broadcast). Chosen with `ferry_bench --direct_bytes` on 2 and 4
