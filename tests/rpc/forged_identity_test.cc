@@ -40,6 +40,7 @@ using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 namespace wire = ::ferry::testing::wire;
 
+constexpr char kAddFork[] = "/ferry.proto.RRefs/AddFork";
 constexpr char kDeleteFork[] = "/ferry.proto.RRefs/DeleteFork";
 constexpr char kFetch[] = "/ferry.proto.RRefs/Fetch";
 constexpr char kRenewLease[] = "/ferry.proto.RRefs/RenewLease";
@@ -201,6 +202,71 @@ TEST_F(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
   ExpectRefused(owner_->Unary(kRenewLease, renew.SerializeAsString()),
                 grpc::StatusCode::PERMISSION_DENIED,
                 absl::StrCat("holder claims client node ", victim()));
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
+  // The attacker renews its own lease, listing the victim's copy as one it
+  // sent: that would keep another's unconfirmed copy alive at its word.
+  proto::LeaseRequest renew;
+  renew.set_holder(attacker_node_);
+  proto::RRefHandle* h = renew.add_in_transit();
+  h->set_rref_creator(rref_.id().node);
+  h->set_rref_local(rref_.id().local);
+  h->set_fork_creator(fork_.node);
+  h->set_fork_local(fork_.local);
+  ExpectRefused(
+      owner_->Unary(kRenewLease, renew.SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("RenewLease: in_transit[0] is copy ", GlobalIdString(fork_),
+                   " of rref ", GlobalIdString(rref_.id()),
+                   ", made by client node ", victim(), "; client node ",
+                   attacker_node_, " may vouch only for copies it sent"));
+  ExpectNothingChanged();
+  // Its own copies it may list (none is registered: nothing changes).
+  h->set_fork_creator(attacker_node_);
+  RawReply own = owner_->Unary(kRenewLease, renew.SerializeAsString());
+  EXPECT_TRUE(own.status.ok()) << own.status.error_message();
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, ACopyIsPassedOnOnlyByItsHolder) {
+  // Registering a copy of the victim's RRef for itself (its own fork id),
+  // then fetching with it, would read any value whose id it can guess.
+  proto::ForkRequest add = VictimsFork(attacker_node_);
+  add.set_fork_creator(attacker_node_);
+  add.set_fork_local(1);
+  ExpectRefused(
+      owner_->Unary(kAddFork, add.SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("AddFork: client node ", attacker_node_,
+                   " holds no copy of rref ", GlobalIdString(rref_.id())));
+  ExpectRefused(owner_->Unary(kFetch, add.SerializeAsString()),
+                grpc::StatusCode::NOT_FOUND, "is not registered");
+  // Or for the owner, as a copy of the victim's registered for another.
+  ExpectRefused(
+      owner_->Unary(kAddFork, VictimsFork(attacker_node_).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED, "fork_creator claims");
+  ExpectNothingChanged();
+}
+
+TEST_F(ForgedIdentityTest, ALentCopyIsLentOnlyByItsHolder) {
+  // A copy "lent" to its owner for a call (borrowed: the owner takes a
+  // local fork of its own), by a caller that holds none: to_here on the
+  // owner would hand the attacker the victim's value.
+  proto::RRefHandle lent;
+  lent.set_rref_creator(rref_.id().node);
+  lent.set_rref_local(rref_.id().local);
+  lent.set_owner("worker1");
+  lent.set_owner_rank(1);
+  lent.set_borrowed(true);
+  ExpectRefused(
+      owner_->Unary(
+          testing::kCallMethod,
+          wire::CallRequest("to_here", {wire::RRef(lent)}, attacker_node_)),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("client node ", attacker_node_, " holds no copy of rref ",
+                   GlobalIdString(rref_.id()), " to lend"));
   ExpectNothingChanged();
 }
 
