@@ -339,7 +339,7 @@ TEST_F(ForgedIdentityTest, ARemoteIsMadeOnlyOnTheOwnerItNames) {
   ExpectNothingChanged();
 }
 
-TEST_P(ForgedMembershipCallTest, LeavingAsAnotherClientIsRefused) {
+TEST_F(ForgedIdentityTest, LeavingAsAnotherClientIsRefused) {
   proto::PollRequest leave;
   leave.set_node(victim());
   leave.set_leaving(true);
