@@ -188,6 +188,7 @@ absl::Status RpcAgent::Start() {
     }
     state_ = State::kRunning;
   }
+  call_service_->Open();
   // The user's hook runs outside mu_: it may call back (e.g. stopped()).
   ReportEvent("joined", absl::StrCat("world_size=", options_.world_size,
                                      " master=", master_address_));
@@ -233,6 +234,8 @@ absl::Status RpcAgent::StartServer() {
       .on_shutdown_request = [this](absl::Duration t) { RequestShutdown(t); },
       .clock = timers_->clock(),
       .authenticator = authenticator_.get(),
+      // Calls need the directory: served once the job formed (Start).
+      .start_closed = true,
   });
   grpc::ServerBuilder builder;
   int port = 0;

@@ -25,7 +25,13 @@ class CallReactor final : public grpc::ServerUnaryReactor,
   explicit CallReactor(grpc::ByteBuffer* response) : response_(response) {}
 
   void OnCancel() override {
-    if (on_cancel_) on_cancel_();
+    std::function<void()> f;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      f = std::move(on_cancel_);
+    }
+    if (f) f();
   }
   void OnDone() override { delete this; }
 
@@ -35,14 +41,24 @@ class CallReactor final : public grpc::ServerUnaryReactor,
     if (status.ok()) response_->Swap(reply);
     Finish(status);
   }
-  // Set before the reactor is returned to gRPC (OnCancel can only follow).
+  // Set while gRPC may already cancel the call (a call that waited for
+  // Open()): a cancellation that came first runs `f` now.
   void OnCancelled(std::function<void()> f) override {
-    on_cancel_ = std::move(f);
+    {
+      absl::MutexLock lock(&mu_);
+      if (!cancelled_) {
+        on_cancel_ = std::move(f);
+        return;
+      }
+    }
+    f();
   }
 
  private:
   grpc::ByteBuffer* const response_;
-  std::function<void()> on_cancel_;
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string PeerLabel(const CallHeader& h) {
@@ -68,7 +84,8 @@ struct CallService::ActiveCall {
   std::atomic<bool> claimed{false};
 };
 
-CallService::CallService(Options options) : options_(std::move(options)) {}
+CallService::CallService(Options options)
+    : options_(std::move(options)), open_(!options_.start_closed) {}
 
 CallService::~CallService() {
   Abort(absl::UnavailableError(
@@ -138,6 +155,11 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
     return absl::UnavailableError(
         absl::StrCat(options_.worker_name, " is shutting down"));
   }
+  if (!open_) {
+    return absl::UnavailableError(absl::StrCat(
+        options_.worker_name, " has not joined the job yet and ",
+        parked_.size(), " calls already wait for it; retry"));
+  }
   int64_t& count = per_peer_[call->peer];
   if (count >= max) {
     if (count == 0) per_peer_.erase(call->peer);
@@ -159,9 +181,32 @@ grpc::ServerUnaryReactor* CallService::Call(
   return reactor;
 }
 
+bool CallService::Park(grpc::CallbackServerContext* context,
+                       const grpc::ByteBuffer& request,
+                       CallResponder* responder) {
+  absl::MutexLock lock(&mu_);
+  // Not accepting: Prepare refuses it. Too many waiting: the excess is
+  // refused rather than held.
+  if (open_ || !accepting_ || parked_.size() >= kMaxParked) return false;
+  // A shallow copy: the bytes are shared, not copied.
+  parked_.push_back({context, request, responder});
+  return true;
+}
+
+void CallService::Open() {
+  std::vector<Parked> parked;
+  {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+    parked.swap(parked_);
+  }
+  for (Parked& p : parked) Serve(p.context, p.request, p.responder);
+}
+
 void CallService::Serve(grpc::CallbackServerContext* context,
                         const grpc::ByteBuffer& request,
                         CallResponder* responder) {
+  if (Park(context, request, responder)) return;
   auto call = std::make_shared<ActiveCall>();
   call->responder = responder;
   absl::Status prepared = Prepare(context, request, call);
@@ -302,10 +347,16 @@ void CallService::StopAccepting() {
 
 void CallService::Abort(const absl::Status& status) {
   std::vector<std::shared_ptr<ActiveCall>> calls;
+  std::vector<Parked> parked;
   {
     absl::MutexLock lock(&mu_);
     accepting_ = false;
     calls.assign(active_.begin(), active_.end());
+    parked.swap(parked_);
+  }
+  for (Parked& p : parked) {
+    p.responder->Respond(nullptr, ToGrpcStatus(Annotate(
+                                      status, options_.worker_name)));
   }
   for (auto& call : calls) {
     if (Claim(call)) FinishClaimed(call.get(), status);

@@ -12,6 +12,12 @@
 // the worker stops. Whoever answers first removes the call from the
 // in-flight count at once; a result produced later is dropped.
 //
+// A worker serves calls once it has joined the job (Open()): it needs the
+// directory to read the RRefs in arguments. Calls that arrive earlier (a
+// peer or client that saw the job form a moment before this worker did)
+// wait, holding no thread, at most kMaxParked of them; Abort() answers
+// them too.
+//
 // Admission: a caller (by the node its requests name) may have at most
 // --max_inflight_per_peer calls here, executing or queued; beyond that,
 // and beyond --max_queued_tasks waiting for the executor,
@@ -24,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -95,7 +102,12 @@ class CallService final : public WorkerServiceBase {
     // Optional: who a call is (its credential). Then caller_node must be
     // the caller's own node, and Shutdown is for clients only.
     const Authenticator* authenticator = nullptr;
+    // Calls wait for Open() (else they are served from the start).
+    bool start_closed = false;
   };
+
+  // Calls that may wait for Open() at once; beyond, UNAVAILABLE.
+  static constexpr size_t kMaxParked = 1024;
 
   explicit CallService(Options options);
   ~CallService() override;
@@ -124,6 +136,8 @@ class CallService final : public WorkerServiceBase {
   const std::string& worker_name() const { return options_.worker_name; }
   const Limits& limits() const { return options_.limits; }
 
+  // Calls are served from now on: those that waited run now.
+  void Open() ABSL_LOCKS_EXCLUDED(mu_);
   // New calls are refused with UNAVAILABLE from now on.
   void StopAccepting() ABSL_LOCKS_EXCLUDED(mu_);
   // Answers every unfinished call with `status` (before server shutdown,
@@ -137,6 +151,18 @@ class CallService final : public WorkerServiceBase {
 
  private:
   struct ActiveCall;
+  // A call that arrived before Open().
+  struct Parked {
+    grpc::CallbackServerContext* context;
+    grpc::ByteBuffer request;
+    CallResponder* responder;
+  };
+
+  // Keeps the call for Open() if the service is not open yet; false if it
+  // may be served now (or must be refused: Prepare says why).
+  bool Park(grpc::CallbackServerContext* context,
+            const grpc::ByteBuffer& request, CallResponder* responder)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Reads and admits the request into `call`; the error answers the call.
   absl::Status Prepare(grpc::CallbackServerContext* context,
@@ -170,6 +196,8 @@ class CallService final : public WorkerServiceBase {
 
   mutable absl::Mutex mu_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
+  bool open_ ABSL_GUARDED_BY(mu_);
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::shared_ptr<ActiveCall>> active_ ABSL_GUARDED_BY(mu_);
   // Calls in active_ by the node that made them.
   absl::flat_hash_map<uint64_t, int64_t> per_peer_ ABSL_GUARDED_BY(mu_);

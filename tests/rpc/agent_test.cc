@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/value/json.h"
+#include "tests/testing/raw_client.h"
 #include "tests/testing/secret_files.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
@@ -345,6 +346,50 @@ TEST(RendezvousTest, DuplicateNameIsRefused) {
   EXPECT_TRUE(::testing::Matches(refused)(s0) ||
               ::testing::Matches(refused)(s1))
       << s0 << " / " << s1;
+}
+
+// A call that reaches a worker before its job formed waits for the job
+// (the worker needs the directory to read it), then runs.
+TEST(RendezvousTest, CallsBeforeTheJobFormsWaitForIt) {
+  RpcAgent rank0(JoinerOptions("", 0, 2));
+  ASSERT_OK(rank0.registry().Register("seven", [] { return Value(7); }));
+  ASSERT_OK_AND_ASSIGN(std::string master, rank0.Listen());
+  ::ferry::testing::RawClient raw(master);
+  ::ferry::testing::RawReply early;
+  std::thread call([&] {
+    early = raw.Unary(::ferry::testing::kCallMethod,
+                      ::ferry::testing::wire::CallRequest("seven", {}));
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // Let it arrive first.
+  RpcAgent rank1(JoinerOptions(master, 1, 2));
+  absl::Status s1;
+  std::thread join([&] { s1 = rank1.Start(); });
+  EXPECT_OK(rank0.Start());
+  join.join();
+  EXPECT_OK(s1);
+  call.join();
+  ASSERT_TRUE(early.status.ok()) << early.status.error_message();
+  ASSERT_OK_AND_ASSIGN(proto::Value result,
+                       ::ferry::testing::ParseResult(early.bytes));
+  EXPECT_EQ(result.int_value(), 7);
+}
+
+// ...and a worker that stops before its job formed answers the waiting
+// calls.
+TEST(RendezvousTest, CallsWaitingForAJobThatNeverFormedAreAnswered) {
+  RpcAgent rank0(JoinerOptions("", 0, 2));
+  ASSERT_OK_AND_ASSIGN(std::string master, rank0.Listen());
+  ::ferry::testing::RawClient raw(master);
+  ::ferry::testing::RawReply early;
+  std::thread call([&] {
+    early = raw.Unary(::ferry::testing::kCallMethod,
+                      ::ferry::testing::wire::CallRequest("echo", {}));
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // Let it arrive first.
+  rank0.Stop();
+  call.join();
+  EXPECT_EQ(early.status.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << early.status.error_message();
 }
 
 TEST(RendezvousTest, UnreachableMasterIsBounded) {

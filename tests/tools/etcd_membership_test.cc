@@ -195,6 +195,10 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   for (int r = 0; r < kWorld; ++r) {
     workers_.push_back(StartWorker(r, absl::StrCat("worker", r, ".log")));
   }
+  // Joined, not only registered: worker0 dies after the job formed.
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(AwaitReady(absl::StrCat("worker", r, ".log"), *workers_[r]));
+  }
   ProcessResult status = Ctl({"status", "--format=json"});
   ASSERT_EQ(status.exit_code, 0) << status.Describe();
   EXPECT_THAT(status.out, HasSubstr("\"worker2\"")) << status.out;
