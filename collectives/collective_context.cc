@@ -71,6 +71,13 @@ ProcessGroup& CollectiveContext::world() {
   return *world_;
 }
 
+uint64_t CollectiveContext::Epoch(const std::vector<int>& members) const {
+  const Directory& directory = agent_->directory();
+  uint64_t epoch = 0;
+  for (int r : members) epoch += directory.at(r).generation;
+  return epoch;
+}
+
 absl::StatusOr<int> CollectiveContext::IndexIn(
     const std::vector<int>& ranks) const {
   const int world = agent_->world_size();
@@ -146,7 +153,21 @@ void CollectiveContext::Began(const std::string& key, std::string label,
     if (!down.has_value()) continue;
     mailbox_.Abort(key, Died(label, static_cast<int>(i), members[i], *down))
         .IgnoreError();
-    break;
+    return;
+  }
+  // Named before a replacement this worker has seen since: the members
+  // (the newcomer at least) run the next op under the new epoch's name, so
+  // nobody would come. (Checked after the deaths: a replacement is in the
+  // directory before its rank counts alive again.)
+  std::optional<uint64_t> epoch = EpochOfOp(key);
+  if (epoch.has_value() && *epoch != Epoch(members)) {
+    mailbox_
+        .Abort(key, absl::UnavailableError(absl::StrCat(
+                        label,
+                        ": a member of its group was replaced while it "
+                        "began (epoch ",
+                        *epoch, ", now ", Epoch(members), "); run it again")))
+        .IgnoreError();
   }
 }
 

@@ -56,7 +56,12 @@ class CollectiveContext final
   Executor& executor() { return *executor_; }
   const CollectiveConfig& config() const { return config_; }
   int rank() const { return agent_->rank(); }
-  // Op `key` (members: global ranks) runs here from now until Ended.
+  // The membership epoch of a group of `members` (global ranks): the sum of
+  // their generations in the directory (op_key.h).
+  uint64_t Epoch(const std::vector<int>& members) const;
+  // Op `key` (members: global ranks) runs here from now until Ended. It
+  // fails at once (UNAVAILABLE) if a member is gone, or if it is named
+  // after an epoch already past (a member was replaced meanwhile).
   void Began(const std::string& key, std::string label,
              std::vector<int> members) ABSL_LOCKS_EXCLUDED(mu_);
   void Ended(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);

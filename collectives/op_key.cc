@@ -80,7 +80,11 @@ absl::Status CheckLabel(absl::string_view key, absl::string_view label) {
     }
     return absl::OkStatus();
   }
-  if (!AllDigits(label)) return BadKey(key, "no sequence number or tag");
+  const size_t at = label.find('@');
+  if (!AllDigits(label.substr(0, at)) ||
+      (at != absl::string_view::npos && !AllDigits(label.substr(at + 1)))) {
+    return BadKey(key, "no sequence number (with its epoch) or tag");
+  }
   return absl::OkStatus();
 }
 
@@ -103,8 +107,32 @@ std::string ClientGroupName(const std::vector<int>& ranks) {
   return absl::StrCat("c", absl::StrJoin(ranks, ","));
 }
 
-std::string SequencedOpKey(absl::string_view group, uint64_t sequence) {
-  return absl::StrCat(group, "/", sequence);
+std::string SequencedOpKey(absl::string_view group, uint64_t sequence,
+                           uint64_t epoch) {
+  return absl::StrCat(group, "/", SequencedOpLabel(sequence, epoch));
+}
+
+std::string SequencedOpLabel(uint64_t sequence, uint64_t epoch) {
+  if (epoch == 0) return absl::StrCat(sequence);
+  return absl::StrCat(sequence, "@", epoch);
+}
+
+std::optional<uint64_t> EpochOfOp(absl::string_view key) {
+  const size_t slash = key.find('/');
+  if (slash == absl::string_view::npos) return std::nullopt;
+  absl::string_view label = key.substr(slash + 1);
+  if (absl::StartsWith(label, "t:")) return std::nullopt;
+  const size_t at = label.find('@');
+  if (at == absl::string_view::npos) {
+    if (!AllDigits(label)) return std::nullopt;
+    return uint64_t{0};
+  }
+  uint64_t epoch = 0;
+  if (!AllDigits(label.substr(0, at)) || !AllDigits(label.substr(at + 1)) ||
+      !absl::SimpleAtoi(label.substr(at + 1), &epoch)) {
+    return std::nullopt;
+  }
+  return epoch;
 }
 
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,

@@ -2,12 +2,24 @@
 // from a name alone — before its own op began, when a peer's message for
 // it arrives.
 //
-//   op key  := GROUP "/" SEQ                an SPMD op: the group's SEQ-th
+//   op key  := GROUP "/" SEQ ["@" EPOCH]    an SPMD op: the group's SEQ-th
+//                                           in membership epoch EPOCH (0,
+//                                           not written, until a member
+//                                           was replaced)
 //            | GROUP "/t:" TAG              an op named by the caller
 //   GROUP   := "world"                      every rank of the job
 //            | "g" RANKS "#" N              NewGroup's N-th group of RANKS
 //            | "c" RANKS                    a client's op on RANKS
 //   RANKS   := rank ("," rank)*             global ranks, in group order
+//
+// A group's membership epoch is the sum of its members' generations (how
+// many incarnations held each rank before the current one; every node
+// knows them from its directory, the same everywhere). It changes exactly
+// when a member is replaced, and never returns to an earlier value, so the
+// survivors and the newcomer (whose sequence starts at 0) agree on a fresh
+// sequence: the group works again after a replacement. Ops of an earlier
+// epoch are never confused with them (their frames expire in the mailbox).
+// Tagged ops need no epoch: the caller names each one uniquely.
 //
 // A group's name spells its members, so a receiver checks each frame's
 // claimed sender against the op's group as soon as the frame arrives
@@ -20,6 +32,8 @@
 #define FERRY_COLLECTIVES_OP_KEY_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +51,13 @@ std::string WorldGroupName();
 std::string NewGroupName(const std::vector<int>& ranks, int n);
 // A client's op on `ranks`: "c0,2".
 std::string ClientGroupName(const std::vector<int>& ranks);
-std::string SequencedOpKey(absl::string_view group, uint64_t sequence);
+// "world/17", or "world/17@2" in epoch 2.
+std::string SequencedOpKey(absl::string_view group, uint64_t sequence,
+                           uint64_t epoch = 0);
+// For messages: "17", or "17@2".
+std::string SequencedOpLabel(uint64_t sequence, uint64_t epoch);
+// The epoch of a sequenced op key; nullopt for a tagged (or bad) one.
+std::optional<uint64_t> EpochOfOp(absl::string_view key);
 // INVALID_ARGUMENT for an empty tag or one over kMaxOpTagBytes.
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
                                         absl::string_view tag);

@@ -2,15 +2,24 @@
 // together. Every member creates the group (with the same ranks, in the
 // same order relative to its other group creations); non-members are not
 // involved. Collectives address members by group rank (0..size-1).
+//
+// After a member was replaced (a new process for its rank), the group works
+// again for the survivors and the newcomer (op_key.h, NextOp): the newcomer
+// makes the groups it is a member of in the same order as the process it
+// replaces did (rerunning the same program does), and every member calls
+// the next collective once it saw the replacement — one started before
+// fails at once (UNAVAILABLE naming the rank), and may be retried.
 #ifndef FERRY_COLLECTIVES_PROCESS_GROUP_H_
 #define FERRY_COLLECTIVES_PROCESS_GROUP_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ferry {
 
@@ -35,16 +44,25 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::string& name() const { return name_; }
   CollectiveContext& context() const { return *context_; }
 
-  // The sequence number of the next op called on this group (SPMD: every
-  // member calls the same collectives in the same order).
-  uint64_t NextSequence() { return next_.fetch_add(1); }
+  // The identity of the next op called on this group (SPMD: every member
+  // calls the same collectives in the same order): the group's membership
+  // epoch now (op_key.h) and the op's number within it, from 0 in each new
+  // epoch — so after a member was replaced, the survivors and the newcomer
+  // count alike. (An epoch older than one already used — a thread that
+  // read the directory before a replacement — counts on in the newer.)
+  struct OpNumber {
+    uint64_t epoch = 0;
+    uint64_t sequence = 0;
+  };
+  OpNumber NextOp() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   CollectiveContext* const context_;
   const std::string name_;
   const std::vector<int> members_;
   const int rank_;
-  std::atomic<uint64_t> next_{0};
+  absl::Mutex mu_;
+  OpNumber next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -21,9 +21,9 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   OpSpec spec;
   spec.name = std::string(name);
   if (options.tag.empty()) {
-    const uint64_t sequence = group.NextSequence();
-    spec.label = absl::StrCat(sequence);
-    spec.key = SequencedOpKey(group.name(), sequence);
+    const ProcessGroup::OpNumber op = group.NextOp();
+    spec.label = SequencedOpLabel(op.sequence, op.epoch);
+    spec.key = SequencedOpKey(group.name(), op.sequence, op.epoch);
   } else {
     absl::StatusOr<std::string> key = TaggedOpKey(group.name(), options.tag);
     if (!key.ok()) return key.status();

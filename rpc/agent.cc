@@ -260,7 +260,9 @@ absl::Status RpcAgent::StartServer() {
             .require_identity = authenticator_->require_identity()},
         timers_);
     builder.RegisterService(rendezvous_.get());
-  } else if (options_.rank != 0) {
+  } else {
+    // Any worker but the embedded master answers clients from its
+    // directory (on etcd, rank 0 too: no rank is special there).
     directory_service_ = std::make_unique<DirectoryService>(options_.rank);
     builder.RegisterService(directory_service_.get());
   }
@@ -355,6 +357,10 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
+  // Its calls present a fresh credential; the old one's stays forgotten.
+  if (replaced.ok() && !worker.credential_digest.empty()) {
+    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
+  }
   ReportEvent("peer_rejoined",
               replaced.ok()
                   ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,

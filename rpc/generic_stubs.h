@@ -1,10 +1,14 @@
-// One generic stub per worker rank, made on first use and found without a
-// lock afterwards (every call looks one up).
+// One generic stub per worker incarnation (rank and generation), made on
+// first use and found without a lock afterwards (every call looks one up).
+// A replacement of a rank (a later generation, at a new address) gets a
+// stub of its own; the old one's stays until this object goes (calls may
+// still use it; replacements are few: Directory::kMaxReplacements).
 #ifndef FERRY_RPC_GENERIC_STUBS_H_
 #define FERRY_RPC_GENERIC_STUBS_H_
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -22,12 +26,22 @@ class GenericStubs {
   grpc::GenericStub* For(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  struct Entry {
+    int rank = -1;
+    uint64_t generation = 0;
+    std::unique_ptr<grpc::GenericStub> stub;
+  };
+  // An older incarnation's stub (a call still naming it).
+  grpc::GenericStub* Retired(const WorkerInfo& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   ChannelPool* const channels_;
   absl::Mutex mu_;
-  absl::flat_hash_map<int, std::unique_ptr<grpc::GenericStub>> stubs_
-      ABSL_GUARDED_BY(mu_);
+  // The current entry of each rank (a replaced one moves to retired_).
+  absl::flat_hash_map<int, std::unique_ptr<Entry>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Entry>> retired_ ABSL_GUARDED_BY(mu_);
   static constexpr int kFast = 1024;
-  std::atomic<grpc::GenericStub*> fast_[kFast] = {};
+  std::atomic<const Entry*> fast_[kFast] = {};
 };
 
 }  // namespace ferry

@@ -51,6 +51,8 @@ absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
         " is not a live reference of this node (parsed from JSON?)"));
   }
   const RRefDescriptor& d = state->descriptor();
+  // Neither the dead owner nor its replacement could register the copy.
+  if (auto gone = context_->OwnerGone(*state)) return *gone;
   proto::RRefHandle handle = DescriptorToProto(d);
   const bool created = state->created().IsReady() &&
                        state->created().Wait(absl::ZeroDuration()).ok();

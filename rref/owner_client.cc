@@ -37,12 +37,17 @@ OwnerClient::OwnerClient(ChannelPool* channels, Membership* membership,
       directory_(directory) {}
 
 proto::RRefs::Stub* OwnerClient::StubFor(int owner) {
+  const WorkerInfo& worker = directory_->at(owner);
   absl::MutexLock lock(&mu_);
-  auto& stub = stubs_[owner];
-  if (stub == nullptr) {
-    stub = proto::RRefs::NewStub(channels_->ForWorker(directory_->at(owner)));
+  Stub& stub = stubs_[owner];
+  // A replacement of the owner (a later generation) is at a new address;
+  // the old stub stays (a call may still use it).
+  if (stub.stub == nullptr || stub.generation != worker.generation) {
+    if (stub.stub != nullptr) retired_.push_back(std::move(stub.stub));
+    stub.generation = worker.generation;
+    stub.stub = proto::RRefs::NewStub(channels_->ForWorker(worker));
   }
-  return stub.get();
+  return stub.stub.get();
 }
 
 bool OwnerClient::Known(int owner) const {

@@ -89,7 +89,12 @@ class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
   InflightCalls inflight_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, std::unique_ptr<proto::RRefs::Stub>> stubs_
+  struct Stub {
+    uint64_t generation = 0;  // Of the owner's incarnation it reaches.
+    std::unique_ptr<proto::RRefs::Stub> stub;
+  };
+  absl::flat_hash_map<int, Stub> stubs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<proto::RRefs::Stub>> retired_
       ABSL_GUARDED_BY(mu_);
   int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
 #include "rref/fork_codec.h"
@@ -28,8 +29,24 @@ constexpr int64_t kMinLearnedLeaseMs = 100;
 
 }  // namespace
 
+namespace {
+
+// Where a context's local ids start: random in [1, 2^62). A worker's node
+// id is its rank, so a replacement of a rank names its RRefs and copies
+// with the same node as the incarnation before it, while owners still
+// keep that one's tombstones and forks (up to a minute): counting from 1
+// again, its first ids would be refused as freed, or taken for the old
+// one's. From a random start, two incarnations' ranges meet with odds of
+// about (ids used) / 2^62; no wire change, and 2^62 ids before it wraps.
+uint64_t RandomIdBase() {
+  absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen, 1, uint64_t{1} << 62);
+}
+
+}  // namespace
+
 RRefContext::RRefContext(Host host, RRefOptions options)
-    : host_(std::move(host)), options_(options) {
+    : host_(std::move(host)), options_(options), counter_(RandomIdBase()) {
   owner_client_ = std::make_shared<OwnerClient>(
       host_.channels, host_.membership, host_.timers, host_.directory);
 }
@@ -129,6 +146,18 @@ void RRefContext::OnNodeDown(uint64_t node) {
   if (owner_table_ != nullptr) owner_table_->DropHolder(node);
   owner_client_->FailNode(
       node, absl::UnavailableError(absl::StrCat(NodeName(node), " is gone")));
+  if (IsWorkerNode(node)) ForgetOwner(static_cast<int>(node));
+}
+
+void RRefContext::ForgetOwner(int owner) {
+  // Its values are gone with it: nothing to renew, release or vouch for
+  // there any more, and a replacement numbers its epochs afresh.
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(held_,
+                 [owner](const auto& e) { return e.second.owner == owner; });
+  absl::erase_if(in_transit_,
+                 [owner](const auto& e) { return e.second.owner == owner; });
+  owner_epoch_.erase(owner);
 }
 
 std::string RRefContext::NodeName(uint64_t node) const {
@@ -181,8 +210,26 @@ absl::StatusOr<std::shared_ptr<const RRefState>> RRefContext::Adopt(
     }
     held_[descriptor.fork_id] = Held{descriptor.rref_id, descriptor.owner_rank};
   }
+  // The owner's incarnation now: a replacement of it never has the value.
+  const uint64_t generation =
+      host_.directory->at(descriptor.owner_rank).generation;
   return std::make_shared<const RRefState>(
-      std::move(descriptor), weak_from_this(), std::move(created));
+      std::move(descriptor), weak_from_this(), std::move(created), generation);
+}
+
+std::optional<absl::Status> RRefContext::OwnerGone(
+    const RRefState& rref) const {
+  const RRefDescriptor& d = rref.descriptor();
+  if (auto down = host_.membership->DownReason(WorkerNode(d.owner_rank))) {
+    return absl::UnavailableError(
+        absl::StrCat("owner ", d.owner, " died (", down->message(), ")"));
+  }
+  // Only the value's own incarnation had it (the owner-died rule).
+  if (host_.directory->at(d.owner_rank).generation != rref.owner_generation()) {
+    return absl::UnavailableError(absl::StrCat(
+        "owner ", d.owner, " died (a new incarnation holds its rank now)"));
+  }
+  return std::nullopt;
 }
 
 void RRefContext::Released(const RRefDescriptor& d) {
@@ -192,7 +239,8 @@ void RRefContext::Released(const RRefDescriptor& d) {
   }
   {
     absl::MutexLock lock(&mu_);
-    held_.erase(d.fork_id);
+    // Not held any more: its owner died, and took the value with it.
+    if (held_.erase(d.fork_id) == 0) return;
     if (stopped_) return;
   }
   owner_client_->Delete(d.owner_rank,
@@ -363,10 +411,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
   const RRefDescriptor& d = rref->descriptor();
   const absl::Duration t = Timeout(timeout);
   // A dead owner is the answer, whatever else went wrong on the way.
-  if (auto down = host_.membership->DownReason(WorkerNode(d.owner_rank))) {
-    return Future<Value>::Ready(absl::UnavailableError(
-        absl::StrCat("owner ", d.owner, " died (", down->message(), ")")));
-  }
+  if (auto gone = OwnerGone(*rref)) return Future<Value>::Ready(*gone);
   Promise<Value> result;
   if (owns(d.owner_rank)) {
     auto self = shared_from_this();
@@ -428,6 +473,7 @@ Future<Value> RRefContext::CallOnOwner(
     return Future<Value>::Ready(absl::InvalidArgumentError(
         absl::StrCat("rref owner rank ", owner_rank, " is not a worker")));
   }
+  if (auto gone = OwnerGone(*rref)) return Future<Value>::Ready(*gone);
   const WorkerInfo& owner = host_.directory->at(owner_rank);
   return host_.caller->Call(owner, "ferry.rref_call",
                             {Value(Value::RRefPtr(rref)), Value(fn),
@@ -438,6 +484,7 @@ Future<Value> RRefContext::CallOnOwner(
 absl::StatusOr<Value> RRefContext::RemoteOnOwner(
     const std::shared_ptr<const RRefState>& rref, const std::string& fn,
     std::vector<Value> args, std::optional<absl::Duration> timeout) {
+  if (auto gone = OwnerGone(*rref)) return *gone;
   FERRY_ASSIGN_OR_RETURN(RRef r,
                          Remote(rref->descriptor().owner, "ferry.rref_call",
                                 {Value(Value::RRefPtr(rref)), Value(fn),

@@ -150,6 +150,9 @@ class RRefContext final : public RRefCore,
   OwnerTable* owner_table() { return owner_table_.get(); }  // Null on clients.
   OwnerClient& owner_client() { return *owner_client_; }
   bool owns(int rank) const { return host_.rank >= 0 && rank == host_.rank; }
+  // UNAVAILABLE "owner <name> died (…)" if `rref`'s owner died or left, or
+  // a new incarnation holds its rank now (which never has the value).
+  std::optional<absl::Status> OwnerGone(const RRefState& rref) const;
   absl::Duration Timeout(std::optional<absl::Duration> t) const;
   std::string NodeName(uint64_t node) const;
   // Bounds every number a peer's handle carries before anything uses it:
@@ -201,13 +204,16 @@ class RRefContext final : public RRefCore,
   void LearnLease(absl::Duration lease);
   void SweepOwned();
   void OnNodeDown(uint64_t node);
+  // Worker `owner` died: drops what this node kept for its values.
+  void ForgetOwner(int owner) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RegisterBuiltins(Registry* registry);
   // ferry.rref_call: fn(value, args…) on this owner.
   Future<Value> InvokeOnValue(const CallContext& ctx, std::vector<Value> args);
 
   const Host host_;
   const RRefOptions options_;
-  std::atomic<uint64_t> counter_{0};
+  // Local ids: from a random start (rref_context.cc says why).
+  std::atomic<uint64_t> counter_;
   std::atomic<int64_t> learned_lease_ms_{0};  // Shortest owner lease seen.
   std::unique_ptr<OwnerTable> owner_table_;
   std::shared_ptr<OwnerClient> owner_client_;

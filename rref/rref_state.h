@@ -25,16 +25,20 @@ class RRefCore;
 class RRefState final : public RRefBase {
  public:
   // `created` resolves when the owner has the RRef (remote(): when the
-  // creating call returned; received copies: already).
+  // creating call returned; received copies: already). `owner_generation`:
+  // which incarnation of the owner's rank holds the value (WorkerInfo's).
   RRefState(RRefDescriptor descriptor, std::weak_ptr<RRefCore> core,
-            Future<Done> created)
+            Future<Done> created, uint64_t owner_generation = 0)
       : RRefBase(std::move(descriptor)),
         core_(std::move(core)),
-        created_(std::move(created)) {}
+        created_(std::move(created)),
+        owner_generation_(owner_generation) {}
   ~RRefState() override;
 
   const std::weak_ptr<RRefCore>& core() const { return core_; }
   const Future<Done>& created() const { return created_; }
+  // A replacement of the owner (a later generation) does not have it.
+  uint64_t owner_generation() const { return owner_generation_; }
 
   // The owner holds the RRef: its creation returned, or a fetch of its
   // value succeeded (which may come back before the creating call's reply).
@@ -47,6 +51,7 @@ class RRefState final : public RRefBase {
  private:
   const std::weak_ptr<RRefCore> core_;
   const Future<Done> created_;
+  const uint64_t owner_generation_;
   mutable std::atomic<bool> fetched_{false};
 };
 

@@ -19,6 +19,12 @@
 //                                      mpirun are stand-ins setting their
 //                                      variables) or runs ferryctl; the job
 //                                      must form with N workers
+//   <!-- readme-test: etcd N -->       its etcd command runs once per member
+//                                      (N = 1, 2, 3), its exports hold for
+//                                      what follows, its ferryd line runs N
+//                                      times; its ferryctl line must show
+//                                      the job of N workers (skipped where
+//                                      etcd is not installed)
 //
 // The blocks use the master 10.0.0.1:29500; here it is 127.0.0.1 on a free
 // port, and `ferryctl up` picks its port.
@@ -404,6 +410,99 @@ TEST(ReadmeTest, LaunchBlocksFormJobs) {
       EXPECT_FALSE(r.timed_out) << r.Describe();
       if (::testing::Test::HasFailure()) std::cerr << r.Describe() << "\n";
     }
+  }
+}
+
+// The block's lines, continuations joined.
+std::vector<std::string> Lines(const std::string& code) {
+  std::vector<std::string> lines;
+  bool continued = false;
+  for (absl::string_view raw : absl::StrSplit(code, '\n')) {
+    std::string line = Command(raw);
+    const bool more = absl::ConsumeSuffix(&raw, "\\");
+    if (more) line = Command(raw);
+    if (continued) {
+      absl::StrAppend(&lines.back(), " ", line);
+    } else if (!line.empty()) {
+      lines.push_back(line);
+    }
+    continued = more;
+  }
+  return lines;
+}
+
+// The three hosts of the etcd block are 127.0.0.1 here, each member on
+// ports of its own.
+TEST(ReadmeTest, EtcdBlockRunsAJobOnThreeMembers) {
+  const char* etcd = std::getenv("FERRY_ETCD");
+  if (access(etcd != nullptr ? etcd : "/usr/bin/etcd", X_OK) != 0) {
+    GTEST_SKIP() << "etcd is not installed (tools/dev setup installs it)";
+  }
+  std::vector<Block> blocks = BlocksOf("etcd ");
+  ASSERT_EQ(blocks.size(), 1u);
+  int world = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(blocks[0].kind.substr(5), &world));
+  Sandbox box;
+  std::vector<std::pair<std::string, std::string>> hosts = {
+      {"/var/lib/ferry-etcd", box.dir() + "/etcd$N"},
+      {"$(hostname -i)", "127.0.0.1"},
+      {"10.0.0.$N:2379", "127.0.0.1:$C"},
+      {"10.0.0.$N:2380", "127.0.0.1:$P"}};
+  std::string members;  // "C=…; P=…" for member N, by N.
+  std::vector<std::string> ports;
+  for (int n = 1; n <= 3; ++n) {
+    const int client = UnusedPort(), peer = UnusedPort();
+    hosts.emplace_back(absl::StrCat("10.0.0.", n, ":2379"),
+                       absl::StrCat("127.0.0.1:", client));
+    hosts.emplace_back(absl::StrCat("10.0.0.", n, ":2380"),
+                       absl::StrCat("127.0.0.1:", peer));
+    ports.push_back(absl::StrCat("N=", n, "; C=", client, "; P=", peer, "; "));
+  }
+  auto in_box = [&](const std::string& line) {
+    return box.Bash(absl::StrCat("cd '", box.dir(), "'; ", line));
+  };
+  std::vector<std::unique_ptr<BackgroundProcess>> processes;
+  std::string exports;
+  bool checked = false;
+  ProcessOptions options = box.Options();
+  options.die_with_parent = true;
+  for (std::string line : Lines(blocks[0].code)) {
+    line = absl::StrReplaceAll(line, hosts);
+    if (absl::StartsWith(line, "export ")) {
+      absl::StrAppend(&exports, line, "; ");
+      continue;
+    }
+    const bool etcd_line = absl::StartsWith(line, "etcd ");
+    if (etcd_line || absl::StartsWith(line, "ferryd ")) {
+      for (int i = 0; i < (etcd_line ? 3 : world); ++i) {
+        std::string command =
+            absl::StrCat(exports, etcd_line ? ports[i] : "", "exec ",
+                         etcd_line && etcd != nullptr
+                             ? absl::StrReplaceAll(
+                                   line, {{"etcd ", std::string(etcd) + " "}})
+                             : line);
+        absl::StatusOr<std::unique_ptr<BackgroundProcess>> p =
+            BackgroundProcess::Start(in_box(command), options);
+        ASSERT_OK(p);
+        processes.push_back(*std::move(p));
+      }
+      continue;
+    }
+    ASSERT_TRUE(absl::StartsWith(line, "ferryctl")) << line;
+    absl::StatusOr<ProcessResult> r =
+        RunProcess(in_box(exports + line), box.Options(), kBound);
+    ASSERT_OK(r);
+    ExpectWorkers(*r, world);
+    checked = true;
+  }
+  EXPECT_TRUE(checked) << "no ferryctl line in the etcd block";
+  absl::StatusOr<ProcessResult> down = RunProcess(
+      in_box(exports + "ferryctl --insecure down"), box.Options(), kBound);
+  ASSERT_OK(down);
+  EXPECT_EQ(down->exit_code, 0) << down->Describe();
+  for (size_t i = 3; i < processes.size(); ++i) {  // The workers left.
+    ProcessResult r = processes[i]->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.Describe();
   }
 }
 

@@ -63,4 +63,37 @@ absl::StatusOr<BackendFactory> BackendFactoryFor(RendezvousSettings settings) {
       });
 }
 
+absl::StatusOr<ReservedRank> ReserveFirstFreeRank(
+    const BackendFactory& factory, Timers* timers, int world_size,
+    const std::string& host, int64_t pid, absl::Duration timeout) {
+  if (!factory) {
+    return absl::InvalidArgumentError(
+        "the embedded master cannot pick a rank: set --rank");
+  }
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<MembershipBackend> backend,
+                         factory(timers));
+  if (!backend->rank_is_assignable()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        backend->description(), " cannot pick a rank: set --rank"));
+  }
+  JoinSpec spec;
+  spec.self.rank = -1;
+  spec.self.host = host;
+  spec.self.pid = pid;
+  spec.world_size = world_size;
+  FERRY_ASSIGN_OR_RETURN(int rank, backend->ReserveRank(spec, timeout));
+  // std::function must be copyable: the backend moves out on the first call.
+  auto held =
+      std::make_shared<std::unique_ptr<MembershipBackend>>(std::move(backend));
+  return ReservedRank{
+      rank,
+      [held](Timers*) -> absl::StatusOr<std::unique_ptr<MembershipBackend>> {
+        if (*held == nullptr) {
+          return absl::FailedPreconditionError(
+              "the backend holding the reserved rank was handed out already");
+        }
+        return std::move(*held);
+      }};
+}
+
 }  // namespace ferry

@@ -4,6 +4,7 @@
 #ifndef FERRY_TOOLS_RENDEZVOUS_H_
 #define FERRY_TOOLS_RENDEZVOUS_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +41,23 @@ absl::StatusOr<BackendFactory> BackendFactoryFor(RendezvousSettings settings);
 
 // `flag` if set, else $FERRY_RENDEZVOUS, else "".
 std::string RendezvousUrl(const std::string& flag);
+
+// A worker started without a rank, on a backend that assigns ranks (etcd):
+// its rank is taken before the worker is built for it (every layer knows
+// its rank from the start).
+struct ReservedRank {
+  int rank = -1;
+  // Hands the agent the backend that holds the reservation (once), whose
+  // Join then publishes the worker's address under that rank.
+  BackendFactory factory;
+};
+// Makes the backend with `factory` on `timers` (which must outlive the
+// worker) and reserves the first free rank of a job of `world_size` for
+// this process (`host`, `pid`), within `timeout`. INVALID_ARGUMENT for a
+// backend that cannot pick ranks; ALREADY_EXISTS when every rank is held.
+absl::StatusOr<ReservedRank> ReserveFirstFreeRank(
+    const BackendFactory& factory, Timers* timers, int world_size,
+    const std::string& host, int64_t pid, absl::Duration timeout);
 
 }  // namespace ferry
 

@@ -17,6 +17,7 @@ WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p) {
   w.host = p.host();
   w.pid = p.pid();
   w.credential_digest = p.credential_digest();
+  w.generation = p.generation();
   return w;
 }
 
@@ -29,6 +30,7 @@ proto::WorkerInfo WorkerInfoToProto(const WorkerInfo& w) {
   p.set_host(w.host);
   p.set_pid(w.pid);
   p.set_credential_digest(w.credential_digest);
+  p.set_generation(w.generation);
   return p;
 }
 

@@ -28,6 +28,9 @@ struct WorkerInfo {
   int64_t pid = 0;
   // SHA-256 (hex) of its credential: what calls from it must present.
   std::string credential_digest;
+  // How many incarnations held this rank before this one (0: the first);
+  // the same on every node (the membership backend numbers them).
+  uint64_t generation = 0;
 };
 
 WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p);

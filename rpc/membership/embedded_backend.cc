@@ -34,6 +34,8 @@ absl::StatusOr<Directory> EmbeddedBackend::Join(const JoinSpec& spec,
   node_ = WorkerNode(spec.self.rank);
   incarnation_ = spec.incarnation;
   identity_ = {job->credential, job->client_key};
+  gone_ = std::move(job->gone);
+  events_end_ = job->events_end;
   return Directory(std::move(job->workers));
 }
 
@@ -51,6 +53,8 @@ absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
   // The master chose it (random): polls and barriers are bound to it.
   incarnation_ = registered->incarnation();
   identity_ = {registered->credential(), ""};
+  gone_ = GoneNodes(registered->gone());
+  events_end_ = registered->events_end();
   return ClientRegistration{registered->node(), Directory(std::move(workers)),
                             registered->read_only()};
 }
@@ -65,13 +69,21 @@ void EmbeddedBackend::Follow(Membership* membership,
   auto client = MembershipClient::Create(options_.master, membership,
                                          options_.timers, options_.membership);
   uint64_t node, incarnation;
+  int64_t since;
+  std::vector<std::pair<uint64_t, absl::Status>> gone;
   {
     absl::MutexLock lock(&mu_);
     client_ = client;
     node = node_;
     incarnation = incarnation_;
+    since = events_end_;
+    gone = std::move(gone_);
   }
-  client->Start(node, incarnation, std::move(callbacks.on_fenced));
+  // Their events came before `since`: the polls will not bring them.
+  for (const auto& [who, why] : gone) membership->MarkDown(who, why);
+  client->Start(
+      node, incarnation, since,
+      {std::move(callbacks.on_fenced), std::move(callbacks.on_rejoined)});
 }
 
 std::shared_ptr<MembershipClient> EmbeddedBackend::client() const {

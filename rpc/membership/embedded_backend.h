@@ -1,13 +1,18 @@
 // The embedded master as a MembershipBackend: rank 0 serves the
 // rendezvous (rendezvous_service.h) on its own server; every node joins or
 // registers there and keeps one long poll open (membership_client.h). The
-// master's death is published as node 0's, which ends the job.
+// master's death is published as node 0's, which ends the job. While the
+// master lives, a worker started for a dead or departed rank rejoins as a
+// new incarnation (Join answers at once; the others are told through
+// on_rejoined).
 #ifndef FERRY_RPC_MEMBERSHIP_EMBEDDED_BACKEND_H_
 #define FERRY_RPC_MEMBERSHIP_EMBEDDED_BACKEND_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -38,7 +43,8 @@ class EmbeddedBackend final : public MembershipBackend {
   absl::StatusOr<ClientRegistration> RegisterClient(
       const std::string& description, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Replacements are not reported: the master does not take them yet.
+  // First publishes the workers the Join or registration answer said were
+  // gone (a replacement's, or a late client's view of the job).
   void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Barrier(const std::string& name, absl::Duration timeout) override
@@ -59,6 +65,9 @@ class EmbeddedBackend final : public MembershipBackend {
   uint64_t node_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
   NodeIdentity identity_ ABSL_GUARDED_BY(mu_);
+  // From the Join or registration answer, for Follow.
+  std::vector<std::pair<uint64_t, absl::Status>> gone_ ABSL_GUARDED_BY(mu_);
+  int64_t events_end_ ABSL_GUARDED_BY(mu_) = 0;
   // Set by Follow.
   std::shared_ptr<MembershipClient> client_ ABSL_GUARDED_BY(mu_);
 };

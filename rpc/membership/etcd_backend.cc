@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timed_wait.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/value/value.h"
 
@@ -16,6 +17,11 @@ namespace {
 // Revoking the lease on a failed join or a leave is a courtesy (the lease
 // expires anyway): it gets this long at most.
 constexpr absl::Duration kRevokeTimeout = absl::Seconds(2);
+// Reads and transactions to take a rank when its history moved meanwhile
+// (another process took it and gave it up again): a few are plenty.
+constexpr int kTakeAttempts = 8;
+// Between repeats of a call that may be made twice.
+constexpr absl::Duration kRepeatPause = absl::Milliseconds(50);
 
 std::string Serialize(const google::protobuf::Message& m) {
   std::string out;
@@ -70,11 +76,34 @@ absl::StatusOr<T> EtcdBackend::Await(const Future<T>& f,
   return f.Wait(Left(deadline));
 }
 
+template <typename T>
+absl::StatusOr<T> EtcdBackend::AwaitRepeating(
+    const std::function<Future<T>()>& call, absl::Time deadline) const {
+  while (true) {
+    absl::StatusOr<T> result = Await(call(), deadline);
+    const bool transient = absl::IsUnavailable(result.status()) ||
+                           absl::IsDeadlineExceeded(result.status());
+    if (result.ok() || !transient || Now() + kRepeatPause >= deadline) {
+      return result;
+    }
+    // etcd's client already waited its backoff; this only keeps a call
+    // that fails at once from spinning. Stopped timers: give up.
+    if (options_.etcd.timers != nullptr &&
+        !SleepOn(*options_.etcd.timers, kRepeatPause)) {
+      return result;
+    }
+  }
+}
+
 // ---- Joining ----
 
 absl::Status EtcdBackend::StartLease(absl::Time deadline) {
-  FERRY_ASSIGN_OR_RETURN(EtcdLease lease,
-                         Await(etcd_->GrantLease(options_.ttl), deadline));
+  // A lease granted by a try whose answer was lost is never renewed: it
+  // expires on its own.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdLease lease,
+      AwaitRepeating<EtcdLease>(
+          [this] { return etcd_->GrantLease(options_.ttl); }, deadline));
   // Renewals run on the node's timers (options.etcd.timers). Losing the
   // lease is this node's death as the others see it: it is fenced.
   std::unique_ptr<EtcdKeepAlive> keepalive =
@@ -103,8 +132,10 @@ void EtcdBackend::EndLease(absl::Time deadline) {
 }
 
 absl::StatusOr<JobSnapshot> EtcdBackend::Read(absl::Time deadline) const {
-  FERRY_ASSIGN_OR_RETURN(EtcdRange range,
-                         Await(etcd_->GetPrefix(keys_.prefix()), deadline));
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdRange range,
+      AwaitRepeating<EtcdRange>(
+          [this] { return etcd_->GetPrefix(keys_.prefix()); }, deadline));
   return ReadSnapshot(keys_, range);
 }
 
@@ -132,22 +163,59 @@ bool EtcdBackend::WaitForChange(int64_t revision, absl::Time deadline) const {
   return changed;
 }
 
-absl::StatusOr<bool> EtcdBackend::TryTake(int rank, const std::string& value,
-                                          absl::Time deadline) {
+absl::StatusOr<EtcdBackend::Take> EtcdBackend::TryTake(
+    int rank, const proto::RankRecord& record, int64_t history_rev,
+    absl::Time deadline) {
   const int64_t lease = lease_id();
   const std::string key = keys_.rank(rank);
+  const std::string value = Serialize(record);
+  // The history must be the one the record's generation was counted from,
+  // so no two incarnations of a rank share a generation.
   EtcdTxn take;
-  take.compares = {EtcdCompare::Absent(key)};
-  take.success = {EtcdOp::Put(key, value, lease)};
+  take.compares = {
+      EtcdCompare::Absent(key),
+      EtcdCompare::ModRevisionIs(keys_.history(rank),
+                                 EtcdCompare::Result::kEqual, history_rev)};
+  take.success = {EtcdOp::Put(key, value, lease),
+                  EtcdOp::Put(keys_.history(rank), value)};
+  take.failure = {EtcdOp::Get(key)};
   absl::StatusOr<EtcdTxnResult> result = Await(etcd_->Txn(take), deadline);
-  if (result.ok()) return result->succeeded;
-  if (result.status().code() != absl::StatusCode::kUnavailable) {
+  if (result.ok()) {
+    if (result->succeeded) return Take::kTaken;
+    const bool held =
+        !result->results.empty() && !result->results[0].kvs.empty();
+    return held ? Take::kHeld : Take::kRaced;
+  }
+  if (!absl::IsUnavailable(result.status()) &&
+      !absl::IsDeadlineExceeded(result.status())) {
     return result.status();
   }
-  // The transaction may have been applied before the endpoint failed:
-  // the key says whether it was ours.
-  FERRY_ASSIGN_OR_RETURN(EtcdRange now, Await(etcd_->Get(key), deadline));
-  return !now.kvs.empty() && now.kvs[0].lease == lease;
+  // The transaction may have been applied before the endpoint failed or
+  // the answer came (an election, say): the key says whether it was ours.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdRange now, AwaitRepeating<EtcdRange>(
+                         [this, &key] { return etcd_->Get(key); }, deadline));
+  if (now.kvs.empty()) return Take::kRaced;
+  return now.kvs[0].lease == lease ? Take::kTaken : Take::kHeld;
+}
+
+proto::RankRecord EtcdBackend::RecordFor(const JoinSpec& spec, int rank,
+                                         const JobSnapshot& snapshot) const {
+  proto::RankRecord record;
+  *record.mutable_worker() = WorkerInfoToProto(spec.self);
+  record.mutable_worker()->set_rank(rank);
+  if (spec.self.rank < 0) {
+    record.mutable_worker()->set_name(absl::StrCat("worker", rank));
+  }
+  auto last = snapshot.history.find(rank);
+  record.mutable_worker()->set_generation(
+      last == snapshot.history.end() ? 0
+                                     : last->second.worker().generation() + 1);
+  record.set_incarnation(spec.incarnation);
+  record.set_world_size(spec.world_size);
+  // A joiner of a formed job is a replacement: it waits for nobody.
+  record.set_formed(Formed(snapshot));
+  return record;
 }
 
 absl::Status EtcdBackend::RankTaken(int rank, absl::Time deadline) const {
@@ -168,37 +236,137 @@ absl::Status EtcdBackend::RankTaken(int rank, absl::Time deadline) const {
 
 absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
                                           absl::Time deadline) {
-  FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));
-  absl::StatusOr<int> agreed = AgreedWorldSize(snapshot);
-  if (agreed.ok() && *agreed != spec.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("job ", options_.job,
-                                                   " has world_size ", *agreed,
-                                                   ", not ", spec.world_size));
-  }
-  std::vector<int> wanted = {spec.self.rank};
-  if (spec.self.rank < 0) wanted = MissingRanks(snapshot, spec.world_size);
-  for (int rank : wanted) {
-    proto::RankRecord record;
-    *record.mutable_worker() = WorkerInfoToProto(spec.self);
-    record.mutable_worker()->set_rank(rank);
-    if (spec.self.rank < 0) {
-      record.mutable_worker()->set_name(absl::StrCat("worker", rank));
+  for (int attempt = 0; attempt < kTakeAttempts; ++attempt) {
+    FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));
+    absl::StatusOr<int> agreed = AgreedWorldSize(snapshot);
+    if (agreed.ok() && *agreed != spec.world_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job ", options_.job, " has world_size ", *agreed,
+                       ", not ", spec.world_size));
     }
-    record.set_incarnation(spec.incarnation);
-    record.set_world_size(spec.world_size);
-    FERRY_ASSIGN_OR_RETURN(bool mine,
-                           TryTake(rank, Serialize(record), deadline));
-    if (!mine) continue;  // Taken meanwhile: try the next free one.
-    absl::MutexLock lock(&mu_);
-    self_rank_ = rank;
-    self_record_ = record;
-    world_size_ = spec.world_size;
-    return rank;
+    FERRY_RETURN_IF_ERROR(CheckName(spec, snapshot));
+    std::vector<int> wanted = {spec.self.rank};
+    if (spec.self.rank < 0) wanted = FreeRanks(snapshot, spec.world_size);
+    bool raced = false;
+    for (int rank : wanted) {
+      const proto::RankRecord record = RecordFor(spec, rank, snapshot);
+      auto rev = snapshot.history_revisions.find(rank);
+      FERRY_ASSIGN_OR_RETURN(
+          Take took,
+          TryTake(rank, record,
+                  rev == snapshot.history_revisions.end() ? 0 : rev->second,
+                  deadline));
+      raced = raced || took == Take::kRaced;
+      if (took != Take::kTaken) continue;  // Try the next free one.
+      absl::MutexLock lock(&mu_);
+      self_rank_ = rank;
+      self_record_ = record;
+      world_size_ = spec.world_size;
+      return rank;
+    }
+    if (!raced) break;  // Every one held: reading again changes nothing.
   }
   if (spec.self.rank >= 0) return RankTaken(spec.self.rank, deadline);
   return absl::AlreadyExistsError(
       absl::StrCat("every rank of job ", options_.job, " (world_size ",
                    spec.world_size, ") is held by a live worker"));
+}
+
+absl::Status EtcdBackend::CheckName(const JoinSpec& spec,
+                                    const JobSnapshot& snapshot) const {
+  if (spec.self.rank < 0 || !Formed(snapshot)) return absl::OkStatus();
+  auto last = snapshot.history.find(spec.self.rank);
+  if (last == snapshot.history.end() ||
+      last->second.worker().name() == spec.self.name) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "a replacement for rank ", spec.self.rank, " must be named ",
+      last->second.worker().name(),
+      " (names are fixed when the job forms), not ", spec.self.name));
+}
+
+absl::StatusOr<int> EtcdBackend::ReserveRank(const JoinSpec& spec,
+                                             absl::Duration timeout) {
+  if (spec.world_size < 1 || spec.world_size > kMaxEtcdWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world_size ", spec.world_size, " is out of range [1, ",
+                     kMaxEtcdWorldSize, "]"));
+  }
+  if (lease_id() != 0) {
+    return absl::FailedPreconditionError(
+        "this node already joined or reserved a rank");
+  }
+  const absl::Time deadline = Now() + timeout;
+  FERRY_RETURN_IF_ERROR(StartLease(deadline));
+  JoinSpec reserve = spec;
+  reserve.self.rank = -1;
+  reserve.self.address.clear();  // Not serving yet: a reservation.
+  reserve.self.local_address.clear();
+  absl::StatusOr<int> rank = TakeRank(reserve, deadline);
+  if (!rank.ok()) {
+    EndLease(deadline);
+    return rank.status();
+  }
+  absl::MutexLock lock(&mu_);
+  reserved_ = true;
+  return *rank;
+}
+
+absl::Status EtcdBackend::Publish(const JoinSpec& spec, absl::Time deadline) {
+  proto::RankRecord record;
+  int rank;
+  int64_t lease;
+  {
+    absl::MutexLock lock(&mu_);
+    record = self_record_;
+    rank = self_rank_;
+    lease = lease_;
+  }
+  // The reservation's generation and flags; the worker's entry now.
+  const uint64_t generation = record.worker().generation();
+  *record.mutable_worker() = WorkerInfoToProto(spec.self);
+  record.mutable_worker()->set_generation(generation);
+  record.set_incarnation(spec.incarnation);
+  const std::string key = keys_.rank(rank);
+  const std::string value = Serialize(record);
+  EtcdTxn publish;
+  publish.compares = {
+      EtcdCompare::LeaseIs(key, EtcdCompare::Result::kEqual, lease)};
+  publish.success = {EtcdOp::Put(key, value, lease),
+                     EtcdOp::Put(keys_.history(rank), value)};
+  // Repeating it changes nothing: the same puts, under the same guard.
+  FERRY_ASSIGN_OR_RETURN(
+      EtcdTxnResult published,
+      AwaitRepeating<EtcdTxnResult>(
+          [this, &publish] { return etcd_->Txn(publish); }, deadline));
+  if (!published.succeeded) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank ", rank, " of job ", options_.job,
+        " was reserved, but the reservation was lost (its etcd lease "
+        "expired) before this worker served"));
+  }
+  absl::MutexLock lock(&mu_);
+  self_record_ = record;
+  reserved_ = false;
+  return absl::OkStatus();
+}
+
+void EtcdBackend::MarkFormed(absl::Time deadline) {
+  std::string key, value;
+  int64_t lease;
+  {
+    absl::MutexLock lock(&mu_);
+    if (self_record_.formed()) return;
+    self_record_.set_formed(true);
+    key = keys_.rank(self_rank_);
+    value = Serialize(self_record_);
+    lease = lease_;
+  }
+  // Under this node's lease: if it is lost, the put fails and changes
+  // nothing. Best effort: a joiner that misses it waits for every rank,
+  // as at a job's start.
+  Await(etcd_->Put(key, value, lease), deadline).IgnoreError();
 }
 
 absl::StatusOr<JobSnapshot> EtcdBackend::WaitFormed(
@@ -215,7 +383,8 @@ absl::StatusOr<JobSnapshot> EtcdBackend::WaitFormed(
     }
     const int size = agreed.ok() ? *agreed : world_size;
     std::vector<int> missing = MissingRanks(snapshot, size);
-    if (agreed.ok() && missing.empty()) return snapshot;
+    // Formed once: the ranks nobody serves are dead, not late.
+    if (agreed.ok() && (missing.empty() || Formed(snapshot))) return snapshot;
     if (!WaitForChange(snapshot.revision, deadline)) {
       std::string who = agreed.ok() || size > 0
                             ? absl::StrCat("ranks ", RankList(missing), " of ",
@@ -233,11 +402,15 @@ void EtcdBackend::Remember(const JobSnapshot& snapshot) {
   revision_ = snapshot.revision;
   holders_.clear();
   for (const auto& [rank, record] : snapshot.ranks) {
-    holders_[rank] = {record.incarnation(), record.worker().name(),
-                      record.leaving()};
+    holders_[rank] = HolderOf(record);
   }
   for (uint64_t node : snapshot.clients) clients_[node] = false;
   if (world_size_ == 0) world_size_ = AgreedWorldSize(snapshot).value_or(0);
+}
+
+EtcdBackend::Holder EtcdBackend::HolderOf(const proto::RankRecord& record) {
+  return Holder{record.incarnation(), record.worker().name(), record.leaving(),
+                Serving(record)};
 }
 
 absl::StatusOr<Directory> EtcdBackend::Join(const JoinSpec& spec,
@@ -249,18 +422,45 @@ absl::StatusOr<Directory> EtcdBackend::Join(const JoinSpec& spec,
         spec.world_size, " (at most ", kMaxEtcdWorldSize, ")"));
   }
   const absl::Time deadline = Now() + timeout;
-  FERRY_RETURN_IF_ERROR(StartLease(deadline));
-  absl::StatusOr<int> rank = TakeRank(spec, deadline);
+  int reserved = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    if (reserved_) reserved = self_rank_;
+  }
+  absl::Status taken;
+  if (reserved >= 0 && reserved != spec.self.rank) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this node reserved rank ", reserved, ", not rank ", spec.self.rank));
+  } else if (reserved >= 0) {
+    taken = Publish(spec, deadline);
+  } else {
+    FERRY_RETURN_IF_ERROR(StartLease(deadline));
+    taken = TakeRank(spec, deadline).status();
+  }
   absl::StatusOr<JobSnapshot> formed =
-      rank.ok() ? WaitFormed(spec.world_size, deadline, timeout)
-                : rank.status();
+      taken.ok() ? WaitFormed(spec.world_size, deadline, timeout) : taken;
   if (!formed.ok()) {
     // Free the rank at once rather than after the TTL.
     EndLease(deadline);
     return formed.status();
   }
+  MarkFormed(deadline);
   Remember(*formed);
+  RememberGone(*formed, spec.world_size);
   return DirectoryOf(*formed, spec.world_size);
+}
+
+void EtcdBackend::RememberGone(const JobSnapshot& snapshot, int world_size) {
+  absl::MutexLock lock(&mu_);
+  gone_.clear();
+  for (int rank : MissingRanks(snapshot, world_size)) {
+    if (rank == self_rank_) continue;
+    Holder last{0, absl::StrCat("worker", rank)};
+    if (auto it = snapshot.history.find(rank); it != snapshot.history.end()) {
+      last = HolderOf(it->second);
+    }
+    gone_.emplace_back(WorkerNode(rank), GoneStatus(last));
+  }
 }
 
 absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
@@ -280,20 +480,28 @@ absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
   }
   Remember(*formed);
   const int world_size = AgreedWorldSize(*formed).value_or(0);
+  RememberGone(*formed, world_size);
   return ClientRegistration{*node, DirectoryOf(*formed, world_size), false};
 }
 
 absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
     const std::string& description, absl::Time deadline) {
-  // The store's revision is unique and grows: a client id is never reused.
-  FERRY_ASSIGN_OR_RETURN(int64_t seq,
-                         Await(etcd_->Put(keys_.client_seq(), ""), deadline));
+  // The store's revision is unique and grows: a client id is never reused
+  // (a lost answer only skips one).
+  FERRY_ASSIGN_OR_RETURN(
+      int64_t seq,
+      AwaitRepeating<int64_t>(
+          [this] { return etcd_->Put(keys_.client_seq(), ""); }, deadline));
   const uint64_t node = kEtcdClientBase + static_cast<uint64_t>(seq);
   proto::ClientRecord record;
   record.set_description(description);
+  const std::string key = keys_.client(node);
+  const std::string value = Serialize(record);
+  const int64_t lease = lease_id();
   FERRY_RETURN_IF_ERROR(
-      Await(etcd_->Put(keys_.client(node), Serialize(record), lease_id()),
-            deadline)
+      AwaitRepeating<int64_t>(
+          [this, &key, &value, lease] { return etcd_->Put(key, value, lease); },
+          deadline)
           .status());
   return node;
 }
@@ -303,6 +511,7 @@ absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
 void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   std::optional<absl::Status> fenced;
   int64_t from;
+  std::vector<std::pair<uint64_t, absl::Status>> gone;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
@@ -310,7 +519,10 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
     fenced = fenced_;
     callbacks_ = callbacks;
     from = revision_ + 1;
+    gone = std::move(gone_);
   }
+  // Dead before this node joined: the watch will not say so.
+  for (const auto& [node, why] : gone) membership->MarkDown(node, why);
   // The lease was lost between joining and now.
   if (fenced.has_value()) {
     if (callbacks.on_fenced) callbacks.on_fenced(*fenced);
@@ -339,18 +551,19 @@ void EtcdBackend::ApplyRankPut(int rank, const EtcdKeyValue& kv,
                                std::vector<Change>* changes) {
   std::optional<proto::RankRecord> record = ParseRankRecord(kv, rank);
   if (!record.has_value()) return;
-  const Holder now{record->incarnation(), record->worker().name(),
-                   record->leaving()};
+  const Holder now = HolderOf(*record);
   auto it = holders_.find(rank);
   const bool known = it != holders_.end();
   const bool same = known && it->second.incarnation == now.incarnation;
   const bool other = rank != self_rank_ && rank < world_size_;
-  if (known && !same && other) {
+  if (known && !same && other && it->second.serving) {
     // A new incarnation without the old one's deletion seen (a resync):
     // the old one is gone all the same.
     changes->push_back({WorkerNode(rank), GoneStatus(it->second)});
   }
-  if (!same && other) {
+  // It arrives when it serves (a reservation is not there yet).
+  const bool arrives = now.serving && (!same || !it->second.serving);
+  if (arrives && other) {
     changes->push_back({WorkerNode(rank), std::nullopt,
                         WorkerInfoFromProto(record->worker()),
                         record->incarnation()});
@@ -371,6 +584,7 @@ void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
     const Holder holder = it->second;
     holders_.erase(it);
     if (key.rank == self_rank_ || key.rank >= world_size_) return;
+    if (!holder.serving) return;  // A reservation let go: never arrived.
     changes->push_back({WorkerNode(key.rank), GoneStatus(holder)});
     return;
   }
@@ -498,15 +712,20 @@ absl::Status EtcdBackend::Barrier(const std::string& name,
     return absl::FailedPreconditionError(
         absl::StrCat("barrier ", name, ": only workers take part"));
   }
+  const std::string key = keys_.barrier(name, rank);
+  const int64_t lease = lease_id();
   FERRY_RETURN_IF_ERROR(
-      Await(etcd_->Put(keys_.barrier(name, rank), "", lease_id()), deadline)
+      AwaitRepeating<int64_t>(
+          [this, &key, lease] { return etcd_->Put(key, "", lease); }, deadline)
           .status());
   while (true) {
     FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));
     const std::set<int>& arrived = snapshot.barriers[name];
     std::vector<int> missing;
     for (const auto& [r, record] : snapshot.ranks) {
-      if (!record.leaving() && arrived.count(r) == 0) missing.push_back(r);
+      if (Serving(record) && !record.leaving() && arrived.count(r) == 0) {
+        missing.push_back(r);
+      }
     }
     if (missing.empty()) return absl::OkStatus();
     if (!WaitForChange(snapshot.revision, deadline)) {
@@ -520,7 +739,7 @@ absl::Status EtcdBackend::Barrier(const std::string& name,
 
 absl::Status EtcdBackend::Leave(absl::Duration timeout) {
   const absl::Time deadline = Now() + timeout;
-  std::string key, value;
+  std::string key, value, history;
   int64_t lease;
   {
     absl::MutexLock lock(&mu_);
@@ -530,6 +749,7 @@ absl::Status EtcdBackend::Leave(absl::Duration timeout) {
     if (self_rank_ >= 0) {
       self_record_.set_leaving(true);
       key = keys_.rank(self_rank_);
+      history = keys_.history(self_rank_);
       value = Serialize(self_record_);
     } else {
       proto::ClientRecord record;
@@ -538,8 +758,12 @@ absl::Status EtcdBackend::Leave(absl::Duration timeout) {
       value = Serialize(record);
     }
   }
-  // Marked first, so the others read the deletion as a departure.
-  absl::Status status = Await(etcd_->Put(key, value, lease), deadline).status();
+  // Marked first, so the others read the deletion as a departure (and
+  // later joiners, from the history).
+  EtcdTxn mark;
+  mark.success = {EtcdOp::Put(key, value, lease)};
+  if (!history.empty()) mark.success.push_back(EtcdOp::Put(history, value));
+  absl::Status status = Await(etcd_->Txn(mark), deadline).status();
   EndLease(deadline);
   Stop();
   return status;

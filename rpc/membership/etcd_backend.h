@@ -6,7 +6,14 @@
 //   fenced.
 // - A rank is taken by a transaction (the key must be absent), so a rank
 //   held by a live process cannot be taken: ALREADY_EXISTS naming it.
-//   Rank -1 takes the first free one.
+//   Rank -1 takes the first free one; ReserveRank takes it before the
+//   worker serves (Join publishes the address later).
+// - The same transaction records the holder in the rank's history (no
+//   lease), numbering its incarnations (WorkerInfo.generation): a
+//   replacement of a dead rank is the next generation, on every node.
+// - Once the job formed, a joiner waits for nobody (a replacement), and
+//   the ranks nobody serves then are dead: Follow publishes them, and the
+//   directory names them after their latest holder.
 // - Membership is followed by one watch on the job's prefix: a rank or
 //   client key deleted is that node's death (or departure, if its record
 //   said it was leaving).
@@ -15,6 +22,7 @@
 #define FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +60,9 @@ class EtcdBackend final : public MembershipBackend {
   absl::StatusOr<Directory> Join(const JoinSpec& spec,
                                  absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<int> ReserveRank(const JoinSpec& spec,
+                                  absl::Duration timeout) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ClientRegistration> RegisterClient(
       const std::string& description, absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -77,7 +88,9 @@ class EtcdBackend final : public MembershipBackend {
     uint64_t incarnation = 0;
     std::string name;
     bool leaving = false;
+    bool serving = false;  // Not a reservation.
   };
+  static Holder HolderOf(const proto::RankRecord& record);
 
   EtcdBackend(EtcdBackendOptions options, std::unique_ptr<EtcdClient> etcd);
 
@@ -85,6 +98,13 @@ class EtcdBackend final : public MembershipBackend {
   absl::Duration Left(absl::Time deadline) const;
   template <typename T>
   absl::StatusOr<T> Await(const Future<T>& f, absl::Time deadline) const;
+  // For calls that may safely be made twice: makes them again while etcd
+  // answers UNAVAILABLE or DEADLINE_EXCEEDED (each try has etcd's own call
+  // timeout, shorter than a leader election on a loaded host can be),
+  // until `deadline`.
+  template <typename T>
+  absl::StatusOr<T> AwaitRepeating(const std::function<Future<T>()>& call,
+                                   absl::Time deadline) const;
 
   // Grants the lease and starts renewing it.
   absl::Status StartLease(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
@@ -95,8 +115,26 @@ class EtcdBackend final : public MembershipBackend {
   // the deadline.
   bool WaitForChange(int64_t revision, absl::Time deadline) const;
   absl::StatusOr<int> TakeRank(const JoinSpec& spec, absl::Time deadline);
-  absl::StatusOr<bool> TryTake(int rank, const std::string& value,
-                               absl::Time deadline);
+  // INVALID_ARGUMENT if a formed job's rank spec.self.rank was held under
+  // another name (names are fixed when the job forms).
+  absl::Status CheckName(const JoinSpec& spec,
+                         const JobSnapshot& snapshot) const;
+  // The record a joiner takes `rank` with, numbered after its history.
+  proto::RankRecord RecordFor(const JoinSpec& spec, int rank,
+                              const JobSnapshot& snapshot) const;
+  enum class Take { kTaken, kHeld, kRaced };
+  // Takes `rank` if it is free and its history is still at `history_rev`
+  // (0: none): kHeld if someone holds it, kRaced if its history moved.
+  absl::StatusOr<Take> TryTake(int rank, const proto::RankRecord& record,
+                               int64_t history_rev, absl::Time deadline);
+  // Publishes the address of a rank this node reserved.
+  absl::Status Publish(const JoinSpec& spec, absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Marks this node's record formed (after it saw the job formed).
+  void MarkFormed(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  // The ranks nobody serves in a formed job, as gone (for Follow).
+  void RememberGone(const JobSnapshot& snapshot, int world_size)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Numbers this client and publishes its key under the lease.
   absl::StatusOr<uint64_t> PublishClient(const std::string& description,
                                          absl::Time deadline);
@@ -134,7 +172,10 @@ class EtcdBackend final : public MembershipBackend {
   std::unique_ptr<EtcdWatch> watch_ ABSL_GUARDED_BY(mu_);
   // Watches that ended (replaced after a resync), stopped by Stop().
   std::vector<std::unique_ptr<EtcdWatch>> retired_ ABSL_GUARDED_BY(mu_);
-  int self_rank_ ABSL_GUARDED_BY(mu_) = -1;  // -1: a client.
+  int self_rank_ ABSL_GUARDED_BY(mu_) = -1;     // -1: a client.
+  bool reserved_ ABSL_GUARDED_BY(mu_) = false;  // By ReserveRank, unpublished.
+  // The workers a formed job's snapshot had nobody serving, for Follow.
+  std::vector<std::pair<uint64_t, absl::Status>> gone_ ABSL_GUARDED_BY(mu_);
   uint64_t self_node_ ABSL_GUARDED_BY(mu_) = 0;
   proto::RankRecord self_record_ ABSL_GUARDED_BY(mu_);
   int world_size_ ABSL_GUARDED_BY(mu_) = 0;

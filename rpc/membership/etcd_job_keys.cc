@@ -36,6 +36,9 @@ std::string EtcdJobKeys::ranks_prefix() const {
 std::string EtcdJobKeys::rank(int rank) const {
   return absl::StrCat(ranks_prefix(), rank);
 }
+std::string EtcdJobKeys::history(int rank) const {
+  return absl::StrCat(prefix_, "history/", rank);
+}
 std::string EtcdJobKeys::clients_prefix() const {
   return absl::StrCat(prefix_, "clients/");
 }
@@ -57,6 +60,10 @@ EtcdJobKeys::Parsed EtcdJobKeys::Parse(absl::string_view key) const {
   if (!absl::ConsumePrefix(&key, prefix_)) return out;
   if (absl::ConsumePrefix(&key, "ranks/")) {
     if (ParseRank(key, &out.rank)) out.kind = Parsed::Kind::kRank;
+    return out;
+  }
+  if (absl::ConsumePrefix(&key, "history/")) {
+    if (ParseRank(key, &out.rank)) out.kind = Parsed::Kind::kHistory;
     return out;
   }
   if (absl::ConsumePrefix(&key, "clients/")) {
@@ -82,10 +89,15 @@ std::optional<proto::RankRecord> ParseRankRecord(const EtcdKeyValue& kv,
   proto::RankRecord record;
   if (!record.ParseFromString(kv.value)) return std::nullopt;
   if (record.worker().rank() != rank || record.world_size() < 1 ||
-      record.world_size() > kMaxEtcdWorldSize || rank >= record.world_size()) {
+      record.world_size() > kMaxEtcdWorldSize || rank >= record.world_size() ||
+      record.worker().generation() > kMaxEtcdGeneration) {
     return std::nullopt;
   }
   return record;
+}
+
+bool Serving(const proto::RankRecord& record) {
+  return !record.worker().address().empty();
 }
 
 JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
@@ -104,6 +116,12 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
         }
         break;
       }
+      case EtcdJobKeys::Parsed::Kind::kHistory:
+        if (auto record = ParseRankRecord(kv, p.rank)) {
+          snapshot.history[p.rank] = *std::move(record);
+          snapshot.history_revisions[p.rank] = kv.mod_revision;
+        }
+        break;
       case EtcdJobKeys::Parsed::Kind::kClient:
         snapshot.clients.insert(p.node);
         break;
@@ -132,19 +150,48 @@ absl::StatusOr<int> AgreedWorldSize(const JobSnapshot& snapshot) {
   return first.world_size();
 }
 
+std::vector<int> FreeRanks(const JobSnapshot& snapshot, int world_size) {
+  std::vector<int> free;
+  for (int r = 0; r < world_size; ++r) {
+    if (snapshot.ranks.count(r) == 0) free.push_back(r);
+  }
+  return free;
+}
+
 std::vector<int> MissingRanks(const JobSnapshot& snapshot, int world_size) {
   std::vector<int> missing;
   for (int r = 0; r < world_size; ++r) {
-    if (snapshot.ranks.count(r) == 0) missing.push_back(r);
+    auto it = snapshot.ranks.find(r);
+    if (it == snapshot.ranks.end() || !Serving(it->second)) {
+      missing.push_back(r);
+    }
   }
   return missing;
+}
+
+bool Formed(const JobSnapshot& snapshot) {
+  for (const auto& [rank, record] : snapshot.ranks) {
+    if (Serving(record) && record.formed()) return true;
+  }
+  return false;
 }
 
 Directory DirectoryOf(const JobSnapshot& snapshot, int world_size) {
   std::vector<WorkerInfo> workers;
   workers.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    workers.push_back(WorkerInfoFromProto(snapshot.ranks.at(r).worker()));
+    auto held = snapshot.ranks.find(r);
+    auto last = snapshot.history.find(r);
+    if (held != snapshot.ranks.end() && Serving(held->second)) {
+      workers.push_back(WorkerInfoFromProto(held->second.worker()));
+    } else if (last != snapshot.history.end() && Serving(last->second)) {
+      workers.push_back(WorkerInfoFromProto(last->second.worker()));
+    } else {
+      WorkerInfo bare;
+      bare.name = absl::StrCat("worker", r);
+      bare.rank = r;
+      workers.push_back(std::move(bare));
+    }
   }
   return Directory(std::move(workers));
 }

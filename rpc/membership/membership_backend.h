@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
@@ -73,21 +74,38 @@ class MembershipBackend {
 
   // Takes the rank, publishes the address, and waits until all
   // world_size workers joined; returns the directory (the joiner's rank is
-  // decided there when it asked for -1). Within `timeout`:
+  // decided there when it asked for -1). Once the job formed, a joiner for
+  // a rank whose holder died or left is a replacement: it waits for
+  // nobody, and the workers gone then are published by Follow. Within
+  // `timeout`:
   // DEADLINE_EXCEEDED naming the missing ranks or the unreachable store;
   // ALREADY_EXISTS naming the rank when a live worker holds it;
   // INVALID_ARGUMENT for a world_size or rank clash.
   virtual absl::StatusOr<Directory> Join(const JoinSpec& spec,
                                          absl::Duration timeout) = 0;
 
+  // Takes the first free rank for a worker that is not serving yet, so it
+  // can be built for that rank (spec.self: its rank -1, no address); its
+  // Join with that rank then publishes its address. Only where
+  // rank_is_assignable(), else INVALID_ARGUMENT. ALREADY_EXISTS when every
+  // rank is held; DEADLINE_EXCEEDED naming the unreachable store.
+  virtual absl::StatusOr<int> ReserveRank(const JoinSpec& spec,
+                                          absl::Duration timeout) {
+    (void)spec;
+    (void)timeout;
+    return absl::InvalidArgumentError(
+        absl::StrCat(description(), " cannot pick a rank: set --rank"));
+  }
+
   // Registers a client (no rank) once the job is formed, within `timeout`.
   virtual absl::StatusOr<ClientRegistration> RegisterClient(
       const std::string& description, absl::Duration timeout) = 0;
 
   // After Join or RegisterClient: keeps this node alive and publishes every
-  // other node's death or departure to `membership` (once each), and
-  // replacements' arrival, until Stop(). Callbacks run on a backend
-  // thread, never under its locks.
+  // other node's death or departure to `membership` (once each; first the
+  // workers already gone when this node joined), and replacements' arrival
+  // (on_rejoined, then Membership::Revive), until Stop(). Callbacks run on
+  // a backend thread, never under its locks.
   virtual void Follow(Membership* membership, FollowCallbacks callbacks) = 0;
 
   // Waits until every live worker reached barrier `name`.

@@ -70,7 +70,19 @@ absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
     job.workers.push_back(WorkerInfoFromProto(w));
   job.credential = response->credential();
   job.client_key = response->client_key();
+  job.gone = GoneNodes(response->gone());
+  job.events_end = response->events_end();
   return job;
+}
+
+std::vector<std::pair<uint64_t, absl::Status>> GoneNodes(
+    const google::protobuf::RepeatedPtrField<proto::NodeEvent>& events) {
+  std::vector<std::pair<uint64_t, absl::Status>> gone;
+  for (const proto::NodeEvent& e : events) {
+    if (e.kind() == proto::NodeEvent::REJOINED) continue;
+    gone.emplace_back(e.node(), MembershipClient::EventStatus(e));
+  }
+  return gone;
 }
 
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
@@ -119,15 +131,16 @@ absl::Status MembershipClient::EventStatus(const proto::NodeEvent& event) {
       absl::StrCat(event.name(), " died (", event.reason(), ")"));
 }
 
-void MembershipClient::Start(uint64_t node, uint64_t incarnation,
-                             FencedCallback on_fenced) {
+void MembershipClient::Start(uint64_t node, uint64_t incarnation, int64_t since,
+                             Callbacks callbacks) {
   {
     absl::MutexLock lock(&mu_);
     node_ = node;
     incarnation_ = incarnation;
+    since_ = std::max<int64_t>(since, 0);
     stopped_ = false;
     last_ok_ = clock().Now();
-    on_fenced_ = std::move(on_fenced);
+    callbacks_ = std::move(callbacks);
     WatchMasterLocked();
   }
   IssuePoll();
@@ -197,16 +210,23 @@ void MembershipClient::IssuePoll() {
 void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
                                   const grpc::Status& status) {
   FencedCallback fenced;
+  RejoinedCallback rejoined;
+  uint64_t self;
   {
     absl::MutexLock lock(&mu_);
     if (current_ == call) current_ = nullptr;
     if (stopped_) return;
+    rejoined = callbacks_.on_rejoined;
+    self = node_;
     if (status.ok()) {
       last_ok_ = clock().Now();
-      since_ += call->response.events_size();
+      // Numbered from `first` (older events were forgotten): never the
+      // same event twice, so a death is not replayed over a later rejoin.
+      since_ = std::max(since_,
+                        call->response.first() + call->response.events_size());
     } else if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       stopped_ = true;
-      fenced = on_fenced_;
+      fenced = callbacks_.on_fenced;
     } else {
       // A suspicion only: retried until CheckMaster gives up on the master.
       last_error_ = absl::StrCat(StatusCodeName(FromGrpcStatus(status).code()),
@@ -215,7 +235,7 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
   }
   // Publishing runs listeners (which fail pending work); no lock held.
   for (const proto::NodeEvent& e : call->response.events()) {
-    membership_->MarkDown(e.node(), EventStatus(e));
+    Apply(e, self, rejoined);
   }
   if (fenced) {
     fenced(FromGrpcStatus(status));
@@ -224,6 +244,23 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
   } else {
     Retry();
   }
+}
+
+void MembershipClient::Apply(const proto::NodeEvent& e, uint64_t self,
+                             const RejoinedCallback& rejoined) {
+  if (e.kind() != proto::NodeEvent::REJOINED) {
+    membership_->MarkDown(e.node(), EventStatus(e));
+    return;
+  }
+  // The entry must be the worker the event names (bounded before use);
+  // a node taken over itself is fenced by its next poll.
+  if (e.node() == self || !IsWorkerNode(e.node()) ||
+      static_cast<uint64_t>(e.worker().rank()) != e.node()) {
+    return;
+  }
+  // Its entry first, then alive: whoever sees it alive reaches the new one.
+  if (rejoined) rejoined(WorkerInfoFromProto(e.worker()), e.incarnation());
+  membership_->Revive(e.node());
 }
 
 void MembershipClient::Retry() {

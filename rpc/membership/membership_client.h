@@ -1,7 +1,9 @@
 // A node's side of rendezvous and membership: join (or register as a
 // client), then keep one long poll open at the master. The poll is the
 // heartbeat and brings news of nodes that died or left, which is published
-// to a Membership so pending work on those nodes fails at once. When no
+// to a Membership so pending work on those nodes fails at once, and of
+// replacements (a new incarnation took a gone worker's rank), which are
+// handed to a callback and then revived in the Membership. When no
 // poll succeeded for master_timeout, the master itself is published as
 // dead (node 0, UNAVAILABLE naming worker0).
 //
@@ -14,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -44,7 +47,15 @@ struct JoinedJob {
   std::vector<WorkerInfo> workers;  // Indexed by rank.
   std::string credential;           // This worker's (a secret).
   std::string client_key;           // Checks clients' credentials.
+  // A replacement's: the workers gone now (node, why), and the first
+  // event its polls ask for.
+  std::vector<std::pair<uint64_t, absl::Status>> gone;
+  int64_t events_end = 0;
 };
+
+// The workers a join or registration answer says are gone, as statuses.
+std::vector<std::pair<uint64_t, absl::Status>> GoneNodes(
+    const google::protobuf::RepeatedPtrField<proto::NodeEvent>& events);
 
 // Joins the job as a worker: retried while the master is unreachable, until
 // `timeout` (on the timers' clock, which also times the retries' backoff).
@@ -66,14 +77,23 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
  public:
   // Called when the master says this node was declared dead (fenced).
   using FencedCallback = std::function<void(const absl::Status&)>;
+  // Called when a new incarnation took worker.rank (its entry); the rank
+  // is revived in the Membership right after.
+  using RejoinedCallback =
+      std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
+  struct Callbacks {
+    FencedCallback on_fenced;
+    RejoinedCallback on_rejoined;  // May be empty.
+  };
 
   static std::shared_ptr<MembershipClient> Create(
       std::shared_ptr<grpc::Channel> master, Membership* membership,
       Timers* timers, MembershipOptions options);
 
-  // Starts polling as (node, incarnation).
-  void Start(uint64_t node, uint64_t incarnation, FencedCallback on_fenced)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts polling as (node, incarnation), for the events from number
+  // `since` on (the join or registration answer's events_end).
+  void Start(uint64_t node, uint64_t incarnation, int64_t since,
+             Callbacks callbacks) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Waits until all live workers reached barrier `name`.
   absl::Status Barrier(const std::string& name, absl::Duration timeout);
@@ -99,6 +119,9 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   void OnPollDone(const std::shared_ptr<PollCall>& call,
                   const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   void Retry() ABSL_LOCKS_EXCLUDED(mu_);
+  // Publishes one event of a poll's answer to node `self`.
+  void Apply(const proto::NodeEvent& event, uint64_t self,
+             const RejoinedCallback& rejoined);
   // Arms the check that the master answered within master_timeout.
   void WatchMasterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckMaster() ABSL_LOCKS_EXCLUDED(mu_);
@@ -121,7 +144,7 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId watch_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);  // Of the last failed poll.
-  FencedCallback on_fenced_ ABSL_GUARDED_BY(mu_);
+  Callbacks callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -31,8 +31,11 @@ class RendezvousService::Held final : public grpc::ServerUnaryReactor {
   int rank = -1;
   uint64_t node = 0;
   uint64_t incarnation = 0;
-  int64_t since = 0;
+  int64_t since = 0;  // Polls; a replacement's join: its event's number.
   int64_t timeout_ms = 0;
+  // A join admitted as a replacement, held until every live worker has
+  // seen it arrive.
+  bool replacement = false;
   std::string barrier;
   proto::JoinResponse* join = nullptr;
   proto::PollResponse* poll = nullptr;
@@ -114,7 +117,7 @@ void RendezvousService::Shutdown() {
       Held* held = Take(id);
       // Joiners still waiting get the verdict, not a vague "unavailable".
       grpc::Status status =
-          held->kind == Held::Kind::kJoin
+          held->kind == Held::Kind::kJoin && !held->replacement
               ? Error(grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("rendezvous: ", MissingRanks(), " of ",
                                    slots_.size(),
@@ -234,10 +237,23 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   }
   const Slot& slot = slots_[rank];
   if (slot.joined && slot.incarnation != r.incarnation()) {
-    return Error(grpc::StatusCode::ALREADY_EXISTS,
-                 absl::StrCat("rank ", rank, " is already taken by ",
-                              slot.info.name(), " (pid ", slot.info.pid(),
-                              " at ", slot.info.address(), ")"));
+    if (!Replaceable(rank)) {
+      return Error(
+          grpc::StatusCode::ALREADY_EXISTS,
+          absl::StrCat("rank ", rank, " is already taken by ", slot.info.name(),
+                       " (pid ", slot.info.pid(), " at ", slot.info.address(),
+                       ")",
+                       complete_ ? ", which is alive: a rank is taken over "
+                                   "only once its holder died or left"
+                                 : ""));
+    }
+    if (r.worker().name() != slot.info.name()) {
+      return Error(grpc::StatusCode::INVALID_ARGUMENT,
+                   absl::StrCat("a replacement for rank ", rank,
+                                " must be named ", slot.info.name(),
+                                " (names are fixed when the job forms), not ",
+                                Cut(r.worker().name())));
+    }
   }
   for (int k = 0; k < world; ++k) {
     if (k != rank && slots_[k].joined &&
@@ -255,6 +271,9 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};
   const int rank = r.worker().rank();
+  if (complete_ && slots_[rank].incarnation != r.incarnation()) {
+    return AdmitReplacement(held, r);
+  }
   // A join that completes the job is answered at once, never refused for
   // room (else held joins could keep the job from forming). Checked before
   // the rank is taken: a join not held must not keep it.
@@ -307,11 +326,108 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
   return finishes;
 }
 
+bool RendezvousService::Replaceable(int rank) const {
+  if (!complete_ || rank == 0) return false;
+  auto it = nodes_.find(WorkerNode(rank));
+  return it != nodes_.end() && it->second.down;
+}
+
+RendezvousService::Finishes RendezvousService::AdmitReplacement(
+    Held* held, const proto::JoinRequest& r) {
+  if (grpc::Status room = CheckRoomToWait(); !room.ok()) {
+    return {{held, room}};
+  }
+  const int rank = r.worker().rank();
+  const uint64_t node = WorkerNode(rank);
+  Slot& slot = slots_[rank];
+  const uint64_t generation = slot.info.generation() + 1;
+  slot = Slot{true, r.worker(), r.incarnation(), NewCredential()};
+  slot.info.set_credential_digest(CredentialDigest(slot.credential));
+  slot.info.set_generation(generation);
+  // The old incarnation's state goes: a fresh credential, contact from now.
+  Node& n = nodes_[node];
+  n = Node{};
+  n.name = slot.info.name();
+  n.incarnation = slot.incarnation;
+  n.credential_digest = slot.info.credential_digest();
+  n.last_seen = Now();
+  proto::NodeEvent event;
+  event.set_node(node);
+  event.set_name(n.name);
+  event.set_kind(proto::NodeEvent::REJOINED);
+  *event.mutable_worker() = slot.info;
+  event.set_incarnation(slot.incarnation);
+  events_.push_back(std::move(event));
+  // The job as it is now is in its answer: its polls start after that.
+  n.seen = EventsEnd();
+  // Answered once every live worker has seen the event (its next poll
+  // asks for what follows it): from then on every worker knows the new
+  // incarnation's address and credential, and counts it alive, so its
+  // first calls and collectives are not refused or named after the old one.
+  held->rank = rank;
+  held->incarnation = r.incarnation();
+  held->replacement = true;
+  held->since = EventsEnd() - 1;
+  held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
+  Hold(held, Now() + absl::Milliseconds(held->timeout_ms));
+  Finishes finishes = ReleasePolls();
+  Finishes answered = CheckReplacements();
+  finishes.insert(finishes.end(), answered.begin(), answered.end());
+  return finishes;
+}
+
+std::vector<std::string> RendezvousService::NotSeenBy(int64_t event,
+                                                      uint64_t except) const {
+  std::vector<std::string> behind;
+  for (const auto& [node, n] : nodes_) {
+    if (IsWorkerNode(node) && node != except && !n.down && n.seen <= event) {
+      behind.push_back(n.name);
+    }
+  }
+  std::sort(behind.begin(), behind.end());
+  return behind;
+}
+
+RendezvousService::Finishes RendezvousService::CheckReplacements() {
+  std::vector<uint64_t> ready;
+  for (const auto& [id, held] : held_) {
+    if (held->replacement &&
+        NotSeenBy(held->since, WorkerNode(held->rank)).empty()) {
+      ready.push_back(id);
+    }
+  }
+  Finishes finishes;
+  for (uint64_t id : ready) {
+    Held* held = Take(id);
+    FillJoin(slots_[held->rank], held->join);
+    finishes.emplace_back(held, grpc::Status::OK);
+  }
+  return finishes;
+}
+
+void RendezvousService::FillGone(
+    uint64_t self,
+    google::protobuf::RepeatedPtrField<proto::NodeEvent>* out) const {
+  for (int rank = 0; rank < static_cast<int>(slots_.size()); ++rank) {
+    const uint64_t node = WorkerNode(rank);
+    auto it = nodes_.find(node);
+    if (node == self || it == nodes_.end() || !it->second.down) continue;
+    proto::NodeEvent* e = out->Add();
+    e->set_node(node);
+    e->set_name(it->second.name);
+    e->set_kind(it->second.down_kind);
+    e->set_reason(it->second.down_reason);
+  }
+}
+
 void RendezvousService::FillJoin(const Slot& slot,
                                  proto::JoinResponse* out) const {
   FillDirectory(out->mutable_workers());
   out->set_credential(slot.credential);
   out->set_client_key(client_key_);
+  out->clear_gone();
+  FillGone(WorkerNode(slot.info.rank()), out->mutable_gone());
+  out->set_events_end(EventsEnd());
 }
 
 void RendezvousService::FillDirectory(
@@ -363,6 +479,9 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
     response->set_credential(credential);
     response->set_incarnation(n.incarnation);
     FillDirectory(response->mutable_workers());
+    FillGone(node, response->mutable_gone());
+    response->set_events_end(EventsEnd());
+    n.seen = EventsEnd();
     return {{held, grpc::Status::OK}};
   });
 }
@@ -432,9 +551,10 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   held->node = r.node();
   held->since = std::max<int64_t>(r.since(), events_base_);
   n.seen = held->since;
-  Finishes finishes;
+  Finishes finishes = CheckReplacements();
   if (r.leaving()) {
-    finishes = MarkDown(r.node(), proto::NodeEvent::LEFT, "left the job");
+    Finishes left = MarkDown(r.node(), proto::NodeEvent::LEFT, "left the job");
+    finishes.insert(finishes.end(), left.begin(), left.end());
   }
   if (r.leaving() || EventsEnd() > held->since) {
     FillEvents(held->since, held->poll);
@@ -475,7 +595,8 @@ RendezvousService::Finishes RendezvousService::ReleasePolls() {
 
 void RendezvousService::FillEvents(int64_t since,
                                    proto::PollResponse* out) const {
-  for (int64_t k = std::max(since, events_base_); k < EventsEnd(); ++k) {
+  out->set_first(std::max(since, events_base_));
+  for (int64_t k = out->first(); k < EventsEnd(); ++k) {
     *out->add_events() = events_[k - events_base_];
   }
 }
@@ -500,6 +621,7 @@ RendezvousService::Finishes RendezvousService::MarkDown(
   Node& n = nodes_[node];
   if (n.down) return {};
   n.down = true;
+  n.down_kind = kind;
   n.down_reason = reason;
   proto::NodeEvent event;
   event.set_node(node);
@@ -510,6 +632,9 @@ RendezvousService::Finishes RendezvousService::MarkDown(
   Finishes finishes = ReleasePolls();
   Finishes barriers = CheckBarriers();
   finishes.insert(finishes.end(), barriers.begin(), barriers.end());
+  // A worker gone is no longer waited for.
+  Finishes replacements = CheckReplacements();
+  finishes.insert(finishes.end(), replacements.begin(), replacements.end());
   return finishes;
 }
 
@@ -674,7 +799,16 @@ void RendezvousService::Expire(uint64_t id) {
     if (held == nullptr) return;
     held->timer = 0;  // Firing now; nothing to cancel.
     grpc::Status status = grpc::Status::OK;
-    if (held->kind == Held::Kind::kJoin) {
+    if (held->replacement) {
+      status =
+          Error(grpc::StatusCode::DEADLINE_EXCEEDED,
+                absl::StrCat(
+                    "rendezvous: ",
+                    absl::StrJoin(
+                        NotSeenBy(held->since, WorkerNode(held->rank)), ", "),
+                    " did not see ", slots_[held->rank].info.name(),
+                    " rejoin within ", held->timeout_ms, " ms"));
+    } else if (held->kind == Held::Kind::kJoin) {
       status = Error(
           grpc::StatusCode::DEADLINE_EXCEEDED,
           absl::StrCat("rendezvous: ", MissingRanks(), " of ", slots_.size(),

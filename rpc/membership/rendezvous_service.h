@@ -28,6 +28,15 @@
 // Names and descriptions are cut to kMaxNameBytes; a hold lasts at most
 // kMaxHoldMs whatever timeout the caller asks for.
 //
+// Replacements: once the job formed, a worker started for a rank whose
+// holder was declared dead or left (never rank 0, the master itself) joins
+// as a new incarnation of it, under the rank's name: the others hear of it
+// as a REJOINED event carrying its entry (its generation one more, a fresh
+// credential's digest), and its join is answered — with the directory, its
+// credential, the workers gone now and where its polls start — once every
+// live worker has seen that event (its next poll asks past it), within the
+// join's timeout. A rank whose holder is alive is ALREADY_EXISTS.
+//
 // Identities (rpc/authenticator.h): each worker incarnation gets a random
 // credential in its Join answer (the directory carries every worker's
 // digest), each client one in its RegisterClient answer (MAC'd with the
@@ -109,7 +118,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
 
   struct Slot {
     bool joined = false;
-    proto::WorkerInfo info;
+    proto::WorkerInfo info;  // info.generation numbers its incarnations.
     uint64_t incarnation = 0;
     std::string credential;
   };
@@ -119,6 +128,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
     std::string credential_digest;  // What its calls must present.
     absl::Time last_seen;
     bool down = false;
+    proto::NodeEvent::Kind down_kind = proto::NodeEvent::DEAD;
     std::string down_reason;
     uint64_t held_poll = 0;  // Id of the held poll, 0 if none.
     int64_t seen = 0;        // Events this node has acknowledged.
@@ -133,6 +143,21 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   grpc::Status CheckJoin(const proto::JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes AdmitJoin(Held* held, const proto::JoinRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether worker `rank`'s holder is gone, so a new incarnation may take
+  // the rank (the job formed; never rank 0).
+  bool Replaceable(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A new incarnation takes rank r.worker().rank() (CheckJoin passed).
+  Finishes AdmitReplacement(Held* held, const proto::JoinRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Live workers but `except` that have not seen event number `event`.
+  std::vector<std::string> NotSeenBy(int64_t event, uint64_t except) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the replacements' joins every live worker has seen arrive.
+  Finishes CheckReplacements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workers gone now, but `self`, as the events that said so.
+  void FillGone(uint64_t self,
+                google::protobuf::RepeatedPtrField<proto::NodeEvent>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CompleteRendezvous() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `presented`: the digest of the call's credential, if it sent one.

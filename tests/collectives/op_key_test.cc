@@ -29,6 +29,26 @@ TEST(OpKeyTest, NamesSpellTheirMembers) {
   EXPECT_THAT(c, ElementsAre(1));
 }
 
+// After a replacement, sequenced keys carry the group's membership epoch.
+TEST(OpKeyTest, EpochsNameOpsAfterAReplacement) {
+  EXPECT_EQ(SequencedOpKey(WorldGroupName(), 17, 0), "world/17");
+  EXPECT_EQ(SequencedOpKey(WorldGroupName(), 0, 2), "world/0@2");
+  EXPECT_EQ(SequencedOpLabel(3, 1), "3@1");
+  ASSERT_OK_AND_ASSIGN(std::vector<int> g, MembersOfOp("g2,0#1/4@7", 3));
+  EXPECT_THAT(g, ElementsAre(2, 0));
+  EXPECT_OK(CheckSender("world/0@2", 0, 2, 0, 3));
+  EXPECT_EQ(EpochOfOp("world/17"), 0u);
+  EXPECT_EQ(EpochOfOp("world/0@2"), 2u);
+  EXPECT_EQ(EpochOfOp("c1/t:a@2"), std::nullopt);  // Tagged: no epoch.
+  for (const char* key : {"world/1@", "world/@1", "world/1@x", "world/1@2@3",
+                          "world/1@-2", "world/1@123456789012345678901"}) {
+    EXPECT_THAT(MembersOfOp(key, 4),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << key;
+    EXPECT_EQ(EpochOfOp(key), std::nullopt) << key;
+  }
+}
+
 TEST(OpKeyTest, TagsAreBounded) {
   EXPECT_THAT(TaggedOpKey("world", ""),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -395,6 +395,67 @@ TEST_F(AgentTest, TokenIsRequiredWhenConfigured) {
   EXPECT_OK(client->rpc().RpcSync("worker1", "echo", {1}));
 }
 
+// ---- Replacements (embedded master) ----
+
+// Until every survivor counts `rank` as gone (the master declared it so).
+void AwaitGone(LocalJob& job, int rank) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (int r = 0; r < job.size(); ++r) {
+    if (r == rank) continue;
+    while (!job.worker(r).rpc().membership().DownReason(rank).has_value()) {
+      ASSERT_LT(absl::Now(), deadline)
+          << "worker" << r << " still sees " << rank << " alive";
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+}
+
+// In a job with a token (so every call carries its node's credential),
+// worker2 dies; a new process for rank 2 rejoins as a new incarnation with
+// a fresh credential: once its Start returned, every survivor calls it and
+// it calls them (its credential admitted, the old one's not).
+TEST_F(AgentTest, AReplacementRejoinsTheEmbeddedMaster) {
+  ASSERT_OK_AND_ASSIGN(auto security,
+                       Security::Load({.token_file = TestData("token.txt")}));
+  StartJob(
+      3, {.configure = [security](WorkerConfig& o) { o.security = security; }});
+  const std::string old_address = agent(2).address();
+  job_->worker(2).Stop();
+  AwaitGone(*job_, 2);
+  EXPECT_THAT(agent(0).RpcSync("worker2", "echo", {1}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
+  ASSERT_OK(job_->Replace(2));
+  EXPECT_NE(agent(2).address(), old_address);
+  for (int r : {0, 1}) {
+    EXPECT_FALSE(agent(r).membership().DownReason(2).has_value());
+    EXPECT_EQ(agent(r).directory().at(2).address, agent(2).address());
+    EXPECT_EQ(agent(r).directory().at(2).generation, 1u);
+    ASSERT_OK_AND_ASSIGN(Value name,
+                         agent(r).RpcSync("worker2", "worker_name", {}));
+    EXPECT_EQ(name, Value("worker2"));
+    ASSERT_OK_AND_ASSIGN(name,
+                         agent(2).RpcSync(absl::StrCat(r), "worker_name", {}));
+    EXPECT_EQ(name, Value(absl::StrCat("worker", r)));
+  }
+  // A client that connects now finds the new incarnation.
+  RpcClientOptions options;
+  options.security = security;
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect(options));
+  EXPECT_OK(client->rpc().RpcSync("worker2", "echo", {1}));
+}
+
+// A rank whose holder is alive is never taken over.
+TEST_F(AgentTest, ALiveRankIsNotTakenOver) {
+  StartJob(2);
+  EXPECT_THAT(job_->Replace(1),
+              StatusIs(absl::StatusCode::kAlreadyExists,
+                       AllOf(HasSubstr("rank 1 is already taken by worker1"),
+                             HasSubstr("which is alive"))));
+  // The holder serves on.
+  EXPECT_OK(agent(0).RpcSync("worker1", "echo", {1}));
+  EXPECT_FALSE(agent(0).membership().DownReason(1).has_value());
+}
+
 TEST_F(AgentTest, MutualTlsJobWorksAndRejectsForeignCertificates) {
   ASSERT_OK_AND_ASSIGN(auto tls,
                        Security::Load({.tls_cert_file = TestData("node.pem"),

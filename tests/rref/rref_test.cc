@@ -265,6 +265,63 @@ TEST_F(RRefTest, OwnerDeathFailsEveryCopyAtOnce) {
                                    HasSubstr("owner worker2 died")));
 }
 
+// A replacement of the owner (a new process for its rank) never has the
+// old one's values: copies made before keep reporting the owner died — on
+// fetch, on calls through them, when passed on — while new RRefs on the
+// replacement work.
+TEST_F(RRefTest, AReplacedOwnersCopiesReportItDied) {
+  StartJob(3);
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker2", "arange", {5}));
+  ASSERT_OK(r.ToHere());
+  worker(2).Stop();
+  AwaitDown(worker(0), 2);
+  AwaitDown(worker(1), 2);
+  ASSERT_OK(job_->Replace(2));
+  EXPECT_FALSE(worker(0).rpc().membership().DownReason(2).has_value());
+  EXPECT_THAT(r.ToHere(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("owner worker2 died (a new incarnation")));
+  EXPECT_THAT(worker(0).rpc().RpcSync("worker1", "to_here", {r.AsValue()}),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("owner worker2 died")));
+  ASSERT_OK_AND_ASSIGN(RRef fresh,
+                       worker(0).rrefs().Remote("worker2", "arange", {3}));
+  ASSERT_OK_AND_ASSIGN(Value v, fresh.ToHere());
+  EXPECT_EQ(ToJson(v), R"({"dtype":"int64","data":[0,1,2]})");
+}
+
+// A replacement numbers its RRefs afresh under the same node id, while the
+// owners still keep the old incarnation's tombstones: its ids must not
+// meet them. Worker2 creates an RRef on worker1 and dies; worker1 frees
+// the value (its only copy was worker2's) and keeps its id as a tombstone.
+// The replacement's first remote() on worker1 is created (counting its ids
+// from 1 again, it would have been refused as already freed).
+TEST_F(RRefTest, AReplacementsIdsDoNotMeetItsPredecessors) {
+  StartJob(3);
+  GlobalId old_id;
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(2).rrefs().Remote("worker1", "arange", {2}));
+    ASSERT_OK(r.ToHere());
+    old_id = r.id();
+    worker(2).Stop();  // Dies holding its copy.
+  }
+  AwaitDown(worker(1), 2);
+  AwaitDown(worker(0), 2);
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(worker(1).rrefs().owner_stats().owned, 0);
+  ASSERT_OK(job_->Replace(2));
+  ASSERT_OK_AND_ASSIGN(RRef again,
+                       worker(2).rrefs().Remote("worker1", "arange", {2}));
+  EXPECT_EQ(again.id().node, old_id.node);
+  EXPECT_NE(again.id(), old_id);
+  EXPECT_OK(again.ToHere());
+}
+
 // A user that dies without releasing: the owner learns of the death from
 // membership and drops its copies (the lease would, later, anyway).
 TEST_F(RRefTest, DeadUsersCopiesAreReclaimed) {

@@ -1,14 +1,22 @@
-// Membership in etcd on real processes: three ferryd daemons joined through
-// a real etcd (tests/testing/etcd_cluster.h), worker0 killed with SIGKILL.
-// With etcd no rank is special: worker1 and worker2 go on serving (a call
-// from worker1 to worker2 succeeds), and once etcd expired worker0's lease
-// a replacement worker0 takes the rank and serves calls.
+// Membership in etcd on real processes: ferryd daemons joined through a
+// real etcd (tests/testing/etcd_cluster.h).
+// - worker0 killed with SIGKILL: with etcd no rank is special, worker1 and
+//   worker2 go on serving, and once etcd expired worker0's lease a
+//   replacement worker0 takes the rank and serves calls;
+// - workers started without a rank take the first free ones;
+// - etcd unreachable at start: ferryd fails within its startup timeout,
+//   naming the endpoints;
+// - etcd lost for less than the TTL: nothing happens;
+// - one worker cut off from etcd (a TCP proxy that stops forwarding) for
+//   longer than the TTL: the others declare it dead, and it exits.
+// Waits for leases are real (etcd's): bounded, never asserted on.
 #include <signal.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,10 +27,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/membership/etcd/etcd_client.h"
+#include "rpc/value/json.h"
+#include "rref/rref.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
+#include "tests/testing/tcp_proxy.h"
+#include "tools/rendezvous.h"
+#include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 namespace {
@@ -33,8 +46,10 @@ using ::ferry::testing::ProcessOptions;
 using ::ferry::testing::ProcessResult;
 using ::ferry::testing::Runfile;
 using ::ferry::testing::RunProcess;
+using ::ferry::testing::TcpProxy;
 using ::ferry::testing::WaitForPidGone;
 using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
 
 constexpr int kWorld = 3;
 // The workers' lease TTL: twice etcd's smallest (2 s), so a loaded machine
@@ -64,29 +79,80 @@ class EtcdMembershipTest : public ::testing::Test {
     etcd_.reset();
   }
 
-  std::unique_ptr<BackgroundProcess> StartWorker(int rank,
-                                                 const std::string& log) {
-    ProcessOptions options;
-    // Kept with the test's outputs, for a failure's post-mortem.
+  // Kept with the test's outputs, for a failure's post-mortem.
+  std::string LogPath(const std::string& log) const {
     const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-    options.output_file =
-        absl::StrCat(outputs != nullptr ? outputs : dir_, "/", log);
+    return absl::StrCat(outputs != nullptr ? outputs : dir_, "/", log);
+  }
+
+  // A ferryd of the job; rank -1: none given (the first free one).
+  // `rendezvous`: instead of the job's (e.g. through a proxy).
+  std::unique_ptr<BackgroundProcess> StartWorker(
+      int rank, const std::string& log, int64_t heartbeat_ms = kHeartbeatMs,
+      const std::string& rendezvous = "") {
+    ProcessOptions options;
+    options.output_file = LogPath(log);
     options.die_with_parent = true;
-    auto p = BackgroundProcess::Start(
-        {Runfile("tools/ferryd"), absl::StrCat("--rendezvous=", rendezvous_),
-         absl::StrCat("--rank=", rank), absl::StrCat("--world_size=", kWorld),
-         absl::StrCat("--heartbeat_timeout_ms=", kHeartbeatMs), "--insecure"},
-        options);
+    std::vector<std::string> argv = {
+        Runfile("tools/ferryd"),
+        absl::StrCat("--rendezvous=",
+                     rendezvous.empty() ? rendezvous_ : rendezvous),
+        absl::StrCat("--world_size=", kWorld),
+        absl::StrCat("--heartbeat_timeout_ms=", heartbeat_ms),
+        "--insecure",
+        absl::StrCat("--ready_file=", LogPath(log), ".ready")};
+    if (rank >= 0) argv.push_back(absl::StrCat("--rank=", rank));
+    auto p = BackgroundProcess::Start(argv, options);
     EXPECT_OK(p.status());
     return p.ok() ? *std::move(p) : nullptr;
   }
 
+  // Until the worker logging to `log` joined (its ready file), or exited.
+  bool AwaitReady(const std::string& log, BackgroundProcess& worker) {
+    const absl::Time deadline = absl::Now() + kWait;
+    while (!std::ifstream(LogPath(log) + ".ready").good()) {
+      if (worker.Exited() || absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return true;
+  }
+
+  // `ferryctl status` through etcd, parsed: the workers by rank.
+  std::vector<Value> Status() {
+    ProcessResult status = Ctl({"status", "--format=json"});
+    EXPECT_EQ(status.exit_code, 0) << status.Describe();
+    absl::StatusOr<Value> parsed = ParseJson(status.out);
+    if (!parsed.ok() || parsed->Find("workers") == nullptr) return {};
+    return parsed->Find("workers")->as_list();
+  }
+
+  // Whether worker `rank` lists `dead` among its dead peers (per status).
+  static bool SeesDead(const std::vector<Value>& status, int rank,
+                       const std::string& dead) {
+    if (rank >= static_cast<int>(status.size())) return false;
+    const Value* peers = status[rank].Find("dead_peers");
+    if (peers == nullptr || !peers->is_list()) return false;
+    for (const Value& p : peers->as_list()) {
+      if (p.is_string() && p.as_string() == dead) return true;
+    }
+    return false;
+  }
+
+  static std::string ReadLog(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
   // `ferryctl --rendezvous=… ARGS`: registers through etcd, so it waits
   // (bounded) until every rank is held.
-  ProcessResult Ctl(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {Runfile("tools/ferryctl"),
-                                     absl::StrCat("--rendezvous=", rendezvous_),
-                                     "--insecure", "--timeout_ms=20000"};
+  ProcessResult Ctl(const std::vector<std::string>& args,
+                    const std::string& where = "") {
+    std::vector<std::string> argv = {
+        Runfile("tools/ferryctl"),
+        where.empty() ? absl::StrCat("--rendezvous=", rendezvous_) : where,
+        "--insecure", "--timeout_ms=20000"};
     argv.insert(argv.end(), args.begin(), args.end());
     absl::StatusOr<ProcessResult> r = RunProcess(argv, {}, kWait);
     EXPECT_OK(r.status());
@@ -156,6 +222,7 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   PrintTiming("worker0's lease expired after the kill", absl::Now() - killed);
   const absl::Time replaced = absl::Now();
   workers_[0] = StartWorker(0, "worker0.replacement.log");
+  ASSERT_TRUE(AwaitReady("worker0.replacement.log", *workers_[0]));
   ProcessResult call = Ctl({"call", "worker0", "add", "[1, 2]"});
   EXPECT_EQ(call.exit_code, 0) << call.Describe();
   EXPECT_THAT(call.out, HasSubstr("3")) << call.out;
@@ -184,6 +251,160 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
     EXPECT_EQ(exited.exit_code, 0)
         << "worker" << r << ": " << exited.Describe();
   }
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// Without --rank, each worker takes the first free rank by transaction
+// (before it serves: every layer is built for it), named after it.
+TEST_F(EtcdMembershipTest, WorkersWithoutARankTakeTheFirstFreeOnes) {
+  for (int i = 0; i < kWorld; ++i) {
+    workers_.push_back(StartWorker(-1, absl::StrCat("unranked", i, ".log")));
+  }
+  std::vector<Value> status = Status();
+  ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
+  std::vector<int64_t> pids;
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(status[r].Find("name")->as_string(), absl::StrCat("worker", r));
+    EXPECT_EQ(status[r].Find("rank")->as_int(), r);
+    pids.push_back(status[r].Find("pid")->as_int());
+  }
+  EXPECT_THAT(pids, UnorderedElementsAre(workers_[0]->pid(), workers_[1]->pid(),
+                                         workers_[2]->pid()));
+  // A fourth finds every rank held.
+  std::unique_ptr<BackgroundProcess> extra = StartWorker(-1, "extra.log");
+  ProcessResult refused = extra->Wait(kWait);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(ReadLog(LogPath("extra.log")),
+              HasSubstr("is held by a live worker"));
+}
+
+// etcd unreachable at start: a clear error naming every endpoint, within
+// the startup timeout, and a non-zero exit.
+TEST_F(EtcdMembershipTest, UnreachableEtcdFailsTheStartNamingTheEndpoints) {
+  const std::string a =
+      absl::StrCat("127.0.0.1:", ::ferry::testing::UnusedPort());
+  const std::string b =
+      absl::StrCat("127.0.0.1:", ::ferry::testing::UnusedPort());
+  const absl::Time started = absl::Now();
+  absl::StatusOr<ProcessResult> r = RunProcess(
+      {Runfile("tools/ferryd"),
+       absl::StrCat("--rendezvous=etcd://", a, ",", b, "/nowhere"), "--rank=0",
+       "--world_size=1", "--startup_timeout_ms=2000", "--insecure"},
+      {}, kWait);
+  ASSERT_OK(r.status());
+  PrintTiming("ferryd gave up on an unreachable etcd after",
+              absl::Now() - started);
+  EXPECT_FALSE(r->timed_out);
+  EXPECT_EQ(r->exit_code, 1) << r->Describe();
+  EXPECT_THAT(r->err, HasSubstr("ferryd: UNAVAILABLE"));
+  EXPECT_THAT(r->err, HasSubstr(a));
+  EXPECT_THAT(r->err, HasSubstr(b));
+}
+
+// etcd goes away for less than the TTL (its only member killed, then
+// restarted on its data): the job does not notice. Calls go on meanwhile
+// (a client that asked worker1 for the directory), and once a whole TTL
+// has passed since etcd went away, nobody was declared dead or fenced.
+TEST_F(EtcdMembershipTest, LosingEtcdForLessThanTheTtlChangesNothing) {
+  constexpr int64_t kTtlMs = 10000;
+  for (int r = 0; r < kWorld; ++r) {
+    workers_.push_back(
+        StartWorker(r, absl::StrCat("outage", r, ".log"), kTtlMs));
+  }
+  std::vector<Value> status = Status();
+  ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
+  // A client registered through etcd before it goes away (with a lease of
+  // its own, as long as the workers').
+  RpcClientOptions options;
+  ASSERT_OK_AND_ASSIGN(options.membership_backend,
+                       BackendFactoryFor({.url = rendezvous_,
+                                          .ttl = absl::Milliseconds(kTtlMs)}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClientImpl> client,
+                       ClientImpl::Connect(options));
+
+  const absl::Time lost = absl::Now();
+  ASSERT_OK(etcd_->Kill(0));
+  // Calls, and a worker fetching a value another owns, need no etcd.
+  EXPECT_OK(client->rpc().RpcSync("worker2", "add", {1, 2}));
+  {
+    ASSERT_OK_AND_ASSIGN(RRef r, client->rrefs().Remote("worker2", "add",
+                                                        {Value(40), Value(2)}));
+    ASSERT_OK_AND_ASSIGN(
+        Value x, client->rpc().RpcSync("worker1", "to_here", {r.AsValue()}));
+    EXPECT_EQ(x, Value(42));
+  }
+  ASSERT_OK(etcd_->Restart(0));
+  const absl::Duration outage = absl::Now() - lost;
+  PrintTiming("etcd was away for", outage);
+  if (outage >= absl::Milliseconds(kTtlMs)) {
+    GTEST_SKIP() << "etcd took longer than the TTL to come back: the case "
+                    "this test is about did not happen";
+  }
+  // Let a whole TTL pass since etcd went away: a lease that was to be
+  // lost by then would have been.
+  absl::SleepFor(lost + absl::Milliseconds(kTtlMs) + absl::Seconds(1) -
+                 absl::Now());
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_FALSE(workers_[r]->Exited()) << "worker" << r;
+  }
+  status = Status();
+  ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(status[r].Find("state")->as_string(), "running") << r;
+    const Value* dead = status[r].Find("dead_peers");
+    EXPECT_TRUE(dead == nullptr || dead->as_list().empty())
+        << "worker" << r << ": " << ToJson(status[r]);
+  }
+  EXPECT_OK(client->rpc().RpcSync("worker0", "add", {1, 2}));
+  EXPECT_FALSE(client->rpc().membership().DownReason(0).has_value());
+}
+
+// Worker2 reaches etcd only through a proxy, which then stops forwarding
+// (a partition between it and etcd; the workers still reach each other):
+// after the TTL etcd expires its lease, the others declare it dead, and it
+// finds itself fenced and exits (status 1, saying why).
+TEST_F(EtcdMembershipTest, AWorkerCutOffFromEtcdIsDeclaredDeadAndExits) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TcpProxy> proxy,
+                       TcpProxy::Start(etcd_->endpoint(0)));
+  workers_.push_back(StartWorker(0, "cut0.log"));
+  workers_.push_back(StartWorker(1, "cut1.log"));
+  workers_.push_back(
+      StartWorker(2, "cut2.log", kHeartbeatMs,
+                  absl::StrCat("etcd://", proxy->address(), "/e2e")));
+  ASSERT_EQ(Status().size(), static_cast<size_t>(kWorld));
+
+  const absl::Time cut = absl::Now();
+  proxy->Cut();
+  ProcessResult ended = workers_[2]->Wait(kWait);
+  PrintTiming("worker2, cut off from etcd, exited after", absl::Now() - cut);
+  EXPECT_FALSE(ended.timed_out);
+  EXPECT_EQ(ended.exit_code, 1);
+  const std::string log = ReadLog(LogPath("cut2.log"));
+  EXPECT_THAT(log, HasSubstr("fenced"));
+  EXPECT_THAT(log, HasSubstr("etcd lease"));
+
+  std::vector<Value> status;
+  const absl::Time deadline = absl::Now() + kWait;
+  do {
+    status = Status();
+  } while (
+      !(SeesDead(status, 0, "worker2") && SeesDead(status, 1, "worker2")) &&
+      absl::Now() < deadline);
+  EXPECT_TRUE(SeesDead(status, 0, "worker2"));
+  EXPECT_TRUE(SeesDead(status, 1, "worker2"));
+  PrintTiming("the others saw worker2 dead after", absl::Now() - cut);
+  EXPECT_FALSE(workers_[0]->Exited());
+  EXPECT_FALSE(workers_[1]->Exited());
+  ProcessResult call = Ctl({"call", "worker1", "add", "[1, 2]"});
+  EXPECT_EQ(call.exit_code, 0) << call.Describe();
+  ProcessResult to_dead = Ctl({"call", "worker2", "add", "[1, 2]"});
+  EXPECT_EQ(to_dead.exit_code, 1);
+  EXPECT_THAT(to_dead.err, HasSubstr("UNAVAILABLE"));
 }
 
 }  // namespace

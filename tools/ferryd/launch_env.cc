@@ -86,12 +86,22 @@ absl::StatusOr<Placement> ResolvePlacement(const PlacementFlags& flags,
       world = *v;
     }
   }
-  p.rank = rank.value_or(0);
   p.world_size = world.value_or(1);
   if (p.world_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("world size must be >= 1, got ", p.world_size));
   }
+  if (!rank.has_value() && flags.rank_assignable) {
+    if (flags.name || getenv("FERRY_NAME")) {
+      return absl::InvalidArgumentError(
+          "--name needs --rank: a worker that takes the first free rank is "
+          "named worker<rank>");
+    }
+    p.rank = -1;
+    p.source = "first free rank";
+    return p;
+  }
+  p.rank = rank.value_or(0);
   if (p.rank < 0 || p.rank >= p.world_size) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rank ", p.rank, " is out of range for world size ", p.world_size));

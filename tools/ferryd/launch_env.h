@@ -17,7 +17,9 @@
 namespace ferry {
 
 struct Placement {
-  std::string name;  // Default "worker<rank>".
+  std::string name;  // Default "worker<rank>"; empty while rank is -1.
+  // -1: none given, and the membership backend assigns one (the first free
+  // rank on etcd; rank_assignable).
   int rank = 0;
   int world_size = 1;
   std::string master;  // host:port; may be empty for a world of 1.
@@ -32,6 +34,10 @@ struct PlacementFlags {
   // False when membership is kept elsewhere (--rendezvous=etcd://…): no
   // rank then needs the master's address.
   bool needs_master = true;
+  // True when the backend can pick the rank (etcd): without one given
+  // anywhere, the placement's rank is -1 (and a --name is refused: such a
+  // worker is named after the rank it gets). Otherwise it defaults to 0.
+  bool rank_assignable = false;
 };
 
 using Getenv = std::function<std::optional<std::string>(const std::string&)>;

@@ -2,6 +2,8 @@
 //
 //   ferryd --rank=1 --world_size=4 --master=10.0.0.1:29500
 //   RANK=1 WORLD_SIZE=4 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 ferryd
+//   ferryd --world_size=4 --rendezvous=etcd://10.0.0.5:2379/job1  (first
+//                                                free rank, by transaction)
 //
 // Logs one line per lifecycle event to stderr. SIGTERM/SIGINT = graceful
 // leave. Exit status 0 after a clean stop; 1 if it could not start, or if
@@ -29,6 +31,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/timers.h"
+#include "rpc/net_util.h"
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
 #include "tools/ferryd/launch_env.h"
@@ -39,7 +43,8 @@
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
           "worker name (env FERRY_NAME; default worker<rank>)");
 ABSL_FLAG(std::optional<int>, rank, std::nullopt,
-          "rank (env FERRY_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK)");
+          "rank (env FERRY_RANK, RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK); "
+          "none on etcd: the first free rank");
 ABSL_FLAG(std::optional<int>, world_size, std::nullopt,
           "number of workers (env FERRY_WORLD_SIZE, WORLD_SIZE, SLURM_NTASKS, "
           "OMPI_COMM_WORLD_SIZE)");
@@ -132,10 +137,12 @@ absl::Status WriteFileAtomically(const std::string& path,
 
 absl::StatusOr<WorkerConfig> BuildOptions() {
   const std::string rendezvous = RendezvousUrl(absl::GetFlag(FLAGS_rendezvous));
-  PlacementFlags flags{absl::GetFlag(FLAGS_name), absl::GetFlag(FLAGS_rank),
+  PlacementFlags flags{absl::GetFlag(FLAGS_name),
+                       absl::GetFlag(FLAGS_rank),
                        absl::GetFlag(FLAGS_world_size),
                        absl::GetFlag(FLAGS_master),
-                       /*needs_master=*/rendezvous.empty()};
+                       /*needs_master=*/rendezvous.empty(),
+                       /*rank_assignable=*/!rendezvous.empty()};
   FERRY_ASSIGN_OR_RETURN(Placement p, ResolvePlacement(flags, ProcessEnv));
   WorkerConfig o;
   o.name = p.name;
@@ -183,7 +190,8 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.on_event = Log;
   Log("starting",
       absl::StrCat(
-          "rank=", p.rank, " world_size=", p.world_size,
+          "rank=", p.rank < 0 ? "(first free)" : absl::StrCat(p.rank),
+          " world_size=", p.world_size,
           rendezvous.empty()
               ? absl::StrCat(" master=", p.master.empty() ? "(self)" : p.master)
               : absl::StrCat(" rendezvous=", rendezvous),
@@ -217,9 +225,33 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// Without a rank (on etcd): takes the first free one now, so the worker is
+// built for it, on timers of its own that `timers` keeps (the agent's
+// backend renews the reservation's lease on them).
+absl::Status TakeFirstFreeRank(WorkerConfig* o,
+                               std::unique_ptr<ThreadTimers>* timers) {
+  *timers = std::make_unique<ThreadTimers>();
+  FERRY_ASSIGN_OR_RETURN(
+      ReservedRank reserved,
+      ReserveFirstFreeRank(o->membership_backend, timers->get(), o->world_size,
+                           LocalHostName(), getpid(), o->startup_timeout));
+  o->rank = reserved.rank;
+  o->name = absl::StrCat("worker", reserved.rank);
+  o->membership_backend = std::move(reserved.factory);
+  o->timers = timers->get();
+  Log("rank", absl::StrCat("took rank ", o->rank, " (the first free one)"));
+  return absl::OkStatus();
+}
+
 int Run() {
   absl::StatusOr<WorkerConfig> options = BuildOptions();
   if (!options.ok()) return Fail(options.status());
+  // Declared before the worker: it stops first, then its timers.
+  std::unique_ptr<ThreadTimers> timers;
+  if (options->rank < 0) {
+    absl::Status taken = TakeFirstFreeRank(&*options, &timers);
+    if (!taken.ok()) return Fail(taken);
+  }
   log_name = options->name;
   WorkerImpl worker(*options);
   RpcAgent& agent = worker.rpc();
@@ -243,6 +275,8 @@ int Run() {
   }
   while (!agent.WaitStopped(absl::Seconds(1))) {
   }
+  // As the agent stops timers of its own last.
+  if (timers != nullptr) timers->Stop();
   if (absl::Status ended = agent.exit_status(); !ended.ok()) {
     Log("exit", ended.message());
     return 1;

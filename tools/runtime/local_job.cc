@@ -44,21 +44,39 @@ absl::StatusOr<std::unique_ptr<LocalJob>> LocalJob::Start(int n,
         absl::StrCat("a job needs >= 1 worker, got ", n));
   }
   auto job = std::unique_ptr<LocalJob>(new LocalJob());
-  job->workers_.push_back(
-      std::make_unique<WorkerImpl>(Defaults(0, n, options)));
-  if (options.setup) options.setup(*job->workers_[0]);
+  job->options_ = std::move(options);
+  job->workers_.resize(n);
+  job->workers_[0] = std::make_unique<WorkerImpl>(job->ConfigFor(0));
+  if (job->options_.setup) job->options_.setup(*job->workers_[0]);
   absl::StatusOr<std::string> master = job->workers_[0]->Listen();
   if (!master.ok()) return master.status();
-  job->master_ = *master;
+  job->master_ = *master;  // Known only now: rank 0 picked its port.
   for (int rank = 1; rank < n; ++rank) {
-    WorkerConfig o = Defaults(rank, n, options);
-    o.master = job->master_;  // Known only now: rank 0 picked its port.
-    job->workers_.push_back(std::make_unique<WorkerImpl>(o));
-    if (options.setup) options.setup(*job->workers_.back());
+    job->workers_[rank] = std::make_unique<WorkerImpl>(job->ConfigFor(rank));
+    if (job->options_.setup) job->options_.setup(*job->workers_[rank]);
   }
   absl::Status started = StartAll(job->workers_);
   if (!started.ok()) return started;
   return job;
+}
+
+WorkerConfig LocalJob::ConfigFor(int rank) const {
+  WorkerConfig o = Defaults(rank, static_cast<int>(workers_.size()), options_);
+  if (rank != 0) o.master = master_;
+  return o;
+}
+
+absl::Status LocalJob::Replace(int rank) {
+  if (rank < 0 || rank >= size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no rank ", rank, " in a job of ", size()));
+  }
+  auto worker = std::make_unique<WorkerImpl>(ConfigFor(rank));
+  if (options_.setup) options_.setup(*worker);
+  absl::Status started = worker->Start();
+  if (!started.ok()) return started;
+  workers_[rank].swap(worker);
+  return absl::OkStatus();  // The old one is destroyed here.
 }
 
 LocalJob::~LocalJob() {

@@ -42,8 +42,18 @@ class LocalJob {
   // Graceful shutdown of every worker at once; the first error, if any.
   absl::Status ShutdownAll();
 
+  // Starts a new incarnation of worker `rank` with the job's options, as a
+  // replacement; returns once it joined, with the old one destroyed (and
+  // references to it invalid). The old incarnation must be stopped and
+  // declared gone first: a live holder's rank is ALREADY_EXISTS (the old
+  // one is kept then).
+  absl::Status Replace(int rank);
+
  private:
   LocalJob() = default;
+  WorkerConfig ConfigFor(int rank) const;
+
+  Options options_;
   std::vector<std::unique_ptr<WorkerImpl>> workers_;
   std::string master_;
 };

@@ -264,6 +264,83 @@ TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
   EXPECT_FALSE(m0.DownReason(WorkerNode(1)).has_value());
 }
 
+// A rank reserved before its worker serves is taken (nobody else gets it)
+// but not served: the job is not formed until its holder publishes its
+// address with Join.
+TEST_F(EtcdBackendTest, AReservedRankIsServedOnlyOnceJoined) {
+  auto early = Backend();
+  JoinSpec spec = Spec(-1, 2);
+  spec.self.address.clear();
+  ASSERT_OK_AND_ASSIGN(int rank, early->ReserveRank(spec, kWait));
+  EXPECT_EQ(rank, 0);
+  EXPECT_THAT(Backend()->Join(Spec(0, 2), kWait).status(),
+              StatusIs(absl::StatusCode::kAlreadyExists));
+  auto other = Backend();
+  EXPECT_THAT(other->Join(Spec(1, 2), absl::Milliseconds(500)).status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("ranks 0 of 2 did not join")));
+  EXPECT_THAT(early->Join(Spec(1, 2), kWait).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("reserved rank 0")));
+  auto late = Backend();
+  absl::StatusOr<Directory> joined;
+  std::thread t([&] { joined = late->Join(Spec(1, 2), kWait); });
+  ASSERT_OK_AND_ASSIGN(Directory dir, early->Join(Spec(0, 2), kWait));
+  t.join();
+  ASSERT_OK(joined.status());
+  EXPECT_EQ(joined->at(0).address, "127.0.0.1:4000");
+  EXPECT_EQ(dir.at(1).address, "127.0.0.1:4001");
+}
+
+// Once the job formed, a replacement waits for nobody: two workers of
+// three die, one comes back; it is the rank's next generation, and learns
+// that the other is dead (named after its last holder).
+TEST_F(EtcdBackendTest, AReplacementOfAFormedJobWaitsForNobody) {
+  auto backends = JoinAll(3);
+  Membership m0;
+  DownLog log0(&m0);
+  absl::Notification rejoined;
+  WorkerInfo entry;
+  backends[0]->Follow(&m0, {.on_rejoined = [&](const WorkerInfo& w, uint64_t) {
+    entry = w;
+    rejoined.Notify();
+  }});
+  Expire(backends[1]->lease_id());
+  Expire(backends[2]->lease_id());
+  ASSERT_TRUE(log0.WaitFor(WorkerNode(1)).has_value());
+  ASSERT_TRUE(log0.WaitFor(WorkerNode(2)).has_value());
+  // Under the rank's name only (names are fixed when the job forms).
+  JoinSpec renamed = Spec(2, 3);
+  renamed.self.name = "impostor";
+  EXPECT_THAT(Backend()->Join(renamed, kWait).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("must be named worker2")));
+  JoinSpec spec = Spec(1, 3);
+  spec.incarnation = 1234;
+  auto replacement = Backend();
+  ASSERT_OK_AND_ASSIGN(Directory dir, replacement->Join(spec, kWait));
+  EXPECT_EQ(dir.at(1).generation, 1u);
+  EXPECT_EQ(dir.at(0).generation, 0u);
+  EXPECT_EQ(dir.at(2).address, "127.0.0.1:4002");  // Its last holder's.
+  Membership m1;
+  replacement->Follow(&m1, {});
+  EXPECT_THAT(m1.DownReason(WorkerNode(2)),
+              ::testing::Optional(StatusIs(absl::StatusCode::kUnavailable,
+                                           HasSubstr("worker2 died"))));
+  EXPECT_FALSE(m1.DownReason(WorkerNode(0)).has_value());
+  ASSERT_TRUE(rejoined.WaitForNotificationWithTimeout(kWait));
+  EXPECT_EQ(entry.generation, 1u);
+  // A client now finds the job as it is: rank 2 dead.
+  auto client = Backend();
+  ASSERT_OK_AND_ASSIGN(ClientRegistration reg,
+                       client->RegisterClient("late client", kWait));
+  Membership mc;
+  client->Follow(&mc, {});
+  EXPECT_TRUE(mc.DownReason(WorkerNode(2)).has_value());
+  EXPECT_FALSE(mc.DownReason(WorkerNode(1)).has_value());
+  EXPECT_EQ(reg.directory.at(1).generation, 1u);
+}
+
 TEST_F(EtcdBackendTest, LeaveIsPublishedAsADeparture) {
   auto backends = JoinAll(2);
   Membership m0, m1;

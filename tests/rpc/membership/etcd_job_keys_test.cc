@@ -18,6 +18,7 @@ EtcdKeyValue RankKv(const EtcdJobKeys& keys, int rank, int world_size) {
   proto::RankRecord record;
   record.mutable_worker()->set_rank(rank);
   record.mutable_worker()->set_name("worker" + std::to_string(rank));
+  record.mutable_worker()->set_address("h:" + std::to_string(4000 + rank));
   record.set_world_size(world_size);
   EtcdKeyValue kv;
   kv.key = keys.rank(rank);
@@ -30,6 +31,8 @@ TEST(EtcdJobKeysTest, ParsesEachKindAndRejectsTheRest) {
   EXPECT_EQ(keys.Parse("/ferry/j/ranks/3").kind,
             EtcdJobKeys::Parsed::Kind::kRank);
   EXPECT_EQ(keys.Parse("/ferry/j/ranks/3").rank, 3);
+  EXPECT_EQ(keys.Parse("/ferry/j/history/3").kind,
+            EtcdJobKeys::Parsed::Kind::kHistory);
   EXPECT_EQ(keys.Parse("/ferry/j/barriers/shutdown.enter/2").barrier,
             "shutdown.enter");
   EXPECT_EQ(keys.Parse(keys.client(kEtcdClientBase + 5)).node,
@@ -61,6 +64,53 @@ TEST(EtcdJobKeysTest, SnapshotKeepsOnlyRecordsThatAgreeWithTheirKey) {
   EXPECT_THAT(MissingRanks(s, 2), ElementsAre(1));
   ASSERT_OK_AND_ASSIGN(int world_size, AgreedWorldSize(s));
   EXPECT_EQ(world_size, 2);
+}
+
+// A record without an address is a reservation: taken, not served.
+TEST(EtcdJobKeysTest, ReservationsAreTakenButMissing) {
+  EtcdJobKeys keys("j");
+  EtcdRange range;
+  EtcdKeyValue reserved = RankKv(keys, 1, 3);
+  proto::RankRecord record;
+  ASSERT_TRUE(record.ParseFromString(reserved.value));
+  record.mutable_worker()->clear_address();
+  record.SerializeToString(&reserved.value);
+  range.kvs = {RankKv(keys, 0, 3), reserved};
+  JobSnapshot s = ReadSnapshot(keys, range);
+  EXPECT_THAT(FreeRanks(s, 3), ElementsAre(2));
+  EXPECT_THAT(MissingRanks(s, 3), ElementsAre(1, 2));
+  EXPECT_FALSE(Formed(s));
+}
+
+// Once a holder saw the job formed, a missing rank is a dead one: the
+// directory names it after its latest holder (the history), or bare.
+TEST(EtcdJobKeysTest, AFormedJobsDeadRanksComeFromTheHistory) {
+  EtcdJobKeys keys("j");
+  EtcdRange range;
+  EtcdKeyValue live = RankKv(keys, 0, 3);
+  proto::RankRecord record;
+  ASSERT_TRUE(record.ParseFromString(live.value));
+  record.set_formed(true);
+  record.SerializeToString(&live.value);
+  EtcdKeyValue last = RankKv(keys, 1, 3);
+  last.key = keys.history(1);
+  last.mod_revision = 17;
+  range.kvs = {live, last};
+  JobSnapshot s = ReadSnapshot(keys, range);
+  EXPECT_TRUE(Formed(s));
+  EXPECT_EQ(s.history_revisions.at(1), 17);
+  Directory d = DirectoryOf(s, 3);
+  EXPECT_EQ(d.at(1).address, "h:4001");
+  EXPECT_EQ(d.at(2).name, "worker2");
+  EXPECT_EQ(d.at(2).address, "");
+  // A history claiming an absurd generation is no record.
+  EtcdKeyValue absurd = RankKv(keys, 2, 3);
+  ASSERT_TRUE(record.ParseFromString(absurd.value));
+  record.mutable_worker()->set_generation(kMaxEtcdGeneration + 1);
+  record.SerializeToString(&absurd.value);
+  absurd.key = keys.history(2);
+  range.kvs.push_back(absurd);
+  EXPECT_EQ(ReadSnapshot(keys, range).history.count(2), 0u);
 }
 
 TEST(EtcdJobKeysTest, DisagreeingWorldSizesAreNamed) {

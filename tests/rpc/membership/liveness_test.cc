@@ -178,7 +178,8 @@ class MasterWatchTest : public ::testing::Test {
     client_ = MembershipClient::Create(
         channel_, &membership_, &timers_,
         {.poll_hold = absl::Milliseconds(100), .master_timeout = kTimeout});
-    client_->Start(WorkerNode(1), 1, [](const absl::Status&) {});
+    client_->Start(WorkerNode(1), 1, /*since=*/0,
+                   {.on_fenced = [](const absl::Status&) {}});
   }
   void TearDown() override {
     client_->Stop();

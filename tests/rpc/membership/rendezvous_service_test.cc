@@ -40,6 +40,8 @@ using ::ferry::testing::ManualTimers;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kIncarnation = 7;
+// A new incarnation of a rank (a replacement process).
+constexpr uint64_t kReplacement = 99;
 // What joins and barriers ask the master to wait, on its clock.
 constexpr int64_t kWaitMs = 20000;
 
@@ -106,12 +108,14 @@ class RendezvousServiceTest : public ::testing::Test {
     return r;
   }
 
+  // Joins as incarnation `incarnation` (0: the rank's first one).
   std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>> JoinAsync(
-      int rank) {
+      int rank, uint64_t incarnation = 0) {
     auto p =
         std::make_unique<Pending<proto::JoinRequest, proto::JoinResponse>>();
     Deadline(&p->context);
     p->request = JoinOf(rank);
+    if (incarnation != 0) p->request.set_incarnation(incarnation);
     auto* raw = p.get();
     stub_->async()->Join(&p->context, &p->request, &p->response,
                          [raw](grpc::Status s) { raw->done.set_value(s); });
@@ -384,6 +388,128 @@ TEST_F(RendezvousServiceTest, RegisteringRetriesUntilItsTimeoutOnTheClock) {
                   HasSubstr("the master at M was not ready within "
                             "3600000 ms (last error: the job is not formed "
                             "yet (waiting for ranks 0, 1))")));
+}
+
+// ---- Replacements ----
+
+// A join for a rank whose holder is alive is refused, whatever the job's
+// state: before it formed (a clash) and after (a takeover).
+TEST_F(RendezvousServiceTest, ALiveRanksHolderCannotBeReplaced) {
+  Form();
+  proto::JoinRequest takeover = JoinOf(1);
+  takeover.set_incarnation(kReplacement);
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::JoinResponse response;
+  grpc::Status refused = stub_->Join(&context, takeover, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("rank 1 is already taken by worker1"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("which is alive"));
+  // The holder goes on untouched.
+  EXPECT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, false).ok());
+}
+
+// Worker1 leaves; a new process for rank 1 rejoins as a new incarnation:
+// the others get a REJOINED event with its entry (next generation, a new
+// credential's digest), and its join is answered only once every live
+// worker has seen that event.
+TEST_F(RendezvousServiceTest, AGoneRankIsTakenByANewIncarnation) {
+  Form();
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true).ok());
+  auto replacement = JoinAsync(1, kReplacement);
+  ASSERT_TRUE(AwaitHeld(1));
+  // Worker0's poll brings both events; the join waits for its next poll.
+  auto news = PollAsync(WorkerNode(0), kIncarnation, 0, false, 0);
+  ASSERT_TRUE(news->status.get().ok());
+  ASSERT_EQ(news->response.events_size(), 2);
+  EXPECT_EQ(news->response.first(), 0);
+  const proto::NodeEvent& rejoined = news->response.events(1);
+  EXPECT_EQ(rejoined.kind(), proto::NodeEvent::REJOINED);
+  EXPECT_EQ(rejoined.node(), WorkerNode(1));
+  EXPECT_EQ(rejoined.worker().name(), "worker1");
+  EXPECT_EQ(rejoined.worker().generation(), 1u);
+  EXPECT_FALSE(replacement->AnsweredWithin(absl::ZeroDuration()));
+  auto next = PollAsync(WorkerNode(0), kIncarnation, 2, false, 1000);
+  ASSERT_TRUE(replacement->status.get().ok());
+  const proto::JoinResponse& joined = replacement->response;
+  EXPECT_NE(joined.credential(), joined_[1].credential());
+  EXPECT_EQ(joined.workers(1).credential_digest(),
+            CredentialDigest(joined.credential()));
+  EXPECT_EQ(rejoined.worker().credential_digest(),
+            joined.workers(1).credential_digest());
+  EXPECT_EQ(joined.workers(1).generation(), 1u);
+  EXPECT_EQ(joined.workers(0).generation(), 0u);
+  EXPECT_EQ(joined.gone_size(), 0);
+  EXPECT_EQ(joined.events_end(), 2);
+  // The new incarnation polls from there; the old one is fenced.
+  EXPECT_TRUE(Poll(WorkerNode(1), kReplacement, 2, false).ok());
+  grpc::Status stale = Poll(WorkerNode(1), kIncarnation + 1, 2, false);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(stale.error_message(), HasSubstr("stale incarnation"));
+  timers_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(next->status.get().ok());
+}
+
+// The answer tells the replacement who else is gone: polls start after
+// those events, so it learns them from the answer.
+TEST_F(RendezvousServiceTest, AReplacementLearnsWhoIsGone) {
+  Form();
+  // Both leave; rank 1 comes back, and nobody live is left to see it.
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true).ok());
+  ASSERT_TRUE(Poll(WorkerNode(0), kIncarnation, 1, /*leaving=*/true).ok());
+  proto::JoinRequest request = JoinOf(1);
+  request.set_incarnation(kReplacement);
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::JoinResponse joined;
+  ASSERT_TRUE(stub_->Join(&context, request, &joined).ok());
+  ASSERT_EQ(joined.gone_size(), 1);
+  EXPECT_EQ(joined.gone(0).node(), WorkerNode(0));
+  EXPECT_EQ(joined.gone(0).kind(), proto::NodeEvent::LEFT);
+  EXPECT_EQ(joined.events_end(), 3);
+}
+
+TEST_F(RendezvousServiceTest, AReplacementKeepsTheRanksName) {
+  Form();
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true).ok());
+  proto::JoinRequest request = JoinOf(1);
+  request.set_incarnation(kReplacement);
+  request.mutable_worker()->set_name("impostor");
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::JoinResponse response;
+  grpc::Status refused = stub_->Join(&context, request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("a replacement for rank 1 must be named worker1"));
+}
+
+// Rank 0 hosts the master: it is never taken over.
+TEST_F(RendezvousServiceTest, RankZeroIsNeverReplaced) {
+  Form();
+  ASSERT_TRUE(Poll(WorkerNode(0), kIncarnation, 0, /*leaving=*/true).ok());
+  proto::JoinRequest request = JoinOf(0);
+  request.set_incarnation(kReplacement);
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::JoinResponse response;
+  EXPECT_EQ(stub_->Join(&context, request, &response).error_code(),
+            grpc::StatusCode::ALREADY_EXISTS);
+}
+
+// A worker that never acknowledges the replacement keeps its join waiting
+// until the join's timeout on the master's clock, which names it.
+TEST_F(RendezvousServiceTest, AReplacementNobodyAcknowledgesTimesOut) {
+  Form();
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true).ok());
+  auto replacement = JoinAsync(1, kReplacement);
+  ASSERT_TRUE(AwaitHeld(1));
+  timers_.Advance(absl::Milliseconds(kWaitMs));
+  grpc::Status expired = replacement->status.get();
+  EXPECT_EQ(expired.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(expired.error_message(),
+              HasSubstr("worker0 did not see worker1 rejoin within 20000 ms"));
 }
 
 // Every node presents its credential (the job has a token or TLS).
