@@ -403,6 +403,9 @@ bool OwnerTable::ApplyListingLocked(uint64_t holder,
     f->second.listed_round = std::max(f->second.listed_round, listing.round);
   }
   for (const auto& [rref, fork] : listing.in_transit) {
+    // A holder vouches only for copies it sent: it made their ids. Another
+    // node's unconfirmed fork is on its own sender's clock.
+    if (fork.node != holder) continue;
     auto it = entries_.find(rref);
     if (it == entries_.end()) continue;
     auto f = it->second.forks.find(fork);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
@@ -130,6 +131,29 @@ absl::Status RRefService::MayFetch(const std::optional<uint64_t>& caller,
   if (fork.known || fork.gone) return absl::OkStatus();
   FERRY_RETURN_IF_ERROR(Claim(caller, "rref_creator", r.rref_creator()));
   return Claim(caller, "fork_creator", r.fork_creator());
+}
+
+absl::Status RRefService::MayRenew(const std::optional<uint64_t>& caller,
+                                   const proto::LeaseRequest& r) const {
+  FERRY_RETURN_IF_ERROR(Claim(caller, "holder", r.holder()));
+  // A holder lists in transit only copies it sent, and it made their ids
+  // (fork ids are (creator, counter); AddFork registers a fork only for its
+  // creator). Another node's entry would keep that node's unconfirmed copy
+  // alive past its own sender's word, so the renewal is refused whole and
+  // changes nothing (not even the lease). Ignoring the entry would do too,
+  // but no honest holder ever sends one: a refusal costs no honest renewal
+  // (they are retried each period anyway) and shows the forgery.
+  for (int i = 0; i < r.in_transit_size(); ++i) {
+    const proto::RRefHandle& h = r.in_transit(i);
+    if (h.fork_creator() == r.holder()) continue;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "RenewLease: in_transit[", i, "] is copy ",
+        GlobalIdString({h.fork_creator(), h.fork_local()}), " of rref ",
+        GlobalIdString({h.rref_creator(), h.rref_local()}), ", made by ",
+        IdentityLabel(h.fork_creator()), "; ", IdentityLabel(r.holder()),
+        " may vouch only for copies it sent"));
+  }
+  return absl::OkStatus();
 }
 
 template <typename Work>
@@ -274,9 +298,8 @@ grpc::ServerUnaryReactor* RRefService::RenewLease(
     grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
     proto::LeaseResponse* response) {
   absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
-  absl::Status allowed = caller.ok()
-                             ? Claim(*caller, "holder", request->holder())
-                             : caller.status();
+  absl::Status allowed =
+      caller.ok() ? MayRenew(*caller, *request) : caller.status();
   if (!allowed.ok()) return Refuse(context, allowed);
   auto* reactor = context->DefaultReactor();
   Handle("RenewLease", *request, [this, reactor, request, response] {

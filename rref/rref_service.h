@@ -15,7 +15,9 @@
 //   Fetch        only with a fork the caller holds (holder), never with
 //                the owner's own null fork; before the RRef exists, only
 //                the creator with its own ids (remote()'s to_here);
-//   RenewLease   only for the caller's own lease (holder);
+//   RenewLease   only for the caller's own lease (holder), vouching only
+//                for copies in transit that the holder made (each
+//                in_transit entry's fork_creator is the holder);
 //   ListOwned    only for clients (ferryctl), not other workers.
 #ifndef FERRY_RREF_RREF_SERVICE_H_
 #define FERRY_RREF_RREF_SERVICE_H_
@@ -82,6 +84,8 @@ class RRefService final : public proto::RRefs::CallbackService {
                          const proto::ForkRequest& r, bool* no_op) const;
   absl::Status MayFetch(const std::optional<uint64_t>& caller,
                         const proto::ForkRequest& r) const;
+  absl::Status MayRenew(const std::optional<uint64_t>& caller,
+                        const proto::LeaseRequest& r) const;
 
   RRefContext* const context_;
 };

@@ -457,6 +457,28 @@ TEST_F(OwnerTableTest, ForkInTransitLivesAsLongAsItsCall) {
   table_.DeleteFork(kRRef, kAliceFork, false);
 }
 
+// A holder vouches only for copies it sent (it made their ids): Bob
+// listing Alice's unconfirmed fork to Carol as "in transit" does not keep
+// it past Alice's word.
+TEST_F(OwnerTableTest, AHolderCannotVouchForAnothersForkInTransit) {
+  constexpr uint64_t kCarol = 4;
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kCarol));  // Alice sends it to Carol.
+  LeaseListing alice;
+  alice.forks = {{kRRef, kAliceFork}};
+  LeaseListing bob;
+  bob.in_transit = {{kRRef, kBobFork}};  // Made by Alice, not by Bob.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(kLease / 2);
+    ASSERT_OK(table_.RenewLease(kAlice, alice));  // Alice's call is over.
+    ASSERT_OK(table_.RenewLease(kBob, bob));
+    table_.Sweep();
+  }
+  EXPECT_EQ(table_.stats().forks, 1);  // Never confirmed: gone all the same.
+  EXPECT_EQ(table_.stats().unconfirmed, 0);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
 // The owner's own sends are vouched for locally.
 TEST_F(OwnerTableTest, OwnersOwnSendsAreKeptInTransit) {
   ASSERT_OK(table_.AddLocal(kRRef, {kOwner, 1}, Value(1)));
