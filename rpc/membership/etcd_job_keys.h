@@ -65,6 +65,8 @@ struct JobSnapshot {
   int64_t revision = 0;
   std::map<int, proto::RankRecord> ranks;  // Well-formed records only.
   std::set<uint64_t> clients;
+  // Their credential digests, where their records carry one.
+  std::map<uint64_t, std::string> client_digests;
   std::map<std::string, std::set<int>> barriers;
   std::vector<std::string> problems;  // Malformed records, for messages.
 };
