@@ -614,4 +614,14 @@ OwnerTable::ForkOwnership OwnerTable::Ownership(GlobalId rref,
   return out;
 }
 
+bool OwnerTable::HoldsCopy(GlobalId rref, uint64_t node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(rref);
+  if (it == entries_.end()) return false;
+  for (const auto& [fork, f] : it->second.forks) {
+    if (f.holder == node) return true;
+  }
+  return false;
+}
+
 }  // namespace ferry

@@ -175,6 +175,9 @@ class OwnerTable {
   };
   ForkOwnership Ownership(GlobalId rref, GlobalId fork) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `node` holds a registered fork of `rref` here (confirmed or
+  // not): only a holder may pass a copy on or lend one to the owner.
+  bool HoldsCopy(GlobalId rref, uint64_t node) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- Introspection ----
   OwnerStats stats() const ABSL_LOCKS_EXCLUDED(mu_);

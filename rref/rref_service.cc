@@ -108,6 +108,30 @@ absl::Status RRefService::MayDelete(const std::optional<uint64_t>& caller,
       absl::StrCat("DeleteFork of copy ", GlobalIdString(ForkOf(r))));
 }
 
+absl::Status RRefService::MayAddFork(const std::optional<uint64_t>& caller,
+                                     const proto::ForkRequest& r) const {
+  FERRY_RETURN_IF_ERROR(Claim(caller, "fork_creator", r.fork_creator()));
+  // No credential, and none required (an --insecure job): claims believed.
+  if (!caller.has_value()) return absl::OkStatus();
+  OwnerTable* table = context_->owner_table();
+  OwnerTable::ForkOwnership rref = table->Ownership(RRefOf(r), ForkOf(r));
+  if (rref.gone) return absl::OkStatus();  // The table answers NOT_FOUND.
+  // Not created yet: its creator passes copies on while its remote() call
+  // is on the way (the AddFork waits for it); nobody else holds one yet.
+  if (!rref.known) {
+    return Annotate(Claim(caller, "rref_creator", r.rref_creator()),
+                    "AddFork before the rref exists");
+  }
+  // A copy is registered by the node passing on a copy it holds (G2: the
+  // parent's fork stays registered until this AddFork is answered), never
+  // by a node that holds none: it could then fetch any value whose id it
+  // guessed.
+  if (table->HoldsCopy(RRefOf(r), *caller)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "AddFork: ", IdentityLabel(*caller), " holds no copy of rref ",
+      GlobalIdString(RRefOf(r)), " here; only a holder passes one on"));
+}
+
 absl::Status RRefService::MayFetch(const std::optional<uint64_t>& caller,
                                    const proto::ForkRequest& r) const {
   FERRY_RETURN_IF_ERROR(Claim(caller, "holder", r.holder()));
@@ -180,8 +204,7 @@ grpc::ServerUnaryReactor* RRefService::AddFork(
     proto::ForkResponse*) {
   absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
   absl::Status allowed =
-      caller.ok() ? Claim(*caller, "fork_creator", request->fork_creator())
-                  : caller.status();
+      caller.ok() ? MayAddFork(*caller, *request) : caller.status();
   if (!allowed.ok()) return Refuse(context, allowed);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);

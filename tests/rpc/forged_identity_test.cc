@@ -51,6 +51,7 @@ using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 namespace wire = ::ferry::testing::wire;
 
+constexpr char kAddFork[] = "/ferry.proto.RRefs/AddFork";
 constexpr char kDeleteFork[] = "/ferry.proto.RRefs/DeleteFork";
 constexpr char kFetch[] = "/ferry.proto.RRefs/Fetch";
 constexpr char kRenewLease[] = "/ferry.proto.RRefs/RenewLease";
@@ -321,6 +322,46 @@ TEST_P(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
   h->set_fork_creator(attacker_node_);
   RawReply own = owner_->Unary(kRenewLease, renew.SerializeAsString());
   EXPECT_TRUE(own.status.ok()) << own.status.error_message();
+  ExpectNothingChanged();
+}
+
+TEST_P(ForgedIdentityTest, ACopyIsPassedOnOnlyByItsHolder) {
+  // Registering a copy of the victim's RRef for itself (its own fork id),
+  // then fetching with it, would read any value whose id it can guess.
+  proto::ForkRequest add = VictimsFork(attacker_node_);
+  add.set_fork_creator(attacker_node_);
+  add.set_fork_local(1);
+  ExpectRefused(
+      owner_->Unary(kAddFork, add.SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("AddFork: client node ", attacker_node_,
+                   " holds no copy of rref ", GlobalIdString(rref_.id())));
+  ExpectRefused(owner_->Unary(kFetch, add.SerializeAsString()),
+                grpc::StatusCode::NOT_FOUND, "is not registered");
+  // Or for the owner, as a copy of the victim's registered for another.
+  ExpectRefused(
+      owner_->Unary(kAddFork, VictimsFork(attacker_node_).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED, "fork_creator claims");
+  ExpectNothingChanged();
+}
+
+TEST_P(ForgedIdentityTest, ALentCopyIsLentOnlyByItsHolder) {
+  // A copy "lent" to its owner for a call (borrowed: the owner takes a
+  // local fork of its own), by a caller that holds none: to_here on the
+  // owner would hand the attacker the victim's value.
+  proto::RRefHandle lent;
+  lent.set_rref_creator(rref_.id().node);
+  lent.set_rref_local(rref_.id().local);
+  lent.set_owner("worker1");
+  lent.set_owner_rank(1);
+  lent.set_borrowed(true);
+  ExpectRefused(
+      owner_->Unary(
+          testing::kCallMethod,
+          wire::CallRequest("to_here", {wire::RRef(lent)}, attacker_node_)),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("client node ", attacker_node_, " holds no copy of rref ",
+                   GlobalIdString(rref_.id()), " to lend"));
   ExpectNothingChanged();
 }
 

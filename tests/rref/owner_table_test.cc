@@ -479,6 +479,21 @@ TEST_F(OwnerTableTest, AHolderCannotVouchForAnothersForkInTransit) {
   table_.DeleteFork(kRRef, kAliceFork, false);
 }
 
+// Who may pass a copy on (rref_service.cc asks): a node with a registered
+// fork of the RRef, confirmed or not, and only while it has one.
+TEST_F(OwnerTableTest, HoldsCopyNamesOnlyRegisteredHolders) {
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kAlice));  // Not created yet.
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));  // Unconfirmed.
+  EXPECT_TRUE(table_.HoldsCopy(kRRef, kAlice));
+  EXPECT_TRUE(table_.HoldsCopy(kRRef, kBob));
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kOwner));
+  table_.DeleteFork(kRRef, kBobFork, false);
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kBob));
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kAlice));  // Freed.
+}
+
 // The owner's own sends are vouched for locally.
 TEST_F(OwnerTableTest, OwnersOwnSendsAreKeptInTransit) {
   ASSERT_OK(table_.AddLocal(kRRef, {kOwner, 1}, Value(1)));
