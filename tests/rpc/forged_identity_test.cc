@@ -52,6 +52,7 @@ using ::testing::HasSubstr;
 namespace wire = ::ferry::testing::wire;
 
 constexpr char kAddFork[] = "/ferry.proto.RRefs/AddFork";
+constexpr char kConfirmFork[] = "/ferry.proto.RRefs/ConfirmFork";
 constexpr char kDeleteFork[] = "/ferry.proto.RRefs/DeleteFork";
 constexpr char kFetch[] = "/ferry.proto.RRefs/Fetch";
 constexpr char kRenewLease[] = "/ferry.proto.RRefs/RenewLease";
@@ -300,6 +301,24 @@ TEST_P(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
   ExpectNothingChanged();
 }
 
+TEST_P(ForgedIdentityTest, ConfirmingOrPreDeletingAnothersCopyChangesNothing) {
+  ExpectRefused(
+      owner_->Unary(kConfirmFork, VictimsFork(victim()).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("holder claims client node ", victim()));
+  // A delete that comes before its copy is registered is remembered, and
+  // the copy then never is: a delete of the victim's next copy (its ids are
+  // easy to guess) would free its next remote()'s value at birth. Only the
+  // copy's creator may send one; anyone else's is answered and ignored.
+  proto::ForkRequest next = VictimsFork(victim());
+  next.set_rref_local(rref_.id().local + 2);
+  next.set_fork_local(rref_.id().local + 3);
+  RawReply ignored = owner_->Unary(kDeleteFork, next.SerializeAsString());
+  EXPECT_TRUE(ignored.status.ok()) << ignored.status.error_message();
+  // Makes the victim's next remote() (those very ids) and reads it back.
+  ExpectNothingChanged();
+}
+
 TEST_P(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
   // The attacker renews its own lease, listing the victim's copy as one it
   // sent: that would keep another's unconfirmed copy alive at its word.
@@ -394,6 +413,25 @@ TEST_P(ForgedIdentityTest, APredictableRRefIdCannotBePreCreated) {
       owner_->Unary(testing::kCallMethod,
                     wire::CallRequest("echo", {wire::Int(1)}, attacker_node_));
   EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
+}
+
+TEST_P(ForgedIdentityTest, ARemoteIsMadeOnlyOnTheOwnerItNames) {
+  // The attacker's own ids, but an RRef worker2 would own, sent to worker1.
+  proto::CallRequest call;
+  call.set_function("echo");
+  call.add_args()->set_int_value(666);
+  call.set_caller_node(attacker_node_);
+  proto::RRefHandle* h = call.mutable_create_rref();
+  h->set_rref_creator(attacker_node_);
+  h->set_rref_local(1);
+  h->set_fork_creator(attacker_node_);
+  h->set_fork_local(2);
+  h->set_owner("worker2");
+  h->set_owner_rank(2);
+  ExpectRefused(owner_->Unary(testing::kCallMethod, call.SerializeAsString()),
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "create_rref: the rref would be owned by worker2, not worker1");
+  ExpectNothingChanged();
 }
 
 TEST_P(ForgedMembershipCallTest, LeavingAsAnotherClientIsRefused) {
