@@ -319,7 +319,7 @@ absl::Status RpcAgent::JoinAndWatch() {
   channels_->SetCredential(identity.credential);
   for (const WorkerInfo& w : directory_.workers()) {
     if (!w.credential_digest.empty()) {
-      authenticator_->Admit(WorkerNode(w.rank), w.credential_digest, w.name);
+      authenticator_->Admit(WorkerNode(w.rank), w.credential_digest);
     }
   }
   authenticator_->SetClientKey(identity.client_key);
@@ -363,8 +363,7 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The new incarnation's calls carry its own credential (the old one's
   // was forgotten when it went down).
   if (!worker.credential_digest.empty()) {
-    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest,
-                          worker.name);
+    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
   }
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.

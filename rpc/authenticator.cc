@@ -118,18 +118,12 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
   return grpc::Status::OK;
 }
 
-void Authenticator::Admit(uint64_t node, const std::string& digest,
-                          const std::string& name) {
+void Authenticator::Admit(uint64_t node, const std::string& digest) {
   absl::MutexLock lock(&mu_);
   auto old = digests_.find(node);
   if (old != digests_.end()) nodes_.erase(old->second);
   digests_[node] = digest;
   nodes_[digest] = node;
-  if (name.empty()) {
-    names_.erase(node);
-  } else {
-    names_[node] = name;
-  }
   for (LateWait* wait : late_waits_) {
     if (*wait->digest == digest) wait->arrived = true;
   }
@@ -137,7 +131,6 @@ void Authenticator::Admit(uint64_t node, const std::string& digest,
 
 void Authenticator::Forget(uint64_t node) {
   absl::MutexLock lock(&mu_);
-  names_.erase(node);
   auto it = digests_.find(node);
   if (it != digests_.end()) {
     nodes_.erase(it->second);
@@ -198,11 +191,6 @@ std::optional<uint64_t> Authenticator::AwaitLocked(
   return ResolveLocked(credential, digest);
 }
 
-std::string Authenticator::NameLocked(uint64_t node) const {
-  auto it = names_.find(node);
-  return it != names_.end() ? it->second : IdentityLabel(node);
-}
-
 std::optional<uint64_t> Authenticator::NodeOf(
     const grpc::ServerContextBase& call) const {
   absl::StatusOr<std::optional<uint64_t>> node = CallerNode(call);
@@ -218,23 +206,20 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   absl::string_view credential(it->second.data(), it->second.size());
   const std::string digest = CredentialDigest(std::string(credential));
   std::optional<uint64_t> node;
-  std::string name;  // A worker's, when its certificate must name it.
   {
     absl::MutexLock lock(&mu_);
     node = ResolveLocked(credential, digest);
     if (!node.has_value()) node = AwaitLocked(credential, digest);
-    if (node.has_value() && cert_identity_ && *node < kFirstClient) {
-      name = NameLocked(*node);
-    }
   }
   if (!node.has_value()) {
     return absl::UnauthenticatedError(
         "the call's node credential names no live node of this job (it "
         "left, was declared dead, or the credential is forged)");
   }
-  if (!name.empty()) {
-    FERRY_RETURN_IF_ERROR(CheckWorkerCert(
-        PeerCertNames(call), static_cast<int>(*node), name, "node credential"));
+  // A worker's credential counts only with its rank's certificate.
+  if (cert_identity_ && *node < kFirstClient) {
+    FERRY_RETURN_IF_ERROR(
+        CheckWorkerCert(PeerCertNames(call), *node, "node credential"));
   }
   return node;
 }

@@ -110,10 +110,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Node `node`'s credential has `digest` from now on (a new incarnation
-  // replaces the old one's); `name` is a worker's name, which its
-  // certificate must hold with cert_identity ("" = "worker<node>").
-  void Admit(uint64_t node, const std::string& digest,
-             const std::string& name = "") ABSL_LOCKS_EXCLUDED(mu_);
+  // replaces the old one's).
+  void Admit(uint64_t node, const std::string& digest) ABSL_LOCKS_EXCLUDED(mu_);
   // Node `node`'s credential no longer names it (it died or left).
   void Forget(uint64_t node) ABSL_LOCKS_EXCLUDED(mu_);
   // The job's client key (from the master); client credentials are
@@ -160,9 +158,6 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::optional<uint64_t> AwaitLocked(absl::string_view credential,
                                       const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The name worker `node`'s certificate must hold.
-  std::string NameLocked(uint64_t node) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string expected_;  // "Bearer <token>", or "" if none.
   const bool require_identity_;
@@ -175,7 +170,6 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::deque<uint64_t> revoked_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> digests_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, std::string> names_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<LateWait*> late_waits_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/status_util.h"
 #include "rpc/cert_identity.h"
 #include "rpc/grpc_status.h"
 #include "rpc/membership/directory.h"
@@ -221,9 +222,13 @@ grpc::ServerUnaryReactor* RendezvousService::Join(
   // Before the rank is taken: a certificate for another worker takes none.
   grpc::Status bound = grpc::Status::OK;
   if (options_.cert_identity) {
-    bound = ToGrpcStatus(CheckWorkerCert(PeerCertNames(*context),
-                                         request->worker().rank(),
-                                         request->worker().name(), "Join"));
+    const int rank = request->worker().rank();
+    absl::Status fits =
+        Annotate(CheckNameFitsRank(request->worker().name(), rank), "Join");
+    if (fits.ok() && rank >= 0) {
+      fits = CheckWorkerCert(PeerCertNames(*context), WorkerNode(rank), "Join");
+    }
+    bound = ToGrpcStatus(fits);
   }
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return bound.ok() ? AdmitJoin(held, *request) : Finishes{{held, bound}};
@@ -403,10 +408,8 @@ grpc::Status RendezvousService::CheckCertLocked(
     absl::string_view what, uint64_t node,
     const std::vector<std::string>& cert_names) const {
   if (!options_.cert_identity || !IsWorkerNode(node)) return grpc::Status::OK;
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return grpc::Status::OK;  // Answered as unknown.
-  return ToGrpcStatus(CheckWorkerCert(cert_names, static_cast<int>(node),
-                                      it->second.name, what));
+  if (!nodes_.contains(node)) return grpc::Status::OK;  // Answered unknown.
+  return ToGrpcStatus(CheckWorkerCert(cert_names, node, what));
 }
 
 grpc::Status RendezvousService::CheckCaller(

@@ -1,7 +1,7 @@
-// Workers bound to their TLS certificates (ferryd --tls_identity=san):
-// under mutual TLS a worker's certificate names it (subjectAltName DNS or
-// URI = its name), and its Join, polls, barriers and calls count only over
-// a connection whose certificate names it. The CA and the certificates are
+// Ranks bound to their TLS certificates (ferryd --tls_identity=san):
+// under mutual TLS rank N's certificate names worker<N> (subjectAltName DNS
+// or URI), and its Join, polls, barriers and calls count only over a
+// connection whose certificate names it. The CA and the certificates are
 // made at test time with the openssl CLI (tests/testing/test_pki.h).
 #include "rpc/cert_identity.h"
 
@@ -47,19 +47,16 @@ TEST(CertNamesTest, AWorkerNameBelongsToItsRankOnly) {
                                  "rank 1")));
 }
 
-TEST(CertNamesTest, TheCertificateMustNameTheWorker) {
-  EXPECT_OK(CheckWorkerCert({"localhost", "worker1"}, 1, "worker1", "Join"));
-  EXPECT_THAT(
-      CheckWorkerCert({"worker2"}, 1, "worker1", "Join"),
-      StatusIs(absl::StatusCode::kPermissionDenied,
-               HasSubstr("Join: the caller is worker1 (rank 1) but its TLS "
-                         "certificate names only worker2")));
-  EXPECT_THAT(CheckWorkerCert({}, 1, "worker1", "Join"),
+TEST(CertNamesTest, TheCertificateMustNameTheRanksWorker) {
+  EXPECT_OK(CheckWorkerCert({"localhost", "worker1"}, 1, "Join"));
+  EXPECT_THAT(CheckWorkerCert({"worker2", "alice"}, 1, "Join"),
               StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("names no DNS name or URI")));
-  EXPECT_THAT(CheckWorkerCert({"worker2"}, 1, "worker2", "poll"),
+                       HasSubstr("Join: the caller is worker1 but its TLS "
+                                 "certificate names only worker2, alice")));
+  EXPECT_THAT(CheckWorkerCert({}, 1, "poll"),
               StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("poll: the name worker2 belongs to rank 2")));
+                       HasSubstr("poll: the caller is worker1 but its TLS "
+                                 "certificate names no DNS name or URI")));
 }
 
 TEST(CertNamesTest, SanIdentityNeedsMutualTls) {
@@ -90,7 +87,8 @@ class CertIdentityTest : public ::testing::Test {
       ASSERT_OK_AND_ASSIGN(workers_[r], Load(files));
     }
     // Signed by the job's CA, naming no worker: a client, or an intruder.
-    ASSERT_OK_AND_ASSIGN(CertFiles client, pki_->Issue("ferryctl", {}));
+    ASSERT_OK_AND_ASSIGN(CertFiles client,
+                         pki_->Issue("ferryctl", {"DNS:ferryctl"}));
     ASSERT_OK_AND_ASSIGN(client_, Load(client));
   }
 
@@ -189,18 +187,25 @@ TEST_F(CertIdentityTest, NoRankIsTakenWithAnotherWorkersCertificate) {
   RawReply r = as_worker2.Unary(kJoin, JoinBytes(1, "worker1"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(r.status.error_message(),
-              HasSubstr("Join: the caller is worker1 (rank 1) but its TLS "
-                        "certificate names only worker2"));
+              HasSubstr("Join: the caller is worker1 but its TLS certificate "
+                        "names only worker2"));
   r = as_worker2.Unary(kJoin, JoinBytes(1, "worker2"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(r.status.error_message(),
-              HasSubstr("the name worker2 belongs to rank 2, not to rank 1"));
+              HasSubstr("Join: the name worker2 belongs to rank 2, not to "
+                        "rank 1"));
+  // A client's certificate names no worker, whatever name the Join says.
   RawClient as_client = As(master, client_);
-  r = as_client.Unary(kJoin, JoinBytes(1, "worker1"));
+  r = as_client.Unary(kJoin, JoinBytes(1, "ferryctl"));
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(r.status.error_message(), HasSubstr("names no DNS name or URI"));
+  EXPECT_THAT(r.status.error_message(),
+              HasSubstr("the caller is worker1 but its TLS certificate names "
+                        "only ferryctl"));
 
-  WorkerImpl worker1(Config(1, master));
+  // The real rank 1, under a name of its choosing.
+  WorkerConfig config1 = Config(1, master);
+  config1.name = "alice";
+  WorkerImpl worker1(config1);
   WorkerImpl worker2(Config(2, master));
   absl::Status joined2;
   std::thread start2([&] { joined2 = worker2.Start(); });
@@ -210,9 +215,12 @@ TEST_F(CertIdentityTest, NoRankIsTakenWithAnotherWorkersCertificate) {
   ASSERT_OK(joined0);
   ASSERT_OK(joined2);
   EXPECT_EQ(worker0.rpc().directory().at(1).address, worker1.rpc().address());
+  EXPECT_EQ(worker0.rpc().directory().at(1).name, "alice");
   ASSERT_OK_AND_ASSIGN(Value name,
                        worker1.rpc().RpcSync("worker0", "worker_name", {}));
   EXPECT_EQ(name, Value("worker0"));
+  ASSERT_OK_AND_ASSIGN(name, worker2.rpc().RpcSync("alice", "worker_name", {}));
+  EXPECT_EQ(name, Value("alice"));
   worker2.Stop();
   worker1.Stop();
   worker0.Stop();
@@ -232,15 +240,15 @@ TEST_F(CertIdentityTest, AWorkersCredentialNeedsItsCertificate) {
   RawReply r = as_worker2.Unary(testing::kCallMethod, call);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(r.status.error_message(),
-              HasSubstr("node credential: the caller is worker1 (rank 1) but "
-                        "its TLS certificate names only worker2"));
+              HasSubstr("node credential: the caller is worker1 but its TLS "
+                        "certificate names only worker2"));
   proto::PollRequest leave;
   leave.set_node(1);
   leave.set_leaving(true);
   r = as_worker2.Unary(kPoll, leave.SerializeAsString());
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(r.status.error_message(),
-              HasSubstr("poll: the caller is worker1 (rank 1) but its TLS "
+              HasSubstr("poll: the caller is worker1 but its TLS "
                         "certificate names only worker2"));
   // With worker1's own certificate the same call is worker1's.
   RawClient as_worker1 = As(worker0, workers_[1]);
