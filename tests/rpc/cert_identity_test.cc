@@ -35,6 +35,7 @@ namespace wire = ::ferry::testing::wire;
 
 constexpr char kJoin[] = "/ferry.proto.Rendezvous/Join";
 constexpr char kPoll[] = "/ferry.proto.Rendezvous/Poll";
+constexpr char kBarrier[] = "/ferry.proto.Rendezvous/Barrier";
 constexpr int kWorld = 3;
 
 TEST(CertNamesTest, AWorkerNameBelongsToItsRankOnly) {
@@ -227,7 +228,8 @@ TEST_F(CertIdentityTest, NoRankIsTakenWithAnotherWorkersCertificate) {
 }
 
 // A worker's credential, if it ever leaked, is no use over a connection
-// whose certificate names another worker: calls and polls are refused.
+// whose certificate names another worker: calls, polls and barriers are
+// refused.
 TEST_F(CertIdentityTest, AWorkersCredentialNeedsItsCertificate) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job, StartJob());
   const std::string credential =
@@ -249,6 +251,15 @@ TEST_F(CertIdentityTest, AWorkersCredentialNeedsItsCertificate) {
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(r.status.error_message(),
               HasSubstr("poll: the caller is worker1 but its TLS "
+                        "certificate names only worker2"));
+  proto::BarrierRequest barrier;
+  barrier.set_node(1);
+  barrier.set_name("shutdown.enter");
+  barrier.set_timeout_ms(1000);
+  r = as_worker2.Unary(kBarrier, barrier.SerializeAsString());
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(r.status.error_message(),
+              HasSubstr("barrier: the caller is worker1 but its TLS "
                         "certificate names only worker2"));
   // With worker1's own certificate the same call is worker1's.
   RawClient as_worker1 = As(worker0, workers_[1]);
