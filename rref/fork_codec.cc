@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/status_util.h"
 
 namespace ferry {
@@ -88,7 +89,16 @@ absl::StatusOr<Value::RRefPtr> ForkCodec::DecodeOnOwner(
   OwnerTable* table = context_->owner_table();
   const uint64_t self = context_->host().node;
   if (handle.borrowed()) {
-    // The sender lends its copy for the call; take one of our own.
+    // The sender lends its copy for the call; take one of our own. Only a
+    // holder has one to lend: else any caller could make the owner read it
+    // any value whose id it guessed (to_here).
+    if (!table->HoldsCopy(d.rref_id, peer_)) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(IdentityLabel(peer_), " holds no copy of rref ",
+                       GlobalIdString(d.rref_id),
+                       " to lend (only a holder lends its copy "
+                       "to the owner)"));
+    }
     d.fork_id = context_->NewId();
     FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, d.fork_id, self));
   }

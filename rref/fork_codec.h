@@ -3,6 +3,8 @@
 //
 //   send to the owner:      lent ("borrowed"): the sender's own confirmed
 //                           copy is kept alive for the call; no new fork.
+//                           The owner takes a lent copy only from a node
+//                           holding one (PERMISSION_DENIED otherwise).
 //   send from the owner:    a fork registered in the local owner table.
 //   send user → user:       a fork registered with the owner (AddFork)
 //                           before the message leaves (ReadyToSend), so it

@@ -403,6 +403,9 @@ bool OwnerTable::ApplyListingLocked(uint64_t holder,
     f->second.listed_round = std::max(f->second.listed_round, listing.round);
   }
   for (const auto& [rref, fork] : listing.in_transit) {
+    // A holder vouches only for copies it sent: it made their ids. Another
+    // node's unconfirmed fork is on its own sender's clock.
+    if (fork.node != holder) continue;
     auto it = entries_.find(rref);
     if (it == entries_.end()) continue;
     auto f = it->second.forks.find(fork);
@@ -609,6 +612,16 @@ OwnerTable::ForkOwnership OwnerTable::Ownership(GlobalId rref,
   auto f = it->second.forks.find(fork);
   if (f != it->second.forks.end()) out.holder = f->second.holder;
   return out;
+}
+
+bool OwnerTable::HoldsCopy(GlobalId rref, uint64_t node) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(rref);
+  if (it == entries_.end()) return false;
+  for (const auto& [fork, f] : it->second.forks) {
+    if (f.holder == node) return true;
+  }
+  return false;
 }
 
 }  // namespace ferry

@@ -147,7 +147,11 @@ class OwnerTable {
   // transit kept another lease. When this completes a round (every chunk of
   // it arrived), the holder's confirmed forks the round does not list, and
   // its abandoned ones (abandoned before `listing.epoch`), are dropped.
-  // Returns the epoch to send back; INVALID_ARGUMENT for a bad chunk number.
+  // Only what is the holder's counts: a listed fork registered for another
+  // holder, or an in-transit fork the holder did not make (fork ids are
+  // (creator, counter), and only a fork's creator registers it), is
+  // ignored. Returns the epoch to send back; INVALID_ARGUMENT for a bad
+  // chunk number.
   absl::StatusOr<uint64_t> RenewLease(uint64_t holder,
                                       const LeaseListing& listing)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -171,6 +175,9 @@ class OwnerTable {
   };
   ForkOwnership Ownership(GlobalId rref, GlobalId fork) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `node` holds a registered fork of `rref` here (confirmed or
+  // not): only a holder may pass a copy on or lend one to the owner.
+  bool HoldsCopy(GlobalId rref, uint64_t node) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- Introspection ----
   OwnerStats stats() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
@@ -107,6 +108,30 @@ absl::Status RRefService::MayDelete(const std::optional<uint64_t>& caller,
       absl::StrCat("DeleteFork of copy ", GlobalIdString(ForkOf(r))));
 }
 
+absl::Status RRefService::MayAddFork(const std::optional<uint64_t>& caller,
+                                     const proto::ForkRequest& r) const {
+  FERRY_RETURN_IF_ERROR(Claim(caller, "fork_creator", r.fork_creator()));
+  // No credential, and none required (an --insecure job): claims believed.
+  if (!caller.has_value()) return absl::OkStatus();
+  OwnerTable* table = context_->owner_table();
+  OwnerTable::ForkOwnership rref = table->Ownership(RRefOf(r), ForkOf(r));
+  if (rref.gone) return absl::OkStatus();  // The table answers NOT_FOUND.
+  // Not created yet: its creator passes copies on while its remote() call
+  // is on the way (the AddFork waits for it); nobody else holds one yet.
+  if (!rref.known) {
+    return Annotate(Claim(caller, "rref_creator", r.rref_creator()),
+                    "AddFork before the rref exists");
+  }
+  // A copy is registered by the node passing on a copy it holds (G2: the
+  // parent's fork stays registered until this AddFork is answered), never
+  // by a node that holds none: it could then fetch any value whose id it
+  // guessed.
+  if (table->HoldsCopy(RRefOf(r), *caller)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "AddFork: ", IdentityLabel(*caller), " holds no copy of rref ",
+      GlobalIdString(RRefOf(r)), " here; only a holder passes one on"));
+}
+
 absl::Status RRefService::MayFetch(const std::optional<uint64_t>& caller,
                                    const proto::ForkRequest& r) const {
   FERRY_RETURN_IF_ERROR(Claim(caller, "holder", r.holder()));
@@ -130,6 +155,29 @@ absl::Status RRefService::MayFetch(const std::optional<uint64_t>& caller,
   if (fork.known || fork.gone) return absl::OkStatus();
   FERRY_RETURN_IF_ERROR(Claim(caller, "rref_creator", r.rref_creator()));
   return Claim(caller, "fork_creator", r.fork_creator());
+}
+
+absl::Status RRefService::MayRenew(const std::optional<uint64_t>& caller,
+                                   const proto::LeaseRequest& r) const {
+  FERRY_RETURN_IF_ERROR(Claim(caller, "holder", r.holder()));
+  // A holder lists in transit only copies it sent, and it made their ids
+  // (fork ids are (creator, counter); AddFork registers a fork only for its
+  // creator). Another node's entry would keep that node's unconfirmed copy
+  // alive past its own sender's word, so the renewal is refused whole and
+  // changes nothing (not even the lease). Ignoring the entry would do too,
+  // but no honest holder ever sends one: a refusal costs no honest renewal
+  // (they are retried each period anyway) and shows the forgery.
+  for (int i = 0; i < r.in_transit_size(); ++i) {
+    const proto::RRefHandle& h = r.in_transit(i);
+    if (h.fork_creator() == r.holder()) continue;
+    return absl::PermissionDeniedError(absl::StrCat(
+        "RenewLease: in_transit[", i, "] is copy ",
+        GlobalIdString({h.fork_creator(), h.fork_local()}), " of rref ",
+        GlobalIdString({h.rref_creator(), h.rref_local()}), ", made by ",
+        IdentityLabel(h.fork_creator()), "; ", IdentityLabel(r.holder()),
+        " may vouch only for copies it sent"));
+  }
+  return absl::OkStatus();
 }
 
 template <typename Work>
@@ -156,8 +204,7 @@ grpc::ServerUnaryReactor* RRefService::AddFork(
     proto::ForkResponse*) {
   absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
   absl::Status allowed =
-      caller.ok() ? Claim(*caller, "fork_creator", request->fork_creator())
-                  : caller.status();
+      caller.ok() ? MayAddFork(*caller, *request) : caller.status();
   if (!allowed.ok()) return Refuse(context, allowed);
   OwnerTable* table = context_->owner_table();
   auto wait = std::make_shared<std::atomic<OwnerTable::WaitId>>(0);
@@ -274,9 +321,8 @@ grpc::ServerUnaryReactor* RRefService::RenewLease(
     grpc::CallbackServerContext* context, const proto::LeaseRequest* request,
     proto::LeaseResponse* response) {
   absl::StatusOr<std::optional<uint64_t>> caller = Caller(*context);
-  absl::Status allowed = caller.ok()
-                             ? Claim(*caller, "holder", request->holder())
-                             : caller.status();
+  absl::Status allowed =
+      caller.ok() ? MayRenew(*caller, *request) : caller.status();
   if (!allowed.ok()) return Refuse(context, allowed);
   auto* reactor = context->DefaultReactor();
   Handle("RenewLease", *request, [this, reactor, request, response] {

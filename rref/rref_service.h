@@ -6,7 +6,9 @@
 // Who may ask what (with the host's authenticator; the caller is the node
 // its credential proves, rpc/authenticator.h). A refusal is
 // PERMISSION_DENIED naming the field and both nodes, and changes nothing:
-//   AddFork      only for a fork the caller made (fork_creator);
+//   AddFork      only for a fork the caller made (fork_creator), by a
+//                node holding a copy of the RRef here (it passes its copy
+//                on); before the RRef exists, only by its creator;
 //   ConfirmFork  only by the fork's holder (holder);
 //   DeleteFork   only by the fork's holder; an abandon (only_unconfirmed)
 //                also by the fork's sender (fork_creator); a fork not
@@ -15,7 +17,9 @@
 //   Fetch        only with a fork the caller holds (holder), never with
 //                the owner's own null fork; before the RRef exists, only
 //                the creator with its own ids (remote()'s to_here);
-//   RenewLease   only for the caller's own lease (holder);
+//   RenewLease   only for the caller's own lease (holder), vouching only
+//                for copies in transit that the holder made (each
+//                in_transit entry's fork_creator is the holder);
 //   ListOwned    only for clients (ferryctl), not other workers.
 #ifndef FERRY_RREF_RREF_SERVICE_H_
 #define FERRY_RREF_RREF_SERVICE_H_
@@ -80,8 +84,12 @@ class RRefService final : public proto::RRefs::CallbackService {
   // The rules above for each request; OK to go on.
   absl::Status MayDelete(const std::optional<uint64_t>& caller,
                          const proto::ForkRequest& r, bool* no_op) const;
+  absl::Status MayAddFork(const std::optional<uint64_t>& caller,
+                          const proto::ForkRequest& r) const;
   absl::Status MayFetch(const std::optional<uint64_t>& caller,
                         const proto::ForkRequest& r) const;
+  absl::Status MayRenew(const std::optional<uint64_t>& caller,
+                        const proto::LeaseRequest& r) const;
 
   RRefContext* const context_;
 };

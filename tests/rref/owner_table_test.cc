@@ -457,6 +457,43 @@ TEST_F(OwnerTableTest, ForkInTransitLivesAsLongAsItsCall) {
   table_.DeleteFork(kRRef, kAliceFork, false);
 }
 
+// A holder vouches only for copies it sent (it made their ids): Bob
+// listing Alice's unconfirmed fork to Carol as "in transit" does not keep
+// it past Alice's word.
+TEST_F(OwnerTableTest, AHolderCannotVouchForAnothersForkInTransit) {
+  constexpr uint64_t kCarol = 4;
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kCarol));  // Alice sends it to Carol.
+  LeaseListing alice;
+  alice.forks = {{kRRef, kAliceFork}};
+  LeaseListing bob;
+  bob.in_transit = {{kRRef, kBobFork}};  // Made by Alice, not by Bob.
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(kLease / 2);
+    ASSERT_OK(table_.RenewLease(kAlice, alice));  // Alice's call is over.
+    ASSERT_OK(table_.RenewLease(kBob, bob));
+    table_.Sweep();
+  }
+  EXPECT_EQ(table_.stats().forks, 1);  // Never confirmed: gone all the same.
+  EXPECT_EQ(table_.stats().unconfirmed, 0);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+}
+
+// Who may pass a copy on (rref_service.cc asks): a node with a registered
+// fork of the RRef, confirmed or not, and only while it has one.
+TEST_F(OwnerTableTest, HoldsCopyNamesOnlyRegisteredHolders) {
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kAlice));  // Not created yet.
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));  // Unconfirmed.
+  EXPECT_TRUE(table_.HoldsCopy(kRRef, kAlice));
+  EXPECT_TRUE(table_.HoldsCopy(kRRef, kBob));
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kOwner));
+  table_.DeleteFork(kRRef, kBobFork, false);
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kBob));
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  EXPECT_FALSE(table_.HoldsCopy(kRRef, kAlice));  // Freed.
+}
+
 // The owner's own sends are vouched for locally.
 TEST_F(OwnerTableTest, OwnersOwnSendsAreKeptInTransit) {
   ASSERT_OK(table_.AddLocal(kRRef, {kOwner, 1}, Value(1)));
