@@ -121,7 +121,10 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
 void Authenticator::Admit(uint64_t node, const std::string& digest) {
   absl::MutexLock lock(&mu_);
   auto old = digests_.find(node);
-  if (old != digests_.end()) nodes_.erase(old->second);
+  if (old != digests_.end() && old->second != digest) {
+    nodes_.erase(old->second);
+    RetireLocked(old->second);
+  }
   digests_[node] = digest;
   nodes_[digest] = node;
   for (LateWait* wait : late_waits_) {
@@ -134,6 +137,7 @@ void Authenticator::Forget(uint64_t node) {
   auto it = digests_.find(node);
   if (it != digests_.end()) {
     nodes_.erase(it->second);
+    RetireLocked(std::move(it->second));
     digests_.erase(it);
   }
   if (node < kFirstClient) return;
@@ -144,6 +148,15 @@ void Authenticator::Forget(uint64_t node) {
   if (revoked_order_.size() > kRevokedClients) {
     revoked_.erase(revoked_order_.front());
     revoked_order_.pop_front();
+  }
+}
+
+void Authenticator::RetireLocked(std::string digest) {
+  if (!gone_.insert(digest).second) return;
+  gone_order_.push_back(std::move(digest));
+  if (gone_order_.size() > kRevokedClients) {
+    gone_.erase(gone_order_.front());
+    gone_order_.pop_front();
   }
 }
 
@@ -180,8 +193,10 @@ std::optional<uint64_t> Authenticator::AwaitLocked(
     std::optional<uint64_t> node = ResolveLocked(credential, digest);
     if (node.has_value()) return node;
   }
-  // A newcomer's first call may overtake the watch event that admits it.
-  if (!learned_ || !late_admits_ || late_waits_.size() >= kMaxLateWaits) {
+  // A newcomer's first call may overtake the watch event that admits it;
+  // a departed node's late call is no newcomer's.
+  if (!learned_ || !late_admits_ || late_waits_.size() >= kMaxLateWaits ||
+      gone_.contains(digest)) {
     return std::nullopt;
   }
   LateWait wait{&digest};

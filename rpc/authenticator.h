@@ -23,7 +23,8 @@
 //     digests as their watch delivers them (late_admits): a call whose
 //     credential is not known yet waits a moment for it (kLearnWait at
 //     most, kMaxLateWaits calls at once), since a client or replacement
-//     may call before a peer's watch told it of the newcomer.
+//     may call before a peer's watch told it of the newcomer; one of a
+//     node that died or left is refused at once.
 //   - with cert_identity (--tls_identity=san, rpc/cert_identity.h) a
 //     worker's credential counts only over a connection whose TLS client
 //     certificate names that worker: a stolen credential is no use
@@ -158,6 +159,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::optional<uint64_t> AwaitLocked(absl::string_view credential,
                                       const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `digest` names nobody from now on.
+  void RetireLocked(std::string digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string expected_;  // "Bearer <token>", or "" if none.
   const bool require_identity_;
@@ -168,6 +171,11 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   bool learned_ ABSL_GUARDED_BY(mu_) = false;  // SetClientKey was called.
   absl::flat_hash_set<uint64_t> revoked_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> revoked_order_ ABSL_GUARDED_BY(mu_);
+  // Digests that named a node which died, left or was replaced (the last
+  // kRevokedClients): a late call presenting one is refused at once, never
+  // waited for.
+  absl::flat_hash_set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> gone_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> digests_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<LateWait*> late_waits_ ABSL_GUARDED_BY(mu_);
