@@ -1,74 +1,113 @@
-// The collective algorithms, over Values: `input` is this rank's input and
-// `params` the op's parameters, both shaped like ferryctl's request JSON
-// (DESIGN.md "ferryctl contract"); each returns this rank's output.
+// The collective algorithms, typed: each takes its op's Result and this
+// rank's input, and sets the result (or fails the op) from a continuation
+// (op.h). One file per collective; the Value forms of ferryctl and clients
+// are parsed before (by_name.h).
 //
 // Contracts shared by all:
-// - This rank's bad input or parameters → INVALID_ARGUMENT naming this rank
-//   and the field, returned before anything is sent (the runner then aborts
-//   the op on every member).
+// - This rank's bad input → INVALID_ARGUMENT naming this rank and the
+//   field, before anything is sent (the op then fails on every member).
 // - Inputs that disagree across ranks → INVALID_ARGUMENT naming the first
 //   rank that differs from rank 0, computed from data every rank holds, so
 //   every rank reports the same error.
-// - Each message of an op has its own step number; algorithms that call
-//   others' helpers pass the first step those may use.
+// - A message unlike what the algorithm sends → INTERNAL naming its
+//   sender.
+// - Each message of an op has its own step number, within op_key.h's
+//   MaxSteps; algorithms that use others' schedules pass the first step
+//   those may use.
 #ifndef FERRY_COLLECTIVES_ALGORITHMS_H_
 #define FERRY_COLLECTIVES_ALGORITHMS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
+#include "collectives/kjt.h"
 #include "collectives/op.h"
+#include "collectives/reduce.h"
+#include "rpc/base/future.h"
+#include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
 namespace algorithms {
 
-using Algorithm = absl::StatusOr<Value> (*)(Op& op, const Value& input,
-                                            const Value& params);
+// Dissemination barrier.
+void Barrier(Result<Done> result);
 
-// Dissemination barrier; output null.
-absl::StatusOr<Value> Barrier(Op& op, const Value& input, const Value& params);
-// params "src"; the value of rank src everywhere (others' inputs ignored).
-absl::StatusOr<Value> Broadcast(Op& op, const Value& input,
-                                const Value& params);
-// params "src"; rank src's input is a list of one value per rank.
-absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params);
-// params "dst"; rank dst gets the list of every rank's input, others null.
-absl::StatusOr<Value> Gather(Op& op, const Value& input, const Value& params);
-// Input: a list of one tensor per rank (one dtype); output likewise.
-absl::StatusOr<Value> AllToAll(Op& op, const Value& input, const Value& params);
-// Input: a tensor, or {"input", "input_splits"?, "output_splits"?}.
-absl::StatusOr<Value> AllToAllSingle(Op& op, const Value& input,
-                                     const Value& params);
-// Without params "axis": the list of every rank's tensor. With it: a nested
-// structure of tensors, concatenated leaf by leaf along the axis (tf).
-absl::StatusOr<Value> AllGather(Op& op, const Value& input,
-                                const Value& params);
-// params "op" (default "sum"); a tensor of the same shape on every rank.
-absl::StatusOr<Value> AllReduce(Op& op, const Value& input,
-                                const Value& params);
-// params "op"; input a list of one tensor per rank (or a tensor split
-// evenly on dim 0); output the reduction of every rank's block for this rank.
-absl::StatusOr<Value> ReduceScatter(Op& op, const Value& input,
-                                    const Value& params);
+// The value of rank `src` everywhere (others' values ignored).
+struct BroadcastArgs {
+  Value value;
+  int src = 0;
+};
+void Broadcast(Result<Value> result, BroadcastArgs args);
 
-// The jagged all-to-all (kjt_all_to_all.cc). Input: a KJT (kjt.h's Value
-// form); params "features_per_rank" (keys per destination, in order) and
-// "stagger" (default 1). Output: this rank's keys, batches concatenated.
-absl::StatusOr<Value> KjtAllToAll(Op& op, const Value& input,
-                                  const Value& params);
-// TorchRec's SparseFeaturesAllToAll: input {"id_list": KJT,
-// "id_score_list": KJT}, params "id_list_features_per_rank",
-// "id_score_list_features_per_rank", "stagger"; both move in one step.
-absl::StatusOr<Value> SparseFeaturesAllToAll(Op& op, const Value& input,
-                                             const Value& params);
+// Rank `src`'s values[i] on rank i (others' values ignored).
+struct ScatterArgs {
+  std::vector<Value> values;
+  int src = 0;
+};
+void Scatter(Result<Value> result, ScatterArgs args);
 
-// The algorithm called `name` ("all_reduce"); nullptr if none.
-Algorithm Find(absl::string_view name);
-// Every name, sorted.
-std::vector<std::string> Names();
+// Every rank's value on rank `dst`, by rank (empty elsewhere).
+struct GatherArgs {
+  Value value;
+  int dst = 0;
+};
+void Gather(Result<std::vector<Value>> result, GatherArgs args);
+
+// inputs[i] to rank i; what each rank sent here, by source rank.
+void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs);
+
+// `input` split on dim 0 by input_splits (empty: evenly); the rows
+// received, in source order, checked against output_splits (empty: any).
+struct AllToAllSingleArgs {
+  Tensor input;
+  std::vector<int64_t> input_splits;
+  std::vector<int64_t> output_splits;
+};
+void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs args);
+
+// Every rank's tensor (torch's list form; shapes may differ).
+void AllGather(Result<std::vector<Tensor>> result, Tensor input);
+// tf's form: a nested structure (lists, maps) of tensors of rank ≥ 1, the
+// same on every rank except along `axis`, concatenated leaf by leaf.
+struct AllGatherAxisArgs {
+  Value value;
+  int64_t axis = 0;
+};
+void AllGatherAlongAxis(Result<Value> result, AllGatherAxisArgs args);
+
+// The elementwise reduction of every rank's tensor (same shape everywhere).
+struct AllReduceArgs {
+  Tensor input;
+  ReduceOp op = ReduceOp::kSum;
+};
+void AllReduce(Result<Tensor> result, AllReduceArgs args);
+
+// The reduction over ranks of every rank's blocks[rank].
+struct ReduceScatterArgs {
+  std::vector<Tensor> blocks;
+  ReduceOp op = ReduceOp::kSum;
+};
+void ReduceScatter(Result<Tensor> result, ReduceScatterArgs args);
+
+// The jagged all-to-all (kjt_all_to_all.cc) of one or more KJTs at once
+// (SparseFeaturesAllToAll moves two): rank r receives features_per_rank[r]
+// consecutive keys of every part from every rank, the batches concatenated
+// in TorchRec's staggered source order. Outputs by part.
+struct JaggedPart {
+  std::string name;  // "kjt", "id_list": names the part in errors.
+  KeyedJaggedTensor kjt;
+  // Keys per destination, in order; empty: none to anyone.
+  std::vector<int64_t> features_per_rank;
+  std::string features_field;  // "features_per_rank", in errors.
+};
+struct JaggedArgs {
+  std::vector<JaggedPart> parts;
+  int64_t stagger = 1;
+};
+void JaggedAllToAll(Result<std::vector<KeyedJaggedTensor>> result,
+                    JaggedArgs args);
 
 }  // namespace algorithms
 }  // namespace ferry

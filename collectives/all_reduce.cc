@@ -1,92 +1,159 @@
 // all_reduce: every rank ends with the elementwise reduction of every
 // rank's tensor.
 //
-// Step 0 exchanges each rank's metadata (dtype, shape, reduce op) with
-// everyone, together with the data itself when it is small: then each rank
-// reduces the tensors in rank order (the same bits everywhere, even for
-// floats). Large tensors go around the ring instead (steps 1..): a
-// reduce-scatter over n segments, then an all-gather of the reduced
-// segments, so each rank sends about 2× its tensor whatever the world size.
+// Step 0 sends each rank's header (dtype, shape, reduce op) to everyone,
+// together with the data itself when it is small: then each rank reduces
+// the tensors in rank order (the same bits everywhere, even for floats).
+// Large tensors go around the ring instead (steps 1..): a reduce-scatter
+// over n segments, then an all-gather of the reduced segments, so each
+// rank sends about 2× its tensor whatever the world size. The ring works
+// in the output's own buffer, as Gloo's does: partial sums are computed in
+// place and sent from there, and the gathered segments land in it.
+//
+// (Overwriting a region sent earlier is safe: the gathered segment that
+// replaces it went around the ring after every rank had received this
+// rank's partial of it.)
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
+#include "collectives/checks.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
-#include "rpc/base/status_util.h"
+#include "proto/collectives.pb.h"
 
 namespace ferry {
 namespace algorithms {
 
 namespace {
 
-// n near-equal segments of `t`'s elements (1-D views, no copy).
-std::vector<Tensor> Segments(const Tensor& t, int n) {
-  Tensor flat = *t.Reshape({t.numel()});
-  std::vector<Tensor> segments;
-  for (int i = 0; i < n; ++i) {
-    segments.push_back(*flat.Rows(t.numel() * i / n, t.numel() * (i + 1) / n));
+// The ring's state between its two halves.
+struct Ringing {
+  Tensor input;
+  ReduceOp reduce;
+  std::shared_ptr<TensorBuilder> out;
+  std::vector<int64_t> offsets;  // Segment i: elements [offsets[i], [i+1]).
+};
+
+// The gathered segments into the output, then the result.
+void Finish(Result<Tensor> result, std::unique_ptr<Ringing> st, Blocks got) {
+  Op& op = result.op();
+  const size_t item = st->input.itemsize();
+  for (int b = 0; b < op.size(); ++b) {
+    if (b == op.rank()) continue;
+    const int64_t count = st->offsets[b + 1] - st->offsets[b];
+    if (got[b].tensors.size() != 1 ||
+        got[b].tensors[0].dtype() != st->input.dtype() ||
+        got[b].tensors[0].numel() != count) {
+      return op.Fail(op.Malformed(b, "a reduced segment of another size"));
+    }
+    if (count > 0) {
+      std::memcpy(st->out->data() + st->offsets[b] * item,
+                  got[b].tensors[0].data(), count * item);
+    }
   }
-  return segments;
+  std::move(result).Set(std::move(*st->out).Build());
 }
 
-absl::StatusOr<Tensor> RingAllReduce(Op& op, const Tensor& input,
-                                     ReduceOp reduce) {
+void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
+  Op& op = result.op();
   const int n = op.size();
-  std::vector<Tensor> segments = Segments(input, n);
-  std::vector<bool> none(n, false);
-  FERRY_ASSIGN_OR_RETURN(Tensor mine,
-                         RingReduceScatter(op, 1, segments, none, reduce));
-  if (reduce == ReduceOp::kAvg) mine = Averaged(mine, n);
-  std::vector<Value> reduced(n);
-  reduced[op.rank()] = mine;
-  FERRY_RETURN_IF_ERROR(RingAllGather(op, n, reduced, none));
-  FERRY_ASSIGN_OR_RETURN(TensorBuilder out,
-                         TensorBuilder::Create(input.dtype(), input.shape()));
-  size_t offset = 0;
-  for (int i = 0; i < n; ++i) {
-    FERRY_ASSIGN_OR_RETURN(Tensor s,
-                           TensorLike(op, reduced[i], i, segments[i]));
-    if (s.nbytes() > 0) std::memcpy(out.data() + offset, s.data(), s.nbytes());
-    offset += s.nbytes();
+  absl::StatusOr<TensorBuilder> out =
+      TensorBuilder::Create(input.dtype(), input.shape());
+  if (!out.ok()) return op.Fail(out.status());
+  auto st = std::make_unique<Ringing>(Ringing{
+      input, reduce, std::make_shared<TensorBuilder>(*std::move(out)), {}});
+  const int64_t numel = input.numel();
+  Tensor flat = *input.Reshape({numel});
+  RingReduce rs;
+  rs.reduce = reduce;
+  rs.into = st->out;
+  rs.skip.assign(n, false);
+  for (int i = 0; i <= n; ++i) st->offsets.push_back(numel * i / n);
+  for (int i = 0; i < n; ++i)
+    rs.blocks.push_back(*flat.Rows(st->offsets[i], st->offsets[i + 1]));
+  rs.offsets = st->offsets;
+  RingReduceScatter(
+      op, std::move(rs),
+      [result = std::move(result), st = std::move(st)](Tensor) mutable {
+        Op& op = result.op();
+        const int n = op.size(), r = op.rank();
+        const int64_t begin = st->offsets[r], end = st->offsets[r + 1];
+        if (st->reduce == ReduceOp::kAvg) {
+          FinishAverage(st->input.dtype(),
+                        st->out->data() + begin * st->input.itemsize(),
+                        end - begin, n);
+        }
+        Blocks blocks(n);
+        blocks[r] = Message::OfTensors({st->out->View(begin, end)});
+        RingAllGather(op, n, std::move(blocks), std::vector<bool>(n, false),
+                      [result = std::move(result),
+                       st = std::move(st)](Blocks got) mutable {
+                        Finish(std::move(result), std::move(st),
+                               std::move(got));
+                      });
+      });
+}
+
+// Step 0 from every rank: the same op and input everywhere, then the data
+// reduced here or the ring.
+void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
+             Blocks all) {
+  Op& op = result.op();
+  const int n = op.size();
+  std::vector<std::string> ops, metas;
+  bool all_direct = true;  // Decided by what was sent, not local settings.
+  for (int r = 0; r < n; ++r) {
+    proto::AllReduceHeader h;
+    if (!ReadHeader(all[r], &h))
+      return op.Fail(op.Malformed(r, "not an all_reduce header"));
+    absl::Status meta = CheckMeta(op, r, h.input());
+    if (!meta.ok()) return op.Fail(meta);
+    ops.push_back(h.op());
+    metas.push_back(MetaString(h.input()));
+    all_direct = all_direct && h.direct();
   }
-  return std::move(out).Build();
+  absl::Status same = CheckSame(op, ops, "op");
+  if (same.ok()) same = CheckSame(op, metas, "input");
+  if (!same.ok()) return op.Fail(same);
+  if (!all_direct && n > 1) return Ring(std::move(result), input, reduce);
+  std::vector<Tensor> parts(n);
+  for (int r = 0; r < n; ++r) {
+    if (r == op.rank()) {
+      parts[r] = input;
+    } else if (all[r].tensors.size() != 1 || !Like(all[r].tensors[0], input)) {
+      return op.Fail(
+          op.Malformed(r, absl::StrCat("expected ", input.DebugString())));
+    } else {
+      parts[r] = std::move(all[r].tensors[0]);
+    }
+  }
+  absl::StatusOr<Tensor> sum = ReduceInRankOrder(parts, input, reduce);
+  if (!sum.ok()) return op.Fail(sum.status());
+  std::move(result).Set(reduce == ReduceOp::kAvg ? Averaged(*sum, n) : *sum);
 }
 
 }  // namespace
 
-absl::StatusOr<Value> AllReduce(Op& op, const Value& input,
-                                const Value& params) {
-  FERRY_ASSIGN_OR_RETURN(Tensor t, TensorArg(op, input, "input"));
-  FERRY_ASSIGN_OR_RETURN(ReduceOp reduce, ReduceParam(op, params, t.dtype()));
-  const bool direct =
-      static_cast<int64_t>(t.nbytes()) <= op.config().direct_bytes;
-  Value mine(Value::Map{{"meta", TensorMeta(t)},
-                        {"op", std::string(ReduceOpName(reduce))},
-                        {"data", direct ? Value(t) : Value()}});
-  FERRY_ASSIGN_OR_RETURN(std::vector<Value> all, op.ExchangeAll(0, mine));
-  std::vector<Value> metas, ops, data;
-  bool all_direct = true;  // Decided by what was sent, not by local settings.
-  for (int r = 0; r < op.size(); ++r) {
-    FERRY_ASSIGN_OR_RETURN(const Value* meta, Part(op, all[r], "meta", r));
-    FERRY_ASSIGN_OR_RETURN(const Value* name, Part(op, all[r], "op", r));
-    FERRY_ASSIGN_OR_RETURN(const Value* d, Part(op, all[r], "data", r));
-    metas.push_back(*meta);
-    ops.push_back(*name);
-    data.push_back(*d);
-    all_direct = all_direct && !d->is_null();
-  }
-  FERRY_RETURN_IF_ERROR(CheckSameMeta(op, ops, "op"));
-  FERRY_RETURN_IF_ERROR(CheckSameMeta(op, metas, "input"));
-  if (!all_direct) {
-    FERRY_ASSIGN_OR_RETURN(Tensor out, RingAllReduce(op, t, reduce));
-    return Value(std::move(out));
-  }
-  FERRY_ASSIGN_OR_RETURN(Tensor sum, ReduceInRankOrder(op, data, t, reduce));
-  return Value(reduce == ReduceOp::kAvg ? Averaged(sum, op.size()) : sum);
+void AllReduce(Result<Tensor> result, AllReduceArgs args) {
+  Op& op = result.op();
+  absl::Status applies = CheckReduceOp(args.op, args.input.dtype());
+  if (!applies.ok()) return op.Fail(op.BadInput(applies.message()));
+  proto::AllReduceHeader header;
+  *header.mutable_input() = MetaOf(args.input);
+  header.set_op(std::string(ReduceOpName(args.op)));
+  header.set_direct(static_cast<int64_t>(args.input.nbytes()) <=
+                    op.config().direct_bytes);
+  Message mine = Message::Of(header);
+  if (header.direct()) mine.tensors = {args.input};
+  op.ExchangeAll(0, mine,
+                 [result = std::move(result), input = std::move(args.input),
+                  reduce = args.op](Blocks all) mutable {
+                   Compare(std::move(result), input, reduce, std::move(all));
+                 });
 }
 
 }  // namespace algorithms

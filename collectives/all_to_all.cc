@@ -7,16 +7,17 @@
 // cost no extra round. Each rank receives a block from every rank, hence
 // learns every rank's dtype and row shape, and checks them identically.
 // all_to_all_single's blocks also carry their sender's input_splits and
-// output_splits, so every rank checks every rank's output_splits against
-// what is sent to it, and a wrong one fails the op everywhere (not only on
-// the rank that expected otherwise).
+// output_splits (AllToAllSingleHeader), so every rank checks every rank's
+// output_splits against what is sent to it, and a wrong one fails the op
+// everywhere (not only on the rank that expected otherwise).
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
-#include "rpc/base/status_util.h"
+#include "collectives/checks.h"
+#include "proto/collectives.pb.h"
+#include "rpc/value/dtype.h"
 #include "rpc/value/tensor_math.h"
 
 namespace ferry {
@@ -24,155 +25,149 @@ namespace algorithms {
 
 namespace {
 
-// A list of n ints in a message from `from` (null allowed if `optional`).
-absl::StatusOr<std::optional<std::vector<int64_t>>> IntsPart(
-    const Op& op, const Value& message, absl::string_view key, int from,
-    bool optional) {
-  FERRY_ASSIGN_OR_RETURN(const Value* v, Part(op, message, key, from));
-  if (optional && v->is_null()) return std::optional<std::vector<int64_t>>();
-  if (!v->is_list() || static_cast<int>(v->as_list().size()) != op.size()) {
-    return Malformed(op, from, absl::StrCat("bad \"", key, "\""));
-  }
-  std::vector<int64_t> out;
-  for (const Value& x : v->as_list()) {
-    if (!x.is_int())
-      return Malformed(op, from, absl::StrCat("bad \"", key, "\""));
-    out.push_back(x.as_int());
-  }
-  return std::optional<std::vector<int64_t>>(std::move(out));
-}
-
-struct SingleArgs {
-  Tensor input;
-  std::vector<int64_t> input_splits;
-  std::optional<std::vector<int64_t>> output_splits;
-};
-
-absl::StatusOr<SingleArgs> ParseSingle(const Op& op, const Value& in) {
-  const Value* t = in.is_map() ? in.Find("input") : &in;
-  if (t == nullptr) return op.BadInput("missing \"input\"");
-  SingleArgs a;
-  FERRY_ASSIGN_OR_RETURN(a.input, TensorArg(op, *t, "input"));
+// This rank's input_splits: given (checked) or even.
+absl::Status SplitRows(const Op& op, AllToAllSingleArgs& a) {
   if (a.input.rank() == 0)
     return op.BadInput("input is 0-d: it is split along dimension 0");
   const int n = op.size();
   const int64_t rows = a.input.dim(0);
-  const Value* splits = in.is_map() ? in.Find("input_splits") : nullptr;
-  FERRY_ASSIGN_OR_RETURN(
-      std::optional<std::vector<int64_t>> given,
-      SplitsArg(op, splits ? *splits : Value(), "input_splits", n));
-  if (given) {
-    int64_t sum = 0;
-    for (int64_t s : *given) {
-      if (s > rows - sum) {  // Also keeps the sum from overflowing.
-        return op.BadInput(absl::StrCat(
-            "input_splits add up to more than the input's ", rows, " rows"));
-      }
-      sum += s;
-    }
-    if (sum != rows) {
-      return op.BadInput(absl::StrCat("input_splits add up to ", sum,
-                                      " but input has ", rows, " rows"));
-    }
-    a.input_splits = *std::move(given);
-  } else {
+  if (a.input_splits.empty()) {
     if (rows % n != 0) {
       return op.BadInput(absl::StrCat("input has ", rows,
                                       " rows, not divisible by the group size ",
                                       n, "; pass input_splits"));
     }
     a.input_splits.assign(n, rows / n);
+    return absl::OkStatus();
   }
-  const Value* out = in.is_map() ? in.Find("output_splits") : nullptr;
-  FERRY_ASSIGN_OR_RETURN(
-      a.output_splits, SplitsArg(op, out ? *out : Value(), "output_splits", n));
-  return a;
+  absl::Status checked = CheckSplits(op, a.input_splits, "input_splits");
+  if (!checked.ok()) return checked;
+  int64_t sum = 0;
+  for (int64_t s : a.input_splits) {
+    if (s > rows - sum) {  // Also keeps the sum from overflowing.
+      return op.BadInput(absl::StrCat(
+          "input_splits add up to more than the input's ", rows, " rows"));
+    }
+    sum += s;
+  }
+  if (sum != rows) {
+    return op.BadInput(absl::StrCat("input_splits add up to ", sum,
+                                    " but input has ", rows, " rows"));
+  }
+  return absl::OkStatus();
 }
 
-Value RowMeta(const Tensor& t) {
-  Value::List rows;
-  for (int i = 1; i < t.rank(); ++i) rows.push_back(Value(t.dim(i)));
-  return Value(Value::Map{{"dtype", std::string(DTypeName(t.dtype()))},
-                          {"shape", rows}});
+// "int64 [3]": a block's dtype and the shape of its rows.
+std::string RowMeta(const Tensor& t) {
+  return absl::StrCat(DTypeName(t.dtype()), " ",
+                      ShapeString(absl::MakeConstSpan(t.shape()).subspan(1)));
+}
+
+// The block from `from`, checked against its header; this rank's rows of
+// it and the splits it announced.
+absl::Status ReadBlock(const Op& op, int from, const Message& m,
+                       proto::AllToAllSingleHeader* h) {
+  if (!ReadHeader(m, h) || m.tensors.size() != 1 || m.tensors[0].rank() == 0) {
+    return op.Malformed(from, "expected a tensor of rank >= 1");
+  }
+  const int n = op.size();
+  if (h->input_splits_size() != n ||
+      (h->has_output_splits() && h->output_splits_size() != n) ||
+      (!h->has_output_splits() && h->output_splits_size() != 0)) {
+    return op.Malformed(from, "bad splits");
+  }
+  if (h->input_splits(op.rank()) != m.tensors[0].dim(0))
+    return op.Malformed(from, "rows differ from its input_splits");
+  return absl::OkStatus();
+}
+
+// Every rank's output_splits against what every rank sends it: the same
+// data on every rank, so the same error on every rank.
+absl::Status CheckOutputSplits(
+    const Op& op, const std::vector<proto::AllToAllSingleHeader>& h) {
+  const int n = op.size();
+  for (int to = 0; to < n; ++to) {
+    if (!h[to].has_output_splits()) continue;
+    for (int from = 0; from < n; ++from) {
+      const int64_t sent = h[from].input_splits(to);
+      const int64_t expected = h[to].output_splits(from);
+      if (sent != expected) {
+        return op.Error(
+            absl::StatusCode::kInvalidArgument,
+            absl::StrCat(op.Who(from), " sent ", sent, " rows to ", op.Who(to),
+                         " but its output_splits[", from, "] is ", expected));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Received(Result<Tensor> result, std::vector<Message> got) {
+  Op& op = result.op();
+  const int n = op.size();
+  std::vector<proto::AllToAllSingleHeader> headers(n);
+  std::vector<std::string> metas;
+  std::vector<Tensor> rows;
+  for (int r = 0; r < n; ++r) {
+    absl::Status ok = ReadBlock(op, r, got[r], &headers[r]);
+    if (!ok.ok()) return op.Fail(ok);
+    rows.push_back(std::move(got[r].tensors[0]));
+    metas.push_back(RowMeta(rows.back()));
+  }
+  absl::Status same = CheckSame(op, metas, "rows of");
+  if (same.ok()) same = CheckOutputSplits(op, headers);
+  if (!same.ok()) return op.Fail(same);
+  absl::StatusOr<Tensor> out = Concat(rows, 0);
+  if (!out.ok()) return op.Fail(out.status());
+  std::move(result).Set(*std::move(out));
 }
 
 }  // namespace
 
-absl::StatusOr<Value> AllToAll(Op& op, const Value& input,
-                               const Value& /*params*/) {
-  FERRY_ASSIGN_OR_RETURN(std::vector<Tensor> blocks,
-                         TensorListArg(op, input, op.size(), "input"));
-  FERRY_ASSIGN_OR_RETURN(
-      std::vector<Value> got,
-      op.ExchangeEach(0, [&](int to) { return Value(blocks[to]); }));
-  std::vector<Value> dtypes;
-  Value::List out;
-  for (int r = 0; r < op.size(); ++r) {
-    if (!got[r].is_tensor()) return Malformed(op, r, "expected a tensor");
-    dtypes.push_back(std::string(DTypeName(got[r].as_tensor().dtype())));
-    out.push_back(std::move(got[r]));
-  }
-  FERRY_RETURN_IF_ERROR(CheckSameMeta(op, dtypes, "dtype"));
-  return Value(std::move(out));
+void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs) {
+  Op& op = result.op();
+  absl::Status ok = CheckTensorList(op, inputs, "input");
+  if (!ok.ok()) return op.Fail(ok);
+  op.ExchangeEach(
+      0, [&](int to) { return Message::OfTensors({inputs[to]}); },
+      [result = std::move(result)](std::vector<Message> got) mutable {
+        Op& op = result.op();
+        std::vector<std::string> dtypes;
+        std::vector<Tensor> out;
+        for (int r = 0; r < op.size(); ++r) {
+          if (got[r].tensors.size() != 1)
+            return op.Fail(op.Malformed(r, "expected a tensor"));
+          out.push_back(std::move(got[r].tensors[0]));
+          dtypes.emplace_back(DTypeName(out.back().dtype()));
+        }
+        absl::Status same = CheckSame(op, dtypes, "dtype");
+        if (!same.ok()) return op.Fail(same);
+        std::move(result).Set(std::move(out));
+      });
 }
 
-absl::StatusOr<Value> AllToAllSingle(Op& op, const Value& input,
-                                     const Value& /*params*/) {
-  FERRY_ASSIGN_OR_RETURN(SingleArgs a, ParseSingle(op, input));
-  const int n = op.size();
-  const Value input_splits = IntList(a.input_splits);
-  const Value output_splits =
-      a.output_splits ? IntList(*a.output_splits) : Value();
-  std::vector<Value> messages;
-  int64_t offset = 0;
-  for (int64_t rows : a.input_splits) {
-    FERRY_ASSIGN_OR_RETURN(Tensor piece, a.input.Rows(offset, offset + rows));
-    messages.push_back(Value(Value::Map{{"rows", std::move(piece)},
-                                        {"input_splits", input_splits},
-                                        {"output_splits", output_splits}}));
-    offset += rows;
-  }
-  FERRY_ASSIGN_OR_RETURN(
-      std::vector<Value> messages_got,
-      op.ExchangeEach(0, [&](int to) { return messages[to]; }));
-  std::vector<Tensor> got(n);
-  std::vector<std::vector<int64_t>> sent(n);  // by sender: its input_splits
-  std::vector<std::optional<std::vector<int64_t>>> expected(n);
-  std::vector<Value> metas;
-  for (int r = 0; r < n; ++r) {
-    FERRY_ASSIGN_OR_RETURN(const Value* rows,
-                           Part(op, messages_got[r], "rows", r));
-    if (!rows->is_tensor() || rows->as_tensor().rank() == 0) {
-      return Malformed(op, r, "expected a tensor of rank >= 1");
-    }
-    got[r] = rows->as_tensor();
-    FERRY_ASSIGN_OR_RETURN(
-        std::optional<std::vector<int64_t>> in,
-        IntsPart(op, messages_got[r], "input_splits", r, false));
-    sent[r] = *std::move(in);
-    if (sent[r][op.rank()] != got[r].dim(0))
-      return Malformed(op, r, "rows differ from its input_splits");
-    FERRY_ASSIGN_OR_RETURN(
-        expected[r], IntsPart(op, messages_got[r], "output_splits", r, true));
-    metas.push_back(RowMeta(got[r]));
-  }
-  FERRY_RETURN_IF_ERROR(CheckSameMeta(op, metas, "rows of"));
-  // Every rank's output_splits against what every rank sends it: the same
-  // data on every rank, so the same error on every rank.
-  for (int to = 0; to < n; ++to) {
-    if (!expected[to]) continue;
-    for (int from = 0; from < n; ++from) {
-      if (sent[from][to] != (*expected[to])[from]) {
-        return op.Error(
-            absl::StatusCode::kInvalidArgument,
-            absl::StrCat(op.Who(from), " sent ", sent[from][to], " rows to ",
-                         op.Who(to), " but its output_splits[", from, "] is ",
-                         (*expected[to])[from]));
-      }
-    }
-  }
-  FERRY_ASSIGN_OR_RETURN(Tensor out, Concat(got, 0));
-  return Value(std::move(out));
+void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
+  Op& op = result.op();
+  absl::Status ok = SplitRows(op, a);
+  if (ok.ok()) ok = CheckSplits(op, a.output_splits, "output_splits");
+  if (!ok.ok()) return op.Fail(ok);
+  proto::AllToAllSingleHeader header;
+  for (int64_t s : a.input_splits) header.add_input_splits(s);
+  header.set_has_output_splits(!a.output_splits.empty());
+  for (int64_t s : a.output_splits) header.add_output_splits(s);
+  const std::string head = header.SerializeAsString();
+  std::vector<int64_t> offsets = {0};
+  for (int64_t rows : a.input_splits) offsets.push_back(offsets.back() + rows);
+  op.ExchangeEach(
+      0,
+      [&](int to) {
+        // Rows of a checked split: in range.
+        return Message{
+            head, {*a.input.Rows(offsets[to], offsets[to + 1])}, Value()};
+      },
+      [result = std::move(result)](std::vector<Message> got) mutable {
+        Received(std::move(result), std::move(got));
+      });
 }
 
 }  // namespace algorithms

@@ -2,22 +2,33 @@
 //
 // Dissemination: in round k each rank signals rank+2^k and waits for
 // rank-2^k, so after ceil(log2 n) rounds every rank has heard, directly or
-// not, from every other — with no root to wait on.
+// not, from every other — with no root to wait on. Each round continues
+// from the arrival of the previous one's message.
+#include <memory>
+#include <utility>
+
 #include "collectives/algorithms.h"
-#include "rpc/base/status_util.h"
 
 namespace ferry {
 namespace algorithms {
 
-absl::StatusOr<Value> Barrier(Op& op, const Value& /*input*/,
-                              const Value& /*params*/) {
+namespace {
+
+// Round `k` (distance `d`) and the rounds after it.
+void Round(Result<Done> result, int k, int d) {
+  Op& op = result.op();
   const int n = op.size(), r = op.rank();
-  for (int k = 0, d = 1; d < n; ++k, d *= 2) {
-    op.Send((r + d) % n, k, Value());
-    FERRY_RETURN_IF_ERROR(op.Recv((r - d + n) % n, k).status());
-  }
-  return Value();
+  if (d >= n) return std::move(result).Set(Done());
+  op.Send((r + d) % n, k, Message());
+  op.Recv((r - d + n) % n, k,
+          [result = std::move(result), k, d](Message) mutable {
+            Round(std::move(result), k + 1, 2 * d);
+          });
 }
+
+}  // namespace
+
+void Barrier(Result<Done> result) { Round(std::move(result), 0, 1); }
 
 }  // namespace algorithms
 }  // namespace ferry

@@ -8,58 +8,84 @@
 // copies instead of n-1, and forwarding ranks share the load.
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
+#include "collectives/checks.h"
 #include "collectives/ring.h"
-#include "rpc/base/status_util.h"
+#include "proto/collectives.pb.h"
 
 namespace ferry {
 namespace algorithms {
 
 namespace {
 
-// The tree step: `v` is this rank's position relative to src.
-absl::StatusOr<Value> Tree(Op& op, int src, Value value) {
+// Sends `value` down the tree from this rank (at `v`, its position
+// relative to src): to the children, the largest subtree first.
+void SendDown(Op& op, int src, int v, int mask, const Message& value) {
+  const int n = op.size();
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (v + mask < n) op.Send((v + mask + src) % n, 2, value);
+  }
+}
+
+// The tree step for a rank other than src: the value from its parent,
+// passed on to its children.
+void Tree(Result<Value> result, int src) {
+  Op& op = result.op();
   const int n = op.size();
   const int v = (op.rank() - src + n) % n;
-  auto rank_of = [&](int pos) { return (pos + src) % n; };
   int mask = 1;
-  for (; mask < n; mask <<= 1) {
-    if (v & mask) {
-      FERRY_ASSIGN_OR_RETURN(value, op.Recv(rank_of(v - mask), 2));
-      break;
+  while (!(v & mask)) mask <<= 1;  // v > 0: some bit is set.
+  op.Recv((v - mask + src) % n, 2,
+          [result = std::move(result), src, v, mask](Message m) mutable {
+            SendDown(result.op(), src, v, mask, m);
+            std::move(result).Set(std::move(m.value));
+          });
+}
+
+void Source(Result<Value> result, Value value) {
+  Op& op = result.op();
+  const int n = op.size(), src = op.rank();
+  proto::BroadcastHeader head;
+  head.set_direct(PayloadBytes(value) <= op.config().direct_bytes);
+  Message m = Message::Of(head);
+  if (head.direct()) m.value = value;
+  for (int k = 1; k < n; ++k) op.Send((src + k) % n, 1, m);
+  if (!head.direct()) {
+    int mask = 1;
+    while (mask < n) mask <<= 1;
+    SendDown(op, src, 0, mask, Message::OfValue(value));
+  }
+  std::move(result).Set(std::move(value));
+}
+
+void Receiver(Result<Value> result, int src) {
+  Op& op = result.op();
+  op.Recv(src, 1, [result = std::move(result), src](Message m) mutable {
+    proto::BroadcastHeader head;
+    if (!ReadHeader(m, &head)) {
+      Op& op = result.op();
+      return op.Fail(op.Malformed(src, "not a broadcast header"));
     }
-  }
-  // Send to the children, the largest subtree first.
-  for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (v + mask < n) op.Send(rank_of(v + mask), 2, value);
-  }
-  return value;
+    if (head.direct()) return std::move(result).Set(std::move(m.value));
+    Tree(std::move(result), src);
+  });
 }
 
 }  // namespace
 
-absl::StatusOr<Value> Broadcast(Op& op, const Value& input,
-                                const Value& params) {
-  FERRY_ASSIGN_OR_RETURN(int src, RankParam(op, params, "src"));
-  const int n = op.size();
-  FERRY_RETURN_IF_ERROR(JoinAtRoot(op, src, 0));
-  if (op.rank() == src) {
-    const bool direct = PayloadBytes(input) <= op.config().direct_bytes;
-    Value::Map head = {{"direct", direct}, {"value", direct ? input : Value()}};
-    for (int k = 1; k < n; ++k) op.Send((src + k) % n, 1, Value(head));
-    if (!direct) FERRY_RETURN_IF_ERROR(Tree(op, src, input).status());
-    return input;
-  }
-  FERRY_ASSIGN_OR_RETURN(Value head, op.Recv(src, 1));
-  FERRY_ASSIGN_OR_RETURN(const Value* direct, Part(op, head, "direct", src));
-  FERRY_ASSIGN_OR_RETURN(const Value* value, Part(op, head, "value", src));
-  Value out = *value;
-  if (!direct->is_bool() || !direct->as_bool()) {
-    FERRY_ASSIGN_OR_RETURN(out, Tree(op, src, Value()));
-  }
-  return out;
+void Broadcast(Result<Value> result, BroadcastArgs args) {
+  Op& op = result.op();
+  const int src = args.src;
+  absl::Status src_ok = CheckRankParam(op, src, "src");
+  if (!src_ok.ok()) return op.Fail(src_ok);
+  JoinAtRoot(op, src, 0,
+             [result = std::move(result), value = std::move(args.value),
+              src]() mutable {
+               if (result.op().rank() == src) {
+                 return Source(std::move(result), std::move(value));
+               }
+               Receiver(std::move(result), src);
+             });
 }
 
 }  // namespace algorithms

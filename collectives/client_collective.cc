@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "collectives/algorithms.h"
+#include "collectives/by_name.h"
 #include "collectives/service.h"
 
 namespace ferry {
@@ -35,10 +35,10 @@ struct Parsed {
 
 absl::StatusOr<Parsed> Parse(const RpcClient& client, absl::string_view op,
                              const Value& request) {
-  if (algorithms::Find(op) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown collective '", op,
-        "' (known: ", absl::StrJoin(algorithms::Names(), ", "), ")"));
+  if (by_name::Find(op) == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown collective '", op,
+                     "' (known: ", absl::StrJoin(by_name::Names(), ", "), ")"));
   }
   const int world = client.directory().world_size();
   auto bad = [&](absl::string_view why) {

@@ -55,8 +55,7 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
           Exchange::Options{.chunk_bytes = config.chunk_bytes,
                             .world_size = agent->world_size(),
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
-                            .authenticator = &agent->authenticator()})),
-      executor_(std::make_unique<Executor>(config.threads)) {}
+                            .authenticator = &agent->authenticator()})) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
 
@@ -251,7 +250,6 @@ void CollectiveContext::Stop() {
   for (const std::string& key : running)
     mailbox_.Abort(key, Stopping()).IgnoreError();
   exchange_->Stop();
-  executor_->Stop(absl::Seconds(2));
 }
 
 void CollectiveContext::FillStatus(proto::WorkerStatus* status) const {

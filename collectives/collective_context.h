@@ -22,7 +22,6 @@
 #include "collectives/process_group.h"
 #include "rpc/agent.h"
 #include "rpc/base/clock.h"
-#include "rpc/base/executor.h"
 #include "rpc/base/timers.h"
 
 namespace ferry {
@@ -53,7 +52,6 @@ class CollectiveContext final
   RpcAgent& agent() { return *agent_; }
   Exchange& exchange() { return *exchange_; }
   Mailbox& mailbox() { return mailbox_; }
-  Executor& executor() { return *executor_; }
   const CollectiveConfig& config() const { return config_; }
   int rank() const { return agent_->rank(); }
   // The membership epoch of a group of `members` (global ranks): the sum of
@@ -101,7 +99,6 @@ class CollectiveContext final
   Clock* const clock_;
   Mailbox mailbox_;
   std::unique_ptr<Exchange> exchange_;
-  std::unique_ptr<Executor> executor_;
 
   mutable absl::Mutex mu_;
   std::shared_ptr<ProcessGroup> world_ ABSL_GUARDED_BY(mu_);

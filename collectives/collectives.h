@@ -8,16 +8,17 @@
 //   absl::StatusOr<Tensor> mine = AllToAllSingle(world, ids,
 //   /*output_splits=*/{}, splits);
 //
-// Async forms run on the worker's collectives threads (CollectiveConfig::
-// threads, queued beyond) and keep the group alive until they finish; ops
-// started in the same order on every member never wait on each other.
+// Async forms hold no thread while they wait for their peers (each step
+// goes on from the arrival of its messages), so any number of them
+// progress at once; they keep the group alive until they finish. A sync
+// form waits on its caller's thread.
 //
 // Every call is bounded by its timeout (default: the worker's). Errors are
 // the same on every member: INVALID_ARGUMENT naming the rank and field for
 // bad or mismatched inputs, DEADLINE_EXCEEDED naming the ranks that never
 // joined, UNAVAILABLE naming a member that died. After a failure the group
 // works for the next op. Semantics of each collective: DESIGN.md
-// "Collectives" and collectives/algorithms.h.
+// "Collectives", collectives/algorithms.h and by_name.h.
 #ifndef FERRY_COLLECTIVES_COLLECTIVES_H_
 #define FERRY_COLLECTIVES_COLLECTIVES_H_
 
@@ -27,9 +28,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "collectives/options.h"
 #include "collectives/process_group.h"
 #include "collectives/reduce.h"
-#include "collectives/runner.h"
 #include "collectives/work.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
@@ -119,7 +120,7 @@ Work<Done> BarrierAsync(ProcessGroup& group,
                         const CollectiveOptions& options = {});
 
 // Any collective by name, over Values shaped like ferryctl's request JSON
-// (algorithms.h): what ferryctl and other clients drive.
+// (by_name.h): what ferryctl and other clients drive.
 absl::StatusOr<Value> RunCollective(ProcessGroup& group, absl::string_view name,
                                     const Value& input, const Value& params,
                                     const CollectiveOptions& options = {});

@@ -13,7 +13,8 @@ namespace ferry {
 struct CollectiveConfig {
   // Frame size of streamed messages.
   int64_t chunk_bytes = 1 << 20;
-  // Threads running collectives started asynchronously or by clients.
+  // Unused: collectives hold no thread while they wait (op.h). Kept so
+  // that code setting it still builds.
   int threads = 4;
   // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a

@@ -3,11 +3,12 @@
 // with every rank's batch, and concatenates the batches per key.
 //
 // One step, pairwise shifted like all_to_all. The message from s to r holds
-// the KJT's metadata (keys, features_per_rank, stagger, batch size, dtype,
-// whether weighted), then r's slice of s's lengths, then the matching
-// values and weights. Messages say their own size, so the lengths need no
-// round of their own: the receiver checks the values against them instead.
-// Every rank gets every rank's metadata, so all check it identically.
+// the KJTs' metadata (KjtHeader: keys, features_per_rank, stagger, batch
+// size, dtype, whether weighted), and as tensors r's slice of each KJT:
+// lengths, values and weights. Messages say their own size, so the lengths
+// need no round of their own: the receiver checks the values against them
+// instead. Every rank gets every rank's metadata, so all check it
+// identically.
 //
 // Received blocks are (source, feature); the output is (feature, source)
 // with the sources in TorchRec's staggered order
@@ -18,107 +19,92 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
-#include "collectives/kjt.h"
-#include "rpc/base/status_util.h"
+#include "collectives/checks.h"
+#include "proto/collectives.pb.h"
+#include "rpc/value/json.h"
 
 namespace ferry {
 namespace algorithms {
 
 namespace {
 
-// One KJT being redistributed (SparseFeaturesAllToAll moves two at once).
-struct Jagged {
-  std::string name;  // "kjt", "id_list", "id_score_list"
-  KeyedJaggedTensor kjt;
-  std::vector<int64_t> features_per_rank;
-  std::vector<int64_t> first_feature;  // Per rank: where its keys start.
-  bool plain = false;                  // The input was written as plain lists.
-};
-
-absl::StatusOr<int> StaggerParam(const Op& op, const Value& params) {
-  FERRY_ASSIGN_OR_RETURN(int64_t stagger, IntParam(op, params, "stagger", 1));
-  if (stagger < 1 || op.size() % stagger != 0) {
-    return op.BadInput(absl::StrCat(
-        "stagger ", stagger, " does not divide the group size ", op.size()));
-  }
-  return static_cast<int>(stagger);
-}
-
-absl::StatusOr<Jagged> ParsePart(const Op& op, const Value* kjt,
-                                 const Value& params, const std::string& name,
-                                 const std::string& fpr_key) {
-  Jagged p;
-  p.name = name;
-  if (kjt != nullptr && !kjt->is_null()) {
-    absl::StatusOr<KeyedJaggedTensor> k =
-        KeyedJaggedTensor::FromValue(*kjt, name);
-    if (!k.ok()) return op.BadInput(k.status().message());
-    p.kjt = *std::move(k);
-    const Value* values = kjt->Find("values");
-    p.plain = values != nullptr && values->is_list();
-  }
-  const Value* fpr = params.Find(fpr_key);
-  FERRY_ASSIGN_OR_RETURN(
-      std::optional<std::vector<int64_t>> given,
-      SplitsArg(op, fpr != nullptr ? *fpr : Value(), fpr_key, op.size()));
-  p.features_per_rank = given.value_or(std::vector<int64_t>(op.size(), 0));
+// Where each rank's keys start in `p` (ranks + 1 entries); this rank's
+// INVALID_ARGUMENT if its features_per_rank do not add up to its keys.
+absl::StatusOr<std::vector<int64_t>> FirstFeatures(const Op& op,
+                                                   JaggedPart& p) {
+  absl::Status ok = CheckSplits(op, p.features_per_rank, p.features_field);
+  if (!ok.ok()) return ok;
+  if (p.features_per_rank.empty()) p.features_per_rank.assign(op.size(), 0);
+  std::vector<int64_t> first;
   int64_t sum = 0;
   for (int64_t f : p.features_per_rank) {
-    p.first_feature.push_back(sum);
+    first.push_back(sum);
     if (f > p.kjt.num_keys() - sum) {  // Also keeps the sum from overflowing.
-      return op.BadInput(absl::StrCat(fpr_key, " asks for more features than ",
-                                      name, "'s ", p.kjt.num_keys(), " keys"));
+      return op.BadInput(absl::StrCat(p.features_field,
+                                      " asks for more features than ", p.name,
+                                      "'s ", p.kjt.num_keys(), " keys"));
     }
     sum += f;
   }
-  p.first_feature.push_back(sum);
+  first.push_back(sum);
   if (sum != p.kjt.num_keys()) {
-    return op.BadInput(absl::StrCat(fpr_key, " adds up to ", sum,
-                                    " features but ", name, " has ",
+    return op.BadInput(absl::StrCat(p.features_field, " adds up to ", sum,
+                                    " features but ", p.name, " has ",
                                     p.kjt.num_keys(), " keys"));
   }
-  return p;
+  return first;
 }
 
-Value Meta(const Jagged& p, int stagger) {
-  const KeyedJaggedTensor& k = p.kjt;
-  return Value(
-      Value::Map{{"keys", Value(Value::List(k.keys().begin(), k.keys().end()))},
-                 {"features_per_rank", IntList(p.features_per_rank)},
-                 {"stagger", stagger},
-                 {"dtype", std::string(DTypeName(k.values().dtype()))},
-                 {"weighted", k.weights().has_value()},
-                 {"stride", k.stride()}});
+proto::KjtPartHeader HeaderOf(const JaggedPart& p) {
+  proto::KjtPartHeader h;
+  for (const std::string& k : p.kjt.keys()) h.add_keys(k);
+  for (int64_t f : p.features_per_rank) h.add_features_per_rank(f);
+  h.set_dtype(static_cast<proto::DType>(p.kjt.values().dtype()));
+  h.set_weighted(p.kjt.weights().has_value());
+  h.set_stride(p.kjt.stride());
+  return h;
 }
 
-// The slice of `p` for rank `to`: its keys' lengths, values and weights.
-Value Slice(const Jagged& p, int to) {
-  const KeyedJaggedTensor& k = p.kjt;
-  const int64_t first = p.first_feature[to], last = p.first_feature[to + 1];
-  Value::Map m = {
-      {"lengths", *k.lengths().Rows(first * k.stride(), last * k.stride())},
-      {"values", *k.values().Rows(k.key_offset(first), k.key_offset(last))}};
-  if (k.weights())
-    m["weights"] = *k.weights()->Rows(k.key_offset(first), k.key_offset(last));
-  return Value(std::move(m));
+// The slice of `p` for the keys [first, last): lengths, values, weights.
+void AddSlice(const KeyedJaggedTensor& k, int64_t first, int64_t last,
+              std::vector<Tensor>* out) {
+  out->push_back(*k.lengths().Rows(first * k.stride(), last * k.stride()));
+  out->push_back(*k.values().Rows(k.key_offset(first), k.key_offset(last)));
+  if (k.weights()) {
+    out->push_back(*k.weights()->Rows(k.key_offset(first), k.key_offset(last)));
+  }
 }
 
-// Every rank's metadata of a part must equal rank 0's, field by field.
-absl::Status CheckMetas(const Op& op, const std::string& name,
-                        const std::vector<Value>& metas) {
-  for (const char* field :
-       {"keys", "features_per_rank", "stagger", "dtype", "weighted"}) {
-    std::vector<Value> column;
-    for (int r = 0; r < op.size(); ++r) {
-      FERRY_ASSIGN_OR_RETURN(const Value* v, Part(op, metas[r], field, r));
-      column.push_back(*v);
-    }
-    std::string label = std::string(field) == "dtype" ? "values dtype" : field;
-    FERRY_RETURN_IF_ERROR(
-        CheckSameMeta(op, column, absl::StrCat(name, " ", label)));
+std::string Json(const google::protobuf::RepeatedPtrField<std::string>& xs) {
+  return ToJson(Value(Value::List(xs.begin(), xs.end())));
+}
+std::string Json(const google::protobuf::RepeatedField<int64_t>& xs) {
+  return ToJson(Value(Value::List(xs.begin(), xs.end())));
+}
+
+// Every rank's header of part `i` must equal rank 0's, field by field.
+absl::Status CheckPart(const Op& op, const std::string& name, int i,
+                       const std::vector<proto::KjtHeader>& h) {
+  std::vector<std::string> keys, fpr, stagger, dtype, weighted;
+  for (int r = 0; r < op.size(); ++r) {
+    const proto::KjtPartHeader& p = h[r].parts(i);
+    if (!IsValidDType(p.dtype())) return op.Malformed(r, "dtype");
+    keys.push_back(Json(p.keys()));
+    fpr.push_back(Json(p.features_per_rank()));
+    stagger.push_back(absl::StrCat(h[r].stagger()));
+    dtype.emplace_back(DTypeName(static_cast<DType>(p.dtype())));
+    weighted.push_back(p.weighted() ? "true" : "false");
+  }
+  for (const auto& [field, column] :
+       std::vector<std::pair<const char*, const std::vector<std::string>*>>{
+           {"keys", &keys},
+           {"features_per_rank", &fpr},
+           {"stagger", &stagger},
+           {"values dtype", &dtype},
+           {"weighted", &weighted}}) {
+    absl::Status same = CheckSame(op, *column, absl::StrCat(name, " ", field));
+    if (!same.ok()) return same;
   }
   return absl::OkStatus();
 }
@@ -127,154 +113,153 @@ absl::Status CheckMetas(const Op& op, const std::string& name,
 absl::StatusOr<Tensor> Join(DType dtype, const std::vector<Tensor>& pieces) {
   int64_t n = 0;
   for (const Tensor& t : pieces) n += t.numel();
-  FERRY_ASSIGN_OR_RETURN(TensorBuilder out, TensorBuilder::Create(dtype, {n}));
-  char* at = out.data();
+  absl::StatusOr<TensorBuilder> out = TensorBuilder::Create(dtype, {n});
+  if (!out.ok()) return out.status();
+  char* at = out->data();
   for (const Tensor& t : pieces) {
     if (t.nbytes() > 0) std::memcpy(at, t.data(), t.nbytes());
     at += t.nbytes();
   }
-  return std::move(out).Build();
+  return std::move(*out).Build();
 }
 
-// This rank's output of `p` from every source's slice and metadata.
-absl::StatusOr<KeyedJaggedTensor> Assemble(const Op& op, const Jagged& p,
-                                           int stagger,
-                                           const std::vector<Value>& slices,
-                                           const std::vector<Value>& metas) {
-  const int n = op.size(), me = op.rank();
-  const int64_t features = p.features_per_rank[me];
+// Source s's slice of part `p` (its tensors from `*at` on) as a KJT of
+// this rank's keys, checked against the metadata every rank agreed on.
+absl::StatusOr<KeyedJaggedTensor> SliceFrom(const Op& op, const JaggedPart& p,
+                                            int s, int64_t stride,
+                                            const std::vector<Tensor>& tensors,
+                                            size_t* at) {
   const bool weighted = p.kjt.weights().has_value();
-  const DType dtype = p.kjt.values().dtype();
-  // Each source's slice as a KJT of this rank's keys (checked).
+  const int64_t features = p.features_per_rank[op.rank()];
+  const size_t need = weighted ? 3 : 2;
+  if (tensors.size() - *at < need || stride < 0 ||
+      tensors[*at + 1].dtype() != p.kjt.values().dtype()) {
+    return op.Malformed(s, absl::StrCat(p.name, " slice"));
+  }
+  std::optional<Tensor> weights;
+  if (weighted) weights = tensors[*at + 2];
+  absl::StatusOr<KeyedJaggedTensor> k = KeyedJaggedTensor::Create(
+      std::vector<std::string>(features, ""), tensors[*at], tensors[*at + 1],
+      std::move(weights), stride, p.name);
+  *at += need;
+  if (!k.ok() || (features > 0 && k->stride() != stride))
+    return op.Malformed(s, k.ok() ? "stride" : k.status().message());
+  return k;
+}
+
+// This rank's output of part `i` from every source's message.
+absl::StatusOr<KeyedJaggedTensor> Assemble(
+    const Op& op, const JaggedPart& p, int i, int64_t stagger,
+    const std::vector<proto::KjtHeader>& h, const std::vector<Message>& got,
+    std::vector<size_t>* at) {
+  const int n = op.size(), me = op.rank();
   std::vector<KeyedJaggedTensor> from(n);
   int64_t stride = 0;
   for (int s = 0; s < n; ++s) {
-    FERRY_ASSIGN_OR_RETURN(const Value* b, Part(op, metas[s], "stride", s));
-    FERRY_ASSIGN_OR_RETURN(const Value* l, Part(op, slices[s], "lengths", s));
-    FERRY_ASSIGN_OR_RETURN(const Value* v, Part(op, slices[s], "values", s));
-    const Value* w = slices[s].Find("weights");
-    // The metadata was checked equal everywhere; the slice must match it
-    // (Join copies by this rank's dtype).
-    if (!b->is_int() || b->as_int() < 0 || !l->is_tensor() || !v->is_tensor() ||
-        v->as_tensor().dtype() != dtype || (w != nullptr) != weighted ||
-        (w != nullptr && !w->is_tensor())) {
-      return Malformed(op, s, absl::StrCat(p.name, " slice"));
-    }
-    std::vector<std::string> keys(features, "");
-    absl::StatusOr<KeyedJaggedTensor> k = KeyedJaggedTensor::Create(
-        std::move(keys), l->as_tensor(), v->as_tensor(),
-        w ? std::optional<Tensor>(w->as_tensor()) : std::nullopt, b->as_int(),
-        p.name);
-    if (!k.ok() || (features > 0 && k->stride() != b->as_int())) {
-      return Malformed(op, s, k.ok() ? "stride" : k.status().message());
-    }
+    const int64_t b = h[s].parts(i).stride();
+    absl::StatusOr<KeyedJaggedTensor> k =
+        SliceFrom(op, p, s, b, got[s].tensors, &(*at)[s]);
+    if (!k.ok()) return k.status();
     // With no keys here a peer's stride is checked by nothing else: the
     // sum must not overflow.
-    if (b->as_int() > std::numeric_limits<int64_t>::max() - stride)
-      return Malformed(op, s, absl::StrCat(p.name, " stride"));
+    if (b > std::numeric_limits<int64_t>::max() - stride)
+      return op.Malformed(s, absl::StrCat(p.name, " stride"));
     from[s] = *std::move(k);
-    stride += b->as_int();
-  }
-  std::vector<int> order;  // Sources in TorchRec's staggered order.
-  for (int x = 0; x < n / stagger; ++x) {
-    for (int y = 0; y < stagger; ++y) order.push_back(x + (n / stagger) * y);
+    stride += b;
   }
   std::vector<Tensor> lengths, values, weights;
-  for (int64_t f = 0; f < features; ++f) {
-    for (int s : order) {
-      const KeyedJaggedTensor& k = from[s];
-      lengths.push_back(
-          *k.lengths().Rows(f * k.stride(), (f + 1) * k.stride()));
-      values.push_back(k.ValuesOfKey(static_cast<int>(f)));
-      if (weighted) {
-        weights.push_back(
-            *k.weights()->Rows(k.key_offset(f), k.key_offset(f + 1)));
+  for (int64_t f = 0; f < p.features_per_rank[me]; ++f) {
+    for (int x = 0; x < n / stagger; ++x) {
+      for (int y = 0; y < stagger; ++y) {
+        const KeyedJaggedTensor& k = from[x + (n / stagger) * y];
+        lengths.push_back(
+            *k.lengths().Rows(f * k.stride(), (f + 1) * k.stride()));
+        values.push_back(k.ValuesOfKey(static_cast<int>(f)));
+        if (k.weights()) {
+          weights.push_back(
+              *k.weights()->Rows(k.key_offset(f), k.key_offset(f + 1)));
+        }
       }
     }
   }
-  FERRY_ASSIGN_OR_RETURN(Tensor out_lengths, Join(DType::kInt64, lengths));
-  FERRY_ASSIGN_OR_RETURN(Tensor out_values, Join(dtype, values));
+  absl::StatusOr<Tensor> out_lengths = Join(DType::kInt64, lengths);
+  absl::StatusOr<Tensor> out_values = Join(p.kjt.values().dtype(), values);
+  if (!out_lengths.ok()) return out_lengths.status();
+  if (!out_values.ok()) return out_values.status();
   std::optional<Tensor> out_weights;
-  if (weighted) {
-    FERRY_ASSIGN_OR_RETURN(out_weights, Join(DType::kFloat32, weights));
+  if (p.kjt.weights()) {
+    absl::StatusOr<Tensor> w = Join(DType::kFloat32, weights);
+    if (!w.ok()) return w.status();
+    out_weights = *std::move(w);
   }
-  const int64_t first = p.first_feature[me];
-  std::vector<std::string> keys(p.kjt.keys().begin() + first,
-                                p.kjt.keys().begin() + first + features);
-  return KeyedJaggedTensor::Create(std::move(keys), std::move(out_lengths),
-                                   std::move(out_values),
+  int64_t key0 = 0;
+  for (int r = 0; r < me; ++r) key0 += p.features_per_rank[r];
+  std::vector<std::string> keys(
+      p.kjt.keys().begin() + key0,
+      p.kjt.keys().begin() + key0 + p.features_per_rank[me]);
+  return KeyedJaggedTensor::Create(std::move(keys), *std::move(out_lengths),
+                                   *std::move(out_values),
                                    std::move(out_weights), stride, p.name);
 }
 
-// Redistributes every part in one step; the outputs by part.
-absl::StatusOr<Value::Map> Redistribute(Op& op,
-                                        const std::vector<Jagged>& parts,
-                                        int stagger) {
+void Received(Result<std::vector<KeyedJaggedTensor>> result, JaggedArgs args,
+              std::vector<Message> got) {
+  Op& op = result.op();
   const int n = op.size();
-  Value::Map metas;
-  for (const Jagged& p : parts) metas[p.name] = Meta(p, stagger);
-  auto message_for = [&](int to) {
-    Value::Map m = {{"meta", Value(metas)}};
-    for (const Jagged& p : parts) m[p.name] = Slice(p, to);
-    return Value(std::move(m));
-  };
-  FERRY_ASSIGN_OR_RETURN(std::vector<Value> got,
-                         op.ExchangeEach(0, message_for));
-  Value::Map out;
-  for (const Jagged& p : parts) {
-    std::vector<Value> part_metas(n), slices(n);
-    for (int s = 0; s < n; ++s) {
-      FERRY_ASSIGN_OR_RETURN(const Value* m, Part(op, got[s], "meta", s));
-      FERRY_ASSIGN_OR_RETURN(const Value* pm, Part(op, *m, p.name, s));
-      FERRY_ASSIGN_OR_RETURN(const Value* slice, Part(op, got[s], p.name, s));
-      part_metas[s] = *pm;
-      slices[s] = *slice;
+  std::vector<proto::KjtHeader> h(n);
+  for (int r = 0; r < n; ++r) {
+    if (!ReadHeader(got[r], &h[r]) ||
+        h[r].parts_size() != static_cast<int>(args.parts.size())) {
+      return op.Fail(op.Malformed(r, "not a jagged all-to-all header"));
     }
-    FERRY_RETURN_IF_ERROR(CheckMetas(op, p.name, part_metas));
-    FERRY_ASSIGN_OR_RETURN(KeyedJaggedTensor kjt,
-                           Assemble(op, p, stagger, slices, part_metas));
-    out[p.name] = p.plain ? kjt.ToPlainValue() : kjt.ToValue();
   }
-  return out;
+  std::vector<size_t> at(n, 0);  // Per source: its next tensor.
+  std::vector<KeyedJaggedTensor> out;
+  for (size_t i = 0; i < args.parts.size(); ++i) {
+    const JaggedPart& p = args.parts[i];
+    absl::Status same = CheckPart(op, p.name, static_cast<int>(i), h);
+    if (!same.ok()) return op.Fail(same);
+    absl::StatusOr<KeyedJaggedTensor> k =
+        Assemble(op, p, static_cast<int>(i), args.stagger, h, got, &at);
+    if (!k.ok()) return op.Fail(k.status());
+    out.push_back(*std::move(k));
+  }
+  std::move(result).Set(std::move(out));
 }
 
 }  // namespace
 
-absl::StatusOr<Value> KjtAllToAll(Op& op, const Value& input,
-                                  const Value& params) {
-  FERRY_ASSIGN_OR_RETURN(int stagger, StaggerParam(op, params));
-  FERRY_ASSIGN_OR_RETURN(
-      Jagged p, ParsePart(op, &input, params, "kjt", "features_per_rank"));
-  FERRY_ASSIGN_OR_RETURN(Value::Map out,
-                         Redistribute(op, {std::move(p)}, stagger));
-  return out["kjt"];
-}
-
-absl::StatusOr<Value> SparseFeaturesAllToAll(Op& op, const Value& input,
-                                             const Value& params) {
-  if (!input.is_map()) {
-    return op.BadInput(absl::StrCat(
-        "input must be {\"id_list\": KJT, \"id_score_list\": KJT}, "
-        "got ",
-        input.kind_name()));
+void JaggedAllToAll(Result<std::vector<KeyedJaggedTensor>> result,
+                    JaggedArgs args) {
+  Op& op = result.op();
+  const int n = op.size();
+  if (args.stagger < 1 || n % args.stagger != 0) {
+    return op.Fail(op.BadInput(absl::StrCat(
+        "stagger ", args.stagger, " does not divide the group size ", n)));
   }
-  for (const auto& [key, v] : input.as_map()) {
-    if (key != "id_list" && key != "id_score_list") {
-      return op.BadInput(
-          absl::StrCat("input has \"", key,
-                       "\"; expected \"id_list\" and \"id_score_list\""));
+  std::vector<std::vector<int64_t>> first(args.parts.size());
+  proto::KjtHeader header;
+  header.set_stagger(args.stagger);
+  for (size_t i = 0; i < args.parts.size(); ++i) {
+    absl::StatusOr<std::vector<int64_t>> f = FirstFeatures(op, args.parts[i]);
+    if (!f.ok()) return op.Fail(f.status());
+    first[i] = *std::move(f);
+    *header.add_parts() = HeaderOf(args.parts[i]);
+  }
+  // Built before the call, which moves `args` on.
+  std::vector<Message> messages(n, Message{header.SerializeAsString()});
+  for (int to = 0; to < n; ++to) {
+    for (size_t i = 0; i < args.parts.size(); ++i) {
+      AddSlice(args.parts[i].kjt, first[i][to], first[i][to + 1],
+               &messages[to].tensors);
     }
   }
-  FERRY_ASSIGN_OR_RETURN(int stagger, StaggerParam(op, params));
-  std::vector<Jagged> parts;
-  for (const char* name : {"id_list", "id_score_list"}) {
-    FERRY_ASSIGN_OR_RETURN(Jagged p,
-                           ParsePart(op, input.Find(name), params, name,
-                                     absl::StrCat(name, "_features_per_rank")));
-    parts.push_back(std::move(p));
-  }
-  FERRY_ASSIGN_OR_RETURN(Value::Map out, Redistribute(op, parts, stagger));
-  return Value(std::move(out));
+  op.ExchangeEach(
+      0, [&](int to) { return std::move(messages[to]); },
+      [result = std::move(result),
+       args = std::move(args)](std::vector<Message> got) mutable {
+        Received(std::move(result), std::move(args), std::move(got));
+      });
 }
 
 }  // namespace algorithms

@@ -1,12 +1,11 @@
 #include "collectives/op.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rpc/base/status_util.h"
-#include "rpc/base/timed_wait.h"
 
 namespace ferry {
 
@@ -15,24 +14,54 @@ namespace {
 constexpr absl::Duration kProbe = absl::Seconds(2);
 // How long an abort notice is given to reach each member.
 constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
+// How long after its deadline an op that succeeded here waits for its last
+// sends at most.
+constexpr absl::Duration kFlushGrace = absl::Seconds(1);
 }  // namespace
 
-Op::Op(ProcessGroup& group, std::string name, std::string key,
-       std::string label, absl::Duration timeout)
+std::shared_ptr<Op> Op::Begin(ProcessGroup& group, const OpSpec& spec,
+                              Ended ended) {
+  std::shared_ptr<Op> op(new Op(group, spec, std::move(ended)));
+  std::weak_ptr<Op> weak = op;
+  Timers::TimerId id =
+      op->context_.agent().timers().RunAt(op->deadline_, [weak] {
+        if (std::shared_ptr<Op> o = weak.lock()) o->OnDeadline();
+      });
+  absl::MutexLock lock(&op->mu_);
+  op->timers_.push_back(id);
+  return op;
+}
+
+Op::Op(ProcessGroup& group, const OpSpec& spec, Ended ended)
     : group_(group),
+      keep_group_(group.weak_from_this().lock()),
       context_(group.context()),
-      name_(std::move(name)),
-      key_(std::move(key)),
-      label_(std::move(label)),
-      timeout_(timeout),
-      deadline_(context_.agent().timers().clock()->Now() + timeout) {
+      name_(spec.name),
+      key_(spec.key),
+      label_(spec.label),
+      timeout_(spec.timeout),
+      deadline_(context_.agent().timers().clock()->Now() + spec.timeout),
+      ended_(std::move(ended)) {
   context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members());
 }
 
 Op::~Op() {
-  // Nothing of the op may linger: a message that still arrives is refused.
+  // Every op ends through End; one dropped without (an algorithm that lost
+  // its continuation) must still not leave its caller waiting, nor its
+  // messages behind.
+  Ended ended;
+  std::vector<Timers::TimerId> timers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kEnded) return;
+    phase_ = Phase::kEnded;
+    ended = std::move(ended_);
+    timers.swap(timers_);
+  }
+  for (Timers::TimerId id : timers) context_.agent().timers().Cancel(id);
   context_.mailbox().Close(key_);
   context_.Ended(key_);
+  std::move(ended)(Error(absl::StatusCode::kInternal, "abandoned"));
 }
 
 std::string Op::Who(int r) const {
@@ -50,81 +79,281 @@ absl::Status Op::BadInput(absl::string_view message) const {
                absl::StrCat(Who(rank()), ": ", message));
 }
 
-void Op::Send(int to, int step, Value message) {
-  sends_.emplace_back(to, context_.exchange().Send(
-                              group_.global(to), {key_, step, context_.rank()},
-                              message, deadline_));
+absl::Status Op::Malformed(int from, absl::string_view what) const {
+  return Error(absl::StatusCode::kInternal,
+               absl::StrCat("malformed message from ", Who(from), ": ", what));
 }
 
-absl::StatusOr<Value> Op::Recv(int from, int step) {
-  Future<Value> message =
-      context_.mailbox().Receive({key_, step, group_.global(from)});
-  // Timed by the node's timers, so the deadline is the node's clock's.
-  absl::StatusOr<Value> v =
-      AwaitUntil(context_.agent().timers(), message, deadline_);
-  if (v.ok()) return v;
-  if (!message.IsReady()) return TimedOut(from);
-  return Fail(v.status());  // Aborted: by a member, or a peer died.
-}
+// ---- Messages ----
 
-absl::Status Op::Flush() {
-  for (auto& [to, sent] : sends_) {
-    absl::StatusOr<Done> r = AwaitUntil(context_.agent().timers(), sent,
-                                        deadline_ + absl::Seconds(1));
-    if (r.ok()) continue;
-    absl::Status aborted = context_.mailbox().AbortStatus(key_);
-    if (!aborted.ok()) return Fail(aborted);
-    if (r.status().code() == absl::StatusCode::kDeadlineExceeded)
-      return TimedOut(to);
-    // The receiver refused the message with the op's own failure (it was
-    // aborted there): that is the op's status, not a transport error.
-    if (absl::StartsWith(r.status().message(),
-                         absl::StrCat(name_, " op ", label_, ": "))) {
-      return Fail(r.status());
-    }
-    return Fail(Error(
-        r.status().code(),
-        absl::StrCat("sending to ", Who(to), ": ", r.status().message())));
+void Op::Send(int to, int step, const Message& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kEnded) return;
   }
-  sends_.clear();
-  return absl::OkStatus();
+  Future<Done> delivered =
+      context_.exchange().Send(group_.global(to), {key_, step, context_.rank()},
+                               ToEnvelope(message), deadline_);
+  absl::MutexLock lock(&mu_);
+  sends_.push_back({to, std::move(delivered)});
 }
 
-absl::StatusOr<std::vector<Value>> Op::ExchangeEach(
-    int step, absl::FunctionRef<Value(int to)> message_for) {
-  const int n = size();
-  for (int k = 1; k < n; ++k)
-    Send((rank() + k) % n, step, message_for((rank() + k) % n));
-  std::vector<Value> all(n);
-  all[rank()] = message_for(rank());
+void Op::Expect(int from, int step,
+                absl::AnyInvocable<void(Value) &&> arrived) {
+  bool late;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    waiting_.push_back({step, from});
+    // Asked for after the deadline (the algorithm was computing when it
+    // passed): time out now.
+    late = deadline_passed_;
+    if (late) phase_ = Phase::kProbing;
+  }
+  // Still asked for when late: an abort meanwhile is then seen here.
+  context_.mailbox()
+      .Receive({key_, step, group_.global(from)})
+      .Then(
+          [self = shared_from_this(), from, step, arrived = std::move(arrived)](
+              const absl::StatusOr<Value>& message) mutable {
+            const bool running = self->Arrived(from, step);
+            // Aborted: by a member, by a death, or by this worker stopping.
+            if (!message.ok()) return self->Fail(message.status());
+            if (running) std::move(arrived)(*message);
+          });
+  if (late) Probe(from);
+}
+
+bool Op::Arrived(int from, int step) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if (it->from == from && it->step == step) {
+      waiting_.erase(it);
+      break;
+    }
+  }
+  return phase_ == Phase::kRunning;
+}
+
+void Op::Recv(int from, int step, OnMessage then) {
+  Expect(from, step,
+         [self = shared_from_this(), from,
+          then = std::move(then)](Value envelope) mutable {
+           absl::StatusOr<Message> m = FromEnvelope(envelope);
+           if (!m.ok())
+             return self->Fail(self->Malformed(from, m.status().message()));
+           std::move(then)(*std::move(m));
+         });
+}
+
+namespace {
+
+// Messages of one RecvFrom, as they come in (on any thread).
+struct Gathering {
+  explicit Gathering(std::vector<int> f, int n, Op::OnMessages t)
+      : from(std::move(f)), then(std::move(t)), got(n), left(from.size()) {}
+
+  const std::vector<int> from;
+  Op::OnMessages then;  // Taken by the last arrival only.
+  absl::Mutex mu;
+  std::vector<Value> got ABSL_GUARDED_BY(mu);
+  size_t left ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+void Op::RecvFrom(std::vector<int> from, int step, OnMessages then) {
+  if (from.empty()) {
+    std::move(then)(std::vector<Message>(size()));
+    return;
+  }
+  auto g =
+      std::make_shared<Gathering>(std::move(from), size(), std::move(then));
+  for (int f : g->from) {
+    Expect(f, step, [self = shared_from_this(), g, f](Value envelope) {
+      std::vector<Value> got;
+      {
+        absl::MutexLock lock(&g->mu);
+        g->got[f] = std::move(envelope);
+        if (--g->left > 0) return;
+        got.swap(g->got);
+      }
+      // All in: read them in rank order, so a malformed one fails the op
+      // the same way whichever arrived first.
+      std::vector<Message> messages(got.size());
+      std::vector<bool> asked(got.size(), false);
+      for (int r : g->from) asked[r] = true;
+      for (int r = 0; r < static_cast<int>(got.size()); ++r) {
+        if (!asked[r]) continue;
+        absl::StatusOr<Message> m = FromEnvelope(got[r]);
+        if (!m.ok())
+          return self->Fail(self->Malformed(r, m.status().message()));
+        messages[r] = *std::move(m);
+      }
+      std::move(g->then)(std::move(messages));
+    });
+  }
+}
+
+void Op::ExchangeEach(int step, absl::FunctionRef<Message(int to)> message_for,
+                      OnMessages then) {
+  const int n = size(), me = rank();
+  std::vector<int> from;
   for (int k = 1; k < n; ++k) {
-    const int from = (rank() - k + n) % n;
-    FERRY_ASSIGN_OR_RETURN(all[from], Recv(from, step));
+    Send((me + k) % n, step, message_for((me + k) % n));
+    from.push_back((me - k + n) % n);
   }
-  return all;
+  RecvFrom(std::move(from), step,
+           [mine = message_for(me), me,
+            then = std::move(then)](std::vector<Message> all) mutable {
+             all[me] = std::move(mine);
+             std::move(then)(std::move(all));
+           });
 }
 
-absl::StatusOr<std::vector<Value>> Op::ExchangeAll(int step,
-                                                   const Value& mine) {
-  return ExchangeEach(step, [&](int) { return mine; });
+void Op::ExchangeAll(int step, const Message& mine, OnMessages then) {
+  ExchangeEach(
+      step, [&](int) { return mine; }, std::move(then));
 }
 
-absl::Status Op::TimedOut(int waited_for) {
-  // Ask every member, at once and briefly, whether it began this op.
-  std::vector<std::pair<int, Future<Value>>> asks;
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    asks.emplace_back(
-        r, context_.agent().RpcAsync(absl::StrCat(group_.global(r)),
-                                     "ferry.collective_joined", {Value(key_)},
-                                     {.timeout = kProbe}));
+// ---- Ending ----
+
+void Op::Succeed() {
+  std::vector<Sent> sends;
+  bool late;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kFlushing;
+    sends = sends_;
+    late = deadline_passed_;  // Else OnDeadline arms the backstop.
   }
-  std::vector<std::string> missing;  // "1 (worker1)"
-  for (auto& [r, ask] : asks) {
-    absl::StatusOr<Value> joined = ask.Wait(kProbe + absl::Seconds(1));
-    if (!joined.ok() || !joined->is_bool() || !joined->as_bool()) {
-      missing.push_back(Who(r).substr(5));
+  if (sends.empty()) return End(absl::OkStatus());
+  if (late) ArmFlushBackstop();
+  auto left = std::make_shared<std::atomic<size_t>>(sends.size());
+  for (const Sent& s : sends) {
+    s.delivered.Then([self = shared_from_this(), left,
+                      to = s.to](const absl::StatusOr<Done>& r) {
+      if (!r.ok()) return self->Flushed(r.status(), to);
+      if (left->fetch_sub(1) == 1) self->Flushed(absl::OkStatus(), -1);
+    });
+  }
+}
+
+void Op::ArmFlushBackstop() {
+  std::weak_ptr<Op> weak = weak_from_this();
+  Timers::TimerId id =
+      context_.agent().timers().RunAt(deadline_ + kFlushGrace, [weak] {
+        if (std::shared_ptr<Op> o = weak.lock()) o->OnFlushDeadline();
+      });
+  absl::MutexLock lock(&mu_);
+  timers_.push_back(id);
+}
+
+void Op::OnFlushDeadline() {
+  int to = -1;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kFlushing) return;
+    for (const Sent& s : sends_) {
+      if (!s.delivered.IsReady()) {
+        to = s.to;
+        break;
+      }
     }
+  }
+  if (to >= 0) Flushed(absl::DeadlineExceededError("not delivered"), to);
+}
+
+void Op::Flushed(absl::Status status, int to) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kFlushing) return;
+    if (!status.ok()) phase_ = Phase::kProbing;  // One outcome only.
+  }
+  if (status.ok()) return End(absl::OkStatus());
+  absl::Status aborted = context_.mailbox().AbortStatus(key_);
+  if (!aborted.ok()) return Fail(aborted);
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) return Probe(to);
+  Fail(FlushError(to, status));
+}
+
+absl::Status Op::FlushError(int to, const absl::Status& status) const {
+  // The receiver refused the message with the op's own failure (it was
+  // aborted there): that is the op's status, not a transport error.
+  if (absl::StartsWith(status.message(),
+                       absl::StrCat(name_, " op ", label_, ": "))) {
+    return status;
+  }
+  return Error(status.code(),
+               absl::StrCat("sending to ", Who(to), ": ", status.message()));
+}
+
+void Op::OnDeadline() {
+  int waited_for;
+  {
+    absl::MutexLock lock(&mu_);
+    deadline_passed_ = true;
+    if (phase_ == Phase::kFlushing) {
+      waited_for = -1;
+    } else if (phase_ != Phase::kRunning || waiting_.empty()) {
+      // Computing between receives: its next receive times out (Expect).
+      return;
+    } else {
+      phase_ = Phase::kProbing;
+      waited_for = waiting_.front().from;
+    }
+  }
+  // Sends carry the deadline themselves; the backstop is for one whose
+  // completion never comes (a retry dropped by stopped timers).
+  if (waited_for < 0) return ArmFlushBackstop();
+  Probe(waited_for);
+}
+
+namespace {
+
+// The answers of one probe, as they come in.
+struct Asking {
+  Asking(std::vector<bool> j, int l) : joined(std::move(j)), left(l) {}
+  absl::Mutex mu;
+  std::vector<bool> joined ABSL_GUARDED_BY(mu);
+  int left ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+void Op::Probe(int waited_for) {
+  // Ask every member, at once and briefly, whether it began this op.
+  const int n = size();
+  std::vector<bool> joined(n, false);
+  joined[rank()] = true;
+  if (n == 1) return Probed(waited_for, joined);
+  auto asking = std::make_shared<Asking>(std::move(joined), n - 1);
+  for (int r = 0; r < n; ++r) {
+    if (r == rank()) continue;
+    context_.agent()
+        .RpcAsync(absl::StrCat(group_.global(r)), "ferry.collective_joined",
+                  {Value(key_)}, {.timeout = kProbe})
+        .Then([self = shared_from_this(), asking, r,
+               waited_for](const absl::StatusOr<Value>& answer) {
+          const bool yes =
+              answer.ok() && answer->is_bool() && answer->as_bool();
+          std::vector<bool> all;
+          {
+            absl::MutexLock lock(&asking->mu);
+            asking->joined[r] = yes;
+            if (--asking->left > 0) return;
+            all = asking->joined;
+          }
+          self->Probed(waited_for, all);
+        });
+  }
+}
+
+void Op::Probed(int waited_for, const std::vector<bool>& joined) {
+  std::vector<std::string> missing;  // "1 (worker1)"
+  for (int r = 0; r < size(); ++r) {
+    if (!joined[r]) missing.push_back(Who(r).substr(5));
   }
   const int64_t ms = absl::ToInt64Milliseconds(timeout_);
   if (!missing.empty()) {
@@ -133,28 +362,56 @@ absl::Status Op::TimedOut(int waited_for) {
                                    absl::StrJoin(missing, ", "),
                                    " did not join within ", ms, " ms")));
   }
-  return Fail(Error(absl::StatusCode::kDeadlineExceeded,
-                    absl::StrCat("no message from ", Who(waited_for),
-                                 " within ", ms, " ms (every member joined)")));
+  Fail(Error(absl::StatusCode::kDeadlineExceeded,
+             absl::StrCat("no message from ", Who(waited_for), " within ", ms,
+                          " ms (every member joined)")));
 }
 
-absl::Status Op::Fail(absl::Status status) {
+void Op::Fail(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kEnded) return;
+  }
   // The first abort wins; if it was another member's (or a death's), its
   // status is the op's and the others have been told already.
   absl::Status first = context_.mailbox().Abort(key_, status);
-  if (failed_ || first != status) return first;
   // A stopping worker does not speak for the op: the others hear of it by
   // membership, naming it as gone (not "stopping", which its own abort
   // would race in before its transport stops).
-  if (context_.stopping()) return status;
-  failed_ = true;
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank()) continue;
-    context_.exchange().SendAbort(
-        group_.global(r), key_, status,
-        context_.agent().timers().clock()->Now() + kAbortDelivery);
+  bool tell = first == status && !context_.stopping();
+  {
+    absl::MutexLock lock(&mu_);
+    tell = tell && !aborts_sent_;
+    aborts_sent_ = aborts_sent_ || tell;
   }
-  return status;
+  if (tell) {
+    const absl::Time until =
+        context_.agent().timers().clock()->Now() + kAbortDelivery;
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank()) continue;
+      context_.exchange().SendAbort(group_.global(r), key_, status, until);
+    }
+  }
+  End(first);
+}
+
+void Op::End(absl::Status status) {
+  Ended ended;
+  std::vector<Timers::TimerId> timers;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ == Phase::kEnded) return;
+    phase_ = Phase::kEnded;
+    ended = std::move(ended_);
+    timers.swap(timers_);
+    waiting_.clear();
+    sends_.clear();
+  }
+  for (Timers::TimerId id : timers) context_.agent().timers().Cancel(id);
+  // Nothing of the op may linger: a message that still arrives is refused.
+  context_.mailbox().Close(key_);
+  context_.Ended(key_);
+  std::move(ended)(std::move(status));
 }
 
 }  // namespace ferry

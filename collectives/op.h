@@ -1,45 +1,84 @@
-// One collective call on one rank: how the algorithms talk. Sends are
-// asynchronous; receives block this thread (collectives run on their
-// caller's thread, or on the collectives executor) up to the op's deadline.
+// One collective call on one rank, driven by completions: no thread waits
+// for a peer. An algorithm sends (asynchronously) and asks for messages with
+// a continuation; each continuation runs once its messages are in, on
+// whichever thread completed them (gRPC's, receiving; or the caller's, if
+// they were there already), and sends or asks for the next ones. So any
+// number of ops progress on a few threads, and only a caller waiting for a
+// result (Work::Wait, the sync API) blocks — its own thread.
 //
-// Failure is uniform: an op that fails here — bad input, a mismatch, a
-// timeout, a dead peer — is aborted on every member with the same status,
+//   void Run(Result<Tensor> result, Tensor t) {
+//     Op& op = result.op();
+//     op.ExchangeAll(0, Message::OfTensors({t}),
+//                    [result = std::move(result)](std::vector<Message> all)
+//                        mutable { … std::move(result).Set(sum); });
+//   }
+//
+// Continuations of one op never run concurrently as long as the algorithm
+// has one request for messages outstanding at a time (every algorithm
+// here), so their state needs no lock; a continuation must not block.
+//
+// Failure is uniform: an op that fails here — bad input, a mismatch, its
+// deadline, a dead peer — is aborted on every member with the same status,
 // so all ranks report the same error and none waits for its own deadline.
-// A rank that times out asks each member whether it joined the op, and
-// names those that never came.
+// Once failed (or done), no continuation of the op runs. At its deadline
+// (on the node's timers) an op still waiting asks each member whether it
+// joined the op, and names those that never came.
 #ifndef FERRY_COLLECTIVES_OP_H_
 #define FERRY_COLLECTIVES_OP_H_
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/collective_context.h"
+#include "collectives/message.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
+#include "rpc/base/timers.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
 
-class Op {
+// How an op is named across the job (runner.h's PrepareOp makes it).
+struct OpSpec {
+  std::string name;   // "all_reduce"
+  std::string key;    // "world/17", "g0,2#0/t:<tag>"
+  std::string label;  // "17", or the tag
+  absl::Duration timeout;
+};
+
+class Op : public std::enable_shared_from_this<Op> {
  public:
-  // `name`: "all_reduce"; `label`: its number in messages ("17", or a
-  // client's op id); `key`: unique in the job.
-  Op(ProcessGroup& group, std::string name, std::string key, std::string label,
-     absl::Duration timeout);
+  using Ended = absl::AnyInvocable<void(absl::Status) &&>;
+  using OnMessage = absl::AnyInvocable<void(Message) &&>;
+  // Messages by group rank (this rank's own entry as the caller says).
+  using OnMessages = absl::AnyInvocable<void(std::vector<Message>) &&>;
+
+  // Begins op `spec` on `group` here (its deadline runs from now). `ended`
+  // runs exactly once: with OK after Succeed() once every message this
+  // rank sent was delivered, or with the op's failure — after the op is
+  // over here (nothing of it is left in the mailbox). The op keeps the
+  // group alive if a shared_ptr owns it.
+  static std::shared_ptr<Op> Begin(ProcessGroup& group, const OpSpec& spec,
+                                   Ended ended);
   ~Op();
 
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
 
   int rank() const { return group_.rank(); }
-  const ProcessGroup& group() const { return group_; }
   int size() const { return group_.size(); }
   const std::string& name() const { return name_; }
-  const CollectiveConfig& config() const { return group_.context().config(); }
+  const CollectiveConfig& config() const { return context_.config(); }
+  const Limits& limits() const { return context_.agent().limits(); }
 
   // "rank 2 (worker2)" for group rank `r`.
   std::string Who(int r) const;
@@ -48,41 +87,130 @@ class Op {
   // INVALID_ARGUMENT for this rank's input: "<name> op <label>: rank 2
   // (worker2): <message>".
   absl::Status BadInput(absl::string_view message) const;
+  // INTERNAL: the message from group rank `from` is not what the algorithm
+  // sends ("malformed message from rank 1 (worker1): <what>").
+  absl::Status Malformed(int from, absl::string_view what) const;
 
   // Sends `message` to group rank `to` as this op's message number `step`.
-  // Failures surface in Recv or Flush.
-  void Send(int to, int step, Value message);
-  // The message `step` from group rank `from`.
-  absl::StatusOr<Value> Recv(int from, int step);
-  // Waits until every message sent was received.
-  absl::Status Flush();
+  // Failures surface when the op ends (Succeed waits for every send).
+  void Send(int to, int step, const Message& message) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `then` with message `step` from group rank `from` once it is in.
+  void Recv(int from, int step, OnMessage then) ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs `then` once message `step` from each of `from` is in; the vector
+  // has one entry per group rank (empty for ranks not in `from`).
+  // Malformed messages fail the op in rank order.
+  void RecvFrom(std::vector<int> from, int step, OnMessages then)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // One round of messages `step`, pairwise shifted (rank r sends to r+1,
   // r+2, … and receives from r-1, r-2, …, so no rank is everyone's first
-  // destination): message_for(to) goes to each other rank; returns what
-  // each rank sent this one, by group rank (this rank's own entry is
+  // destination): message_for(to) goes to each other rank; `then` gets
+  // what each rank sent this one, by group rank (this rank's own entry is
   // message_for(rank())).
-  absl::StatusOr<std::vector<Value>> ExchangeEach(
-      int step, absl::FunctionRef<Value(int to)> message_for);
+  void ExchangeEach(int step, absl::FunctionRef<Message(int to)> message_for,
+                    OnMessages then);
   // The same with one message for everyone: every rank's `mine`.
-  absl::StatusOr<std::vector<Value>> ExchangeAll(int step, const Value& mine);
+  void ExchangeAll(int step, const Message& mine, OnMessages then);
 
-  // Fails the op on every member (once) and returns `status` (or the
-  // status another member failed it with first).
-  absl::Status Fail(absl::Status status);
+  // The algorithm is done here: the op ends OK once every send was
+  // delivered (or fails, if one was not).
+  void Succeed() ABSL_LOCKS_EXCLUDED(mu_);
+  // Fails the op on every member (once) with `status` — or with the status
+  // another member failed it with first — and ends it here.
+  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  absl::Status TimedOut(int waited_for);
+  enum class Phase {
+    kRunning,   // The algorithm runs (or waits for messages).
+    kProbing,   // The deadline passed: asking who joined.
+    kFlushing,  // The algorithm succeeded: waiting for its sends.
+    kEnded,
+  };
+  struct Waiting {
+    int step;
+    int from;
+  };
+  struct Sent {
+    int to;
+    Future<Done> delivered;
+  };
 
+  Op(ProcessGroup& group, const OpSpec& spec, Ended ended);
+
+  // Calls `arrived` with message `step` from `from` while the op runs.
+  void Expect(int from, int step, absl::AnyInvocable<void(Value) &&> arrived)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The message is in (or the op was aborted): whether the op still runs.
+  bool Arrived(int from, int step) ABSL_LOCKS_EXCLUDED(mu_);
+  void OnDeadline() ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends a flush still waiting kFlushGrace after the deadline.
+  void ArmFlushBackstop() ABSL_LOCKS_EXCLUDED(mu_);
+  void OnFlushDeadline() ABSL_LOCKS_EXCLUDED(mu_);
+  // Every send arrived (OK), or the send to `to` did not.
+  void Flushed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks every member whether it joined; then fails the op, naming those
+  // that did not (or `waited_for` if all did).
+  void Probe(int waited_for);
+  void Probed(int waited_for, const std::vector<bool>& joined);
+  // Ends the op here with `status`: exactly once.
+  void End(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status FlushError(int to, const absl::Status& status) const;
+
+  // Constant after construction.
   ProcessGroup& group_;
+  const std::shared_ptr<ProcessGroup> keep_group_;  // Null if unowned.
   CollectiveContext& context_;
   const std::string name_;
   const std::string key_;
   const std::string label_;
   const absl::Duration timeout_;
   const absl::Time deadline_;
-  std::vector<std::pair<int, Future<Done>>> sends_;
-  bool failed_ = false;
+
+  mutable absl::Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
+  bool deadline_passed_ ABSL_GUARDED_BY(mu_) = false;
+  bool aborts_sent_ ABSL_GUARDED_BY(mu_) = false;
+  Ended ended_ ABSL_GUARDED_BY(mu_);
+  // Receives asked for and not yet in, in the order asked (the first is
+  // what a timed-out op names).
+  std::vector<Waiting> waiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<Sent> sends_ ABSL_GUARDED_BY(mu_);
+  std::vector<Timers::TimerId> timers_ ABSL_GUARDED_BY(mu_);
+};
+
+// The result of an op, set once by its algorithm on success (failures go
+// through Op::Fail). Move-only; continuations carry it along.
+template <typename T>
+class Result {
+ public:
+  using Store = absl::AnyInvocable<void(T) &&>;
+
+  Result(std::shared_ptr<Op> op, Store store)
+      : op_(std::move(op)), store_(std::move(store)) {}
+
+  Op& op() const { return *op_; }
+  const std::shared_ptr<Op>& shared_op() const { return op_; }
+
+  // `value` is the op's result here; the op ends once its sends arrived.
+  void Set(T value) && {
+    std::move(store_)(std::move(value));
+    op_->Succeed();
+  }
+  void Fail(absl::Status status) && { op_->Fail(std::move(status)); }
+
+  // A Result<U> whose value becomes this one's through `f` (for results
+  // presented another way: the typed result of a call by name as a Value).
+  template <typename U, typename F>
+  Result<U> Map(F f) && {
+    return Result<U>(
+        op_, [store = std::move(store_), f = std::move(f)](U u) mutable {
+          std::move(store)(f(std::move(u)));
+        });
+  }
+
+ private:
+  std::shared_ptr<Op> op_;
+  Store store_;
 };
 
 }  // namespace ferry

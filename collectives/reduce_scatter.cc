@@ -2,104 +2,124 @@
 // r-th block.
 //
 // Step 0 sends each rank the metadata of all n blocks and the reduce op
-// (so every rank checks every rank's input identically), with the block
-// destined to it when that block is small; small blocks are reduced in rank
-// order where they land. Large blocks travel the ring as partial sums
-// (steps 1..).
-#include <cstring>
+// (ReduceScatterHeader, so every rank checks every rank's input
+// identically), with the block destined to it when that block is small;
+// small blocks are reduced in rank order where they land. Large blocks
+// travel the ring as partial sums (steps 1..).
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
+#include "collectives/checks.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
-#include "rpc/base/status_util.h"
+#include "proto/collectives.pb.h"
 
 namespace ferry {
 namespace algorithms {
 
 namespace {
 
-// A list of n tensors, or one tensor cut evenly into n blocks on dim 0.
-absl::StatusOr<std::vector<Tensor>> Blocks(const Op& op, const Value& input) {
+// Every rank's header: one description per block, the same op and blocks
+// everywhere. `skip[b]`: block b went direct (every rank sent it so).
+absl::Status CheckHeaders(const Op& op, const Blocks& got,
+                          std::vector<bool>* skip) {
   const int n = op.size();
-  if (!input.is_tensor()) return TensorListArg(op, input, n, "input");
-  const Tensor& t = input.as_tensor();
-  if (t.rank() == 0 || t.dim(0) % n != 0) {
-    return op.BadInput(absl::StrCat(
-        "input ", t.DebugString(), " cannot be cut into ", n,
-        " equal blocks along dimension 0; pass a list of ", n, " tensors"));
+  std::vector<std::string> ops(n);
+  std::vector<std::vector<std::string>> metas(n);  // By block.
+  skip->assign(n, true);
+  for (int r = 0; r < n; ++r) {
+    proto::ReduceScatterHeader h;
+    if (!ReadHeader(got[r], &h) || h.blocks_size() != n ||
+        h.direct_size() != n) {
+      return op.Malformed(r, "expected one block description per rank");
+    }
+    for (int b = 0; b < n; ++b) {
+      absl::Status meta = CheckMeta(op, r, h.blocks(b));
+      if (!meta.ok()) return meta;
+      metas[b].push_back(MetaString(h.blocks(b)));
+      (*skip)[b] = (*skip)[b] && h.direct(b);
+    }
+    ops[r] = h.op();
   }
-  std::vector<Tensor> blocks;
-  const int64_t rows = t.dim(0) / n;
-  for (int i = 0; i < n; ++i) {
-    FERRY_ASSIGN_OR_RETURN(Tensor b, t.Rows(i * rows, (i + 1) * rows));
-    blocks.push_back(std::move(b));
+  absl::Status same = CheckSame(op, ops, "op");
+  for (int b = 0; b < n && same.ok(); ++b)
+    same = CheckSame(op, metas[b], absl::StrCat("input[", b, "]"));
+  return same;
+}
+
+void Compare(Result<Tensor> result, ReduceScatterArgs args, Blocks got) {
+  Op& op = result.op();
+  const int n = op.size(), me = op.rank();
+  std::vector<bool> skip;
+  absl::Status ok = CheckHeaders(op, got, &skip);
+  if (!ok.ok()) return op.Fail(ok);
+  // The direct parts of this rank's block, checked before the ring.
+  std::vector<Tensor> parts(n);
+  if (skip[me]) {
+    for (int r = 0; r < n; ++r) {
+      if (r == me) {
+        parts[r] = args.blocks[me];
+      } else if (got[r].tensors.size() != 1 ||
+                 !Like(got[r].tensors[0], args.blocks[me])) {
+        return op.Fail(op.Malformed(
+            r, absl::StrCat("expected ", args.blocks[me].DebugString())));
+      } else {
+        parts[r] = std::move(got[r].tensors[0]);
+      }
+    }
   }
-  return blocks;
+  RingReduce rs;
+  rs.blocks = args.blocks;
+  rs.skip = skip;
+  rs.reduce = args.op;
+  RingReduceScatter(
+      op, std::move(rs),
+      [result = std::move(result), args = std::move(args),
+       parts = std::move(parts),
+       direct = static_cast<bool>(skip[me])](Tensor ringed) mutable {
+        Op& op = result.op();
+        Tensor out = std::move(ringed);
+        if (direct) {
+          absl::StatusOr<Tensor> sum =
+              ReduceInRankOrder(parts, args.blocks[op.rank()], args.op);
+          if (!sum.ok()) return op.Fail(sum.status());
+          out = *std::move(sum);
+        }
+        std::move(result).Set(
+            args.op == ReduceOp::kAvg ? Averaged(out, op.size()) : out);
+      });
 }
 
 }  // namespace
 
-absl::StatusOr<Value> ReduceScatter(Op& op, const Value& input,
-                                    const Value& params) {
-  const int n = op.size(), me = op.rank();
-  FERRY_ASSIGN_OR_RETURN(std::vector<Tensor> blocks, Blocks(op, input));
-  FERRY_ASSIGN_OR_RETURN(ReduceOp reduce,
-                         ReduceParam(op, params, blocks[0].dtype()));
+void ReduceScatter(Result<Tensor> result, ReduceScatterArgs args) {
+  Op& op = result.op();
+  const int n = op.size();
+  absl::Status ok = CheckTensorList(op, args.blocks, "input");
+  if (!ok.ok()) return op.Fail(ok);
+  absl::Status applies = CheckReduceOp(args.op, args.blocks[0].dtype());
+  if (!applies.ok()) return op.Fail(op.BadInput(applies.message()));
+  proto::ReduceScatterHeader header;
   std::vector<bool> direct(n);
-  Value::List metas, directs;
   for (int b = 0; b < n; ++b) {
-    direct[b] =
-        static_cast<int64_t>(blocks[b].nbytes()) <= op.config().direct_bytes;
-    metas.push_back(TensorMeta(blocks[b]));
-    directs.push_back(Value(static_cast<bool>(direct[b])));
+    direct[b] = static_cast<int64_t>(args.blocks[b].nbytes()) <=
+                op.config().direct_bytes;
+    *header.add_blocks() = MetaOf(args.blocks[b]);
+    header.add_direct(direct[b]);
   }
-  const Value header(Value::Map{{"metas", metas},
-                                {"direct", directs},
-                                {"op", std::string(ReduceOpName(reduce))}});
-  FERRY_ASSIGN_OR_RETURN(
-      std::vector<Value> got, op.ExchangeEach(0, [&](int to) {
-        Value m = header;
-        m.as_map()["data"] = direct[to] ? Value(blocks[to]) : Value();
-        return m;
-      }));
-  std::vector<Value> ops(n), data(n);
-  std::vector<std::vector<Value>> block_metas(n);
-  std::vector<bool> skip(n, true);  // Direct blocks skip the ring.
-  for (int r = 0; r < n; ++r) {
-    FERRY_ASSIGN_OR_RETURN(const Value* m, Part(op, got[r], "metas", r));
-    FERRY_ASSIGN_OR_RETURN(const Value* d, Part(op, got[r], "direct", r));
-    FERRY_ASSIGN_OR_RETURN(const Value* o, Part(op, got[r], "op", r));
-    FERRY_ASSIGN_OR_RETURN(const Value* x, Part(op, got[r], "data", r));
-    if (!m->is_list() || static_cast<int>(m->as_list().size()) != n ||
-        !d->is_list() || static_cast<int>(d->as_list().size()) != n) {
-      return Malformed(op, r, "expected one block description per rank");
-    }
-    for (int b = 0; b < n; ++b) {
-      block_metas[b].push_back(m->as_list()[b]);
-      // A block goes direct only if every rank sent it so.
-      const Value& flag = d->as_list()[b];
-      skip[b] = skip[b] && flag.is_bool() && flag.as_bool();
-    }
-    ops[r] = *o;
-    data[r] = *x;
+  header.set_op(std::string(ReduceOpName(args.op)));
+  // Built before the call, which moves `args` on.
+  std::vector<Message> messages(n, Message{header.SerializeAsString()});
+  for (int to = 0; to < n; ++to) {
+    if (direct[to]) messages[to].tensors = {args.blocks[to]};
   }
-  FERRY_RETURN_IF_ERROR(CheckSameMeta(op, ops, "op"));
-  for (int b = 0; b < n; ++b) {
-    FERRY_RETURN_IF_ERROR(
-        CheckSameMeta(op, block_metas[b], absl::StrCat("input[", b, "]")));
-  }
-  FERRY_ASSIGN_OR_RETURN(Tensor ringed,
-                         RingReduceScatter(op, 1, blocks, skip, reduce));
-  Tensor result = ringed;
-  if (skip[me]) {
-    FERRY_ASSIGN_OR_RETURN(result,
-                           ReduceInRankOrder(op, data, blocks[me], reduce));
-  }
-  return Value(reduce == ReduceOp::kAvg ? Averaged(result, n) : result);
+  op.ExchangeEach(
+      0, [&](int to) { return std::move(messages[to]); },
+      [result = std::move(result), args = std::move(args)](Blocks got) mutable {
+        Compare(std::move(result), std::move(args), std::move(got));
+      });
 }
 
 }  // namespace algorithms

@@ -1,92 +1,159 @@
 #include "collectives/ring.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
-#include "collectives/args.h"
+#include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
 
 namespace ferry {
 
 namespace {
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
 
-absl::Status RingAllGather(Op& op, int first_step, std::vector<Value>& blocks,
-                           const std::vector<bool>& skip) {
+int Mod(int a, int n) { return ((a % n) + n) % n; }
+
+struct Gathering {
+  std::shared_ptr<Op> op;
+  int first_step;
+  Blocks blocks;
+  std::vector<bool> skip;
+  absl::AnyInvocable<void(Blocks) &&> then;
+};
+
+// From step `s` on. At step s each rank forwards the block it got at step
+// s-1 (its own at step 0), so after n-1 steps every block went around.
+void GatherFrom(std::unique_ptr<Gathering> g, int s) {
+  Op& op = *g->op;
   const int n = op.size(), r = op.rank();
-  const int next = Mod(r + 1, n), prev = Mod(r - 1, n);
-  // At step s each rank forwards the block it got at step s-1 (its own at
-  // step 0), so after n-1 steps every block went around the ring.
-  for (int s = 0; s + 1 < n; ++s) {
+  for (; s + 1 < n; ++s) {
     const int out = Mod(r - s, n), in = Mod(r - s - 1, n);
-    if (!skip[out]) op.Send(next, first_step + s, blocks[out]);
-    if (skip[in]) continue;
-    FERRY_ASSIGN_OR_RETURN(blocks[in], op.Recv(prev, first_step + s));
+    const int step = g->first_step + s;
+    if (!g->skip[out]) op.Send(Mod(r + 1, n), step, g->blocks[out]);
+    if (g->skip[in]) continue;
+    op.Recv(Mod(r - 1, n), step, [g = std::move(g), s, in](Message m) mutable {
+      g->blocks[in] = std::move(m);
+      GatherFrom(std::move(g), s + 1);
+    });
+    return;
   }
-  return absl::OkStatus();
+  std::move(g->then)(std::move(g->blocks));
 }
 
-absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
-                                         const std::vector<Value>& parts,
+struct Reducing {
+  std::shared_ptr<Op> op;
+  RingReduce args;
+  Tensor partial;
+  absl::AnyInvocable<void(Tensor) &&> then;
+};
+
+// `mine` ⊕ `theirs`, in args.into or a new tensor.
+absl::StatusOr<Tensor> Combine(const RingReduce& args, int b,
+                               const Tensor& mine, const Tensor& theirs) {
+  Tensor out;
+  char* at;
+  std::optional<TensorBuilder> fresh;
+  if (args.into != nullptr) {
+    out = args.into->View(args.offsets[b], args.offsets[b] + mine.numel());
+    at = args.into->data() + args.offsets[b] * mine.itemsize();
+  } else {
+    FERRY_ASSIGN_OR_RETURN(fresh,
+                           TensorBuilder::Create(mine.dtype(), mine.shape()));
+    at = fresh->data();
+  }
+  if (mine.nbytes() > 0) std::memcpy(at, mine.data(), mine.nbytes());
+  ReduceInto(args.reduce, mine.dtype(), at, theirs.data(), mine.numel());
+  if (fresh) out = std::move(*fresh).Build();
+  return out;
+}
+
+// From step `s` on. At step s a rank sends its partial of block r-s-1 (its
+// own contribution at step 0) and adds its contribution to the partial of
+// block r-s-2 it receives; the partial of block r arrives last, with every
+// other rank's contribution in it.
+void ReduceFrom(std::unique_ptr<Reducing> st, int s) {
+  Op& op = *st->op;
+  const RingReduce& a = st->args;
+  const int n = op.size(), r = op.rank(), prev = Mod(r - 1, n);
+  for (; s + 1 < n; ++s) {
+    const int out = Mod(r - s - 1, n), in = Mod(r - s - 2, n);
+    if (!a.skip[out]) {
+      op.Send(Mod(r + 1, n), a.first_step + s,
+              Message::OfTensors({s == 0 ? a.blocks[out] : st->partial}));
+    }
+    if (a.skip[in]) continue;
+    const int step = a.first_step + s;
+    op.Recv(prev, step, [st = std::move(st), s, in, prev](Message m) mutable {
+      const Tensor& mine = st->args.blocks[in];
+      Op& op = *st->op;
+      if (m.tensors.size() != 1 || !Like(m.tensors[0], mine)) {
+        return op.Fail(
+            op.Malformed(prev, absl::StrCat("expected ", mine.DebugString())));
+      }
+      absl::StatusOr<Tensor> sum = Combine(st->args, in, mine, m.tensors[0]);
+      if (!sum.ok()) return op.Fail(sum.status());
+      st->partial = *std::move(sum);
+      ReduceFrom(std::move(st), s + 1);
+    });
+    return;
+  }
+  Tensor mine;
+  if (!a.skip[r]) mine = n == 1 ? a.blocks[0] : st->partial;
+  std::move(st->then)(std::move(mine));
+}
+
+}  // namespace
+
+void JoinAtRoot(Op& op, int root, int step,
+                absl::AnyInvocable<void() &&> then) {
+  const int n = op.size();
+  if (op.rank() != root) {
+    op.Send(root, step, Message());
+    return std::move(then)();
+  }
+  std::vector<int> from;
+  for (int k = 1; k < n; ++k) from.push_back((root + k) % n);
+  op.RecvFrom(std::move(from), step,
+              [then = std::move(then)](std::vector<Message>) mutable {
+                std::move(then)();
+              });
+}
+
+void RingAllGather(Op& op, int first_step, Blocks blocks,
+                   std::vector<bool> skip,
+                   absl::AnyInvocable<void(Blocks) &&> then) {
+  GatherFrom(std::make_unique<Gathering>(
+                 Gathering{op.shared_from_this(), first_step, std::move(blocks),
+                           std::move(skip), std::move(then)}),
+             0);
+}
+
+void RingReduceScatter(Op& op, RingReduce args,
+                       absl::AnyInvocable<void(Tensor) &&> then) {
+  ReduceFrom(
+      std::make_unique<Reducing>(Reducing{
+          op.shared_from_this(), std::move(args), Tensor(), std::move(then)}),
+      0);
+}
+
+bool Like(const Tensor& t, const Tensor& like) {
+  return t.dtype() == like.dtype() && t.numel() == like.numel();
+}
+
+absl::StatusOr<Tensor> ReduceInRankOrder(const std::vector<Tensor>& parts,
                                          const Tensor& like, ReduceOp reduce) {
   FERRY_ASSIGN_OR_RETURN(TensorBuilder acc,
                          TensorBuilder::Create(like.dtype(), like.shape()));
-  for (int r = 0; r < op.size(); ++r) {
-    FERRY_ASSIGN_OR_RETURN(Tensor part, TensorLike(op, parts[r], r, like));
+  for (size_t r = 0; r < parts.size(); ++r) {
     if (r == 0) {
-      if (part.nbytes() > 0)
-        std::memcpy(acc.data(), part.data(), part.nbytes());
+      if (like.nbytes() > 0)
+        std::memcpy(acc.data(), parts[0].data(), like.nbytes());
     } else {
-      ReduceInto(reduce, like.dtype(), acc.data(), part.data(), like.numel());
+      ReduceInto(reduce, like.dtype(), acc.data(), parts[r].data(),
+                 like.numel());
     }
   }
   return std::move(acc).Build();
-}
-
-absl::Status JoinAtRoot(Op& op, int root, int step) {
-  const int n = op.size();
-  if (op.rank() != root) {
-    op.Send(root, step, Value());
-    return absl::OkStatus();
-  }
-  for (int k = 1; k < n; ++k)
-    FERRY_RETURN_IF_ERROR(op.Recv((root + k) % n, step).status());
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Tensor> Combine(ReduceOp reduce, const Tensor& a,
-                               const Tensor& b) {
-  FERRY_ASSIGN_OR_RETURN(TensorBuilder out,
-                         TensorBuilder::Create(a.dtype(), a.shape()));
-  if (a.nbytes() > 0) std::memcpy(out.data(), a.data(), a.nbytes());
-  ReduceInto(reduce, a.dtype(), out.data(), b.data(), a.numel());
-  return std::move(out).Build();
-}
-
-absl::StatusOr<Tensor> RingReduceScatter(Op& op, int first_step,
-                                         const std::vector<Tensor>& blocks,
-                                         const std::vector<bool>& skip,
-                                         ReduceOp reduce) {
-  const int n = op.size(), r = op.rank();
-  const int next = Mod(r + 1, n), prev = Mod(r - 1, n);
-  if (n == 1) return skip[0] ? Tensor() : blocks[0];
-  // At step s a rank sends its partial of block r-s-1 (its own contribution
-  // at step 0) and adds its contribution to the partial of block r-s-2 it
-  // receives; the partial of block r arrives last, with every other rank's
-  // contribution in it.
-  Tensor partial;
-  for (int s = 0; s + 1 < n; ++s) {
-    const int out = Mod(r - s - 1, n), in = Mod(r - s - 2, n);
-    if (!skip[out])
-      op.Send(next, first_step + s, s == 0 ? blocks[out] : partial);
-    if (skip[in]) continue;
-    FERRY_ASSIGN_OR_RETURN(Value got, op.Recv(prev, first_step + s));
-    FERRY_ASSIGN_OR_RETURN(Tensor theirs,
-                           TensorLike(op, got, prev, blocks[in]));
-    FERRY_ASSIGN_OR_RETURN(partial, Combine(reduce, blocks[in], theirs));
-  }
-  return skip[r] ? Tensor() : partial;
 }
 
 }  // namespace ferry

@@ -1,56 +1,69 @@
-// The schedules shared by all_gather, reduce_scatter and all_reduce: the
-// direct reduction of small payloads, and the rings for large ones: each rank
+// The schedules shared by the collectives: the rooted join, the direct
+// reduction of small payloads, and the rings for large ones — each rank
 // talks only to its neighbours, passing one block per step, so every link
-// carries the same load.
+// carries the same load. Each goes on by continuations (op.h): `then` runs
+// once the schedule is done here; if the op fails meanwhile it never runs.
 //
 // Blocks are indexed by group rank. `skip[b]` (the same on every rank)
 // marks blocks that do not travel the ring — those already exchanged
 // directly — so a mix of small and large blocks costs one ring, not two.
-// Each schedule uses steps [first_step, first_step + size - 1).
+// Each ring uses steps [first_step, first_step + size - 1).
 #ifndef FERRY_COLLECTIVES_RING_H_
 #define FERRY_COLLECTIVES_RING_H_
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "absl/status/status.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "collectives/message.h"
 #include "collectives/op.h"
 #include "collectives/reduce.h"
 #include "rpc/value/tensor.h"
-#include "rpc/value/value.h"
 
 namespace ferry {
 
-// On entry blocks[rank] is this rank's block (and skipped blocks are
-// whatever the caller has); on success every non-skipped block is filled.
-absl::Status RingAllGather(Op& op, int first_step, std::vector<Value>& blocks,
-                           const std::vector<bool>& skip);
-
-// blocks[b] is this rank's contribution to block b (same shape and dtype on
-// every rank). Returns the reduction over ranks of block `rank` (unless it
-// is skipped: then an empty tensor). Averages are left as sums.
-absl::StatusOr<Tensor> RingReduceScatter(Op& op, int first_step,
-                                         const std::vector<Tensor>& blocks,
-                                         const std::vector<bool>& skip,
-                                         ReduceOp reduce);
-
-// The reduction of `parts` (one per group rank, each a tensor like `like`
-// from that rank) in rank order, so every rank computing it gets the same
-// bits; averages are left as sums.
-absl::StatusOr<Tensor> ReduceInRankOrder(const Op& op,
-                                         const std::vector<Value>& parts,
-                                         const Tensor& like, ReduceOp reduce);
-
 // The start of a rooted op whose data flows one way (broadcast, scatter):
-// every other rank tells `root` it is here (step `step`) and returns at
-// once; `root` returns once it has heard from all. Root sends nothing
-// before that, so a rank that never joins fails the op on every rank that
-// did (root times out and aborts the op), as in every other collective.
-absl::Status JoinAtRoot(Op& op, int root, int step);
+// every other rank tells `root` it is here (step `step`) and goes on at
+// once; `root` goes on once it heard from all. Root sends nothing before
+// that, so a rank that never joins fails the op on every rank that did
+// (root times out and aborts the op), as in every other collective.
+void JoinAtRoot(Op& op, int root, int step, absl::AnyInvocable<void() &&> then);
 
-// A new tensor holding `a` ⊕ `b` (same dtype and numel), shaped like `a`.
-absl::StatusOr<Tensor> Combine(ReduceOp reduce, const Tensor& a,
-                               const Tensor& b);
+// On entry blocks[rank] is this rank's block (and skipped blocks are
+// whatever the caller has); `then` gets every block, each non-skipped one
+// as its owner sent it.
+using Blocks = std::vector<Message>;
+void RingAllGather(Op& op, int first_step, Blocks blocks,
+                   std::vector<bool> skip,
+                   absl::AnyInvocable<void(Blocks) &&> then);
+
+struct RingReduce {
+  int first_step = 1;
+  // This rank's contribution to each block (the same dtype and size on
+  // every rank).
+  std::vector<Tensor> blocks;
+  std::vector<bool> skip;
+  ReduceOp reduce = ReduceOp::kSum;
+  // Optional: partial sums of block b go to `into`'s elements from
+  // offsets[b] on (all_reduce: its output), instead of a new tensor each.
+  std::shared_ptr<TensorBuilder> into;
+  std::vector<int64_t> offsets;
+};
+// `then` gets the reduction over ranks of block `rank` (an empty tensor if
+// it is skipped; averages left as sums).
+void RingReduceScatter(Op& op, RingReduce args,
+                       absl::AnyInvocable<void(Tensor) &&> then);
+
+// Whether a peer's tensor `t` can stand for `like` (dtype and size).
+bool Like(const Tensor& t, const Tensor& like);
+
+// The reduction of `parts` (one per group rank, each Like `like`) in rank
+// order, so every rank computing it gets the same bits; shaped like
+// `like`; averages left as sums.
+absl::StatusOr<Tensor> ReduceInRankOrder(const std::vector<Tensor>& parts,
+                                         const Tensor& like, ReduceOp reduce);
 
 }  // namespace ferry
 

@@ -1,6 +1,6 @@
-// Running a collective op on one rank: naming it, running its algorithm
-// (on the caller's thread, or on the collectives executor), and making its
-// failure everyone's.
+// Running a collective op on one rank: naming it, starting its algorithm
+// (on the caller's thread, until it waits for a message: from then on it
+// is driven by completions, op.h), and handing over its result.
 //
 // Ops are identified across ranks by (group, sequence) when called
 // SPMD-style — every member calls the same collectives on the group in the
@@ -10,46 +10,78 @@
 #ifndef FERRY_COLLECTIVES_RUNNER_H_
 #define FERRY_COLLECTIVES_RUNNER_H_
 
-#include <string>
+#include <optional>
+#include <utility>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "collectives/collective_context.h"
+#include "collectives/op.h"
+#include "collectives/options.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
-#include "rpc/value/value.h"
 
 namespace ferry {
 
-struct CollectiveOptions {
-  // The op's deadline, from its start on this rank; zero: the worker's
-  // default call timeout.
-  absl::Duration timeout = absl::ZeroDuration();
-  // Names the op instead of the group's sequence number. Every member
-  // passes the same tag; tags are unique among the group's ops.
-  std::string tag;
-};
-
-struct OpSpec {
-  std::string name;   // "all_reduce"
-  std::string key;    // "world/17", "g0,2#0/t:<tag>"
-  std::string label;  // "17", or the tag
-  absl::Duration timeout;
-};
-
-// Names op `name` on `group` (op_key.h). INVALID_ARGUMENT for an unknown
-// collective or a tag over kMaxOpTagBytes (no sequence number is used then).
+// Names op `name` on `group` (op_key.h). INVALID_ARGUMENT for a tag over
+// kMaxOpTagBytes (no sequence number is used then).
 absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
                                  const CollectiveOptions& options);
 
-// Runs the op here; on failure it is aborted on every member, and every
-// member returns the same status.
-absl::StatusOr<Value> RunOp(ProcessGroup& group, const OpSpec& spec,
-                            const Value& input, const Value& params);
+// Begins the op here and runs `algorithm` with its Result; the future is
+// its result once the op ended (on failure, the same status on every
+// member). UNAVAILABLE at once if the worker is stopping.
+template <typename T>
+Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
+                  absl::AnyInvocable<void(Result<T>) &&> algorithm) {
+  if (group.context().stopping()) {
+    return Future<T>::Ready(absl::UnavailableError(
+        absl::StrCat(group.context().agent().name(),
+                     " is stopping: ", spec.name, " not run")));
+  }
+  Promise<T> result;
+  // Written by the algorithm before it succeeds, read once the op ended.
+  auto slot = std::make_shared<std::optional<T>>();
+  std::shared_ptr<Op> op =
+      Op::Begin(group, spec, [result, slot](absl::Status status) {
+        if (status.ok()) {
+          result.Set(std::move(**slot));
+        } else {
+          result.Set(std::move(status));
+        }
+      });
+  std::move(algorithm)(
+      Result<T>(std::move(op), [slot](T value) { *slot = std::move(value); }));
+  return result.future();
+}
 
-// RunOp on the collectives executor; the op keeps `group` alive.
-Future<Value> RunOpAsync(ProcessGroup& group, OpSpec spec, Value input,
-                         Value params);
+template <typename T>
+using Algorithm = absl::AnyInvocable<void(Result<T>) &&>;
+
+// Prepares op `name` and starts `algorithm` on it.
+template <typename T>
+Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
+                     const CollectiveOptions& options, Algorithm<T> algorithm) {
+  absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
+  if (!spec.ok()) return Future<T>::Ready(spec.status());
+  return StartOp<T>(group, *spec, std::move(algorithm));
+}
+
+// The same, waiting on the caller's thread. The op ends by its deadline
+// (plus the moment it takes to ask who joined); the wait's bound, in real
+// time, is only a backstop.
+template <typename T>
+absl::StatusOr<T> RunOp(ProcessGroup& group, absl::string_view name,
+                        const CollectiveOptions& options,
+                        Algorithm<T> algorithm) {
+  absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
+  if (!spec.ok()) return spec.status();
+  return StartOp<T>(group, *spec, std::move(algorithm))
+      .Wait(spec->timeout + absl::Seconds(10));
+}
 
 }  // namespace ferry
 

@@ -2,33 +2,45 @@
 // the i-th (the other ranks' inputs are ignored). Every rank joins at src
 // (step 0), then src sends each its value directly (step 1): no rank
 // returns unless every rank came.
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
-#include "collectives/args.h"
+#include "collectives/checks.h"
 #include "collectives/ring.h"
-#include "rpc/base/status_util.h"
 
 namespace ferry {
 namespace algorithms {
 
-absl::StatusOr<Value> Scatter(Op& op, const Value& input, const Value& params) {
-  FERRY_ASSIGN_OR_RETURN(int src, RankParam(op, params, "src"));
-  const int n = op.size();
+void Scatter(Result<Value> result, ScatterArgs args) {
+  Op& op = result.op();
+  const int n = op.size(), src = args.src;
+  absl::Status src_ok = CheckRankParam(op, src, "src");
+  if (!src_ok.ok()) return op.Fail(src_ok);
   if (op.rank() != src) {
-    FERRY_RETURN_IF_ERROR(JoinAtRoot(op, src, 0));
-    return op.Recv(src, 1);
+    return JoinAtRoot(op, src, 0, [result = std::move(result), src]() mutable {
+      Op& op = result.op();
+      op.Recv(src, 1, [result = std::move(result)](Message m) mutable {
+        std::move(result).Set(std::move(m.value));
+      });
+    });
   }
-  if (!input.is_list() || static_cast<int>(input.as_list().size()) != n) {
-    return op.BadInput(absl::StrCat(
+  if (static_cast<int>(args.values.size()) != n) {
+    return op.Fail(op.BadInput(absl::StrCat(
         "the input of scatter's source must be a list of ", n,
-        " values (one per rank), got ",
-        input.is_list() ? absl::StrCat(input.as_list().size(), " items")
-                        : std::string(input.kind_name())));
+        " values (one per rank), got ", args.values.size(), " items")));
   }
-  FERRY_RETURN_IF_ERROR(JoinAtRoot(op, src, 0));
-  for (int k = 1; k < n; ++k)
-    op.Send((src + k) % n, 1, input.as_list()[(src + k) % n]);
-  return input.as_list()[src];
+  JoinAtRoot(op, src, 0,
+             [result = std::move(result), values = std::move(args.values),
+              src]() mutable {
+               Op& op = result.op();
+               const int n = op.size();
+               for (int k = 1; k < n; ++k) {
+                 op.Send((src + k) % n, 1,
+                         Message::OfValue(values[(src + k) % n]));
+               }
+               std::move(result).Set(std::move(values[src]));
+             });
 }
 
 }  // namespace algorithms

@@ -1,22 +1,24 @@
 #include "collectives/service.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/by_name.h"
 #include "collectives/collectives.h"
-#include "collectives/op.h"
 #include "collectives/op_key.h"
+#include "collectives/runner.h"
 #include "rpc/base/limits.h"
 
 namespace ferry {
 
 namespace {
 
-// Most client-driven ops queued or running on one worker; beyond, new ones
-// are refused (each holds a collectives thread while it runs).
+// Most client-driven ops running on one worker at once; beyond, new ones
+// are refused (each holds its inputs and messages until it ends).
 constexpr int64_t kMaxClientOps = 256;
 
 struct ClientOp {
@@ -99,22 +101,31 @@ absl::StatusOr<absl::Duration> TimeoutOf(CollectiveContext& context,
 // need not wait for it to time out.
 Future<Value> RefuseEverywhere(ProcessGroup& group, const ClientOp& op,
                                const absl::Status& why) {
-  absl::StatusOr<OpSpec> spec =
-      PrepareOp(group, op.name, CollectiveOptions{absl::Seconds(1), op.op_id});
-  if (!spec.ok()) return Future<Value>::Ready(spec.status());
-  Op refused(group, spec->name, spec->key, spec->label, absl::Seconds(1));
-  return Future<Value>::Ready(
-      refused.Fail(refused.Error(why.code(), why.message())));
+  if (by_name::Find(op.name) == nullptr) {
+    return RunCollectiveAsync(group, op.name, Value(), Value()).future();
+  }
+  return RunOpAsync<Value>(group, op.name,
+                           CollectiveOptions{absl::Seconds(1), op.op_id},
+                           [why](Result<Value> refused) {
+                             Op& o = refused.op();
+                             o.Fail(o.Error(why.code(), why.message()));
+                           });
 }
 
-Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
+// The client ops running on one worker.
+struct ClientOps {
+  std::atomic<int64_t> running{0};
+};
+
+Future<Value> RunClientOp(CollectiveContext& context, ClientOp op,
+                          const std::shared_ptr<ClientOps>& ops) {
   absl::StatusOr<std::shared_ptr<ProcessGroup>> group =
       GroupOf(context, op.params);
   if (!group.ok()) return Future<Value>::Ready(group.status());
   absl::StatusOr<absl::Duration> timeout = TimeoutOf(context, op.timeout);
   if (!timeout.ok()) return RefuseEverywhere(**group, op, timeout.status());
-  if (context.executor().queued() + context.executor().running() >=
-      kMaxClientOps) {
+  if (ops->running.fetch_add(1) >= kMaxClientOps) {
+    ops->running.fetch_sub(1);
     return RefuseEverywhere(**group, op,
                             absl::ResourceExhaustedError(absl::StrCat(
                                 context.agent().name(), " already runs ",
@@ -126,7 +137,9 @@ Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
                          std::move(op.params), options)
           .future();
   // Keeps the group alive until the op is over.
-  result.Then([group = *group](const absl::StatusOr<Value>&) {});
+  result.Then([group = *group, ops](const absl::StatusOr<Value>&) {
+    ops->running.fetch_sub(1);
+  });
   return result;
 }
 
@@ -135,15 +148,17 @@ Future<Value> RunClientOp(CollectiveContext& context, ClientOp op) {
 absl::Status RegisterCollectiveFunctions(
     const std::shared_ptr<CollectiveContext>& context) {
   std::weak_ptr<CollectiveContext> weak = context;
+  auto ops = std::make_shared<ClientOps>();
   return context->agent().registry().RegisterAsync(
       kCollectiveFunction,
-      [weak](const CallContext&, std::vector<Value> args) -> Future<Value> {
+      [weak, ops](const CallContext&,
+                  std::vector<Value> args) -> Future<Value> {
         absl::StatusOr<ClientOp> op = ParseArgs(std::move(args));
         if (!op.ok()) return Future<Value>::Ready(op.status());
         std::shared_ptr<CollectiveContext> c = weak.lock();
         if (c == nullptr)
           return Future<Value>::Ready(absl::UnavailableError("stopping"));
-        return RunClientOp(*c, *std::move(op));
+        return RunClientOp(*c, *std::move(op), ops);
       },
       "ferry.collective(op: string, op_id: string, input: value, params: map, "
       "timeout_ms: int) -> value",

@@ -6,12 +6,13 @@
 // the ranks in params "group"; the
 // client calls it on every taking-part worker with the same op_id (which
 // names the op, see CollectiveOptions::tag) and gathers the results
-// (client_collective.h). The op runs on the collectives executor, holding
-// no RPC thread — but one of its threads, for up to the op's timeout: so a
-// client may ask for at most --max_collective_timeout_ms (a longer
-// timeout_ms is refused, RESOURCE_EXHAUSTED naming the flag, on every
-// member), and timeout_ms 0 (the worker's default call timeout) is
-// clamped to it. op_id has at most kMaxOpTagBytes (op_key.h).
+// (client_collective.h). The op holds no thread while it waits, but its
+// inputs and messages until it ends: so a client may ask for at most
+// --max_collective_timeout_ms (a longer timeout_ms is refused,
+// RESOURCE_EXHAUSTED naming the flag, on every member), timeout_ms 0 (the
+// worker's default call timeout) is clamped to it, and at most 256 client
+// ops run on a worker at once. op_id has at most kMaxOpTagBytes
+// (op_key.h).
 #ifndef FERRY_COLLECTIVES_SERVICE_H_
 #define FERRY_COLLECTIVES_SERVICE_H_
 

@@ -2,51 +2,62 @@
 
 #include <utility>
 
-#include "collectives/args.h"
-#include "collectives/collectives.h"
-#include "rpc/base/status_util.h"
+#include "collectives/algorithms.h"
+#include "collectives/runner.h"
 
 namespace ferry {
 
 namespace {
 
-absl::StatusOr<KeyedJaggedTensor> ReadKjt(absl::StatusOr<Value> v) {
-  if (!v.ok()) return v.status();
-  return KeyedJaggedTensor::FromValue(*v, "output");
+algorithms::JaggedPart PartOf(std::string name, const KeyedJaggedTensor& kjt,
+                              const std::vector<int64_t>& features_per_rank,
+                              std::string features_field) {
+  return {std::move(name), kjt, features_per_rank, std::move(features_field)};
 }
 
-absl::StatusOr<SparseFeatures> ReadFeatures(absl::StatusOr<Value> v) {
-  if (!v.ok()) return v.status();
-  const Value* id_list = v->Find("id_list");
-  const Value* id_score_list = v->Find("id_score_list");
-  if (id_list == nullptr || id_score_list == nullptr) {
-    return absl::InternalError("sparse_features_all_to_all: malformed output");
-  }
-  SparseFeatures out;
-  FERRY_ASSIGN_OR_RETURN(out.id_list,
-                         KeyedJaggedTensor::FromValue(*id_list, "id_list"));
-  FERRY_ASSIGN_OR_RETURN(
-      out.id_score_list,
-      KeyedJaggedTensor::FromValue(*id_score_list, "id_score_list"));
-  return out;
+Algorithm<KeyedJaggedTensor> KjtOf(const KeyedJaggedTensor& input,
+                                   const std::vector<int64_t>& fpr,
+                                   int stagger) {
+  algorithms::JaggedArgs args{{PartOf("kjt", input, fpr, "features_per_rank")},
+                              stagger};
+  return [args = std::move(args)](Result<KeyedJaggedTensor> r) mutable {
+    algorithms::JaggedAllToAll(
+        std::move(r).Map<std::vector<KeyedJaggedTensor>>(
+            [](std::vector<KeyedJaggedTensor> out) { return out[0]; }),
+        std::move(args));
+  };
 }
 
-Value KjtParams(const std::vector<int64_t>& features_per_rank, int stagger) {
-  return Value(Value::Map{{"features_per_rank", IntList(features_per_rank)},
-                          {"stagger", stagger}});
+Algorithm<SparseFeatures> FeaturesOf(const SparseFeatures& input,
+                                     const std::vector<int64_t>& id_list,
+                                     const std::vector<int64_t>& id_score_list,
+                                     int stagger) {
+  algorithms::JaggedArgs args{
+      {PartOf("id_list", input.id_list, id_list, "id_list_features_per_rank"),
+       PartOf("id_score_list", input.id_score_list, id_score_list,
+              "id_score_list_features_per_rank")},
+      stagger};
+  return [args = std::move(args)](Result<SparseFeatures> r) mutable {
+    algorithms::JaggedAllToAll(
+        std::move(r).Map<std::vector<KeyedJaggedTensor>>(
+            [](std::vector<KeyedJaggedTensor> out) {
+              return SparseFeatures{std::move(out[0]), std::move(out[1])};
+            }),
+        std::move(args));
+  };
 }
 
-Value FeaturesInput(const SparseFeatures& input) {
-  return Value(Value::Map{{"id_list", input.id_list.ToValue()},
-                          {"id_score_list", input.id_score_list.ToValue()}});
+template <typename T>
+absl::StatusOr<T> Run(ProcessGroup& group, absl::string_view name,
+                      const CollectiveOptions& options,
+                      Algorithm<T> algorithm) {
+  return RunOp<T>(group, name, options, std::move(algorithm));
 }
 
-Value FeaturesParams(const std::vector<int64_t>& id_list,
-                     const std::vector<int64_t>& id_score_list, int stagger) {
-  return Value(
-      Value::Map{{"id_list_features_per_rank", IntList(id_list)},
-                 {"id_score_list_features_per_rank", IntList(id_score_list)},
-                 {"stagger", stagger}});
+template <typename T>
+Work<T> Start(ProcessGroup& group, absl::string_view name,
+              const CollectiveOptions& options, Algorithm<T> algorithm) {
+  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm)));
 }
 
 }  // namespace
@@ -55,19 +66,16 @@ absl::StatusOr<KeyedJaggedTensor> KJTAllToAll(
     ProcessGroup& group, const KeyedJaggedTensor& input,
     const std::vector<int64_t>& features_per_rank, int stagger,
     const CollectiveOptions& options) {
-  return ReadKjt(RunCollective(group, "kjt_all_to_all", input.ToValue(),
-                               KjtParams(features_per_rank, stagger), options));
+  return Run(group, "kjt_all_to_all", options,
+             KjtOf(input, features_per_rank, stagger));
 }
 
 Work<KeyedJaggedTensor> KJTAllToAllAsync(
     ProcessGroup& group, const KeyedJaggedTensor& input,
     const std::vector<int64_t>& features_per_rank, int stagger,
     const CollectiveOptions& options) {
-  return Work<KeyedJaggedTensor>(
-      RunCollectiveAsync(group, "kjt_all_to_all", input.ToValue(),
-                         KjtParams(features_per_rank, stagger), options)
-          .future()
-          .Map(&ReadKjt));
+  return Start(group, "kjt_all_to_all", options,
+               KjtOf(input, features_per_rank, stagger));
 }
 
 absl::StatusOr<SparseFeatures> SparseFeaturesAllToAll(
@@ -75,11 +83,9 @@ absl::StatusOr<SparseFeatures> SparseFeaturesAllToAll(
     const std::vector<int64_t>& id_list_features_per_rank,
     const std::vector<int64_t>& id_score_list_features_per_rank, int stagger,
     const CollectiveOptions& options) {
-  return ReadFeatures(
-      RunCollective(group, "sparse_features_all_to_all", FeaturesInput(input),
-                    FeaturesParams(id_list_features_per_rank,
-                                   id_score_list_features_per_rank, stagger),
-                    options));
+  return Run(group, "sparse_features_all_to_all", options,
+             FeaturesOf(input, id_list_features_per_rank,
+                        id_score_list_features_per_rank, stagger));
 }
 
 Work<SparseFeatures> SparseFeaturesAllToAllAsync(
@@ -87,14 +93,9 @@ Work<SparseFeatures> SparseFeaturesAllToAllAsync(
     const std::vector<int64_t>& id_list_features_per_rank,
     const std::vector<int64_t>& id_score_list_features_per_rank, int stagger,
     const CollectiveOptions& options) {
-  return Work<SparseFeatures>(
-      RunCollectiveAsync(
-          group, "sparse_features_all_to_all", FeaturesInput(input),
-          FeaturesParams(id_list_features_per_rank,
-                         id_score_list_features_per_rank, stagger),
-          options)
-          .future()
-          .Map(&ReadFeatures));
+  return Start(group, "sparse_features_all_to_all", options,
+               FeaturesOf(input, id_list_features_per_rank,
+                          id_score_list_features_per_rank, stagger));
 }
 
 }  // namespace ferry

@@ -19,8 +19,8 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/kjt.h"
+#include "collectives/options.h"
 #include "collectives/process_group.h"
-#include "collectives/runner.h"
 #include "collectives/work.h"
 
 namespace ferry {

@@ -12,6 +12,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "proto/collectives.pb.h"
 #include "tests/collectives/spmd.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/status_matchers.h"
@@ -95,6 +96,33 @@ TEST_F(ForgedPeerTest, AScalarStructureFailsTheOp) {
                 {.timeout = absl::Seconds(10), .tag = "scalar"});
   EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
                             HasSubstr("malformed message")));
+  ExpectJobWorks();
+}
+
+// Typed headers are checked before they are read: a dtype no tensor has, or
+// more dims than --max_tensor_rank, fails the op naming the sender (and
+// printing such a header stays bounded).
+TEST_F(ForgedPeerTest, AnImpossibleHeaderFailsTheOp) {
+  proto::AllReduceHeader bad_dtype;
+  bad_dtype.mutable_input()->set_dtype(static_cast<proto::DType>(99));
+  bad_dtype.set_op("sum");
+  bad_dtype.set_direct(true);
+  proto::AllReduceHeader deep = bad_dtype;
+  deep.mutable_input()->set_dtype(proto::FLOAT32);
+  for (int i = 0; i < 100000; ++i) deep.mutable_input()->add_shape(1);
+  for (const auto& [tag, header] : {std::pair{std::string("dtype"), bad_dtype},
+                                    std::pair{std::string("deep"), deep}}) {
+    const Value forged(Value::List{Value(Bytes{header.SerializeAsString()}),
+                                   Value(Value::List{}), Value()});
+    Forge("world/t:" + tag, 0, forged);
+    Forge("world/t:" + tag, 1, forged);
+    absl::StatusOr<Tensor> out = AllReduce(
+        job_->worker(2).collectives().world(), Tensor::FromVector<float>({1}),
+        ReduceOp::kSum, {.timeout = absl::Seconds(10), .tag = tag});
+    EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                              HasSubstr("malformed message from rank 0")))
+        << tag;
+  }
   ExpectJobWorks();
 }
 

@@ -444,16 +444,13 @@ TEST_F(GroupsTest, TaggedOpsMatchByTag) {
   }
 }
 
-// KNOWN LIMITATION (disabled; see the report of the collectives test
-// suite): async ops run on the collectives executor (CollectiveConfig::
-// threads, 4 by default) and block a thread while they wait for peers.
-// Tagged ops may be started in any order — but with more of them in
-// flight than threads, each rank's threads can all be taken by ops whose
-// peers are queued behind other ops on the other ranks. Observed on 2
-// ranks, 8 tagged all_reduces started in opposite orders: all 16 calls
-// fail with DEADLINE_EXCEEDED ("did not join" / "no message from") after
-// the timeout, although every rank started every op.
-TEST_F(GroupsTest, DISABLED_MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
+// Tagged ops may be started in any order, and async ones hold no thread
+// while they wait for their peers: more of them in flight than the old
+// collectives executor had threads (4), started in opposite orders on the
+// two ranks, all complete. (With a thread per waiting op, each rank's
+// threads were all taken by ops whose peers were queued behind other ops
+// on the other rank, and all 16 calls failed at their deadline.)
+TEST_F(GroupsTest, MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
   Start(2);
   auto out =
       OnEveryRank<std::vector<absl::Status>>(*job_, [&](WorkerImpl& w, int r) {
@@ -472,6 +469,73 @@ TEST_F(GroupsTest, DISABLED_MoreTaggedAsyncOpsThanThreadsInOppositeOrders) {
       });
   for (int r = 0; r < 2; ++r) {
     for (const absl::Status& s : out[r]) EXPECT_OK(s);
+  }
+}
+
+// Many async ops of every kind in flight at once, each rank starting them
+// in the opposite order: each progresses as its messages come, on whatever
+// thread delivers them.
+TEST_F(GroupsTest, ManyAsyncOpsOfEveryKindInOppositeOrders) {
+  Start(2);
+  constexpr int kOps = 64;
+  struct Works {
+    std::vector<Work<Tensor>> reduced;
+    std::vector<Work<std::vector<Tensor>>> gathered;
+    std::vector<Work<Value>> broadcast;
+    std::vector<Work<Done>> barriers;
+  };
+  auto out = OnEveryRank<std::vector<absl::Status>>(*job_, [&](WorkerImpl& w,
+                                                               int r) {
+    ProcessGroup& g = w.collectives().world();
+    Works works;
+    for (int i = 0; i < kOps; ++i) {
+      const int k = r == 0 ? i : kOps - 1 - i;
+      CollectiveOptions options;
+      options.timeout = absl::Seconds(20);
+      options.tag = absl::StrCat("op", k);
+      switch (k % 4) {
+        case 0:
+          works.reduced.push_back(
+              AllReduceAsync(g, I64({k, r}), ReduceOp::kSum, options));
+          break;
+        case 1:
+          works.gathered.push_back(AllGatherAsync(g, I64({k + r}), options));
+          break;
+        case 2:
+          works.broadcast.push_back(
+              BroadcastAsync(g, Value(k + r), 1, options));
+          break;
+        default:
+          works.barriers.push_back(BarrierAsync(g, options));
+      }
+    }
+    std::vector<absl::Status> results;
+    auto check = [&](bool ok, const std::string& what) {
+      results.push_back(ok ? absl::OkStatus() : absl::InternalError(what));
+    };
+    for (const Work<Tensor>& work : works.reduced) {
+      absl::StatusOr<Tensor> t = work.Wait(absl::Seconds(60));
+      if (!t.ok()) results.push_back(t.status());
+      if (t.ok()) check(t->ToVector<int64_t>()[1] == 1, t->DebugString());
+    }
+    for (const Work<std::vector<Tensor>>& work : works.gathered) {
+      absl::StatusOr<std::vector<Tensor>> all = work.Wait(absl::Seconds(60));
+      if (!all.ok()) results.push_back(all.status());
+      if (all.ok()) check(all->size() == 2, "gathered");
+    }
+    for (const Work<Value>& work : works.broadcast) {
+      absl::StatusOr<Value> v = work.Wait(absl::Seconds(60));
+      if (!v.ok()) results.push_back(v.status());
+      if (v.ok()) check(v->is_int() && v->as_int() % 4 == 3, ToJson(*v));
+    }
+    for (const Work<Done>& work : works.barriers)
+      results.push_back(work.Wait(absl::Seconds(60)).status());
+    return results;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].size(), static_cast<size_t>(kOps)) << "rank " << r;
+    for (const absl::Status& s : out[r])
+      EXPECT_TRUE(s.ok()) << "rank " << r << ": " << s;
   }
 }
 
