@@ -117,9 +117,10 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
         break;
       }
       case EtcdJobKeys::Parsed::Kind::kHistory:
+        // Its revision even if the record is bad: a take compares it.
+        snapshot.history_revisions[p.rank] = kv.mod_revision;
         if (auto record = ParseRankRecord(kv, p.rank)) {
           snapshot.history[p.rank] = *std::move(record);
-          snapshot.history_revisions[p.rank] = kv.mod_revision;
         }
         break;
       case EtcdJobKeys::Parsed::Kind::kClient: {

@@ -77,7 +77,8 @@ class EtcdJobKeys {
 struct JobSnapshot {
   int64_t revision = 0;
   std::map<int, proto::RankRecord> ranks;  // Well-formed records only.
-  // The ranks' latest holders (well-formed), and their keys' revisions.
+  // The ranks' latest holders (well-formed), and their keys' revisions
+  // (malformed ones too).
   std::map<int, proto::RankRecord> history;
   std::map<int, int64_t> history_revisions;
   std::set<uint64_t> clients;

@@ -110,7 +110,9 @@ TEST(EtcdJobKeysTest, AFormedJobsDeadRanksComeFromTheHistory) {
   record.SerializeToString(&absurd.value);
   absurd.key = keys.history(2);
   range.kvs.push_back(absurd);
-  EXPECT_EQ(ReadSnapshot(keys, range).history.count(2), 0u);
+  JobSnapshot with_absurd = ReadSnapshot(keys, range);
+  EXPECT_EQ(with_absurd.history.count(2), 0u);
+  EXPECT_EQ(with_absurd.history_revisions.count(2), 1u);  // Still compared.
 }
 
 TEST(EtcdJobKeysTest, DisagreeingWorldSizesAreNamed) {
