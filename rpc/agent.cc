@@ -362,15 +362,11 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
 }
 
 void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
-  // The new incarnation's calls carry its own credential (the old one's
-  // was forgotten when it went down).
-  if (!worker.credential_digest.empty()) {
-    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
-  }
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
-  // Its calls present a fresh credential; the old one's stays forgotten.
+  // Its calls present a fresh credential; the old one's stays forgotten
+  // (it was when the old incarnation went down).
   if (replaced.ok() && !worker.credential_digest.empty()) {
     authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
   }
