@@ -103,13 +103,16 @@ RpcAgent::RpcAgent(AgentOptions options)
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
-      authenticator_(std::make_shared<Authenticator>(
-          security_->token(),
-          // Where secrets travel, every node sends its credential. Only
-          // the embedded master issues credentials; on etcd, claims are
-          // believed (README, Membership).
-          embedded() && (!security_->token().empty() ||
-                         (security_->tls() && !security_->insecure())))) {
+      authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{
+          .token = security_->token(),
+          // Where secrets travel, every node sends its credential (the
+          // embedded master issues it; on etcd each node makes its own).
+          .require_identity = !security_->token().empty() ||
+                              (security_->tls() && !security_->insecure()),
+          // On etcd, newcomers' credentials arrive by the watch.
+          .late_admits = !embedded(),
+          .cert_identity = security_->cert_identity(),
+      })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
@@ -260,7 +263,8 @@ absl::Status RpcAgent::StartServer() {
             .world_size = options_.world_size,
             .heartbeat_timeout = options_.heartbeat_timeout,
             .limits = options_.limits,
-            .require_identity = authenticator_->require_identity()},
+            .require_identity = authenticator_->require_identity(),
+            .cert_identity = security_->cert_identity()},
         timers_);
     builder.RegisterService(rendezvous_.get());
   } else {
@@ -338,6 +342,10 @@ absl::Status RpcAgent::JoinAndWatch() {
                     .on_rejoined =
                         [this](const WorkerInfo& w, uint64_t incarnation) {
                           OnRejoined(w, incarnation);
+                        },
+                    .on_credential =
+                        [this](uint64_t node, const std::string& digest) {
+                          authenticator_->Admit(node, digest);
                         }});
   return absl::OkStatus();
 }
@@ -360,7 +368,8 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
-  // Its calls present a fresh credential; the old one's stays forgotten.
+  // Its calls present a fresh credential; the old one's stays forgotten
+  // (it was when the old incarnation went down).
   if (replaced.ok() && !worker.credential_digest.empty()) {
     authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
   }

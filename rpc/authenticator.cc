@@ -4,6 +4,7 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -11,6 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "rpc/base/status_util.h"
+#include "rpc/cert_identity.h"
 
 namespace ferry {
 
@@ -90,9 +93,12 @@ std::string NewCredential() {
       absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
-Authenticator::Authenticator(std::string token, bool require_identity)
-    : expected_(token.empty() ? "" : absl::StrCat("Bearer ", token)),
-      require_identity_(require_identity) {}
+Authenticator::Authenticator(AuthenticatorOptions options)
+    : expected_(options.token.empty() ? ""
+                                      : absl::StrCat("Bearer ", options.token)),
+      require_identity_(options.require_identity),
+      late_admits_(options.late_admits),
+      cert_identity_(options.cert_identity) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -115,27 +121,43 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
 void Authenticator::Admit(uint64_t node, const std::string& digest) {
   absl::MutexLock lock(&mu_);
   auto old = digests_.find(node);
-  if (old != digests_.end()) nodes_.erase(old->second);
+  if (old != digests_.end() && old->second != digest) {
+    nodes_.erase(old->second);
+    RetireLocked(old->second);
+  }
   digests_[node] = digest;
   nodes_[digest] = node;
+  for (LateWait* wait : late_waits_) {
+    if (*wait->digest == digest) wait->arrived = true;
+  }
 }
 
 void Authenticator::Forget(uint64_t node) {
   absl::MutexLock lock(&mu_);
-  if (node >= kFirstClient) {
-    // Client credentials are checked by their MAC: remember the departed.
-    if (!revoked_.insert(node).second) return;
-    revoked_order_.push_back(node);
-    if (revoked_order_.size() > kRevokedClients) {
-      revoked_.erase(revoked_order_.front());
-      revoked_order_.pop_front();
-    }
-    return;
-  }
   auto it = digests_.find(node);
-  if (it == digests_.end()) return;
-  nodes_.erase(it->second);
-  digests_.erase(it);
+  if (it != digests_.end()) {
+    nodes_.erase(it->second);
+    RetireLocked(std::move(it->second));
+    digests_.erase(it);
+  }
+  if (node < kFirstClient) return;
+  // Client credentials the master issued are checked by their MAC, which
+  // stays valid: remember the departed.
+  if (!revoked_.insert(node).second) return;
+  revoked_order_.push_back(node);
+  if (revoked_order_.size() > kRevokedClients) {
+    revoked_.erase(revoked_order_.front());
+    revoked_order_.pop_front();
+  }
+}
+
+void Authenticator::RetireLocked(std::string digest) {
+  if (!gone_.insert(digest).second) return;
+  gone_order_.push_back(std::move(digest));
+  if (gone_order_.size() > kRevokedClients) {
+    gone_.erase(gone_order_.front());
+    gone_order_.pop_front();
+  }
 }
 
 void Authenticator::SetClientKey(std::string key) {
@@ -145,7 +167,7 @@ void Authenticator::SetClientKey(std::string key) {
 }
 
 std::optional<uint64_t> Authenticator::ResolveLocked(
-    absl::string_view credential) const {
+    absl::string_view credential, const std::string& digest) const {
   if (std::optional<uint64_t> client = ClaimedClient(credential)) {
     if (client_key_.empty() || revoked_.contains(*client)) return std::nullopt;
     if (!ConstantTimeEquals(credential,
@@ -154,9 +176,34 @@ std::optional<uint64_t> Authenticator::ResolveLocked(
     }
     return client;
   }
-  auto node = nodes_.find(CredentialDigest(std::string(credential)));
+  auto node = nodes_.find(digest);
   if (node == nodes_.end()) return std::nullopt;
   return node->second;
+}
+
+std::optional<uint64_t> Authenticator::AwaitLocked(
+    absl::string_view credential, const std::string& digest) const {
+  // Both waits are for real events a moment away, so they are short and in
+  // real time.
+  const absl::Time deadline = absl::Now() + kLearnWait;
+  if (!learned_) {
+    // The job forms for every worker at once: a peer may call before this
+    // worker has read the Join answer that names its credential.
+    mu_.AwaitWithDeadline(absl::Condition(&learned_), deadline);
+    std::optional<uint64_t> node = ResolveLocked(credential, digest);
+    if (node.has_value()) return node;
+  }
+  // A newcomer's first call may overtake the watch event that admits it;
+  // a departed node's late call is no newcomer's.
+  if (!learned_ || !late_admits_ || late_waits_.size() >= kMaxLateWaits ||
+      gone_.contains(digest)) {
+    return std::nullopt;
+  }
+  LateWait wait{&digest};
+  late_waits_.push_back(&wait);
+  mu_.AwaitWithDeadline(absl::Condition(&wait.arrived), deadline);
+  late_waits_.erase(std::find(late_waits_.begin(), late_waits_.end(), &wait));
+  return ResolveLocked(credential, digest);
 }
 
 std::optional<uint64_t> Authenticator::NodeOf(
@@ -172,19 +219,22 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::optional<uint64_t>();
   absl::string_view credential(it->second.data(), it->second.size());
-  absl::MutexLock lock(&mu_);
-  std::optional<uint64_t> node = ResolveLocked(credential);
-  if (!node.has_value() && !learned_) {
-    // The job forms for every worker at once: a peer may call before this
-    // worker has read the Join answer that names its credential. That is
-    // a real event, a moment away, so the wait is short and in real time.
-    mu_.AwaitWithTimeout(absl::Condition(&learned_), kLearnWait);
-    node = ResolveLocked(credential);
+  const std::string digest = CredentialDigest(std::string(credential));
+  std::optional<uint64_t> node;
+  {
+    absl::MutexLock lock(&mu_);
+    node = ResolveLocked(credential, digest);
+    if (!node.has_value()) node = AwaitLocked(credential, digest);
   }
   if (!node.has_value()) {
     return absl::UnauthenticatedError(
         "the call's node credential names no live node of this job (it "
         "left, was declared dead, or the credential is forged)");
+  }
+  // A worker's credential counts only with its rank's certificate.
+  if (cert_identity_ && *node < kFirstClient) {
+    FERRY_RETURN_IF_ERROR(
+        CheckWorkerCert(PeerCertNames(call), *node, "node credential"));
   }
   return node;
 }

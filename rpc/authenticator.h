@@ -18,6 +18,18 @@
 //     without waiting for membership news, and a client can only be the
 //     node it was registered as.
 //
+//   - on etcd, where no node issues credentials, each node makes its own
+//     and publishes its digest in its membership record; peers Admit the
+//     digests as their watch delivers them (late_admits): a call whose
+//     credential is not known yet waits a moment for it (kLearnWait at
+//     most, kMaxLateWaits calls at once), since a client or replacement
+//     may call before a peer's watch told it of the newcomer; one of a
+//     node that died or left is refused at once.
+//   - with cert_identity (--tls_identity=san, rpc/cert_identity.h) a
+//     worker's credential counts only over a connection whose TLS client
+//     certificate names that worker: a stolen credential is no use
+//     without the worker's key too.
+//
 // Handlers resolve the caller once (CallerNode) and compare what a message
 // claims (caller_node, holder, src, node) with it (CheckClaim). With
 // `require_identity` (the job has a token or TLS) a call that presented no
@@ -34,6 +46,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -59,17 +72,36 @@ std::string ClientCredential(const std::string& key, uint64_t node);
 // "worker2" for a worker node, "client node 4294967298" for a client's.
 std::string IdentityLabel(uint64_t node);
 
+struct AuthenticatorOptions {
+  // Required on every call ("" = none required).
+  std::string token;
+  // A call that presented no credential may claim nobody (see above).
+  bool require_identity = false;
+  // Credentials of nodes that come later reach this node by a watch, after
+  // their first calls perhaps: an unknown credential waits for its Admit.
+  bool late_admits = false;
+  // A worker's credential counts only with a TLS certificate naming it.
+  bool cert_identity = false;
+};
+
 class Authenticator final : public grpc::AuthMetadataProcessor {
  public:
   // Clients forgotten (they left) are remembered this many at most: an
   // older one's credential, known only to that client, names it again.
   static constexpr size_t kRevokedClients = 1024;
-  // Longest a call waits for this worker to learn the job's credentials.
+  // Longest a call waits for this worker to learn the job's credentials,
+  // or (late_admits) for a newcomer's.
   static constexpr absl::Duration kLearnWait = absl::Seconds(5);
+  // Most calls waiting at once for a newcomer's credential (late_admits);
+  // past it an unknown credential is refused at once. Each wait holds a
+  // gRPC thread, so a peer with the token and made-up credentials can
+  // slow the worker down only this much.
+  static constexpr size_t kMaxLateWaits = 16;
 
-  // `token`: required on every call ("" = none required).
-  // `require_identity`: see above.
-  explicit Authenticator(std::string token, bool require_identity = false);
+  explicit Authenticator(AuthenticatorOptions options);
+  explicit Authenticator(std::string token, bool require_identity = false)
+      : Authenticator(AuthenticatorOptions{
+            .token = std::move(token), .require_identity = require_identity}) {}
 
   // Runs inline on gRPC's thread: a map lookup, never blocks.
   bool IsBlocking() const override { return false; }
@@ -94,7 +126,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::optional<uint64_t> NodeOf(const grpc::ServerContextBase& call) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // The node the call proved it is; nullopt if it presented no credential;
-  // UNAUTHENTICATED if it presented one that names no live node.
+  // UNAUTHENTICATED if it presented one that names no live node;
+  // PERMISSION_DENIED (cert_identity) if it is a worker's credential over a
+  // connection whose certificate does not name that worker.
   absl::StatusOr<std::optional<uint64_t>> CallerNode(
       const grpc::ServerContextBase& call) const ABSL_LOCKS_EXCLUDED(mu_);
   // OK if a caller resolved to `caller` (by CallerNode) may send a message
@@ -110,18 +144,41 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   bool require_identity() const { return require_identity_; }
 
  private:
-  std::optional<uint64_t> ResolveLocked(absl::string_view credential) const
+  // A call waiting for a newcomer's credential (late_admits).
+  struct LateWait {
+    const std::string* digest;
+    bool arrived = false;
+  };
+
+  // `digest` is the credential's (computed outside the lock).
+  std::optional<uint64_t> ResolveLocked(absl::string_view credential,
+                                        const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (kLearnWait at most) for a credential that may be on its way;
+  // the node it names if it came.
+  std::optional<uint64_t> AwaitLocked(absl::string_view credential,
+                                      const std::string& digest) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `digest` names nobody from now on.
+  void RetireLocked(std::string digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string expected_;  // "Bearer <token>", or "" if none.
   const bool require_identity_;
+  const bool late_admits_;
+  const bool cert_identity_;
   mutable absl::Mutex mu_;
   std::string client_key_ ABSL_GUARDED_BY(mu_);
   bool learned_ ABSL_GUARDED_BY(mu_) = false;  // SetClientKey was called.
   absl::flat_hash_set<uint64_t> revoked_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> revoked_order_ ABSL_GUARDED_BY(mu_);
+  // Digests that named a node which died, left or was replaced (the last
+  // kRevokedClients): a late call presenting one is refused at once, never
+  // waited for.
+  absl::flat_hash_set<std::string> gone_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> gone_order_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> digests_ ABSL_GUARDED_BY(mu_);
+  mutable std::vector<LateWait*> late_waits_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

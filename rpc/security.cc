@@ -93,12 +93,29 @@ absl::StatusOr<std::shared_ptr<const Security>> Security::Load(
           absl::StrCat("--token_file: '", options.token_file, "' is empty"));
     }
   }
+  if (options.tls_identity == TlsIdentity::kSan &&
+      (!cert || !options.tls_client_certs || options.insecure)) {
+    return absl::InvalidArgumentError(
+        "--tls_identity=san binds workers to their client certificates: it "
+        "needs mutual TLS (--tls_cert --tls_key --tls_ca, "
+        "--tls_client_certs=true)");
+  }
+  s->cert_identity_ = options.tls_identity == TlsIdentity::kSan;
   if (ca && (!cert || !options.tls_client_certs) && s->token_.empty()) {
     return absl::InvalidArgumentError(
         "server-authenticated TLS (no client certificate) needs a token "
         "(--token_file): otherwise anyone who reaches the port may call");
   }
   return std::shared_ptr<const Security>(std::move(s));
+}
+
+absl::StatusOr<TlsIdentity> ParseTlsIdentity(absl::string_view flag) {
+  if (flag.empty() || flag == "none") return TlsIdentity::kNone;
+  if (flag == "san") return TlsIdentity::kSan;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--tls_identity=", flag,
+      ": expected none (the node credential alone) or san (a worker's "
+      "client certificate must name it, as a DNS name or URI)"));
 }
 
 std::shared_ptr<const Security> Security::Insecure() {

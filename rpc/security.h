@@ -35,9 +35,9 @@ namespace ferry {
 class Security {
  public:
   // Reads the files. INVALID_ARGUMENT names a missing or unreadable file,
-  // an incomplete TLS set, an empty token, or server-authenticated TLS
-  // without a token; PERMISSION_DENIED a key or token file that group or
-  // others may read.
+  // an incomplete TLS set, an empty token, server-authenticated TLS
+  // without a token, or --tls_identity=san without mutual TLS;
+  // PERMISSION_DENIED a key or token file that group or others may read.
   static absl::StatusOr<std::shared_ptr<const Security>> Load(
       const SecurityOptions& options);
   // Local mode without a token (in-process jobs, tests).
@@ -65,6 +65,8 @@ class Security {
   // The token to send and to require ("" if none).
   const std::string& token() const { return token_; }
   bool tls() const { return !ca_.empty(); }
+  // Workers are bound to certificates naming them (--tls_identity=san).
+  bool cert_identity() const { return cert_identity_; }
   bool has_token() const { return !token_.empty(); }
   bool insecure() const { return insecure_; }
 
@@ -73,8 +75,13 @@ class Security {
 
   std::string cert_, key_, ca_, server_name_, token_;
   bool client_certs_ = true;
+  bool cert_identity_ = false;
   bool insecure_ = false;
 };
+
+// --tls_identity's value: "none" (or "") or "san"; INVALID_ARGUMENT
+// naming the choices otherwise.
+absl::StatusOr<TlsIdentity> ParseTlsIdentity(absl::string_view flag);
 
 // Reads a secret (token or key) file: INVALID_ARGUMENT if it cannot be
 // read, PERMISSION_DENIED if group or others may read it. `flag` names it

@@ -8,6 +8,15 @@
 
 namespace ferry {
 
+// What proves a worker's identity besides the credential membership gave
+// it (rpc/authenticator.h).
+enum class TlsIdentity {
+  kNone,  // Nothing more.
+  // Under mutual TLS, a client certificate naming the worker
+  // (rpc/cert_identity.h): --tls_identity=san.
+  kSan,
+};
+
 struct SecurityOptions {
   // PEM files: this node's certificate and key, and the CA peers' must be
   // signed by. Servers need all three; a client with only the CA checks
@@ -21,6 +30,9 @@ struct SecurityOptions {
   // With TLS, whether servers require a client certificate (mutual TLS).
   // false: server-authenticated TLS, where a token is required.
   bool tls_client_certs = true;
+  // kSan: a worker's Join and calls count only over a connection whose
+  // client certificate names it. Needs mutual TLS.
+  TlsIdentity tls_identity = TlsIdentity::kNone;
   // A file whose content (trimmed) is the job's secret token: the right to
   // join the job and to call it. Must not be readable by group or others.
   std::string token_file;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
 #include "rpc/membership/rendezvous_url.h"
@@ -50,7 +51,8 @@ EtcdBackend::EtcdBackend(EtcdBackendOptions options,
                          std::unique_ptr<EtcdClient> etcd)
     : options_(std::move(options)),
       keys_(options_.job),
-      etcd_(std::move(etcd)) {}
+      etcd_(std::move(etcd)),
+      credential_(NewCredential()) {}
 
 EtcdBackend::~EtcdBackend() { Stop(); }
 
@@ -207,6 +209,7 @@ proto::RankRecord EtcdBackend::RecordFor(const JoinSpec& spec, int rank,
   if (spec.self.rank < 0) {
     record.mutable_worker()->set_name(absl::StrCat("worker", rank));
   }
+  record.mutable_worker()->set_credential_digest(CredentialDigest(credential_));
   auto last = snapshot.history.find(rank);
   record.mutable_worker()->set_generation(
       last == snapshot.history.end() ? 0
@@ -405,6 +408,7 @@ void EtcdBackend::Remember(const JobSnapshot& snapshot) {
     holders_[rank] = HolderOf(record);
   }
   for (uint64_t node : snapshot.clients) clients_[node] = false;
+  client_digests_ = snapshot.client_digests;
   if (world_size_ == 0) world_size_ = AgreedWorldSize(snapshot).value_or(0);
 }
 
@@ -495,6 +499,7 @@ absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
   const uint64_t node = kEtcdClientBase + static_cast<uint64_t>(seq);
   proto::ClientRecord record;
   record.set_description(description);
+  record.set_credential_digest(CredentialDigest(credential_));
   const std::string key = keys_.client(node);
   const std::string value = Serialize(record);
   const int64_t lease = lease_id();
@@ -512,6 +517,7 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   std::optional<absl::Status> fenced;
   int64_t from;
   std::vector<std::pair<uint64_t, absl::Status>> gone;
+  std::map<uint64_t, std::string> clients;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
@@ -520,6 +526,7 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
     callbacks_ = callbacks;
     from = revision_ + 1;
     gone = std::move(gone_);
+    clients.swap(client_digests_);
   }
   // Dead before this node joined: the watch will not say so.
   for (const auto& [node, why] : gone) membership->MarkDown(node, why);
@@ -527,6 +534,13 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   if (fenced.has_value()) {
     if (callbacks.on_fenced) callbacks.on_fenced(*fenced);
     return;
+  }
+  // Clients registered before the snapshot Join read; later ones come with
+  // the watch, which starts after it.
+  if (callbacks.on_credential) {
+    for (const auto& [node, digest] : clients) {
+      callbacks.on_credential(node, digest);
+    }
   }
   std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
       keys_.prefix(), from,
@@ -591,7 +605,16 @@ void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
   if (key.kind != EtcdJobKeys::Parsed::Kind::kClient) return;
   if (put) {
     proto::ClientRecord record;
-    clients_[key.node] = record.ParseFromString(e.kv.value) && record.leaving();
+    const bool parsed = record.ParseFromString(e.kv.value);
+    const bool known = clients_.count(key.node) > 0;
+    clients_[key.node] = parsed && record.leaving();
+    // A client node is registered once (its id is a store revision): only
+    // the first record's digest names it.
+    if (!known && key.node != self_node_ && parsed &&
+        !record.credential_digest().empty()) {
+      changes->push_back(
+          {.node = key.node, .digest = record.credential_digest()});
+    }
     return;
   }
   auto it = clients_.find(key.node);
@@ -612,11 +635,13 @@ void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
   std::optional<absl::Status> fence;
   Membership* membership;
   RejoinedCallback on_rejoined;
+  CredentialCallback on_credential;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     membership = membership_;
     on_rejoined = callbacks_.on_rejoined;
+    on_credential = callbacks_.on_credential;
     const std::string own =
         self_rank_ >= 0 ? keys_.rank(self_rank_) : keys_.client(self_node_);
     for (const EtcdEvent& e : events) {
@@ -631,6 +656,7 @@ void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
   // RRefs, update the directory). A replacement's entry is in the
   // directory before its rank counts as alive again.
   for (Change& c : changes) {
+    if (!c.digest.empty() && on_credential) on_credential(c.node, c.digest);
     if (c.gone.has_value()) membership->MarkDown(c.node, *c.gone);
     if (c.rejoined.has_value()) {
       if (on_rejoined) on_rejoined(*c.rejoined, c.incarnation);
@@ -668,7 +694,10 @@ void EtcdBackend::OnWatchEnd(const absl::Status& why) {
           revision_ = snapshot.revision;
         }
         for (const EtcdKeyValue& kv : range->kvs) {
-          if (keys_.Parse(kv.key).kind == EtcdJobKeys::Parsed::Kind::kRank) {
+          // Clients too: one that registered meanwhile is admitted.
+          const EtcdJobKeys::Parsed::Kind kind = keys_.Parse(kv.key).kind;
+          if (kind == EtcdJobKeys::Parsed::Kind::kRank ||
+              kind == EtcdJobKeys::Parsed::Kind::kClient) {
             replay.push_back({EtcdEvent::Type::kPut, kv});
           }
         }
@@ -754,6 +783,7 @@ absl::Status EtcdBackend::Leave(absl::Duration timeout) {
     } else {
       proto::ClientRecord record;
       record.set_leaving(true);
+      record.set_credential_digest(CredentialDigest(credential_));
       key = keys_.client(self_node_);
       value = Serialize(record);
     }

@@ -18,6 +18,11 @@
 //   client key deleted is that node's death (or departure, if its record
 //   said it was leaving).
 // - Clients read the ranks the same way and register under their own lease.
+// - Identities: each node makes its own random credential and publishes
+//   its digest in its record (RankRecord.worker, ClientRecord); the
+//   directory carries the workers', Follow reports the clients' (the first
+//   digest seen for a client node; a later different one is ignored, so a
+//   rewritten record cannot take over a client's identity).
 #ifndef FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
 #define FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
 
@@ -73,8 +78,9 @@ class EtcdBackend final : public MembershipBackend {
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // etcd issues no credentials (yet): peers believe claimed identities.
-  NodeIdentity identity() const override { return {}; }
+  // The credential this node made for itself (no client key: on etcd,
+  // client credentials are digests in the clients' records too).
+  NodeIdentity identity() const override { return {credential_, ""}; }
   bool rank0_is_master() const override { return false; }
   bool rank_is_assignable() const override { return true; }
   std::string description() const override;
@@ -151,6 +157,7 @@ class EtcdBackend final : public MembershipBackend {
     std::optional<absl::Status> gone;    // It died or left, and why.
     std::optional<WorkerInfo> rejoined;  // A new incarnation holds it.
     uint64_t incarnation = 0;
+    std::string digest;  // A client's credential digest, to admit.
   };
   void OnEvents(std::vector<EtcdEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
   void Apply(const EtcdEvent& e, std::vector<Change>* changes)
@@ -165,6 +172,8 @@ class EtcdBackend final : public MembershipBackend {
   const EtcdBackendOptions options_;
   const EtcdJobKeys keys_;
   const std::unique_ptr<EtcdClient> etcd_;
+  // This node's (a secret); its digest goes into its record.
+  const std::string credential_;
 
   mutable absl::Mutex mu_;
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
@@ -182,6 +191,8 @@ class EtcdBackend final : public MembershipBackend {
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;  // Of the last snapshot.
   std::map<int, Holder> holders_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, bool> clients_ ABSL_GUARDED_BY(mu_);  // → leaving.
+  // Clients' digests read at Join, reported when Follow starts.
+  std::map<uint64_t, std::string> client_digests_ ABSL_GUARDED_BY(mu_);
   Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
   FollowCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
   // Set once the lease was lost before Follow gave a callback.

@@ -123,9 +123,15 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
           snapshot.history[p.rank] = *std::move(record);
         }
         break;
-      case EtcdJobKeys::Parsed::Kind::kClient:
+      case EtcdJobKeys::Parsed::Kind::kClient: {
         snapshot.clients.insert(p.node);
+        proto::ClientRecord record;
+        if (record.ParseFromString(kv.value) &&
+            !record.credential_digest().empty()) {
+          snapshot.client_digests[p.node] = record.credential_digest();
+        }
         break;
+      }
       case EtcdJobKeys::Parsed::Kind::kBarrier:
         snapshot.barriers[p.barrier].insert(p.rank);
         break;

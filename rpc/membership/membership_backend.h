@@ -37,16 +37,17 @@ struct JoinSpec {
   uint64_t incarnation = 0;
 };
 
-// A client registered: its node id and the job's workers.
-// Who this node is, for backends that issue identities (the embedded
-// master): the credential its calls carry (a secret) and the key that
-// checks clients' credentials (workers only). Empty for backends that
-// issue none (etcd): then peers believe claimed identities.
+// Who this node is, once it joined or registered: the credential its calls
+// carry (a secret) and, from the embedded master, the key that checks
+// clients' credentials (workers only). The embedded master issues the
+// credential; on etcd each node makes its own and publishes its digest in
+// its record, so peers learn it from their watch.
 struct NodeIdentity {
   std::string credential;
   std::string client_key;
 };
 
+// A client registered: its node id and the job's workers.
 struct ClientRegistration {
   uint64_t node = 0;
   Directory directory;
@@ -65,9 +66,16 @@ class MembershipBackend {
   // revived in the Membership right after.
   using RejoinedCallback =
       std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
+  // Called when the credential digest of a node that registered after the
+  // Join (a client) becomes known, on backends where nodes make their own
+  // credentials (etcd): calls presenting it are that node's. Workers'
+  // digests come in the directory and in `on_rejoined`'s entry.
+  using CredentialCallback =
+      std::function<void(uint64_t node, const std::string& digest)>;
   struct FollowCallbacks {
     FencedCallback on_fenced;
-    RejoinedCallback on_rejoined;  // May be empty.
+    RejoinedCallback on_rejoined;      // May be empty.
+    CredentialCallback on_credential;  // May be empty.
   };
 
   virtual ~MembershipBackend() = default;

@@ -9,6 +9,9 @@
 #include "absl/time/clock.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/status_util.h"
+#include "rpc/cert_identity.h"
+#include "rpc/grpc_status.h"
 #include "rpc/membership/directory.h"
 #include "rpc/value/value.h"
 
@@ -79,6 +82,12 @@ std::optional<std::string> PresentedDigest(
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::nullopt;
   return CredentialDigest(std::string(it->second.data(), it->second.size()));
+}
+
+// The names the call's client certificate holds, if they are `checked`.
+std::vector<std::string> CertNames(bool checked,
+                                   const grpc::CallbackServerContext& context) {
+  return checked ? PeerCertNames(context) : std::vector<std::string>();
 }
 
 // A random incarnation for a client: its polls cannot be guessed.
@@ -213,8 +222,19 @@ grpc::ServerUnaryReactor* RendezvousService::Join(
     proto::JoinResponse* response) {
   auto* held = new Held(this, Held::Kind::kJoin);
   held->join = response;
+  // Before the rank is taken: a certificate for another worker takes none.
+  grpc::Status bound = grpc::Status::OK;
+  if (options_.cert_identity) {
+    const int rank = request->worker().rank();
+    absl::Status fits =
+        Annotate(CheckNameFitsRank(request->worker().name(), rank), "Join");
+    if (fits.ok() && rank >= 0) {
+      fits = CheckWorkerCert(PeerCertNames(*context), WorkerNode(rank), "Join");
+    }
+    bound = ToGrpcStatus(fits);
+  }
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitJoin(held, *request);
+    return bound.ok() ? AdmitJoin(held, *request) : Finishes{{held, bound}};
   });
 }
 
@@ -494,9 +514,21 @@ grpc::ServerUnaryReactor* RendezvousService::Poll(
   auto* held = new Held(this, Held::Kind::kPoll);
   held->poll = response;
   const std::optional<std::string> presented = PresentedDigest(*context);
+  const std::vector<std::string> cert_names =
+      CertNames(options_.cert_identity, *context);
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitPoll(held, *request, presented);
+    grpc::Status bound = CheckCertLocked("poll", request->node(), cert_names);
+    return bound.ok() ? AdmitPoll(held, *request, presented)
+                      : Finishes{{held, bound}};
   });
+}
+
+grpc::Status RendezvousService::CheckCertLocked(
+    absl::string_view what, uint64_t node,
+    const std::vector<std::string>& cert_names) const {
+  if (!options_.cert_identity || !IsWorkerNode(node)) return grpc::Status::OK;
+  if (!nodes_.contains(node)) return grpc::Status::OK;  // Answered unknown.
+  return ToGrpcStatus(CheckWorkerCert(cert_names, node, what));
 }
 
 grpc::Status RendezvousService::CheckCaller(
@@ -672,8 +704,13 @@ grpc::ServerUnaryReactor* RendezvousService::Barrier(
     proto::BarrierResponse*) {
   auto* held = new Held(this, Held::Kind::kBarrier);
   const std::optional<std::string> presented = PresentedDigest(*context);
+  const std::vector<std::string> cert_names =
+      CertNames(options_.cert_identity, *context);
   return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitBarrier(held, *request, presented);
+    grpc::Status bound =
+        CheckCertLocked("barrier", request->node(), cert_names);
+    return bound.ok() ? AdmitBarrier(held, *request, presented)
+                      : Finishes{{held, bound}};
   });
 }
 

@@ -43,7 +43,10 @@
 // job's client key, which only workers get), and a random incarnation.
 // Polls and barriers are accepted only from the node they name: a
 // presented credential must be that node's (PERMISSION_DENIED naming both),
-// and with require_identity one must be presented.
+// and with require_identity one must be presented. With cert_identity a
+// worker's Join, polls and barriers must also come over a connection whose
+// client certificate names that worker (PERMISSION_DENIED before the rank
+// is taken: no squatting a rank before the job forms).
 #ifndef FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 
@@ -79,6 +82,10 @@ struct RendezvousOptions {
   // Polls and barriers must present the credential of the node they name
   // (the job has a token or TLS, so every node sends its credential).
   bool require_identity = false;
+  // --tls_identity=san: a worker's Join, polls and barriers are accepted
+  // only over a connection whose TLS client certificate names the worker
+  // (rpc/cert_identity.h).
+  bool cert_identity = false;
 };
 
 class RendezvousService final : public proto::Rendezvous::CallbackService {
@@ -171,6 +178,11 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   // PERMISSION_DENIED naming `what` and both nodes if not.
   grpc::Status CheckCaller(absl::string_view what, uint64_t node, const Node& n,
                            const std::optional<std::string>& presented) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK unless cert_identity is on and `node` is a worker of this job whose
+  // name the caller's certificate (`cert_names`) does not hold.
+  grpc::Status CheckCertLocked(absl::string_view what, uint64_t node,
+                               const std::vector<std::string>& cert_names) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A join's answer for the worker in `slot`: directory and secrets.
   void FillJoin(const Slot& slot, proto::JoinResponse* out) const

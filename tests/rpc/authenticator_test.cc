@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
@@ -29,11 +30,14 @@ class EchoService final : public grpc::CallbackGenericService {
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override {
     ++handled;
+    if (entered != nullptr) entered->Notify();
     node = authenticator_->NodeOf(*context);
     return new Reactor();
   }
   int handled = 0;
   std::optional<uint64_t> node;
+  // Notified when a call reaches the handler, if set.
+  absl::Notification* entered = nullptr;
 
  private:
   class Reactor final : public grpc::ServerGenericBidiReactor {
@@ -64,6 +68,13 @@ constexpr uint64_t kClient = uint64_t{1} << 32;  // The first client node.
 
 class AuthenticatorTest : public ::testing::TestWithParam<bool> {
  protected:
+  explicit AuthenticatorTest(AuthenticatorOptions options = {.token = "s3cret"})
+      : authenticator_(std::make_shared<Authenticator>(std::move(options))),
+        service_(authenticator_.get()) {
+    // As on a worker that has read its Join answer (no waiting for it).
+    authenticator_->SetClientKey("");
+  }
+
   void SetUp() override {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
@@ -111,13 +122,8 @@ class AuthenticatorTest : public ::testing::TestWithParam<bool> {
     return status;
   }
 
-  // As on a worker that has read its Join answer (no waiting for it).
-  std::shared_ptr<Authenticator> authenticator_ = [] {
-    auto a = std::make_shared<Authenticator>("s3cret");
-    a->SetClientKey("");
-    return a;
-  }();
-  EchoService service_{authenticator_.get()};
+  std::shared_ptr<Authenticator> authenticator_;
+  EchoService service_;
   std::unique_ptr<grpc::Server> server_;
   std::string target_;
   std::unique_ptr<grpc::GenericStub> stub_;
@@ -200,7 +206,52 @@ TEST_P(AuthenticatorTest, AClientCredentialNeedsTheJobsClientKey) {
   EXPECT_EQ(service_.node, std::nullopt);
 }
 
+TEST_P(AuthenticatorTest, AClientsOwnCredentialNamesItUntilItLeaves) {
+  // On etcd a client makes its credential and publishes the digest.
+  const uint64_t client = kClient + 9;
+  const std::string credential = NewCredential();
+  const std::multimap<std::string, std::string> headers = {
+      {"authorization", "Bearer s3cret"}, {kCredentialHeader, credential}};
+  authenticator_->Admit(client, CredentialDigest(credential));
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(client));
+  authenticator_->Forget(client);
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", headers).ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+}
+
 INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, AuthenticatorTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "unix" : "tcp";
+                         });
+
+// On etcd a newcomer's credential reaches a worker by its watch, perhaps
+// after the newcomer's first call: the call waits for it.
+class LateAdmitTest : public AuthenticatorTest {
+ protected:
+  LateAdmitTest()
+      : AuthenticatorTest({.token = "s3cret", .late_admits = true}) {}
+};
+
+TEST_P(LateAdmitTest, ACallWaitsForItsCredentialToBeAdmitted) {
+  const uint64_t client = kClient + 3;
+  const std::string credential = NewCredential();
+  absl::Notification entered;
+  service_.entered = &entered;
+  grpc::Status status;
+  std::thread caller([&] {
+    status = Call(
+        "/x.Y/Z", "hi",
+        {{"authorization", "Bearer s3cret"}, {kCredentialHeader, credential}});
+  });
+  entered.WaitForNotification();
+  authenticator_->Admit(client, CredentialDigest(credential));
+  caller.join();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(client));
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, LateAdmitTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "unix" : "tcp";
                          });

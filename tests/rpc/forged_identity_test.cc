@@ -1,13 +1,16 @@
-// Identities bound to the transport (issue 12), in a job with a token:
-// every attack by a peer that has the job's token — the right to join —
-// but not the identity it claims. Each is refused (PERMISSION_DENIED, or
+// Identities bound to the transport (issue 12), in a job with a token, on
+// both membership backends (the embedded master, and etcd where each node
+// makes its own credential and publishes its digest): every attack by a
+// peer that has the job's token — the right to join — but not the
+// identity it claims. Each is refused (PERMISSION_DENIED, or
 // UNAUTHENTICATED for a credential nobody issued) and changes nothing: the
 // victim's RRef and its owner table entry stay, membership is unchanged,
 // the job still serves honest calls.
 //
 // The attacker is a raw gRPC client registered as a client of its own
-// (tests/testing/raw_client.h), or a worker's own channel (a worker's
-// credential) for what only workers could try.
+// (tests/testing/raw_client.h; on etcd, registered through etcd), or a
+// worker's own channel (a worker's credential) for what only workers could
+// try.
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,24 +18,32 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "collectives/collectives.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
+#include "proto/membership_record.pb.h"
 #include "proto/rendezvous.pb.h"
 #include "proto/rref.pb.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/authenticator.h"
+#include "rpc/base/timers.h"
+#include "rpc/membership/etcd/etcd_client.h"
 #include "rpc/security.h"
+#include "tests/testing/etcd_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/secret_files.h"
 #include "tests/testing/status_matchers.h"
+#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::DataHeader;
+using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::FrameBytes;
 using ::ferry::testing::RawClient;
 using ::ferry::testing::RawReply;
@@ -49,6 +60,13 @@ constexpr char kPoll[] = "/ferry.proto.Rendezvous/Poll";
 constexpr char kBarrier[] = "/ferry.proto.Rendezvous/Barrier";
 constexpr char kShutdown[] = "/ferry.proto.Worker/Shutdown";
 
+// On etcd: the workers' lease TTL (twice etcd's smallest, so a loaded
+// machine's stall does not expire a lease) and the bound on any one step.
+constexpr absl::Duration kTtl = absl::Seconds(4);
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+enum class Backend { kEmbedded, kEtcd };
+
 std::string TestData(const std::string& name) {
   return ::ferry::testing::PrivateCopy(
       absl::StrCat(getenv("TEST_SRCDIR"), "/ferry/tests/testdata/tls/", name));
@@ -61,21 +79,26 @@ void ExpectRefused(const RawReply& r, grpc::StatusCode code,
   EXPECT_THAT(r.status.error_message(), HasSubstr(text));
 }
 
-class ForgedIdentityTest : public ::testing::Test {
+class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
  protected:
+  static void TearDownTestSuite() { etcd_.reset(); }
+
   void SetUp() override {
     const std::string token_file = TestData("token.txt");
     ASSERT_OK_AND_ASSIGN(security_, Security::Load({.token_file = token_file}));
     ASSERT_OK_AND_ASSIGN(std::string token,
                          ReadSecretFile(token_file, "--token_file"));
     token_ = std::string(absl::StripAsciiWhitespace(token));
-    std::shared_ptr<const Security> security = security_;
+    if (GetParam() == Backend::kEtcd) {
+      ASSERT_NO_FATAL_FAILURE(UseEtcd());
+      if (IsSkipped()) return;
+    }
     ASSERT_OK_AND_ASSIGN(
-        job_, LocalJob::Start(3, {.configure = [security](WorkerConfig& o) {
-                                o.security = security;
-                              }}));
+        job_, LocalJob::Start(
+                  3, {.configure = [this](WorkerConfig& o) { Configure(o); }}));
     RpcClientOptions options;
     options.security = security_;
+    options.membership_backend = backend_;
     ASSERT_OK_AND_ASSIGN(victim_, job_->Connect(options));
     ASSERT_OK_AND_ASSIGN(rref_,
                          victim_->rrefs().Remote("worker1", "echo", {7}));
@@ -85,15 +108,63 @@ class ForgedIdentityTest : public ::testing::Test {
     ASSERT_EQ(before_[0].forks_size(), 1);
     ASSERT_OK_AND_ASSIGN(fork_, ParseGlobalId(before_[0].forks(0).fork()));
     // The attacker: a client of its own (the token lets it join).
-    master_ = std::make_unique<RawClient>(job_->master(), token_);
-    ASSERT_OK_AND_ASSIGN(attacker_node_, master_->Register());
+    std::string credential;
+    ASSERT_OK_AND_ASSIGN(attacker_node_, Register("attacker", &credential));
     owner_ =
         std::make_unique<RawClient>(job_->worker(1).rpc().address(), token_);
-    owner_->set_credential(master_->credential());
+    owner_->set_credential(credential);
   }
 
   void TearDown() override {
     if (victim_ != nullptr) victim_->Close();
+  }
+
+  // Membership in etcd: one cluster for the suite, a job of its own here.
+  void UseEtcd() {
+    if (!EtcdCluster::Installed()) GTEST_SKIP() << EtcdCluster::SkipReason();
+    if (etcd_ == nullptr) {
+      ASSERT_OK_AND_ASSIGN(etcd_, EtcdCluster::Start());
+    }
+    static int jobs = 0;
+    job_name_ = absl::StrCat("forged", ++jobs);
+    ASSERT_OK_AND_ASSIGN(
+        backend_,
+        BackendFactoryFor(
+            {.url = absl::StrCat("etcd://", etcd_->endpoints(), "/", job_name_),
+             .ttl = kTtl}));
+  }
+
+  // A worker's options in this job (LocalJob set rank and world size).
+  void Configure(WorkerConfig& o) const {
+    o.security = security_;
+    if (backend_) {
+      o.membership_backend = backend_;
+      o.heartbeat_timeout = kTtl;
+    }
+  }
+
+  // Registers a client of the job as an attacker would, by hand (at the
+  // master, or in etcd); its node and, in `credential`, the secret its
+  // calls present.
+  absl::StatusOr<uint64_t> Register(const std::string& description,
+                                    std::string* credential) {
+    if (!backend_) {
+      registrars_.push_back(
+          std::make_unique<RawClient>(job_->master(), token_));
+      absl::StatusOr<uint64_t> node = registrars_.back()->Register();
+      *credential = registrars_.back()->credential();
+      return node;
+    }
+    absl::StatusOr<std::unique_ptr<MembershipBackend>> backend =
+        backend_(&timers_);
+    if (!backend.ok()) return backend.status();
+    absl::StatusOr<ClientRegistration> registered =
+        (*backend)->RegisterClient(description, kWait);
+    if (!registered.ok()) return registered.status();
+    *credential = (*backend)->identity().credential;
+    // Kept (its lease alive) until the test ends.
+    registrations_.push_back(*std::move(backend));
+    return registered->node;
   }
 
   uint64_t victim() const { return victim_->rpc().node(); }
@@ -140,6 +211,12 @@ class ForgedIdentityTest : public ::testing::Test {
     EXPECT_EQ(made, Value(int64_t{8}));
   }
 
+  static std::unique_ptr<EtcdCluster> etcd_;
+  std::string job_name_;
+  BackendFactory backend_;  // Unset: the embedded master.
+  ThreadTimers timers_;     // For registrations through etcd.
+  std::vector<std::unique_ptr<MembershipBackend>> registrations_;
+  std::vector<std::unique_ptr<RawClient>> registrars_;
   std::shared_ptr<const Security> security_;
   std::string token_;
   std::unique_ptr<LocalJob> job_;
@@ -147,12 +224,30 @@ class ForgedIdentityTest : public ::testing::Test {
   RRef rref_;
   GlobalId fork_;
   std::vector<proto::OwnedRRef> before_;
-  std::unique_ptr<RawClient> master_;  // The attacker, at the master.
-  std::unique_ptr<RawClient> owner_;   // The attacker, at worker1.
+  std::unique_ptr<RawClient> owner_;  // The attacker, at worker1.
   uint64_t attacker_node_ = 0;
 };
 
-TEST_F(ForgedIdentityTest, DeleteOfAnothersForkIsRefused) {
+std::unique_ptr<EtcdCluster> ForgedIdentityTest::etcd_;
+
+// Membership calls to the embedded master (polls, barriers), which a job on
+// etcd does not have: the attacker at the master.
+class ForgedMembershipCallTest : public ForgedIdentityTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ForgedIdentityTest::SetUp());
+    if (IsSkipped()) return;
+    master_ = std::make_unique<RawClient>(job_->master(), token_);
+    master_->set_credential(owner_->credential());
+  }
+  std::unique_ptr<RawClient> master_;
+};
+
+// What only etcd has: records anyone with access to etcd may rewrite, and
+// replacement incarnations.
+class ForgedEtcdTest : public ForgedIdentityTest {};
+
+TEST_P(ForgedIdentityTest, DeleteOfAnothersForkIsRefused) {
   // Claiming to be the holder, and saying who it is: both refused.
   ExpectRefused(
       owner_->Unary(kDeleteFork, VictimsFork(victim()).SerializeAsString()),
@@ -171,7 +266,7 @@ TEST_F(ForgedIdentityTest, DeleteOfAnothersForkIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, FetchWithoutAForkOfOnesOwnIsRefused) {
+TEST_P(ForgedIdentityTest, FetchWithoutAForkOfOnesOwnIsRefused) {
   proto::ForkRequest null_fork = VictimsFork(attacker_node_);
   null_fork.set_fork_creator(0);
   null_fork.set_fork_local(0);
@@ -192,7 +287,7 @@ TEST_F(ForgedIdentityTest, FetchWithoutAForkOfOnesOwnIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
+TEST_P(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
   // A complete round listing nothing would drop all the victim's forks.
   proto::LeaseRequest renew;
   renew.set_holder(victim());
@@ -206,7 +301,7 @@ TEST_F(ForgedIdentityTest, RenewalForAFakeHolderIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, ConfirmingOrPreDeletingAnothersCopyChangesNothing) {
+TEST_P(ForgedIdentityTest, ConfirmingOrPreDeletingAnothersCopyChangesNothing) {
   ExpectRefused(
       owner_->Unary(kConfirmFork, VictimsFork(victim()).SerializeAsString()),
       grpc::StatusCode::PERMISSION_DENIED,
@@ -224,7 +319,7 @@ TEST_F(ForgedIdentityTest, ConfirmingOrPreDeletingAnothersCopyChangesNothing) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
+TEST_P(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
   // The attacker renews its own lease, listing the victim's copy as one it
   // sent: that would keep another's unconfirmed copy alive at its word.
   proto::LeaseRequest renew;
@@ -249,7 +344,7 @@ TEST_F(ForgedIdentityTest, VouchingForAnothersCopyInTransitIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, ACopyIsPassedOnOnlyByItsHolder) {
+TEST_P(ForgedIdentityTest, ACopyIsPassedOnOnlyByItsHolder) {
   // Registering a copy of the victim's RRef for itself (its own fork id),
   // then fetching with it, would read any value whose id it can guess.
   proto::ForkRequest add = VictimsFork(attacker_node_);
@@ -269,7 +364,7 @@ TEST_F(ForgedIdentityTest, ACopyIsPassedOnOnlyByItsHolder) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, ALentCopyIsLentOnlyByItsHolder) {
+TEST_P(ForgedIdentityTest, ALentCopyIsLentOnlyByItsHolder) {
   // A copy "lent" to its owner for a call (borrowed: the owner takes a
   // local fork of its own), by a caller that holds none: to_here on the
   // owner would hand the attacker the victim's value.
@@ -289,7 +384,7 @@ TEST_F(ForgedIdentityTest, ALentCopyIsLentOnlyByItsHolder) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, APredictableRRefIdCannotBePreCreated) {
+TEST_P(ForgedIdentityTest, APredictableRRefIdCannotBePreCreated) {
   // The victim's next ids are easy to guess: its node, the next counter.
   proto::CallRequest call;
   call.set_function("echo");
@@ -320,7 +415,7 @@ TEST_F(ForgedIdentityTest, APredictableRRefIdCannotBePreCreated) {
   EXPECT_TRUE(honest.status.ok()) << honest.status.error_message();
 }
 
-TEST_F(ForgedIdentityTest, ARemoteIsMadeOnlyOnTheOwnerItNames) {
+TEST_P(ForgedIdentityTest, ARemoteIsMadeOnlyOnTheOwnerItNames) {
   // The attacker's own ids, but an RRef worker2 would own, sent to worker1.
   proto::CallRequest call;
   call.set_function("echo");
@@ -339,7 +434,7 @@ TEST_F(ForgedIdentityTest, ARemoteIsMadeOnlyOnTheOwnerItNames) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, LeavingAsAnotherClientIsRefused) {
+TEST_P(ForgedMembershipCallTest, LeavingAsAnotherClientIsRefused) {
   proto::PollRequest leave;
   leave.set_node(victim());
   leave.set_leaving(true);
@@ -350,7 +445,7 @@ TEST_F(ForgedIdentityTest, LeavingAsAnotherClientIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, ABarrierForAWorkerIsRefused) {
+TEST_P(ForgedMembershipCallTest, ABarrierForAWorkerIsRefused) {
   proto::BarrierRequest barrier;
   barrier.set_node(1);
   barrier.set_name("shutdown.enter");
@@ -361,7 +456,7 @@ TEST_F(ForgedIdentityTest, ABarrierForAWorkerIsRefused) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, ShutdownIsForClientsOnly) {
+TEST_P(ForgedIdentityTest, ShutdownIsForClientsOnly) {
   // A worker asking another to stop.
   auto stub = proto::Worker::NewStub(job_->worker(1).rpc().channels().ForWorker(
       job_->worker(1).rpc().directory().at(0)));
@@ -385,7 +480,7 @@ TEST_F(ForgedIdentityTest, ShutdownIsForClientsOnly) {
   ExpectNothingChanged();
 }
 
-TEST_F(ForgedIdentityTest, CollectiveFramesComeOnlyFromTheirSender) {
+TEST_P(ForgedIdentityTest, CollectiveFramesComeOnlyFromTheirSender) {
   const std::string payload =
       ::ferry::testing::ValueBytes(Value(Tensor::FromVector<float>({1})));
   const std::string frame = FrameBytes(
@@ -426,6 +521,115 @@ TEST_F(ForgedIdentityTest, CollectiveFramesComeOnlyFromTheirSender) {
   }
   ExpectNothingChanged();
 }
+
+// Whoever may write the job's keys in etcd may rewrite a client's record
+// with a digest of its own: a client node's first digest stays its only
+// one, so the attacker's credential still names the attacker.
+TEST_P(ForgedEtcdTest, ARewrittenClientRecordMovesNoIdentity) {
+  std::string attacker;
+  ASSERT_OK_AND_ASSIGN(uint64_t node, Register("attacker2", &attacker));
+  EtcdOptions options;
+  options.endpoints = etcd_->endpoint_list();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdClient> etcd,
+                       EtcdClient::Connect(options));
+  proto::ClientRecord forged;
+  forged.set_description("the victim, really");
+  forged.set_credential_digest(CredentialDigest(attacker));
+  ASSERT_OK(etcd->Put(absl::StrCat("/ferry/", job_name_, "/clients/", victim()),
+                      forged.SerializeAsString())
+                .Wait(kWait)
+                .status());
+  // A client registered after the rewrite is admitted after it too (one
+  // watch, in order): once its call passed, worker1 has seen the rewrite.
+  std::string witness;
+  ASSERT_OK_AND_ASSIGN(uint64_t witness_node, Register("witness", &witness));
+  RawClient as_witness(job_->worker(1).rpc().address(), token_);
+  as_witness.set_credential(witness);
+  RawReply seen =
+      as_witness.Unary(testing::kCallMethod,
+                       wire::CallRequest("echo", {wire::Int(1)}, witness_node));
+  ASSERT_TRUE(seen.status.ok()) << seen.status.error_message();
+
+  RawClient as_attacker(job_->worker(1).rpc().address(), token_);
+  as_attacker.set_credential(attacker);
+  ExpectRefused(
+      as_attacker.Unary(kDeleteFork, VictimsFork(victim()).SerializeAsString()),
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat("the fork's holder claims client node ", victim(),
+                   " but the call's credential is client node ", node));
+  ExpectNothingChanged();
+}
+
+// Until etcd deleted `key` (its holder's lease expired), bounded.
+void WaitKeyGone(const EtcdCluster& cluster, const std::string& key) {
+  EtcdOptions options;
+  options.endpoints = cluster.endpoint_list();
+  ASSERT_OK_AND_ASSIGN(auto etcd, EtcdClient::Connect(options));
+  ASSERT_OK_AND_ASSIGN(EtcdRange now, etcd->Get(key).Wait(kWait));
+  if (now.kvs.empty()) return;
+  absl::Mutex mu;
+  bool gone = false;
+  auto watch = etcd->WatchPrefix(
+      key, now.revision + 1, {.on_events = [&](std::vector<EtcdEvent> events) {
+        absl::MutexLock lock(&mu);
+        for (const EtcdEvent& e : events) {
+          if (e.type == EtcdEvent::Type::kDelete) gone = true;
+        }
+      }});
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&gone), kWait))
+        << key << " still held";
+  }
+  watch->Stop();
+}
+
+// A replacement for a dead rank makes a credential of its own: the others
+// admit it from their watch (its calls are its own at once), and the dead
+// incarnation's credential names nobody any more.
+TEST_P(ForgedEtcdTest, AReplacementIsKnownByItsNewCredentialOnly) {
+  const std::string old =
+      job_->worker(2).rpc().membership_backend().identity().credential;
+  ASSERT_FALSE(old.empty());
+  job_->worker(2).Stop();  // As if killed: its lease runs out.
+  ASSERT_NO_FATAL_FAILURE(
+      WaitKeyGone(*etcd_, absl::StrCat("/ferry/", job_name_, "/ranks/2")));
+  WorkerConfig config;
+  config.rank = 2;
+  config.world_size = job_->size();
+  config.listen = "127.0.0.1:0";
+  Configure(config);
+  WorkerImpl replacement(config);
+  ASSERT_OK(replacement.Start());
+  const std::string fresh =
+      replacement.rpc().membership_backend().identity().credential;
+  EXPECT_NE(fresh, old);
+  // The replacement's call, as worker2, right after it joined.
+  ASSERT_OK_AND_ASSIGN(Value name,
+                       replacement.rpc().RpcSync("worker1", "worker_name", {}));
+  EXPECT_EQ(name, Value("worker1"));
+  // The old incarnation's credential: nobody's.
+  RawClient ghost(job_->worker(1).rpc().address(), token_);
+  ghost.set_credential(old);
+  ExpectRefused(
+      ghost.Unary(testing::kCallMethod,
+                  wire::CallRequest("echo", {wire::Int(1)}, 2, "worker2")),
+      grpc::StatusCode::UNAUTHENTICATED, "names no live node");
+  replacement.Stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ForgedIdentityTest,
+                         ::testing::Values(Backend::kEmbedded, Backend::kEtcd),
+                         [](const auto& info) {
+                           return info.param == Backend::kEtcd ? "etcd"
+                                                               : "embedded";
+                         });
+INSTANTIATE_TEST_SUITE_P(Embedded, ForgedMembershipCallTest,
+                         ::testing::Values(Backend::kEmbedded),
+                         [](const auto&) { return "embedded"; });
+INSTANTIATE_TEST_SUITE_P(Etcd, ForgedEtcdTest,
+                         ::testing::Values(Backend::kEtcd),
+                         [](const auto&) { return "etcd"; });
 
 }  // namespace
 }  // namespace ferry

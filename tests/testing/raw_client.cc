@@ -94,12 +94,16 @@ class StreamCall final
 }  // namespace
 
 RawClient::RawClient(const std::string& address, std::string token)
+    : RawClient(address, std::move(token), grpc::InsecureChannelCredentials()) {
+}
+
+RawClient::RawClient(const std::string& address, std::string token,
+                     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : token_(std::move(token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
-  channel_ = grpc::CreateCustomChannel(
-      address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(address, credentials, args);
   stub_ = std::make_unique<grpc::GenericStub>(channel_);
 }
 

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/worker.pb.h"
 
 namespace ferry {
@@ -42,6 +43,9 @@ class RawClient {
   // A channel of its own to `address` (host:port); `token`, if not empty,
   // is sent as "authorization: Bearer <token>".
   explicit RawClient(const std::string& address, std::string token = "");
+  // The same over `credentials` (e.g. TLS with a client certificate).
+  RawClient(const std::string& address, std::string token,
+            std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // One unary call of `method` with `request` as its message bytes.
   RawReply Unary(const std::string& method, const std::string& request,

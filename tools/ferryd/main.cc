@@ -90,6 +90,11 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(bool, tls_client_certs, true,
           "with TLS, require peers' certificates (mutual TLS); false: "
           "server-authenticated TLS, callers prove themselves by the token");
+ABSL_FLAG(std::string, tls_identity, "none",
+          "with mutual TLS, san: a worker's Join and calls count only over a "
+          "connection whose client certificate names it (subjectAltName DNS "
+          "or URI equal to its --name, e.g. worker2); none: the credential "
+          "membership gave it alone");
 ABSL_FLAG(std::string, token_file, "",
           "file holding the job's secret token, required on every call (must "
           "not be readable by group or others)");
@@ -176,12 +181,15 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.local_socket = absl::GetFlag(FLAGS_local_socket);
   o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
   o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);
+  FERRY_ASSIGN_OR_RETURN(TlsIdentity tls_identity,
+                         ParseTlsIdentity(absl::GetFlag(FLAGS_tls_identity)));
   SecurityOptions security{
       .tls_cert_file = absl::GetFlag(FLAGS_tls_cert),
       .tls_key_file = absl::GetFlag(FLAGS_tls_key),
       .tls_ca_file = absl::GetFlag(FLAGS_tls_ca),
       .tls_server_name = absl::GetFlag(FLAGS_tls_server_name),
       .tls_client_certs = absl::GetFlag(FLAGS_tls_client_certs),
+      .tls_identity = tls_identity,
       .token_file = absl::GetFlag(FLAGS_token_file),
       .insecure = absl::GetFlag(FLAGS_insecure),
   };
