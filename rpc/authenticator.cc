@@ -115,7 +115,26 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
     // Handlers never see the secret.
     consumed->insert({kAuthorization, expected_});
   }
+  if (late_admits_) return AwaitNewcomer(Find(metadata, kCredentialHeader));
   return grpc::Status::OK;
+}
+
+grpc::Status Authenticator::AwaitNewcomer(absl::string_view credential) const {
+  if (credential.empty()) return grpc::Status::OK;
+  // A newcomer's first calls may overtake the watch event that admits it.
+  // This runs on gRPC's auth thread pool (IsBlocking), which grows: the
+  // wait never holds a thread that runs callbacks, such as the watch's
+  // that brings the credential. (Waiting in a handler did: a few such
+  // calls took every callback thread, and the credential never came.)
+  const std::string digest = CredentialDigest(std::string(credential));
+  absl::MutexLock lock(&mu_);
+  if (ResolveLocked(credential, digest).has_value() ||
+      AwaitLocked(credential, digest).has_value()) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      "the call's node credential names no live node of this "
+                      "job (it left, was declared dead, or is forged)");
 }
 
 void Authenticator::Admit(uint64_t node, const std::string& digest) {
@@ -181,6 +200,11 @@ std::optional<uint64_t> Authenticator::ResolveLocked(
   return node->second;
 }
 
+size_t Authenticator::late_waits() const {
+  absl::MutexLock lock(&mu_);
+  return late_waits_.size();
+}
+
 std::optional<uint64_t> Authenticator::AwaitLocked(
     absl::string_view credential, const std::string& digest) const {
   // Both waits are for real events a moment away, so they are short and in
@@ -224,7 +248,10 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   {
     absl::MutexLock lock(&mu_);
     node = ResolveLocked(credential, digest);
-    if (!node.has_value()) node = AwaitLocked(credential, digest);
+    // With late_admits, Process waited already (off the callback threads).
+    if (!node.has_value() && !late_admits_) {
+      node = AwaitLocked(credential, digest);
+    }
   }
   if (!node.has_value()) {
     return absl::UnauthenticatedError(

@@ -24,7 +24,9 @@
 //     credential is not known yet waits a moment for it (kLearnWait at
 //     most, kMaxLateWaits calls at once), since a client or replacement
 //     may call before a peer's watch told it of the newcomer; one of a
-//     node that died or left is refused at once.
+//     node that died or left is refused at once. The wait is in Process,
+//     on gRPC's auth thread pool, before the body is read: every call of
+//     such a job takes that thread hop.
 //   - with cert_identity (--tls_identity=san, rpc/cert_identity.h) a
 //     worker's credential counts only over a connection whose TLS client
 //     certificate names that worker: a stolen credential is no use
@@ -94,8 +96,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   static constexpr absl::Duration kLearnWait = absl::Seconds(5);
   // Most calls waiting at once for a newcomer's credential (late_admits);
   // past it an unknown credential is refused at once. Each wait holds a
-  // gRPC thread, so a peer with the token and made-up credentials can
-  // slow the worker down only this much.
+  // thread of gRPC's auth pool, so a peer with the token and made-up
+  // credentials can make the worker hold only this many.
   static constexpr size_t kMaxLateWaits = 16;
 
   explicit Authenticator(AuthenticatorOptions options);
@@ -103,8 +105,10 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
       : Authenticator(AuthenticatorOptions{
             .token = std::move(token), .require_identity = require_identity}) {}
 
-  // Runs inline on gRPC's thread: a map lookup, never blocks.
-  bool IsBlocking() const override { return false; }
+  // Inline on gRPC's thread (a map lookup) unless late_admits: then on
+  // gRPC's auth thread pool, where a call may wait for a newcomer's
+  // credential without holding a thread that runs callbacks.
+  bool IsBlocking() const override { return late_admits_; }
   grpc::Status Process(const InputMetadata& metadata,
                        grpc::AuthContext* context, OutputMetadata* consumed,
                        OutputMetadata* response) override
@@ -142,6 +146,8 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   absl::Status CheckClient(const std::optional<uint64_t>& caller,
                            absl::string_view what) const;
   bool require_identity() const { return require_identity_; }
+  // Calls waiting for a newcomer's credential now (late_admits).
+  size_t late_waits() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // A call waiting for a newcomer's credential (late_admits).
@@ -154,6 +160,10 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::optional<uint64_t> ResolveLocked(absl::string_view credential,
                                         const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK if `credential` ("" = none) is known, or becomes known within
+  // kLearnWait; else UNAUTHENTICATED. Blocks (Process, late_admits only).
+  grpc::Status AwaitNewcomer(absl::string_view credential) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Waits (kLearnWait at most) for a credential that may be on its way;
   // the node it names if it came.
   std::optional<uint64_t> AwaitLocked(absl::string_view credential,

@@ -185,6 +185,8 @@ OwnerTable::WaitId OwnerTable::AddFork(GlobalId rref, GlobalId fork,
       status = RegisterForkLocked(rref, it->second, fork, holder, false);
     } else if (tombstones_.contains(rref)) {
       status = GoneError(rref);
+    } else if (stopped_.has_value()) {
+      status = *stopped_;  // Nobody would answer the wait.
     } else {
       Wait w;
       w.rref = rref;
@@ -286,6 +288,8 @@ OwnerTable::WaitId OwnerTable::Fetch(GlobalId rref, GlobalId fork,
       Wait w;
       w.fetch_done = std::move(done);
       FinishFetchLocked(w, it->second, &later);
+    } else if (stopped_.has_value()) {
+      immediate = *stopped_;  // Nobody would answer the wait.
     } else {
       Wait w;
       w.fetch = true;
@@ -552,6 +556,7 @@ void OwnerTable::FailWaits(const absl::Status& status) {
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
+    stopped_ = status;
     std::vector<WaitId> ids;
     for (const auto& [id, w] : waits_) ids.push_back(id);
     for (WaitId id : ids) FailWaitLocked(id, status, &later);

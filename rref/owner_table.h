@@ -164,7 +164,9 @@ class OwnerTable {
   // their last vouch (abandoned ones: past their abandon), parked waits past
   // their deadline, old tombstones and remembered deletes.
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
-  // Fails every parked wait (the owner is stopping).
+  // Fails every parked wait (the owner is stopping), and every later one
+  // at once: a Fetch that arrives while the owner stops gets `status`, not
+  // the server's bare CANCELLED.
   void FailWaits(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   // ---- Who may ask (rref/rref_service.cc checks callers with it) ----
@@ -272,6 +274,8 @@ class OwnerTable {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<GlobalId, Entry> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<WaitId, Wait> waits_ ABSL_GUARDED_BY(mu_);
+  // Set by FailWaits: new waits fail with it.
+  std::optional<absl::Status> stopped_ ABSL_GUARDED_BY(mu_);
   // Waits for entries that do not exist yet, by RRef.
   absl::flat_hash_map<GlobalId, std::vector<WaitId>> parked_
       ABSL_GUARDED_BY(mu_);

@@ -330,6 +330,8 @@ absl::Status EtcdBackend::Publish(const JoinSpec& spec, absl::Time deadline) {
   const uint64_t generation = record.worker().generation();
   *record.mutable_worker() = WorkerInfoToProto(spec.self);
   record.mutable_worker()->set_generation(generation);
+  // What its calls present (spec.self has no digest: RecordFor adds it).
+  record.mutable_worker()->set_credential_digest(CredentialDigest(credential_));
   record.set_incarnation(spec.incarnation);
   const std::string key = keys_.rank(rank);
   const std::string value = Serialize(record);

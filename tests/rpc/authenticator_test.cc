@@ -226,7 +226,8 @@ INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, AuthenticatorTest,
                          });
 
 // On etcd a newcomer's credential reaches a worker by its watch, perhaps
-// after the newcomer's first call: the call waits for it.
+// after the newcomer's first call: the call waits for it, before its
+// handler runs (and off gRPC's callback threads).
 class LateAdmitTest : public AuthenticatorTest {
  protected:
   LateAdmitTest()
@@ -244,7 +245,12 @@ TEST_P(LateAdmitTest, ACallWaitsForItsCredentialToBeAdmitted) {
         "/x.Y/Z", "hi",
         {{"authorization", "Bearer s3cret"}, {kCredentialHeader, credential}});
   });
-  entered.WaitForNotification();
+  const absl::Time deadline = absl::Now() + absl::Seconds(4);
+  while (authenticator_->late_waits() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  EXPECT_EQ(authenticator_->late_waits(), 1u);
+  EXPECT_FALSE(entered.HasBeenNotified());
   authenticator_->Admit(client, CredentialDigest(credential));
   caller.join();
   EXPECT_TRUE(status.ok()) << status.error_message();

@@ -254,6 +254,30 @@ TEST_F(OwnerTableTest, ParkedWaitsEndAtTheirDeadline) {
   EXPECT_THAT(*fetched.result, StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
+// The owner stops: waits fail with its reason, and so do waits that
+// arrive afterwards (nobody is left to answer them).
+TEST_F(OwnerTableTest, WaitsFailWhenTheOwnerStopsAndLaterOnesAtOnce) {
+  ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
+  Outcome<absl::StatusOr<Value>> early;
+  table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, early.Callback());
+  table_.FailWaits(absl::UnavailableError("owner is stopping"));
+  EXPECT_THAT(*early.result, StatusIs(absl::StatusCode::kUnavailable,
+                                      "owner is stopping"));
+  Outcome<absl::StatusOr<Value>> late;
+  table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, late.Callback());
+  ASSERT_TRUE(late.result.has_value());
+  EXPECT_THAT(*late.result, StatusIs(absl::StatusCode::kUnavailable,
+                                     "owner is stopping"));
+  Outcome<absl::Status> added;
+  table_.AddFork(GlobalId{9, 9}, kBobFork, kBob, clock_.Now() + kLease,
+                 added.Callback());
+  ASSERT_TRUE(added.result.has_value());
+  EXPECT_THAT(*added.result, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(table_.stats().parked, 0);
+  table_.DeleteFork(kRRef, kAliceFork, false);
+  table_.Resolve(kRRef, Value(1));  // The value, freed as it arrives.
+}
+
 TEST_F(OwnerTableTest, CancelledWaitNeverCallsBack) {
   Outcome<absl::Status> added;
   OwnerTable::WaitId id = table_.AddFork(

@@ -5,6 +5,7 @@
 //
 // Deaths are caused by revoking a node's lease (what etcd does when the
 // TTL runs out), so no test waits for a TTL.
+#include "rpc/authenticator.h"
 #include "rpc/membership/etcd_backend.h"
 
 #include <memory>
@@ -258,6 +259,8 @@ TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
   EXPECT_EQ(replacement.rank, 1);
   EXPECT_EQ(replacement.address, "127.0.0.1:5001");
   EXPECT_EQ(incarnation, 1234u);
+  EXPECT_EQ(replacement.credential_digest,
+            CredentialDigest(new_worker1->identity().credential));
   // Stop() waits for the event handler, which revives the rank after the
   // callback.
   backends[0]->Stop();
@@ -290,6 +293,13 @@ TEST_F(EtcdBackendTest, AReservedRankIsServedOnlyOnceJoined) {
   ASSERT_OK(joined.status());
   EXPECT_EQ(joined->at(0).address, "127.0.0.1:4000");
   EXPECT_EQ(dir.at(1).address, "127.0.0.1:4001");
+  // The published record names what the reserver's calls present (it once
+  // lost the digest: a replacement started without --rank was refused
+  // UNAUTHENTICATED by every peer).
+  EXPECT_EQ(joined->at(0).credential_digest,
+            CredentialDigest(early->identity().credential));
+  EXPECT_EQ(dir.at(1).credential_digest,
+            CredentialDigest(late->identity().credential));
 }
 
 // Once the job formed, a replacement waits for nobody: two workers of
