@@ -6,19 +6,26 @@
 // the tensors in rank order (the same bits everywhere, even for floats).
 // Large tensors go around the ring instead (steps 1..): a reduce-scatter
 // over n segments, then an all-gather of the reduced segments, so each
-// rank sends about 2× its tensor whatever the world size. The ring works
+// rank sends about 2× its tensor whatever the world size. Above
+// ring_piece_bytes the tensor is cut into pieces, each its own ring on
+// steps of its own, progressing independently (a pipeline). The ring works
 // in the output's own buffer, as Gloo's does: partial sums are computed in
 // place and sent from there, and the gathered segments land in it.
 //
 // (Overwriting a region sent earlier is safe: the gathered segment that
 // replaces it went around the ring after every rank had received this
 // rank's partial of it.)
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "collectives/config.h"
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
 #include "collectives/reduce.h"
@@ -30,72 +37,117 @@ namespace algorithms {
 
 namespace {
 
-// The ring's state between its two halves.
+// What the pieces of one ring all_reduce share. Pieces progress on their
+// own (their continuations may run at once on different threads): each
+// writes only its own elements of `out`, and the last one done sets the
+// result.
 struct Ringing {
   Tensor input;
   ReduceOp reduce;
   std::shared_ptr<TensorBuilder> out;
+  absl::Mutex mu;
+  int left ABSL_GUARDED_BY(mu);
+  std::optional<Result<Tensor>> result ABSL_GUARDED_BY(mu);
+};
+
+// One piece: elements [begin, end) of the flat tensor, in n segments.
+struct Piece {
+  std::shared_ptr<Ringing> ring;
   std::vector<int64_t> offsets;  // Segment i: elements [offsets[i], [i+1]).
 };
 
-// The gathered segments into the output, then the result.
-void Finish(Result<Tensor> result, std::unique_ptr<Ringing> st, Blocks got) {
-  Op& op = result.op();
-  const size_t item = st->input.itemsize();
+// How many rings a tensor of `bytes` goes around in (pipelining).
+int PiecesFor(const Op& op, int64_t bytes) {
+  const int64_t piece = op.config().ring_piece_bytes;
+  if (piece <= 0 || bytes <= piece) return 1;
+  return static_cast<int>(std::min<int64_t>(kMaxRingPieces, bytes / piece));
+}
+
+// The gathered segments of `piece` into the output; the result once every
+// piece is in.
+void Finish(Op& op, const Piece& piece, Blocks got) {
+  Ringing& st = *piece.ring;
+  const size_t item = st.input.itemsize();
   for (int b = 0; b < op.size(); ++b) {
     if (b == op.rank()) continue;
-    const int64_t count = st->offsets[b + 1] - st->offsets[b];
+    const int64_t count = piece.offsets[b + 1] - piece.offsets[b];
     if (got[b].tensors.size() != 1 ||
-        got[b].tensors[0].dtype() != st->input.dtype() ||
+        got[b].tensors[0].dtype() != st.input.dtype() ||
         got[b].tensors[0].numel() != count) {
       return op.Fail(op.Malformed(b, "a reduced segment of another size"));
     }
     if (count > 0) {
-      std::memcpy(st->out->data() + st->offsets[b] * item,
+      std::memcpy(st.out->data() + piece.offsets[b] * item,
                   got[b].tensors[0].data(), count * item);
     }
   }
-  std::move(result).Set(std::move(*st->out).Build());
+  std::optional<Result<Tensor>> result;
+  {
+    absl::MutexLock lock(&st.mu);
+    if (--st.left > 0) return;
+    result.swap(st.result);
+  }
+  std::move(*result).Set(std::move(*st.out).Build());
+}
+
+// Piece `p` of `count` around the ring: a reduce-scatter of its segments,
+// then an all-gather of the reduced ones, on steps of its own.
+void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
+  const int n = op.size();
+  const int64_t numel = ring->input.numel();
+  const int64_t begin = numel * p / count, end = numel * (p + 1) / count;
+  Piece piece{std::move(ring), {}};
+  for (int i = 0; i <= n; ++i) {
+    piece.offsets.push_back(begin + (end - begin) * i / n);
+  }
+  Tensor flat = *piece.ring->input.Reshape({numel});
+  RingReduce rs;
+  rs.first_step = 1 + p * 2 * (n - 1);
+  rs.reduce = piece.ring->reduce;
+  rs.into = piece.ring->out;
+  rs.skip.assign(n, false);
+  for (int i = 0; i < n; ++i) {
+    rs.blocks.push_back(*flat.Rows(piece.offsets[i], piece.offsets[i + 1]));
+  }
+  rs.offsets = piece.offsets;
+  const int gather_step = rs.first_step + n - 1;
+  RingReduceScatter(
+      op, std::move(rs),
+      [op = op.shared_from_this(), piece = std::move(piece),
+       gather_step](Tensor) mutable {
+        const int n = op->size(), r = op->rank();
+        Ringing& st = *piece.ring;
+        const int64_t b = piece.offsets[r], e = piece.offsets[r + 1];
+        if (st.reduce == ReduceOp::kAvg) {
+          FinishAverage(st.input.dtype(),
+                        st.out->data() + b * st.input.itemsize(), e - b, n);
+        }
+        Blocks blocks(n);
+        blocks[r] = Message::OfTensors({st.out->View(b, e)});
+        RingAllGather(*op, gather_step, std::move(blocks),
+                      std::vector<bool>(n, false),
+                      [op, piece = std::move(piece)](Blocks got) mutable {
+                        Finish(*op, piece, std::move(got));
+                      });
+      });
 }
 
 void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
   Op& op = result.op();
-  const int n = op.size();
   absl::StatusOr<TensorBuilder> out =
       TensorBuilder::Create(input.dtype(), input.shape());
   if (!out.ok()) return op.Fail(out.status());
-  auto st = std::make_unique<Ringing>(Ringing{
-      input, reduce, std::make_shared<TensorBuilder>(*std::move(out)), {}});
-  const int64_t numel = input.numel();
-  Tensor flat = *input.Reshape({numel});
-  RingReduce rs;
-  rs.reduce = reduce;
-  rs.into = st->out;
-  rs.skip.assign(n, false);
-  for (int i = 0; i <= n; ++i) st->offsets.push_back(numel * i / n);
-  for (int i = 0; i < n; ++i)
-    rs.blocks.push_back(*flat.Rows(st->offsets[i], st->offsets[i + 1]));
-  rs.offsets = st->offsets;
-  RingReduceScatter(
-      op, std::move(rs),
-      [result = std::move(result), st = std::move(st)](Tensor) mutable {
-        Op& op = result.op();
-        const int n = op.size(), r = op.rank();
-        const int64_t begin = st->offsets[r], end = st->offsets[r + 1];
-        if (st->reduce == ReduceOp::kAvg) {
-          FinishAverage(st->input.dtype(),
-                        st->out->data() + begin * st->input.itemsize(),
-                        end - begin, n);
-        }
-        Blocks blocks(n);
-        blocks[r] = Message::OfTensors({st->out->View(begin, end)});
-        RingAllGather(op, n, std::move(blocks), std::vector<bool>(n, false),
-                      [result = std::move(result),
-                       st = std::move(st)](Blocks got) mutable {
-                        Finish(std::move(result), std::move(st),
-                               std::move(got));
-                      });
-      });
+  const int count = PiecesFor(op, static_cast<int64_t>(input.nbytes()));
+  auto ring = std::make_shared<Ringing>();
+  ring->input = std::move(input);
+  ring->reduce = reduce;
+  ring->out = std::make_shared<TensorBuilder>(*std::move(out));
+  {
+    absl::MutexLock lock(&ring->mu);
+    ring->left = count;
+    ring->result.emplace(std::move(result));
+  }
+  for (int p = 0; p < count; ++p) RingPiece(op, ring, p, count);
 }
 
 // Step 0 from every rank: the same op and input everywhere, then the data

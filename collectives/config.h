@@ -20,7 +20,14 @@ struct CollectiveConfig {
   // ms, broadcast 1.2 vs 1.5 ms on 4 ranks); at 16 MiB the ring halved
   // all_reduce (39 vs 74 ms). BENCHMARKS.md has the figures.
   int64_t direct_bytes = 1 << 20;
+  // A ring all_reduce of more than this many bytes per rank is cut into
+  // pieces of about this size (kMaxRingPieces at most), each its own ring,
+  // so one piece's transfer overlaps another's reduction. 0: one ring.
+  int64_t ring_piece_bytes = 0;
 };
+
+// Most pieces of one pipelined ring (bounds the steps a peer may send).
+inline constexpr int kMaxRingPieces = 8;
 
 }  // namespace ferry
 

@@ -15,7 +15,8 @@
 //
 // Continuations of one op never run concurrently as long as the algorithm
 // has one request for messages outstanding at a time (every algorithm
-// here), so their state needs no lock; a continuation must not block.
+// here but the pipelined ring all_reduce, whose pieces share only what
+// they lock), so their state needs no lock; a continuation must not block.
 //
 // Failure is uniform: an op that fails here — bad input, a mismatch, its
 // deadline, a dead peer — is aborted on every member with the same status,

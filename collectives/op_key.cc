@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "collectives/config.h"
 
 namespace ferry {
 
@@ -154,7 +155,9 @@ absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
   return MembersOfGroup(key, key.substr(0, slash), world_size);
 }
 
-int MaxSteps(int group_size) { return 2 * group_size + 2; }
+int MaxSteps(int group_size) {
+  return 2 + 2 * kMaxRingPieces * group_size;
+}
 
 absl::Status CheckSender(absl::string_view key, int step, int src, int self,
                          int world_size) {

@@ -69,7 +69,8 @@ absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
                                              int world_size);
 
 // Steps an op of a group of `group_size` ranks may use: [0, MaxSteps).
-// (The ring all_reduce uses the most: 2·(size-1), from step 1.)
+// (The ring all_reduce uses the most: 2·(size-1) per piece, from step 1,
+// kMaxRingPieces pieces at most.)
 int MaxSteps(int group_size);
 
 // May rank `self` take message `step` of op `key` from rank `src`?

@@ -112,6 +112,7 @@ RpcAgent::RpcAgent(AgentOptions options)
           // On etcd, newcomers' credentials arrive by the watch.
           .late_admits = !embedded(),
           .cert_identity = security_->cert_identity(),
+          .processes_metadata = !security_->insecure(),
       })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);

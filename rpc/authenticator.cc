@@ -98,7 +98,8 @@ Authenticator::Authenticator(AuthenticatorOptions options)
                                       : absl::StrCat("Bearer ", options.token)),
       require_identity_(options.require_identity),
       late_admits_(options.late_admits),
-      cert_identity_(options.cert_identity) {}
+      cert_identity_(options.cert_identity),
+      processes_metadata_(options.processes_metadata) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -248,9 +249,14 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   {
     absl::MutexLock lock(&mu_);
     node = ResolveLocked(credential, digest);
-    // With late_admits, Process waited already (off the callback threads).
     if (!node.has_value() && !late_admits_) {
       node = AwaitLocked(credential, digest);
+    } else if (!node.has_value() && !processes_metadata_ &&
+               !gone_.contains(digest)) {
+      // An --insecure job on etcd: a credential not learned yet proves
+      // nobody, and claims are believed there anyway (one of a departed
+      // node is still refused). With Process, it waited already.
+      return std::optional<uint64_t>();
     }
   }
   if (!node.has_value()) {

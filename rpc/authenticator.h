@@ -84,6 +84,11 @@ struct AuthenticatorOptions {
   bool late_admits = false;
   // A worker's credential counts only with a TLS certificate naming it.
   bool cert_identity = false;
+  // Process() runs for every call: the server's credentials carry this
+  // authenticator (every mode but --insecure, whose plaintext credentials
+  // cannot run one). Without it, with late_admits, a credential not
+  // learned yet counts as none (claims are believed in such a job).
+  bool processes_metadata = true;
 };
 
 class Authenticator final : public grpc::AuthMetadataProcessor {
@@ -176,6 +181,7 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   const bool require_identity_;
   const bool late_admits_;
   const bool cert_identity_;
+  const bool processes_metadata_;
   mutable absl::Mutex mu_;
   std::string client_key_ ABSL_GUARDED_BY(mu_);
   bool learned_ ABSL_GUARDED_BY(mu_) = false;  // SetClientKey was called.

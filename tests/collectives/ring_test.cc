@@ -352,6 +352,69 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, RingTest, ::testing::Values(1, 2, 3, 4, 5),
                            return absl::StrCat("world", info.param);
                          });
 
+// A ring all_reduce cut into pieces (a pipeline of rings on steps of
+// their own) gives what one ring gives: every op and dtype, pieces with
+// fewer elements than ranks, and floats bit-identical on every rank.
+TEST(PipelinedRingTest, PiecesReduceLikeOneRing) {
+  for (int world : {2, 3, 4}) {
+    LocalJob::Options options;
+    options.configure = [](WorkerConfig& o) {
+      o.collectives.direct_bytes = kDirectBytes;
+      o.collectives.chunk_bytes = 1000;
+      o.collectives.ring_piece_bytes = 64;  // 8 pieces for most cases.
+    };
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
+                         LocalJob::Start(world, options));
+    struct Case {
+      DType dtype;
+      ReduceOp op;
+      int64_t numel;
+    };
+    std::vector<Case> cases;
+    for (DType dt : kAllDTypes) {
+      for (ReduceOp op : ::ferry::testing::kAllReduceOps) {
+        if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op, 1001});
+      }
+    }
+    cases.push_back({DType::kInt64, ReduceOp::kSum, 17});  // 2 small pieces.
+    auto input = [](const Case& c, int r) {
+      return Sample(c.dtype, {c.numel}, Seed(r, 2));
+    };
+    using Results = std::vector<absl::StatusOr<Tensor>>;
+    auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
+      Results results;
+      for (const Case& c : cases) {
+        results.push_back(
+            AllReduce(w.collectives().world(), input(c, r), c.op));
+      }
+      // Noisy float sums: every rank gets the same bits.
+      results.push_back(AllReduce(w.collectives().world(),
+                                  Noisy(DType::kFloat32, 4099, r),
+                                  ReduceOp::kAvg));
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      std::vector<std::vector<C>> ins;
+      for (int i = 0; i < world; ++i) ins.push_back(Elements(input(c, i)));
+      const Tensor want = MakeTensor(
+          c.dtype, {c.numel}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
+      for (int r = 0; r < world; ++r) {
+        ASSERT_OK(out[r][k]);
+        EXPECT_TRUE(SameTensor(*out[r][k], want))
+            << "world " << world << " " << Where(c.dtype, r) << " op "
+            << ReduceOpName(c.op);
+      }
+    }
+    for (int r = 1; r < world; ++r) {
+      ASSERT_OK(out[r].back());
+      ASSERT_OK(out[0].back());
+      EXPECT_TRUE(out[r].back()->bytes() == out[0].back()->bytes())
+          << "world " << world << ": rank " << r << " differs from rank 0";
+    }
+  }
+}
+
 // A receive buffer far smaller than the messages in flight: senders are
 // refused (RESOURCE_EXHAUSTED inside the transport) and retry until the
 // receiver asks for the message; everything still arrives.

@@ -146,6 +146,9 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   LocalJob::Options job_options;
   job_options.configure = [&](WorkerConfig& w) {
     if (o.direct_bytes > 0) w.collectives.direct_bytes = o.direct_bytes;
+    if (o.ring_piece_bytes >= 0) {
+      w.collectives.ring_piece_bytes = o.ring_piece_bytes;
+    }
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, job_options));

@@ -31,6 +31,8 @@ struct CollectiveSuiteOptions {
   int rounds = 3;
   // ferry's threshold between direct and ring/tree algorithms; 0: default.
   int64_t direct_bytes = 0;
+  // ferry's pipelined-ring piece size (0: one ring); -1: default.
+  int64_t ring_piece_bytes = -1;
   std::string only_op;  // Just this collective.
   std::string system;   // Just "ferry", "gloo" or "torch_gloo".
   // Also torch's Gloo process group (system "torch_gloo", by

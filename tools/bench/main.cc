@@ -60,6 +60,9 @@ ABSL_FLAG(std::string, peers_dir, "",
 ABSL_FLAG(int64_t, direct_bytes, 0,
           "collectives suite: ferry's threshold between direct and ring/tree "
           "algorithms (default: the worker's), to choose it by measurement");
+ABSL_FLAG(int64_t, ring_piece_bytes, -1,
+          "collectives suite: ferry's pipelined-ring piece size (0: one "
+          "ring; default: the worker's), to choose it by measurement");
 
 namespace {
 
@@ -121,6 +124,7 @@ int BenchMain(int argc, char** argv) {
     o.quick = quick;
     o.rounds = rounds;
     o.direct_bytes = absl::GetFlag(FLAGS_direct_bytes);
+    o.ring_piece_bytes = absl::GetFlag(FLAGS_ring_piece_bytes);
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);
     o.peers = peer_setup;
