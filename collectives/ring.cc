@@ -61,8 +61,8 @@ absl::StatusOr<Tensor> Combine(const RingReduce& args, int b,
                            TensorBuilder::Create(mine.dtype(), mine.shape()));
     at = fresh->data();
   }
-  if (mine.nbytes() > 0) std::memcpy(at, mine.data(), mine.nbytes());
-  ReduceInto(args.reduce, mine.dtype(), at, theirs.data(), mine.numel());
+  ReduceTo(args.reduce, mine.dtype(), at, mine.data(), theirs.data(),
+           mine.numel());
   if (fresh) out = std::move(*fresh).Build();
   return out;
 }

@@ -87,6 +87,11 @@ TEST(ReduceIntoTest, EveryOpOnEveryDType) {
           dt, {3, 5},
           ::ferry::testing::Reduce(as, dt, {Elements(a), Elements(b)}));
       EXPECT_TRUE(SameTensor(std::move(acc).Build(), want));
+      // The same into a third buffer, `a` untouched.
+      TensorBuilder out = *TensorBuilder::Create(dt, {3, 5});
+      ReduceTo(op, dt, out.data(), a.data(), b.data(), a.numel());
+      EXPECT_TRUE(SameTensor(std::move(out).Build(), want));
+      EXPECT_TRUE(SameTensor(a, ::ferry::testing::Sample(dt, {3, 5}, 3)));
     }
   }
 }
