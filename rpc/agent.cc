@@ -5,13 +5,17 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/impl/server_builder_option.h"
+#include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
@@ -87,6 +91,22 @@ void EnableStandardServices(bool reflection) {
     (void)once;
   }
 }
+
+// Leaves gRPC's reflection plugin out of one server. (Linking gRPC's
+// reflection library registers the plugin for every server at static
+// initialization, so without this a worker would answer reflection
+// whether or not --reflection was given.)
+class WithoutReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(
+      std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins)
+      override {
+    std::erase_if(*plugins, [](const auto& p) {
+      return p->name() == "proto_server_reflection";
+    });
+  }
+};
 
 }  // namespace
 
@@ -254,6 +274,9 @@ absl::Status RpcAgent::StartServer() {
         local, security_->ServerCredentials(local, authenticator_));
   }
   ApplyServerLimits(options_.limits, &builder);
+  if (!options_.reflection) {
+    builder.SetOption(std::make_unique<WithoutReflection>());
+  }
   builder.RegisterService(call_service_.get());
   call_stream_service_ =
       std::make_unique<CallStreamService>(call_service_.get());

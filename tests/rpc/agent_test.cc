@@ -182,7 +182,7 @@ TEST_F(AgentTest, MalformedTensorFromRawClientIsRejectedAndWorkerKeepsServing) {
   EXPECT_OK(agent(0).RpcSync("worker1", "echo", {F32({1})}));
 }
 
-TEST_F(AgentTest, HealthAndReflectionServicesAnswer) {
+TEST_F(AgentTest, HealthAnswersAndReflectionIsOffByDefault) {
   StartJob(1);
   auto channel = grpc::CreateChannel(agent(0).address(),
                                      grpc::InsecureChannelCredentials());
@@ -208,6 +208,21 @@ TEST_F(AgentTest, HealthAndReflectionServicesAnswer) {
   for (const auto& s : slices)
     bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+
+  // Reflection is off unless --reflection: a stranger learns no methods.
+  grpc::ClientContext reflect_context;
+  absl::Notification reflected;
+  grpc::Status reflect_status;
+  generic.UnaryCall(
+      &reflect_context,
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      grpc::StubOptions(), &empty_request, &reply, [&](grpc::Status s) {
+        reflect_status = s;
+        reflected.Notify();
+      });
+  ASSERT_TRUE(reflected.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(reflect_status.error_code(), grpc::StatusCode::UNIMPLEMENTED)
+      << reflect_status.error_message();
 }
 
 TEST_F(AgentTest, StoppedPeerFailsPendingCallsWithItsName) {
@@ -346,6 +361,24 @@ TEST(RendezvousTest, DuplicateNameIsRefused) {
   EXPECT_TRUE(::testing::Matches(refused)(s0) ||
               ::testing::Matches(refused)(s1))
       << s0 << " / " << s1;
+}
+
+// --reflection turns gRPC's reflection service on (for tools like
+// grpcurl): a reflection request is answered.
+TEST(ReflectionTest, OnWhenAsked) {
+  AgentOptions o = JoinerOptions("", 0, 1);
+  o.reflection = true;
+  RpcAgent agent(o);
+  ASSERT_OK(agent.Start());
+  ::ferry::testing::RawClient raw(agent.address());
+  // A ServerReflectionRequest asking to list the services (field 7).
+  const std::string list_services("\x3a\x00", 2);
+  ::ferry::testing::RawReply r = raw.Stream(
+      "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      {list_services});
+  EXPECT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_NE(r.bytes.find("ferry.proto.Worker"), std::string::npos);
+  agent.Stop();
 }
 
 // A call that reaches a worker before its job formed waits for the job
