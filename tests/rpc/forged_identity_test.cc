@@ -205,10 +205,23 @@ class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
     }
     ASSERT_OK_AND_ASSIGN(Value mine, rref_.ToHere());
     EXPECT_EQ(mine, Value(int64_t{7}));
-    ASSERT_OK_AND_ASSIGN(RRef fresh,
-                         victim_->rrefs().Remote("worker1", "echo", {8}));
-    ASSERT_OK_AND_ASSIGN(Value made, fresh.ToHere());
-    EXPECT_EQ(made, Value(int64_t{8}));
+    {
+      ASSERT_OK_AND_ASSIGN(RRef fresh,
+                           victim_->rrefs().Remote("worker1", "echo", {8}));
+      ASSERT_OK_AND_ASSIGN(Value made, fresh.ToHere());
+      EXPECT_EQ(made, Value(int64_t{8}));
+    }
+    // The fresh value's release is asynchronous: wait (bounded) until the
+    // owner table is as before again, so a later check starts from it.
+    const absl::Time deadline = absl::Now() + kWait;
+    absl::StatusOr<std::vector<proto::OwnedRRef>> rows = Owned();
+    while (rows.ok() && rows->size() != before_.size() &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+      rows = Owned();
+    }
+    ASSERT_OK(rows.status());
+    EXPECT_EQ(rows->size(), before_.size()) << "the fresh value was not freed";
   }
 
   static std::unique_ptr<EtcdCluster> etcd_;
