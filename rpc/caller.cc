@@ -179,7 +179,15 @@ absl::StatusOr<Value> Caller::DecodeReply(Pending* call) {
 void Caller::Complete(const std::shared_ptr<Pending>& call,
                       const grpc::Status& grpc_status) {
   if (!grpc_status.ok()) {
-    Fail(call, FromGrpcStatus(grpc_status));
+    absl::Status status = FromGrpcStatus(grpc_status);
+    if (status.code() == absl::StatusCode::kCancelled) {
+      // Not by this side (its own cancellations record their reason, which
+      // Fail prefers): the peer's server cancelled the call, as it does
+      // when it shuts down. The peer is going away, not the call's work.
+      status = absl::UnavailableError(absl::StrCat(
+          call->to.name, " cancelled the call (it is stopping or went away)"));
+    }
+    Fail(call, status);
     return;
   }
   if (call->parent != nullptr) call->parent->Remove(call->parent_id);
