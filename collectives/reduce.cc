@@ -148,8 +148,8 @@ void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in,
   ReduceTo(op, dtype, acc, acc, in, count);
 }
 
-void ReduceTo(ReduceOp op, DType dtype, char* out, const char* a,
-              const char* b, int64_t count) {
+void ReduceTo(ReduceOp op, DType dtype, char* out, const char* a, const char* b,
+              int64_t count) {
   VisitDType(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     ApplyOp(op, reinterpret_cast<T*>(out), reinterpret_cast<const T*>(a),

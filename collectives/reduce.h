@@ -27,8 +27,8 @@ void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in,
                 int64_t count);
 // out[i] = a[i] ⊕ b[i]: as ReduceInto, without first copying `a` to `out`.
 // `out` may be `a`; otherwise no two regions overlap.
-void ReduceTo(ReduceOp op, DType dtype, char* out, const char* a,
-              const char* b, int64_t count);
+void ReduceTo(ReduceOp op, DType dtype, char* out, const char* a, const char* b,
+              int64_t count);
 
 // Divides `count` elements by `n` (the end of an avg).
 void FinishAverage(DType dtype, char* acc, int64_t count, int n);

@@ -156,9 +156,9 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
         absl::StrCat(options_.worker_name, " is shutting down"));
   }
   if (!open_) {
-    return absl::UnavailableError(absl::StrCat(
-        options_.worker_name, " has not joined the job yet and ",
-        parked_.size(), " calls already wait for it; retry"));
+    return absl::UnavailableError(
+        absl::StrCat(options_.worker_name, " has not joined the job yet and ",
+                     parked_.size(), " calls already wait for it; retry"));
   }
   int64_t& count = per_peer_[call->peer];
   if (count >= max) {
@@ -355,8 +355,8 @@ void CallService::Abort(const absl::Status& status) {
     parked.swap(parked_);
   }
   for (Parked& p : parked) {
-    p.responder->Respond(nullptr, ToGrpcStatus(Annotate(
-                                      status, options_.worker_name)));
+    p.responder->Respond(nullptr,
+                         ToGrpcStatus(Annotate(status, options_.worker_name)));
   }
   for (auto& call : calls) {
     if (Claim(call)) FinishClaimed(call.get(), status);

@@ -52,46 +52,65 @@ Tensor Noisy(DType dtype, int64_t numel, int rank) {
   return MakeTensor(dtype, {numel}, v);
 }
 
+// One all_reduce of the checked ones: rank r reduces Sample(dtype, numel).
+struct ReduceCase {
+  DType dtype;
+  ReduceOp op;
+  int64_t numel;
+};
+
+// Every op on every dtype it applies to, with `numel` elements.
+std::vector<ReduceCase> EveryOpAndDType(int64_t numel) {
+  std::vector<ReduceCase> cases;
+  for (DType dt : kAllDTypes) {
+    for (ReduceOp op : ::ferry::testing::kAllReduceOps) {
+      if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op, numel});
+    }
+  }
+  return cases;
+}
+
+Tensor CaseInput(const ReduceCase& c, int rank, int which) {
+  return Sample(c.dtype, {c.numel}, Seed(rank, which));
+}
+
+using Results = std::vector<absl::StatusOr<Tensor>>;
+
+// Each rank's results[k] is the reduction of every rank's input of
+// cases[k] (inputs drawn with `which`).
+void ExpectReduced(const std::vector<ReduceCase>& cases, int which,
+                   const std::vector<Results>& out) {
+  const int n = static_cast<int>(out.size());
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const ReduceCase& c = cases[k];
+    std::vector<std::vector<C>> ins;
+    for (int i = 0; i < n; ++i) ins.push_back(Elements(CaseInput(c, i, which)));
+    const Tensor want = MakeTensor(
+        c.dtype, {c.numel}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
+    for (int r = 0; r < n; ++r) {
+      ASSERT_OK(out[r][k]);
+      EXPECT_TRUE(SameTensor(*out[r][k], want))
+          << "world " << n << " " << Where(c.dtype, r) << " op "
+          << ReduceOpName(c.op);
+    }
+  }
+}
+
 TEST_P(RingTest, AllReduceEveryOpLarge) {
   // 1000 elements: far above direct_bytes in every dtype, not a multiple
   // of the world size (uneven ring segments), and for world size 5 some
   // tiny tensors whose ring segments are empty.
-  struct Case {
-    DType dtype;
-    ReduceOp op;
-    int64_t numel;
-  };
-  std::vector<Case> cases;
-  for (DType dt : kAllDTypes) {
-    for (ReduceOp op : ::ferry::testing::kAllReduceOps) {
-      if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op, 1001});
-    }
-  }
+  std::vector<ReduceCase> cases = EveryOpAndDType(1001);
   // Just above direct_bytes, fewer elements than ranks for wide dtypes.
   cases.push_back({DType::kComplex128, ReduceOp::kSum, 5});
   cases.push_back({DType::kInt64, ReduceOp::kMax, 9});
-  auto input = [](const Case& c, int r) {
-    return Sample(c.dtype, {c.numel}, Seed(r, 1));
-  };
-  using Results = std::vector<absl::StatusOr<Tensor>>;
   auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
-    for (const Case& c : cases)
-      results.push_back(AllReduce(World(w), input(c, r), c.op));
+    for (const ReduceCase& c : cases)
+      results.push_back(AllReduce(World(w), CaseInput(c, r, 1), c.op));
     return results;
   });
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    std::vector<std::vector<C>> ins;
-    for (int i = 0; i < n_; ++i) ins.push_back(Elements(input(c, i)));
-    const Tensor want = MakeTensor(
-        c.dtype, {c.numel}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
-    for (int r = 0; r < n_; ++r) {
-      ASSERT_OK(out[r][k]);
-      EXPECT_TRUE(SameTensor(*out[r][k], want))
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
-    }
-  }
+  ExpectReduced(cases, 1, out);
 }
 
 TEST_P(RingTest, AllReduceFloatsAreBitIdenticalOnEveryRank) {
@@ -100,7 +119,6 @@ TEST_P(RingTest, AllReduceFloatsAreBitIdenticalOnEveryRank) {
   const std::vector<DType> dtypes = {DType::kFloat16,   DType::kBFloat16,
                                      DType::kFloat32,   DType::kFloat64,
                                      DType::kComplex64, DType::kComplex128};
-  using Results = std::vector<absl::StatusOr<Tensor>>;
   auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
     Results results;
     for (DType dt : dtypes) {
@@ -365,27 +383,13 @@ TEST(PipelinedRingTest, PiecesReduceLikeOneRing) {
     };
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, options));
-    struct Case {
-      DType dtype;
-      ReduceOp op;
-      int64_t numel;
-    };
-    std::vector<Case> cases;
-    for (DType dt : kAllDTypes) {
-      for (ReduceOp op : ::ferry::testing::kAllReduceOps) {
-        if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op, 1001});
-      }
-    }
+    std::vector<ReduceCase> cases = EveryOpAndDType(1001);
     cases.push_back({DType::kInt64, ReduceOp::kSum, 17});  // 2 small pieces.
-    auto input = [](const Case& c, int r) {
-      return Sample(c.dtype, {c.numel}, Seed(r, 2));
-    };
-    using Results = std::vector<absl::StatusOr<Tensor>>;
     auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
       Results results;
-      for (const Case& c : cases) {
+      for (const ReduceCase& c : cases) {
         results.push_back(
-            AllReduce(w.collectives().world(), input(c, r), c.op));
+            AllReduce(w.collectives().world(), CaseInput(c, r, 2), c.op));
       }
       // Noisy float sums: every rank gets the same bits.
       results.push_back(AllReduce(w.collectives().world(),
@@ -393,19 +397,7 @@ TEST(PipelinedRingTest, PiecesReduceLikeOneRing) {
                                   ReduceOp::kAvg));
       return results;
     });
-    for (size_t k = 0; k < cases.size(); ++k) {
-      const Case& c = cases[k];
-      std::vector<std::vector<C>> ins;
-      for (int i = 0; i < world; ++i) ins.push_back(Elements(input(c, i)));
-      const Tensor want = MakeTensor(
-          c.dtype, {c.numel}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
-      for (int r = 0; r < world; ++r) {
-        ASSERT_OK(out[r][k]);
-        EXPECT_TRUE(SameTensor(*out[r][k], want))
-            << "world " << world << " " << Where(c.dtype, r) << " op "
-            << ReduceOpName(c.op);
-      }
-    }
+    ExpectReduced(cases, 2, out);
     for (int r = 1; r < world; ++r) {
       ASSERT_OK(out[r].back());
       ASSERT_OK(out[0].back());
@@ -429,7 +421,6 @@ TEST(RingBackpressureTest, TinyReceiveBuffer) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
                        LocalJob::Start(4, options));
   auto input = [](int r) { return Sample(DType::kInt64, {4 * 300}, r); };
-  using Results = std::vector<absl::StatusOr<Tensor>>;
   auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
     Results results;
     ProcessGroup& g = w.collectives().world();

@@ -261,13 +261,13 @@ TEST_F(OwnerTableTest, WaitsFailWhenTheOwnerStopsAndLaterOnesAtOnce) {
   Outcome<absl::StatusOr<Value>> early;
   table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, early.Callback());
   table_.FailWaits(absl::UnavailableError("owner is stopping"));
-  EXPECT_THAT(*early.result, StatusIs(absl::StatusCode::kUnavailable,
-                                      "owner is stopping"));
+  EXPECT_THAT(*early.result,
+              StatusIs(absl::StatusCode::kUnavailable, "owner is stopping"));
   Outcome<absl::StatusOr<Value>> late;
   table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, late.Callback());
   ASSERT_TRUE(late.result.has_value());
-  EXPECT_THAT(*late.result, StatusIs(absl::StatusCode::kUnavailable,
-                                     "owner is stopping"));
+  EXPECT_THAT(*late.result,
+              StatusIs(absl::StatusCode::kUnavailable, "owner is stopping"));
   Outcome<absl::Status> added;
   table_.AddFork(GlobalId{9, 9}, kBobFork, kBob, clock_.Now() + kLease,
                  added.Callback());

@@ -5,7 +5,6 @@
 //
 // Deaths are caused by revoking a node's lease (what etcd does when the
 // TTL runs out), so no test waits for a TTL.
-#include "rpc/authenticator.h"
 #include "rpc/membership/etcd_backend.h"
 
 #include <memory>
@@ -21,6 +20,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/authenticator.h"
 #include "rpc/membership/membership.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/etcd_cluster.h"

@@ -99,7 +99,8 @@ TEST_F(JobDirTest, DownSignalsOnlyTheDaemonsItSpawned) {
   // Rank 0: a process whose command line names this job's address file,
   // as ferryctl's ferryd does. Rank 1: a pid a peer might have reported
   // (this test's own), which names nothing of the job.
-  const std::string marker = absl::StrCat("--address_file=", dir, "/worker0.addr");
+  const std::string marker =
+      absl::StrCat("--address_file=", dir, "/worker0.addr");
   // sh blocks in its builtin `read` on a pipe nobody writes: one process,
   // alive until killed, with the marker among its arguments.
   int pipe_fds[2];
