@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -203,6 +204,7 @@ absl::Status RpcAgent::Start() {
     Stop();
     return Annotate(s, options_.name);
   }
+  std::optional<absl::Duration> deferred;
   {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kListening) {
@@ -210,11 +212,16 @@ absl::Status RpcAgent::Start() {
           absl::StrCat(options_.name, " was stopped while starting"));
     }
     state_ = State::kRunning;
+    deferred = std::exchange(deferred_shutdown_, std::nullopt);
   }
   call_service_->Open();
   // The user's hook runs outside mu_: it may call back (e.g. stopped()).
   ReportEvent("joined", absl::StrCat("world_size=", options_.world_size,
                                      " master=", master_address_));
+  if (deferred.has_value()) {
+    const absl::Duration timeout = *deferred;
+    RunInBackground([this, timeout] { Shutdown(timeout).IgnoreError(); });
+  }
   return absl::OkStatus();
 }
 
@@ -610,9 +617,20 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
 
 void RpcAgent::RequestShutdown(absl::Duration timeout) {
   if (timeout <= absl::ZeroDuration()) timeout = options_.shutdown_timeout;
+  bool joining;
+  {
+    absl::MutexLock lock(&mu_);
+    joining = state_ == State::kListening;
+    // A `ferryctl down` racing a worker's join (it is listed once it
+    // reserved its rank) must not be lost: Start() runs it once joined.
+    if (joining) deferred_shutdown_ = timeout;
+  }
   ReportEvent("shutdown_requested",
-              absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(timeout)));
-  RunInBackground([this, timeout] { Shutdown(timeout).IgnoreError(); });
+              absl::StrCat("timeout_ms=", absl::ToInt64Milliseconds(timeout),
+                           joining ? " (once joined)" : ""));
+  if (!joining) {
+    RunInBackground([this, timeout] { Shutdown(timeout).IgnoreError(); });
+  }
 }
 
 void RpcAgent::RunInBackground(std::function<void()> work) {

@@ -183,8 +183,9 @@ class RpcAgent {
   void Stop();
 
   // Starts Shutdown(timeout) on a background thread (the Shutdown RPC);
-  // a timeout <= 0 means shutdown_timeout.
-  void RequestShutdown(absl::Duration timeout);
+  // a timeout <= 0 means shutdown_timeout. Asked while still joining
+  // (listening, job not formed), the shutdown starts once the job forms.
+  void RequestShutdown(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until the agent stopped (by any path) or `timeout` passed.
   bool WaitStopped(absl::Duration timeout);
   bool stopped() const;
@@ -277,6 +278,8 @@ class RpcAgent {
   State state_ ABSL_GUARDED_BY(mu_) = State::kNew;
   bool teardown_started_ ABSL_GUARDED_BY(mu_) = false;
   std::thread shutdown_thread_ ABSL_GUARDED_BY(mu_);
+  // A Shutdown asked for while joining: its timeout, run once running.
+  std::optional<absl::Duration> deferred_shutdown_ ABSL_GUARDED_BY(mu_);
   absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
 };
 

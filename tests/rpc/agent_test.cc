@@ -425,6 +425,26 @@ TEST(RendezvousTest, CallsWaitingForAJobThatNeverFormedAreAnswered) {
       << early.status.error_message();
 }
 
+// A shutdown asked of workers still joining (`ferryctl down` racing the
+// last `ferryd` of an etcd job) is not lost: they shut down once joined.
+TEST(RendezvousTest, ShutdownAskedWhileJoiningRunsOnceJoined) {
+  RpcAgent rank0(JoinerOptions("", 0, 2));
+  ASSERT_OK_AND_ASSIGN(std::string master, rank0.Listen());
+  RpcAgent rank1(JoinerOptions(master, 1, 2));
+  ASSERT_OK(rank1.Listen());
+  rank0.RequestShutdown(absl::Seconds(10));
+  rank1.RequestShutdown(absl::Seconds(10));
+  EXPECT_FALSE(rank0.stopped());
+  absl::Status s1;
+  std::thread join([&] { s1 = rank1.Start(); });
+  EXPECT_OK(rank0.Start());
+  join.join();
+  EXPECT_OK(s1);
+  EXPECT_TRUE(rank0.WaitStopped(absl::Seconds(30)));
+  EXPECT_TRUE(rank1.WaitStopped(absl::Seconds(30)));
+  EXPECT_OK(rank0.exit_status());
+}
+
 TEST(RendezvousTest, UnreachableMasterIsBounded) {
   // A port nobody listens on: rank 0 of a job that is gone.
   RpcAgent probe(JoinerOptions("", 0, 1));
