@@ -4,6 +4,10 @@
 // Step 0 sends each rank's header (dtype, shape, reduce op) to everyone,
 // together with the data itself when it is small: then each rank reduces
 // the tensors in rank order (the same bits everywhere, even for floats).
+// Medium tensors on three ranks or more are split instead: step 0 carries
+// segment `to` of the input to rank `to`, which reduces its segment in rank
+// order (the same bits as the whole-input form) and sends it to everyone
+// at step 1 — as many bytes as the ring, in two rounds instead of 2(n-1).
 // Large tensors go around the ring instead (steps 1..): a reduce-scatter
 // over n segments, then an all-gather of the reduced segments, so each
 // rank sends about 2× its tensor whatever the world size. Above
@@ -63,24 +67,41 @@ int PiecesFor(const Op& op, int64_t bytes) {
   return static_cast<int>(std::min<int64_t>(kMaxRingPieces, bytes / piece));
 }
 
+// Elements [begin, end) cut into `n` segments: segment i is [offsets[i],
+// offsets[i+1]).
+std::vector<int64_t> Segments(int64_t begin, int64_t end, int n) {
+  std::vector<int64_t> offsets;
+  for (int i = 0; i <= n; ++i) offsets.push_back(begin + (end - begin) * i / n);
+  return offsets;
+}
+
+// The other ranks' reduced segments (segment b: elements [offsets[b],
+// offsets[b+1]), from rank b) into `out`.
+absl::Status CopySegments(const Op& op, const std::vector<int64_t>& offsets,
+                          const Blocks& got, TensorBuilder& out) {
+  const size_t item = ItemSize(out.dtype());
+  for (int b = 0; b < op.size(); ++b) {
+    if (b == op.rank()) continue;
+    const int64_t count = offsets[b + 1] - offsets[b];
+    if (got[b].tensors.size() != 1 ||
+        got[b].tensors[0].dtype() != out.dtype() ||
+        got[b].tensors[0].numel() != count) {
+      return op.Malformed(b, "a reduced segment of another size");
+    }
+    if (count > 0) {
+      std::memcpy(out.data() + offsets[b] * item, got[b].tensors[0].data(),
+                  count * item);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The gathered segments of `piece` into the output; the result once every
 // piece is in.
 void Finish(Op& op, const Piece& piece, Blocks got) {
   Ringing& st = *piece.ring;
-  const size_t item = st.input.itemsize();
-  for (int b = 0; b < op.size(); ++b) {
-    if (b == op.rank()) continue;
-    const int64_t count = piece.offsets[b + 1] - piece.offsets[b];
-    if (got[b].tensors.size() != 1 ||
-        got[b].tensors[0].dtype() != st.input.dtype() ||
-        got[b].tensors[0].numel() != count) {
-      return op.Fail(op.Malformed(b, "a reduced segment of another size"));
-    }
-    if (count > 0) {
-      std::memcpy(st.out->data() + piece.offsets[b] * item,
-                  got[b].tensors[0].data(), count * item);
-    }
-  }
+  absl::Status copied = CopySegments(op, piece.offsets, got, *st.out);
+  if (!copied.ok()) return op.Fail(copied);
   std::optional<Result<Tensor>> result;
   {
     absl::MutexLock lock(&st.mu);
@@ -96,10 +117,7 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
   const int n = op.size();
   const int64_t numel = ring->input.numel();
   const int64_t begin = numel * p / count, end = numel * (p + 1) / count;
-  Piece piece{std::move(ring), {}};
-  for (int i = 0; i <= n; ++i) {
-    piece.offsets.push_back(begin + (end - begin) * i / n);
-  }
+  Piece piece{std::move(ring), Segments(begin, end, n)};
   Tensor flat = *piece.ring->input.Reshape({numel});
   RingReduce rs;
   rs.first_step = 1 + p * 2 * (n - 1);
@@ -132,6 +150,43 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
       });
 }
 
+// Split form, after step 0: `all[r]` holds rank r's part of this rank's
+// segment. Reduces it into the output, sends it to everyone as step 1.
+void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
+           Blocks all) {
+  Op& op = result.op();
+  const int n = op.size(), me = op.rank();
+  const std::vector<int64_t> offsets = Segments(0, input.numel(), n);
+  const int64_t b = offsets[me], e = offsets[me + 1];
+  Tensor mine = *input.Reshape({input.numel()})->Rows(b, e);
+  std::vector<Tensor> parts(n);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) {
+      parts[r] = mine;
+    } else if (all[r].tensors.size() != 1 || !Like(all[r].tensors[0], mine)) {
+      return op.Fail(op.Malformed(r, "a segment of another size"));
+    } else {
+      parts[r] = std::move(all[r].tensors[0]);
+    }
+  }
+  absl::StatusOr<TensorBuilder> built =
+      TensorBuilder::Create(input.dtype(), input.shape());
+  if (!built.ok()) return op.Fail(built.status());
+  auto out = std::make_shared<TensorBuilder>(*std::move(built));
+  char* at = out->data() + b * input.itemsize();
+  ReduceInRankOrderTo(parts, reduce, at);
+  if (reduce == ReduceOp::kAvg) FinishAverage(input.dtype(), at, e - b, n);
+  const Message reduced = Message::OfTensors({out->View(b, e)});
+  op.ExchangeAll(1, reduced,
+                 [result = std::move(result), offsets,
+                  out = std::move(out)](Blocks got) mutable {
+                   Op& op = result.op();
+                   absl::Status copied = CopySegments(op, offsets, got, *out);
+                   if (!copied.ok()) return op.Fail(copied);
+                   std::move(result).Set(std::move(*out).Build());
+                 });
+}
+
 void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
   Op& op = result.op();
   absl::StatusOr<TensorBuilder> out =
@@ -157,7 +212,8 @@ void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
   Op& op = result.op();
   const int n = op.size();
   std::vector<std::string> ops, metas;
-  bool all_direct = true;  // Decided by what was sent, not local settings.
+  // Decided by what was sent, not local settings.
+  bool all_direct = true, all_split = true, none_split = true;
   for (int r = 0; r < n; ++r) {
     proto::AllReduceHeader h;
     if (!ReadHeader(all[r], &h))
@@ -167,11 +223,16 @@ void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
     ops.push_back(h.op());
     metas.push_back(MetaString(h.input()));
     all_direct = all_direct && h.direct();
+    all_split = all_split && h.split();
+    none_split = none_split && !h.split();
   }
   absl::Status same = CheckSame(op, ops, "op");
   if (same.ok()) same = CheckSame(op, metas, "input");
   if (!same.ok()) return op.Fail(same);
-  if (!all_direct && n > 1) return Ring(std::move(result), input, reduce);
+  if (n > 1 && !(all_direct && (all_split || none_split))) {
+    return Ring(std::move(result), input, reduce);
+  }
+  if (all_split) return Split(std::move(result), input, reduce, std::move(all));
   std::vector<Tensor> parts(n);
   for (int r = 0; r < n; ++r) {
     if (r == op.rank()) {
@@ -197,15 +258,32 @@ void AllReduce(Result<Tensor> result, AllReduceArgs args) {
   proto::AllReduceHeader header;
   *header.mutable_input() = MetaOf(args.input);
   header.set_op(std::string(ReduceOpName(args.op)));
-  header.set_direct(static_cast<int64_t>(args.input.nbytes()) <=
-                    op.config().direct_bytes);
-  Message mine = Message::Of(header);
-  if (header.direct()) mine.tensors = {args.input};
-  op.ExchangeAll(0, mine,
-                 [result = std::move(result), input = std::move(args.input),
-                  reduce = args.op](Blocks all) mutable {
-                   Compare(std::move(result), input, reduce, std::move(all));
-                 });
+  const int64_t bytes = static_cast<int64_t>(args.input.nbytes());
+  const CollectiveConfig& config = op.config();
+  header.set_direct(bytes <= config.direct_bytes);
+  header.set_split(header.direct() && op.size() >= 3 &&
+                   bytes >= config.split_bytes);
+  const std::string head = header.SerializeAsString();
+  const std::vector<int64_t> offsets =
+      Segments(0, args.input.numel(), op.size());
+  // Not moved into the continuation: the messages are built after it.
+  const Tensor input = std::move(args.input);
+  const Tensor flat = *input.Reshape({input.numel()});
+  op.ExchangeEach(
+      0,
+      [&](int to) {
+        Message m{head};
+        if (header.split()) {
+          m.tensors = {*flat.Rows(offsets[to], offsets[to + 1])};
+        } else if (header.direct()) {
+          m.tensors = {input};
+        }
+        return m;
+      },
+      [result = std::move(result), input,
+       reduce = args.op](Blocks all) mutable {
+        Compare(std::move(result), input, reduce, std::move(all));
+      });
 }
 
 }  // namespace algorithms

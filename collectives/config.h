@@ -20,6 +20,12 @@ struct CollectiveConfig {
   // ms, broadcast 1.2 vs 1.5 ms on 4 ranks); at 16 MiB the ring halved
   // all_reduce (39 vs 74 ms). BENCHMARKS.md has the figures.
   int64_t direct_bytes = 1 << 20;
+  // A direct all_reduce of at least this many bytes per rank, on three
+  // ranks or more, is split: each rank sends each other rank one n-th of
+  // its input, reduces the n-th it owns and sends that to everyone — two
+  // rounds moving 2(n-1)/n of the input per rank instead of one moving
+  // n-1 times it. Below it, one round of whole inputs is quicker.
+  int64_t split_bytes = 256 << 10;
   // A ring all_reduce of more than this many bytes per rank is cut into
   // pieces of about this size (kMaxRingPieces at most), each its own ring,
   // so one piece's transfer overlaps another's reduction. 0: one ring.

@@ -140,19 +140,26 @@ bool Like(const Tensor& t, const Tensor& like) {
   return t.dtype() == like.dtype() && t.numel() == like.numel();
 }
 
+void ReduceInRankOrderTo(const std::vector<Tensor>& parts, ReduceOp reduce,
+                         char* out) {
+  if (parts.empty() || parts[0].nbytes() == 0) return;
+  const Tensor& first = parts[0];
+  if (parts.size() == 1) {
+    std::memcpy(out, first.data(), first.nbytes());
+    return;
+  }
+  ReduceTo(reduce, first.dtype(), out, first.data(), parts[1].data(),
+           first.numel());
+  for (size_t r = 2; r < parts.size(); ++r) {
+    ReduceInto(reduce, first.dtype(), out, parts[r].data(), first.numel());
+  }
+}
+
 absl::StatusOr<Tensor> ReduceInRankOrder(const std::vector<Tensor>& parts,
                                          const Tensor& like, ReduceOp reduce) {
   FERRY_ASSIGN_OR_RETURN(TensorBuilder acc,
                          TensorBuilder::Create(like.dtype(), like.shape()));
-  for (size_t r = 0; r < parts.size(); ++r) {
-    if (r == 0) {
-      if (like.nbytes() > 0)
-        std::memcpy(acc.data(), parts[0].data(), like.nbytes());
-    } else {
-      ReduceInto(reduce, like.dtype(), acc.data(), parts[r].data(),
-                 like.numel());
-    }
-  }
+  ReduceInRankOrderTo(parts, reduce, acc.data());
   return std::move(acc).Build();
 }
 

@@ -64,6 +64,9 @@ bool Like(const Tensor& t, const Tensor& like);
 // `like`; averages left as sums.
 absl::StatusOr<Tensor> ReduceInRankOrder(const std::vector<Tensor>& parts,
                                          const Tensor& like, ReduceOp reduce);
+// The same into `out` (room for one part, overlapping none).
+void ReduceInRankOrderTo(const std::vector<Tensor>& parts, ReduceOp reduce,
+                         char* out);
 
 }  // namespace ferry
 

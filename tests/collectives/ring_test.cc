@@ -407,6 +407,63 @@ TEST(PipelinedRingTest, PiecesReduceLikeOneRing) {
   }
 }
 
+// A split all_reduce (each rank reduces one segment of every input, then
+// the segments are exchanged) gives what the whole-input form gives, to
+// the bit: every op and dtype, segments with fewer elements than ranks or
+// none, and noisy float sums and averages.
+TEST(SplitAllReduceTest, SegmentsReduceLikeWholeInputs) {
+  const std::vector<DType> floats = {DType::kFloat16, DType::kBFloat16,
+                                     DType::kFloat32, DType::kComplex128};
+  for (int world : {3, 4, 5}) {
+    std::vector<ReduceCase> cases = EveryOpAndDType(1001);
+    cases.push_back({DType::kInt64, ReduceOp::kSum, 2});  // Empty segments.
+    cases.push_back({DType::kFloat32, ReduceOp::kMax, 0});
+    // The noisy ones, on a job that splits and on one that does not.
+    std::vector<Results> noisy[2];
+    for (bool split : {true, false}) {
+      LocalJob::Options options;
+      options.configure = [split](WorkerConfig& o) {
+        o.collectives.split_bytes = split ? 1 : o.collectives.direct_bytes + 1;
+      };
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
+                           LocalJob::Start(world, options));
+      auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
+        Results results;
+        ProcessGroup& g = w.collectives().world();
+        if (split) {
+          for (const ReduceCase& c : cases)
+            results.push_back(AllReduce(g, CaseInput(c, r, 3), c.op));
+        }
+        for (DType dt : floats) {
+          for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+            Tensor t = *Noisy(dt, 4099, r).Reshape({1, 4099});
+            results.push_back(AllReduce(g, t, op));
+          }
+        }
+        return results;
+      });
+      const size_t first_noisy = split ? cases.size() : 0;
+      if (split) {
+        std::vector<Results> checked = out;
+        for (Results& rs : checked) rs.resize(cases.size());
+        ExpectReduced(cases, 3, checked);
+      }
+      for (Results& rs : out) {
+        noisy[split].emplace_back(rs.begin() + first_noisy, rs.end());
+      }
+    }
+    for (int r = 0; r < world; ++r) {
+      for (size_t k = 0; k < noisy[1][r].size(); ++k) {
+        ASSERT_OK(noisy[1][r][k]);
+        ASSERT_OK(noisy[0][r][k]);
+        EXPECT_EQ(noisy[1][r][k]->DebugString(), noisy[0][r][k]->DebugString());
+        EXPECT_TRUE(noisy[1][r][k]->bytes() == noisy[0][r][k]->bytes())
+            << "world " << world << " rank " << r << " case " << k;
+      }
+    }
+  }
+}
+
 // A receive buffer far smaller than the messages in flight: senders are
 // refused (RESOURCE_EXHAUSTED inside the transport) and retry until the
 // receiver asks for the message; everything still arrives.

@@ -146,6 +146,7 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   LocalJob::Options job_options;
   job_options.configure = [&](WorkerConfig& w) {
     if (o.direct_bytes > 0) w.collectives.direct_bytes = o.direct_bytes;
+    if (o.split_bytes > 0) w.collectives.split_bytes = o.split_bytes;
     if (o.ring_piece_bytes >= 0) {
       w.collectives.ring_piece_bytes = o.ring_piece_bytes;
     }
@@ -157,8 +158,9 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
                          StartPeer(o, world));
   const std::vector<int64_t> sizes =
-      o.quick ? std::vector<int64_t>{8, 1 << 20}
-              : std::vector<int64_t>{8, 64 << 10, 1 << 20, 16 << 20};
+      !o.sizes.empty() ? o.sizes
+      : o.quick        ? std::vector<int64_t>{8, 1 << 20}
+                       : std::vector<int64_t>{8, 64 << 10, 1 << 20, 16 << 20};
   const absl::Duration budget =
       o.quick ? absl::Milliseconds(100) : absl::Milliseconds(400);
   for (const char* op : kOps) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ struct CollectiveSuiteOptions {
   int rounds = 3;
   // ferry's threshold between direct and ring/tree algorithms; 0: default.
   int64_t direct_bytes = 0;
+  // ferry's all_reduce split threshold (config.h); 0: default.
+  int64_t split_bytes = 0;
+  // Per-rank payload sizes to measure; empty: the suite's.
+  std::vector<int64_t> sizes;
   // ferry's pipelined-ring piece size (0: one ring); -1: default.
   int64_t ring_piece_bytes = -1;
   std::string only_op;  // Just this collective.

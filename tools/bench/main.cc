@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "rpc/base/status_util.h"
 #include "rpc/process_tuning.h"
 #include "tools/bench/collective_bench.h"
@@ -60,6 +62,12 @@ ABSL_FLAG(std::string, peers_dir, "",
 ABSL_FLAG(int64_t, direct_bytes, 0,
           "collectives suite: ferry's threshold between direct and ring/tree "
           "algorithms (default: the worker's), to choose it by measurement");
+ABSL_FLAG(int64_t, split_bytes, 0,
+          "collectives suite: the per-rank size from which ferry splits a "
+          "direct all_reduce into two rounds (default: the worker's)");
+ABSL_FLAG(std::vector<std::string>, sizes, {},
+          "collectives suite: per-rank payload sizes in bytes, comma-separated "
+          "(default: 8,65536,1048576,16777216)");
 ABSL_FLAG(int64_t, ring_piece_bytes, -1,
           "collectives suite: ferry's pipelined-ring piece size (0: one "
           "ring; default: the worker's), to choose it by measurement");
@@ -124,6 +132,16 @@ int BenchMain(int argc, char** argv) {
     o.quick = quick;
     o.rounds = rounds;
     o.direct_bytes = absl::GetFlag(FLAGS_direct_bytes);
+    o.split_bytes = absl::GetFlag(FLAGS_split_bytes);
+    for (const std::string& size : absl::GetFlag(FLAGS_sizes)) {
+      int64_t bytes;
+      if (!absl::SimpleAtoi(size, &bytes) || bytes < 1) {
+        std::fprintf(stderr, "ferry_bench: --sizes: '%s' is not a size\n",
+                     size.c_str());
+        return 2;
+      }
+      o.sizes.push_back(bytes);
+    }
     o.ring_piece_bytes = absl::GetFlag(FLAGS_ring_piece_bytes);
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);
