@@ -94,8 +94,37 @@ void Op::Send(int to, int step, const Message& message) {
   Future<Done> delivered =
       context_.exchange().Send(group_.global(to), {key_, step, context_.rank()},
                                ToEnvelope(message), deadline_);
-  absl::MutexLock lock(&mu_);
-  sends_.push_back({to, std::move(delivered)});
+  {
+    absl::MutexLock lock(&mu_);
+    sends_.push_back({to, delivered});
+  }
+  delivered.Then([weak = weak_from_this(), to](const absl::StatusOr<Done>& r) {
+    if (r.ok()) return;
+    if (std::shared_ptr<Op> self = weak.lock())
+      self->SendFailed(r.status(), to);
+  });
+}
+
+void Op::SendFailed(absl::Status status, int to) {
+  // Transport failures wait: a death is reported by membership (naming the
+  // dead worker, on every member), a peer that is slow or gone by the
+  // deadline's probe. Anything else is the receiver refusing this message
+  // for good — over --max_mailbox_mb, malformed — and without this the op
+  // would wait for it, here and there, until its deadline.
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+      return;
+    default:
+      break;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;  // Flushing: Flushed reports it.
+  }
+  absl::Status aborted = context_.mailbox().AbortStatus(key_);
+  Fail(aborted.ok() ? FlushError(to, status) : aborted);
 }
 
 void Op::Expect(int from, int step,

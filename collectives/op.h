@@ -93,7 +93,9 @@ class Op : public std::enable_shared_from_this<Op> {
   absl::Status Malformed(int from, absl::string_view what) const;
 
   // Sends `message` to group rank `to` as this op's message number `step`.
-  // Failures surface when the op ends (Succeed waits for every send).
+  // A send the receiver refuses for good (a limit, a malformed message)
+  // fails the op at once; transport failures surface when the op ends
+  // (Succeed waits for every send) or through membership and the deadline.
   void Send(int to, int step, const Message& message) ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `then` with message `step` from group rank `from` once it is in.
   void Recv(int from, int step, OnMessage then) ABSL_LOCKS_EXCLUDED(mu_);
@@ -149,6 +151,8 @@ class Op : public std::enable_shared_from_this<Op> {
   void OnFlushDeadline() ABSL_LOCKS_EXCLUDED(mu_);
   // Every send arrived (OK), or the send to `to` did not.
   void Flushed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
+  // The send to `to` failed while the algorithm runs.
+  void SendFailed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
   // Asks every member whether it joined; then fails the op, naming those
   // that did not (or `waited_for` if all did).
   void Probe(int waited_for);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/collectives.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
 #include "tests/collectives/collective_testing.h"
@@ -25,7 +26,9 @@ using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::SameTensor;
 using ::ferry::testing::Sample;
+using ::ferry::testing::StatusIs;
 using ::ferry::testing::Where;
+using ::testing::HasSubstr;
 
 constexpr int64_t kDirectBytes = 64;
 
@@ -504,6 +507,40 @@ TEST(RingBackpressureTest, TinyReceiveBuffer) {
       ASSERT_OK(out[r][2 * round + 1]);
       EXPECT_TRUE(SameTensor(*out[r][2 * round + 1], sum));
     }
+    EXPECT_EQ(job->worker(r).collectives().mailbox().held_bytes(), 0)
+        << "rank " << r;
+  }
+}
+
+// A message over --max_mailbox_mb is refused by its receiver for good: the
+// op fails at once on every rank, naming the flag (before, both ranks
+// waited for each other's message until the op's deadline and then
+// reported DEADLINE_EXCEEDED, "every member joined"). The group and the
+// mailbox are fine afterwards.
+TEST(RingLimitsTest, MessageOverTheMailboxLimitFailsTheOpNamingIt) {
+  LocalJob::Options options;
+  options.configure = [](WorkerConfig& o) {
+    o.limits.max_mailbox_bytes = 1 << 20;
+  };
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
+                       LocalJob::Start(2, options));
+  CollectiveOptions slow;
+  slow.timeout = absl::Minutes(5);
+  auto out = OnEveryRank<Results>(*job, [&](WorkerImpl& w, int r) {
+    ProcessGroup& g = w.collectives().world();
+    Results results;
+    // 4 MiB to each rank, one message.
+    results.push_back(AllToAllSingle(
+        g, *Tensor::Zeros(DType::kUInt8, {8 << 20}), {}, {}, slow));
+    results.push_back(AllReduce(g, Sample(DType::kInt64, {4}, r)));
+    return results;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_THAT(out[r][0].status(),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         HasSubstr("--max_mailbox_mb")))
+        << "rank " << r;
+    EXPECT_TRUE(out[r][1].ok()) << "rank " << r << ": " << out[r][1].status();
     EXPECT_EQ(job->worker(r).collectives().mailbox().held_bytes(), 0)
         << "rank " << r;
   }
