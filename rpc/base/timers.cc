@@ -54,7 +54,10 @@ ThreadTimers::~ThreadTimers() { ThreadTimers::Stop(); }
 Timers::TimerId ThreadTimers::RunAt(absl::Time when, Callback cb) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return 0;
-  wake_.Signal();  // It may be earlier than what the thread waits for.
+  // Wake the thread only for a time before it would look again by itself:
+  // every call arms a deadline, and waking the thread for each (to find
+  // nothing due) cost a context switch per call.
+  if (when < wake_at_) wake_.Signal();
   return queue_.Add(when, std::move(cb));
 }
 
@@ -81,15 +84,22 @@ void ThreadTimers::Stop() {
 ThreadTimers::Callback ThreadTimers::NextDue() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    Callback cb = queue_.PopDue(clock_->Now());
-    if (cb != nullptr) return cb;
-    // RunAt and Stop signal, so an earlier timer or a stop wakes us. The
-    // wait is relative to the (monotonic) clock, and sliced (kMaxWait).
+    const absl::Time now = clock_->Now();
+    Callback cb = queue_.PopDue(now);
+    if (cb != nullptr) {
+      wake_at_ = absl::InfinitePast();  // Looks again before waiting.
+      return cb;
+    }
+    // RunAt (for a timer before wake_at_) and Stop signal, so an earlier
+    // timer or a stop wakes us. The wait is relative to the (monotonic)
+    // clock, and sliced (kMaxWait).
     if (queue_.empty()) {
+      wake_at_ = absl::InfiniteFuture();
       wake_.Wait(&mu_);
     } else {
-      wake_.WaitWithTimeout(&mu_,
-                            std::min(queue_.next() - clock_->Now(), kMaxWait));
+      const absl::Duration wait = std::min(queue_.next() - now, kMaxWait);
+      wake_at_ = now + wait;
+      wake_.WaitWithTimeout(&mu_, wait);
     }
   }
   return nullptr;

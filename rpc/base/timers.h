@@ -95,6 +95,10 @@ class ThreadTimers final : public Timers {
   absl::Mutex mu_;
   TimerQueue queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When the thread next looks at the queue by itself: the end of its
+  // wait, or InfinitePast while it runs callbacks (it looks before waiting
+  // again).
+  absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::CondVar wake_;
   std::thread thread_;
 };

@@ -53,6 +53,23 @@ TEST(TimersTest, RunsCallback) {
   EXPECT_TRUE(ran.WaitForNotificationWithTimeout(kWait));
 }
 
+// The thread idles on an empty queue without a timeout after running
+// what was due: a new timer must wake it (RunAt signals only for times
+// before the thread's own next look).
+TEST(TimersTest, AnIdleThreadWakesForANewTimer) {
+  ThreadTimers timers;
+  for (int i = 0; i < 3; ++i) {
+    absl::Notification ran;
+    timers.RunAfter(absl::Milliseconds(1), [&] { ran.Notify(); });
+    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(kWait)) << "timer " << i;
+  }
+  // And a timer earlier than a far one already queued runs at its time.
+  timers.RunAfter(absl::Hours(1), [] {});
+  absl::Notification soon;
+  timers.RunAfter(absl::Milliseconds(1), [&] { soon.Notify(); });
+  EXPECT_TRUE(soon.WaitForNotificationWithTimeout(kWait));
+}
+
 TEST(TimersTest, RunInTimeOrderThenSubmissionOrder) {
   ThreadTimers timers;
   std::shared_ptr<absl::Notification> gate = BlockTimerThread(&timers);
