@@ -75,8 +75,20 @@ std::vector<int64_t> Segments(int64_t begin, int64_t end, int n) {
   return offsets;
 }
 
-// The other ranks' reduced segments (segment b: elements [offsets[b],
-// offsets[b+1]), from rank b) into `out`.
+// Where the other ranks' reduced segments belong in `out` (segment b:
+// elements [offsets[b], offsets[b+1]), from rank b), so they are received
+// there.
+Op::Landings SegmentLandings(const Op& op, const std::vector<int64_t>& offsets,
+                             TensorBuilder& out) {
+  Op::Landings at(op.size());
+  for (int b = 0; b < op.size(); ++b) {
+    if (b != op.rank()) at[b] = out.Landing(offsets[b], offsets[b + 1]);
+  }
+  return at;
+}
+
+// The other ranks' reduced segments into `out`: those not received there
+// already (SegmentLandings) are copied.
 absl::Status CopySegments(const Op& op, const std::vector<int64_t>& offsets,
                           const Blocks& got, TensorBuilder& out) {
   const size_t item = ItemSize(out.dtype());
@@ -88,9 +100,9 @@ absl::Status CopySegments(const Op& op, const std::vector<int64_t>& offsets,
         got[b].tensors[0].numel() != count) {
       return op.Malformed(b, "a reduced segment of another size");
     }
-    if (count > 0) {
-      std::memcpy(out.data() + offsets[b] * item, got[b].tensors[0].data(),
-                  count * item);
+    char* at = out.data() + offsets[b] * item;
+    if (count > 0 && got[b].tensors[0].data() != at) {
+      std::memcpy(at, got[b].tensors[0].data(), count * item);
     }
   }
   return absl::OkStatus();
@@ -142,11 +154,13 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
         }
         Blocks blocks(n);
         blocks[r] = Message::OfTensors({st.out->View(b, e)});
-        RingAllGather(*op, gather_step, std::move(blocks),
-                      std::vector<bool>(n, false),
-                      [op, piece = std::move(piece)](Blocks got) mutable {
-                        Finish(*op, piece, std::move(got));
-                      });
+        Op::Landings land = SegmentLandings(*op, piece.offsets, *st.out);
+        RingAllGather(
+            *op, gather_step, std::move(blocks), std::vector<bool>(n, false),
+            [op, piece = std::move(piece)](Blocks got) mutable {
+              Finish(*op, piece, std::move(got));
+            },
+            std::move(land));
       });
 }
 
@@ -177,14 +191,17 @@ void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
   ReduceInRankOrderTo(parts, reduce, at);
   if (reduce == ReduceOp::kAvg) FinishAverage(input.dtype(), at, e - b, n);
   const Message reduced = Message::OfTensors({out->View(b, e)});
-  op.ExchangeAll(1, reduced,
-                 [result = std::move(result), offsets,
-                  out = std::move(out)](Blocks got) mutable {
-                   Op& op = result.op();
-                   absl::Status copied = CopySegments(op, offsets, got, *out);
-                   if (!copied.ok()) return op.Fail(copied);
-                   std::move(result).Set(std::move(*out).Build());
-                 });
+  Op::Landings land = SegmentLandings(op, offsets, *out);
+  op.ExchangeAll(
+      1, reduced,
+      [result = std::move(result), offsets,
+       out = std::move(out)](Blocks got) mutable {
+        Op& op = result.op();
+        absl::Status copied = CopySegments(op, offsets, got, *out);
+        if (!copied.ok()) return op.Fail(copied);
+        std::move(result).Set(std::move(*out).Build());
+      },
+      std::move(land));
 }
 
 void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {

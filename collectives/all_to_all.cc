@@ -10,6 +10,9 @@
 // output_splits (AllToAllSingleHeader), so every rank checks every rank's
 // output_splits against what is sent to it, and a wrong one fails the op
 // everywhere (not only on the rank that expected otherwise).
+#include <cstring>
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -102,7 +105,81 @@ absl::Status CheckOutputSplits(
   return absl::OkStatus();
 }
 
-void Received(Result<Tensor> result, std::vector<Message> got) {
+// Elements in one row of `t` (rank >= 1).
+int64_t RowNumel(const Tensor& t) {
+  int64_t n = 1;
+  for (size_t i = 1; i < t.shape().size(); ++i) {
+    if (t.dim(i) == 0) return 0;
+    n *= t.dim(i);  // Within the tensor's extent: no overflow.
+  }
+  return n;
+}
+
+// The output, allocated before the blocks arrive so that they are received
+// in place: rows from rank r at [offsets[r], offsets[r+1]). Sized by
+// output_splits, or, without them, by guessing that each rank sends this
+// one as many rows as it sends that rank (true of the even split of equal
+// inputs); a wrong guess only costs the copy it meant to save.
+struct Assembly {
+  std::shared_ptr<TensorBuilder> out;
+  std::vector<int64_t> offsets;
+  Op::Landings land;
+};
+
+std::optional<Assembly> Assemble(const Op& op, const AllToAllSingleArgs& a) {
+  if (op.size() == 1) return std::nullopt;
+  const std::vector<int64_t>& rows =
+      a.output_splits.empty() ? a.input_splits : a.output_splits;
+  Assembly as;
+  as.offsets = {0};
+  for (int64_t r : rows) {
+    // output_splits are checked to be non-negative, not bounded: the
+    // output must fit what may be allocated, or the copies stay.
+    if (r > op.limits().max_tensor_dim - as.offsets.back()) return std::nullopt;
+    as.offsets.push_back(as.offsets.back() + r);
+  }
+  Shape shape = a.input.shape();
+  shape[0] = as.offsets.back();
+  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, a.input.itemsize());
+  if (!numel.ok() || *numel > op.limits().max_alloc_bytes /
+                                  static_cast<int64_t>(a.input.itemsize())) {
+    return std::nullopt;
+  }
+  absl::StatusOr<TensorBuilder> out =
+      TensorBuilder::Create(a.input.dtype(), std::move(shape));
+  if (!out.ok()) return std::nullopt;
+  as.out = std::make_shared<TensorBuilder>(*std::move(out));
+  const int64_t row = RowNumel(a.input);
+  as.land.resize(op.size());
+  for (int r = 0; r < op.size(); ++r) {
+    if (r == op.rank()) continue;
+    as.land[r] = as.out->Landing(as.offsets[r] * row, as.offsets[r + 1] * row);
+  }
+  return as;
+}
+
+// The output if every other rank's block was received in place (this
+// rank's own is copied in now).
+std::optional<Tensor> Assembled(const Op& op, std::optional<Assembly>& as,
+                                const std::vector<Tensor>& rows) {
+  if (!as.has_value()) return std::nullopt;
+  for (int r = 0; r < op.size(); ++r) {
+    if (rows[r].dim(0) != as->offsets[r + 1] - as->offsets[r]) {
+      return std::nullopt;
+    }
+    if (r != op.rank() && !as->land[r]->Holds(rows[r])) return std::nullopt;
+  }
+  const Tensor& mine = rows[op.rank()];
+  if (mine.nbytes() > 0) {
+    std::memcpy(as->out->data() +
+                    as->offsets[op.rank()] * RowNumel(mine) * mine.itemsize(),
+                mine.data(), mine.nbytes());
+  }
+  return std::move(*as->out).Build();
+}
+
+void Received(Result<Tensor> result, std::optional<Assembly> as,
+              std::vector<Message> got) {
   Op& op = result.op();
   const int n = op.size();
   std::vector<proto::AllToAllSingleHeader> headers(n);
@@ -117,6 +194,9 @@ void Received(Result<Tensor> result, std::vector<Message> got) {
   absl::Status same = CheckSame(op, metas, "rows of");
   if (same.ok()) same = CheckOutputSplits(op, headers);
   if (!same.ok()) return op.Fail(same);
+  if (std::optional<Tensor> out = Assembled(op, as, rows)) {
+    return std::move(result).Set(*std::move(out));
+  }
   absl::StatusOr<Tensor> out = Concat(rows, 0);
   if (!out.ok()) return op.Fail(out.status());
   std::move(result).Set(*std::move(out));
@@ -158,6 +238,9 @@ void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
   const std::string head = header.SerializeAsString();
   std::vector<int64_t> offsets = {0};
   for (int64_t rows : a.input_splits) offsets.push_back(offsets.back() + rows);
+  std::optional<Assembly> as = Assemble(op, a);
+  Op::Landings land;
+  if (as.has_value()) land = as->land;
   op.ExchangeEach(
       0,
       [&](int to) {
@@ -165,9 +248,11 @@ void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
         return Message{
             head, {*a.input.Rows(offsets[to], offsets[to + 1])}, Value()};
       },
-      [result = std::move(result)](std::vector<Message> got) mutable {
-        Received(std::move(result), std::move(got));
-      });
+      [result = std::move(result),
+       as = std::move(as)](std::vector<Message> got) mutable {
+        Received(std::move(result), std::move(as), std::move(got));
+      },
+      std::move(land));
 }
 
 }  // namespace algorithms

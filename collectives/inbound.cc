@@ -1,12 +1,12 @@
 #include "collectives/inbound.h"
 
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "collectives/op_key.h"
-#include "grpcpp/impl/codegen/proto_utils.h"
-#include "proto/value.pb.h"
-#include "rpc/value/value_proto.h"
+#include "rpc/base/status_util.h"
+#include "rpc/wire_reader.h"
 
 namespace ferry {
 
@@ -136,17 +136,17 @@ absl::Status Inbound::Deliver(std::vector<grpc::Slice> payload) {
     key = key_;
     total = total_;
   }
-  grpc::ByteBuffer whole(payload.data(), payload.size());
-  payload.clear();
-  proto::Value message;
+  // Decoded straight from the received slices: a tensor the receiver has a
+  // place for is copied there, once (the algorithm then has nothing left
+  // to copy); others get one buffer each, as a protobuf parse would.
+  std::optional<TensorLanding> landing = mailbox_->TakeLanding(key);
   absl::StatusOr<Value> value =
-      grpc::SerializationTraits<proto::Value>::Deserialize(&whole, &message)
-              .ok()
-          ? ValueFromProto(&message, "message")
-          : absl::StatusOr<Value>(Bad("an unparsable message"));
+      ReadValue(payload, DefaultLimits(), "message",
+                landing.has_value() ? &*landing : nullptr);
+  payload.clear();
   if (!value.ok()) {
     mailbox_->Release(key, total);
-    return value.status();
+    return Annotate(value.status(), "collective frame");
   }
   return mailbox_->Deliver(key, *std::move(value), total);
 }

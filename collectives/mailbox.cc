@@ -38,7 +38,8 @@ const absl::Status* Mailbox::AbortedLocked(const std::string& op) const {
   return it == aborted_.end() ? nullptr : &it->second;
 }
 
-Future<Value> Mailbox::Receive(const MessageKey& key) {
+Future<Value> Mailbox::Receive(const MessageKey& key,
+                               std::optional<TensorLanding> landing) {
   absl::MutexLock lock(&mu_);
   if (const absl::Status* aborted = AbortedLocked(key.op))
     return Future<Value>::Ready(*aborted);
@@ -50,7 +51,16 @@ Future<Value> Mailbox::Receive(const MessageKey& key) {
     held_.erase(held);
     return Future<Value>::Ready(std::move(message));
   }
-  return waiting_[key].future();
+  Waiter& waiter = waiting_[key];
+  waiter.landing = std::move(landing);
+  return waiter.promise.future();
+}
+
+std::optional<TensorLanding> Mailbox::TakeLanding(const MessageKey& key) {
+  absl::MutexLock lock(&mu_);
+  auto waiting = waiting_.find(key);
+  if (waiting == waiting_.end()) return std::nullopt;
+  return std::exchange(waiting->second.landing, std::nullopt);
 }
 
 void Mailbox::Begin(const std::string& op) {
@@ -118,7 +128,7 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
       if (!running_.contains(key.op)) arrivals_.emplace(arrival, key);
       return absl::OkStatus();
     }
-    receiver = waiting->second;
+    receiver = waiting->second.promise;
     waiting_.erase(waiting);
     bytes_ -= charge;
   }
@@ -151,7 +161,8 @@ bool Mailbox::AbortLocked(const std::string& op, absl::Status status,
   RememberAbortLocked(op, status);
   for (auto it = waiting_.lower_bound(First(op));
        it != waiting_.end() && it->first.op == op;) {
-    out->receivers.push_back(it->second);
+    out->receivers.push_back(it->second.promise);
+    if (it->second.landing) out->landings.push_back(*it->second.landing);
     it = waiting_.erase(it);
   }
   for (auto it = held_.lower_bound(First(op));

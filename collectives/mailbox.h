@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -45,6 +46,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -84,7 +86,15 @@ class Mailbox {
   Mailbox(const Limits& limits, Clock* clock);
 
   // The message for `key`, once it arrives (or the op's abort status).
-  Future<Value> Receive(const MessageKey& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // `landing`: where the message's first tensor should be received, if it
+  // has not arrived yet and the tensor is the landing's size (TakeLanding).
+  Future<Value> Receive(const MessageKey& key,
+                        std::optional<TensorLanding> landing = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The landing a receiver waiting for `key` offered, handed out once: to
+  // the transport about to decode that message.
+  std::optional<TensorLanding> TakeLanding(const MessageKey& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Op `op` runs here from now until Close: its messages wait for it,
   // however old.
@@ -141,8 +151,13 @@ class Mailbox {
     int64_t bytes = 0;  // As counted (with the key).
     Arrival arrival;
   };
+  struct Waiter {
+    Promise<Value> promise;
+    std::optional<TensorLanding> landing;  // Until TakeLanding.
+  };
   struct Dropped {  // What an abort completes and frees outside the lock.
     std::vector<Promise<Value>> receivers;
+    std::vector<TensorLanding> landings;
     std::vector<Value> messages;
     absl::Status status;
   };
@@ -166,7 +181,7 @@ class Mailbox {
   mutable absl::Mutex mu_;
   // Ordered, so aborting an op visits only its own messages.
   std::map<MessageKey, Held> held_ ABSL_GUARDED_BY(mu_);
-  std::map<MessageKey, Promise<Value>> waiting_ ABSL_GUARDED_BY(mu_);
+  std::map<MessageKey, Waiter> waiting_ ABSL_GUARDED_BY(mu_);
   // Bytes held and admitted (still arriving), each with its key.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Held messages of ops that had not begun when they arrived, oldest

@@ -127,7 +127,7 @@ void Op::SendFailed(absl::Status status, int to) {
   Fail(aborted.ok() ? FlushError(to, status) : aborted);
 }
 
-void Op::Expect(int from, int step,
+void Op::Expect(int from, int step, std::optional<TensorLanding> at,
                 absl::AnyInvocable<void(Value) &&> arrived) {
   bool late;
   {
@@ -141,7 +141,7 @@ void Op::Expect(int from, int step,
   }
   // Still asked for when late: an abort meanwhile is then seen here.
   context_.mailbox()
-      .Receive({key_, step, group_.global(from)})
+      .Receive({key_, step, group_.global(from)}, std::move(at))
       .Then(
           [self = shared_from_this(), from, step, arrived = std::move(arrived)](
               const absl::StatusOr<Value>& message) mutable {
@@ -164,8 +164,9 @@ bool Op::Arrived(int from, int step) {
   return phase_ == Phase::kRunning;
 }
 
-void Op::Recv(int from, int step, OnMessage then) {
-  Expect(from, step,
+void Op::Recv(int from, int step, OnMessage then,
+              std::optional<TensorLanding> at) {
+  Expect(from, step, std::move(at),
          [self = shared_from_this(), from,
           then = std::move(then)](Value envelope) mutable {
            absl::StatusOr<Message> m = FromEnvelope(envelope);
@@ -191,7 +192,8 @@ struct Gathering {
 
 }  // namespace
 
-void Op::RecvFrom(std::vector<int> from, int step, OnMessages then) {
+void Op::RecvFrom(std::vector<int> from, int step, OnMessages then,
+                  Landings at) {
   if (from.empty()) {
     std::move(then)(std::vector<Message>(size()));
     return;
@@ -199,50 +201,56 @@ void Op::RecvFrom(std::vector<int> from, int step, OnMessages then) {
   auto g =
       std::make_shared<Gathering>(std::move(from), size(), std::move(then));
   for (int f : g->from) {
-    Expect(f, step, [self = shared_from_this(), g, f](Value envelope) {
-      std::vector<Value> got;
-      {
-        absl::MutexLock lock(&g->mu);
-        g->got[f] = std::move(envelope);
-        if (--g->left > 0) return;
-        got.swap(g->got);
-      }
-      // All in: read them in rank order, so a malformed one fails the op
-      // the same way whichever arrived first.
-      std::vector<Message> messages(got.size());
-      std::vector<bool> asked(got.size(), false);
-      for (int r : g->from) asked[r] = true;
-      for (int r = 0; r < static_cast<int>(got.size()); ++r) {
-        if (!asked[r]) continue;
-        absl::StatusOr<Message> m = FromEnvelope(got[r]);
-        if (!m.ok())
-          return self->Fail(self->Malformed(r, m.status().message()));
-        messages[r] = *std::move(m);
-      }
-      std::move(g->then)(std::move(messages));
-    });
+    std::optional<TensorLanding> landing;
+    if (static_cast<size_t>(f) < at.size()) landing = std::move(at[f]);
+    Expect(f, step, std::move(landing),
+           [self = shared_from_this(), g, f](Value envelope) {
+             std::vector<Value> got;
+             {
+               absl::MutexLock lock(&g->mu);
+               g->got[f] = std::move(envelope);
+               if (--g->left > 0) return;
+               got.swap(g->got);
+             }
+             // All in: read them in rank order, so a malformed one fails the op
+             // the same way whichever arrived first.
+             std::vector<Message> messages(got.size());
+             std::vector<bool> asked(got.size(), false);
+             for (int r : g->from) asked[r] = true;
+             for (int r = 0; r < static_cast<int>(got.size()); ++r) {
+               if (!asked[r]) continue;
+               absl::StatusOr<Message> m = FromEnvelope(got[r]);
+               if (!m.ok())
+                 return self->Fail(self->Malformed(r, m.status().message()));
+               messages[r] = *std::move(m);
+             }
+             std::move(g->then)(std::move(messages));
+           });
   }
 }
 
 void Op::ExchangeEach(int step, absl::FunctionRef<Message(int to)> message_for,
-                      OnMessages then) {
+                      OnMessages then, Landings at) {
   const int n = size(), me = rank();
   std::vector<int> from;
   for (int k = 1; k < n; ++k) {
     Send((me + k) % n, step, message_for((me + k) % n));
     from.push_back((me - k + n) % n);
   }
-  RecvFrom(std::move(from), step,
-           [mine = message_for(me), me,
-            then = std::move(then)](std::vector<Message> all) mutable {
-             all[me] = std::move(mine);
-             std::move(then)(std::move(all));
-           });
+  RecvFrom(
+      std::move(from), step,
+      [mine = message_for(me), me,
+       then = std::move(then)](std::vector<Message> all) mutable {
+        all[me] = std::move(mine);
+        std::move(then)(std::move(all));
+      },
+      std::move(at));
 }
 
-void Op::ExchangeAll(int step, const Message& mine, OnMessages then) {
+void Op::ExchangeAll(int step, const Message& mine, OnMessages then,
+                     Landings at) {
   ExchangeEach(
-      step, [&](int) { return mine; }, std::move(then));
+      step, [&](int) { return mine; }, std::move(then), std::move(at));
 }
 
 // ---- Ending ----

@@ -28,6 +28,7 @@
 #define FERRY_COLLECTIVES_OP_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
 #include "rpc/base/timers.h"
+#include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -97,13 +99,22 @@ class Op : public std::enable_shared_from_this<Op> {
   // fails the op at once; transport failures surface when the op ends
   // (Succeed waits for every send) or through membership and the deadline.
   void Send(int to, int step, const Message& message) ABSL_LOCKS_EXCLUDED(mu_);
+  // Where the first tensor of a message should be received (TensorLanding:
+  // a region of the op's output), by group rank of the sender; empty, or
+  // nullopt for a rank: anywhere. Only a message that arrives after it is
+  // asked for, with a tensor of the landing's size, lands; the algorithm
+  // sees with landing.Holds(tensor) whether it has nothing left to copy.
+  using Landings = std::vector<std::optional<TensorLanding>>;
+
   // Runs `then` with message `step` from group rank `from` once it is in.
-  void Recv(int from, int step, OnMessage then) ABSL_LOCKS_EXCLUDED(mu_);
+  void Recv(int from, int step, OnMessage then,
+            std::optional<TensorLanding> at = std::nullopt)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs `then` once message `step` from each of `from` is in; the vector
   // has one entry per group rank (empty for ranks not in `from`).
   // Malformed messages fail the op in rank order.
-  void RecvFrom(std::vector<int> from, int step, OnMessages then)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void RecvFrom(std::vector<int> from, int step, OnMessages then,
+                Landings at = {}) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One round of messages `step`, pairwise shifted (rank r sends to r+1,
   // r+2, … and receives from r-1, r-2, …, so no rank is everyone's first
@@ -111,9 +122,10 @@ class Op : public std::enable_shared_from_this<Op> {
   // what each rank sent this one, by group rank (this rank's own entry is
   // message_for(rank())).
   void ExchangeEach(int step, absl::FunctionRef<Message(int to)> message_for,
-                    OnMessages then);
+                    OnMessages then, Landings at = {});
   // The same with one message for everyone: every rank's `mine`.
-  void ExchangeAll(int step, const Message& mine, OnMessages then);
+  void ExchangeAll(int step, const Message& mine, OnMessages then,
+                   Landings at = {});
 
   // The algorithm is done here: the op ends OK once every send was
   // delivered (or fails, if one was not).
@@ -141,7 +153,8 @@ class Op : public std::enable_shared_from_this<Op> {
   Op(ProcessGroup& group, const OpSpec& spec, Ended ended);
 
   // Calls `arrived` with message `step` from `from` while the op runs.
-  void Expect(int from, int step, absl::AnyInvocable<void(Value) &&> arrived)
+  void Expect(int from, int step, std::optional<TensorLanding> at,
+              absl::AnyInvocable<void(Value) &&> arrived)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The message is in (or the op was aborted): whether the op still runs.
   bool Arrived(int from, int step) ABSL_LOCKS_EXCLUDED(mu_);

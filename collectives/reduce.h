@@ -26,7 +26,8 @@ absl::Status CheckReduceOp(ReduceOp op, DType dtype);
 void ReduceInto(ReduceOp op, DType dtype, char* acc, const char* in,
                 int64_t count);
 // out[i] = a[i] ⊕ b[i]: as ReduceInto, without first copying `a` to `out`.
-// `out` may be `a`; otherwise no two regions overlap.
+// `out` may be `a` or `b` (the same elements); otherwise no two regions
+// overlap.
 void ReduceTo(ReduceOp op, DType dtype, char* out, const char* a, const char* b,
               int64_t count);
 

@@ -19,6 +19,7 @@ struct Gathering {
   Blocks blocks;
   std::vector<bool> skip;
   absl::AnyInvocable<void(Blocks) &&> then;
+  Op::Landings land;
 };
 
 // From step `s` on. At step s each rank forwards the block it got at step
@@ -31,10 +32,15 @@ void GatherFrom(std::unique_ptr<Gathering> g, int s) {
     const int step = g->first_step + s;
     if (!g->skip[out]) op.Send(Mod(r + 1, n), step, g->blocks[out]);
     if (g->skip[in]) continue;
-    op.Recv(Mod(r - 1, n), step, [g = std::move(g), s, in](Message m) mutable {
-      g->blocks[in] = std::move(m);
-      GatherFrom(std::move(g), s + 1);
-    });
+    std::optional<TensorLanding> at;
+    if (static_cast<size_t>(in) < g->land.size()) at = std::move(g->land[in]);
+    op.Recv(
+        Mod(r - 1, n), step,
+        [g = std::move(g), s, in](Message m) mutable {
+          g->blocks[in] = std::move(m);
+          GatherFrom(std::move(g), s + 1);
+        },
+        std::move(at));
     return;
   }
   std::move(g->then)(std::move(g->blocks));
@@ -47,24 +53,37 @@ struct Reducing {
   absl::AnyInvocable<void(Tensor) &&> then;
 };
 
-// `mine` ⊕ `theirs`, in args.into or a new tensor.
-absl::StatusOr<Tensor> Combine(const RingReduce& args, int b,
-                               const Tensor& mine, const Tensor& theirs) {
-  Tensor out;
-  char* at;
-  std::optional<TensorBuilder> fresh;
+// Where this rank's sum of block b goes: its region of args.into, or a
+// new buffer. The partial from the previous rank is received there, so
+// Combine reduces in place (the same operands in the same order).
+struct Target {
+  std::shared_ptr<TensorBuilder> fresh;  // Null: in args.into.
+  Tensor view;                           // The region of args.into.
+  TensorLanding landing;
+};
+
+absl::StatusOr<Target> TargetFor(RingReduce& args, int b) {
+  const Tensor& mine = args.blocks[b];
+  Target t;
   if (args.into != nullptr) {
-    out = args.into->View(args.offsets[b], args.offsets[b] + mine.numel());
-    at = args.into->data() + args.offsets[b] * mine.itemsize();
-  } else {
-    FERRY_ASSIGN_OR_RETURN(fresh,
-                           TensorBuilder::Create(mine.dtype(), mine.shape()));
-    at = fresh->data();
+    const int64_t begin = args.offsets[b], end = begin + mine.numel();
+    t.view = args.into->View(begin, end);
+    t.landing = args.into->Landing(begin, end);
+    return t;
   }
-  ReduceTo(args.reduce, mine.dtype(), at, mine.data(), theirs.data(),
+  FERRY_ASSIGN_OR_RETURN(TensorBuilder fresh,
+                         TensorBuilder::Create(mine.dtype(), mine.shape()));
+  t.fresh = std::make_shared<TensorBuilder>(std::move(fresh));
+  t.landing = t.fresh->Landing(0, mine.numel());
+  return t;
+}
+
+// `mine` ⊕ `theirs` into `t`.
+Tensor Combine(ReduceOp reduce, const Tensor& mine, const Tensor& theirs,
+               Target t) {
+  ReduceTo(reduce, mine.dtype(), t.landing.data, mine.data(), theirs.data(),
            mine.numel());
-  if (fresh) out = std::move(*fresh).Build();
-  return out;
+  return t.fresh != nullptr ? std::move(*t.fresh).Build() : t.view;
 }
 
 // From step `s` on. At step s a rank sends its partial of block r-s-1 (its
@@ -83,18 +102,24 @@ void ReduceFrom(std::unique_ptr<Reducing> st, int s) {
     }
     if (a.skip[in]) continue;
     const int step = a.first_step + s;
-    op.Recv(prev, step, [st = std::move(st), s, in, prev](Message m) mutable {
-      const Tensor& mine = st->args.blocks[in];
-      Op& op = *st->op;
-      if (m.tensors.size() != 1 || !Like(m.tensors[0], mine)) {
-        return op.Fail(
-            op.Malformed(prev, absl::StrCat("expected ", mine.DebugString())));
-      }
-      absl::StatusOr<Tensor> sum = Combine(st->args, in, mine, m.tensors[0]);
-      if (!sum.ok()) return op.Fail(sum.status());
-      st->partial = *std::move(sum);
-      ReduceFrom(std::move(st), s + 1);
-    });
+    absl::StatusOr<Target> target = TargetFor(st->args, in);
+    if (!target.ok()) return op.Fail(target.status());
+    TensorLanding at = target->landing;
+    op.Recv(
+        prev, step,
+        [st = std::move(st), s, in, prev,
+         target = *std::move(target)](Message m) mutable {
+          const Tensor& mine = st->args.blocks[in];
+          Op& op = *st->op;
+          if (m.tensors.size() != 1 || !Like(m.tensors[0], mine)) {
+            return op.Fail(op.Malformed(
+                prev, absl::StrCat("expected ", mine.DebugString())));
+          }
+          st->partial =
+              Combine(st->args.reduce, mine, m.tensors[0], std::move(target));
+          ReduceFrom(std::move(st), s + 1);
+        },
+        std::move(at));
     return;
   }
   Tensor mine;
@@ -121,10 +146,11 @@ void JoinAtRoot(Op& op, int root, int step,
 
 void RingAllGather(Op& op, int first_step, Blocks blocks,
                    std::vector<bool> skip,
-                   absl::AnyInvocable<void(Blocks) &&> then) {
+                   absl::AnyInvocable<void(Blocks) &&> then,
+                   Op::Landings land) {
   GatherFrom(std::make_unique<Gathering>(
                  Gathering{op.shared_from_this(), first_step, std::move(blocks),
-                           std::move(skip), std::move(then)}),
+                           std::move(skip), std::move(then), std::move(land)}),
              0);
 }
 

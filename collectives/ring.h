@@ -33,11 +33,13 @@ void JoinAtRoot(Op& op, int root, int step, absl::AnyInvocable<void() &&> then);
 
 // On entry blocks[rank] is this rank's block (and skipped blocks are
 // whatever the caller has); `then` gets every block, each non-skipped one
-// as its owner sent it.
+// as its owner sent it. `land[b]`, if given, is where block b's tensor is
+// received (Op::Landings).
 using Blocks = std::vector<Message>;
 void RingAllGather(Op& op, int first_step, Blocks blocks,
                    std::vector<bool> skip,
-                   absl::AnyInvocable<void(Blocks) &&> then);
+                   absl::AnyInvocable<void(Blocks) &&> then,
+                   Op::Landings land = {});
 
 struct RingReduce {
   int first_step = 1;

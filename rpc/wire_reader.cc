@@ -213,8 +213,9 @@ std::shared_ptr<const char> EmptyBytes() {
 // Parses the Values of one message against one Limits budget.
 class ValueParser {
  public:
-  ValueParser(Cursor* in, const Limits& limits, RRefCodec* codec)
-      : in_(in), limits_(limits), codec_(codec) {}
+  ValueParser(Cursor* in, const Limits& limits, RRefCodec* codec,
+              TensorLanding* landing = nullptr)
+      : in_(in), limits_(limits), codec_(codec), landing_(landing) {}
 
   // Reads a Value message of `len` bytes at the cursor into `out`.
   absl::Status Message(uint64_t len, int depth, const Path& path,
@@ -249,6 +250,8 @@ class ValueParser {
   Cursor* const in_;
   const Limits& limits_;
   RRefCodec* const codec_;
+  // Where the first tensor met goes, if its size fits; null after it.
+  TensorLanding* landing_;
   int64_t items_ = 0;
 };
 
@@ -598,11 +601,20 @@ absl::StatusOr<Tensor> ValueParser::FinishTensor(PendingTensor* t,
   return tensor;
 }
 
-// The tensor's bytes: a reference to the received slice when they lie in
-// one, aligned for the dtype; else one copy.
+// The tensor's bytes: into the landing offered for them; else a reference
+// to the received slice when they lie in one, aligned for the dtype; else
+// one copy.
 absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
                                                 PendingTensor* t) {
   const uint64_t n = t->nbytes;
+  if (landing_ != nullptr) {
+    TensorLanding* at = std::exchange(landing_, nullptr);
+    if (n == at->nbytes && n > 0) {
+      t->data.Copy(n, at->data);
+      return Tensor::FromShared(dtype, std::move(shape), at->owner, at->data,
+                                n);
+    }
+  }
   if (n == 0) {
     return Tensor::FromShared(dtype, std::move(shape), EmptyBytes(),
                               EmptyBytes().get(), 0);
@@ -754,6 +766,17 @@ absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
     args.push_back(std::move(v));
   }
   return args;
+}
+
+absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
+                                const Limits& limits, absl::string_view path,
+                                TensorLanding* landing) {
+  Cursor in(&slices);
+  ValueParser parser(&in, limits, nullptr, landing);
+  const Path root{nullptr, path, -1};
+  PendingValue pending;
+  FERRY_RETURN_IF_ERROR(parser.Message(in.left(), 0, root, &pending));
+  return parser.Finish(&pending, root);
 }
 
 absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,

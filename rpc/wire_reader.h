@@ -34,10 +34,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/value.pb.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
 
@@ -83,6 +85,15 @@ class CallRequestReader {
   // reports it.
   absl::Status args_error_;
 };
+
+// One Value message (a serialized ferry.proto.Value, as EncodeValue writes
+// it) held as `slices`, decoded as above with paths "<path>…"; RRefs as
+// bare descriptors. If `landing` is given, the first tensor met whose size
+// is the landing's has its bytes copied there (and references them), so a
+// receiver that knows where a tensor belongs copies it once.
+absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
+                                const Limits& limits, absl::string_view path,
+                                TensorLanding* landing = nullptr);
 
 // The result of a CallResponse (null if absent), decoded as above; paths
 // "result…".

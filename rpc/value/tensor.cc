@@ -234,6 +234,12 @@ Tensor TensorBuilder::View(int64_t begin, int64_t end) const {
                 (end - begin) * item);
 }
 
+TensorLanding TensorBuilder::Landing(int64_t begin, int64_t end) {
+  const size_t item = ItemSize(dtype_);
+  return TensorLanding{data_, data_.get() + begin * item,
+                       static_cast<size_t>(end - begin) * item};
+}
+
 Tensor TensorBuilder::Build() && {
   return Tensor(dtype_, std::move(shape_), numel_, std::move(data_), nbytes_);
 }

@@ -145,6 +145,21 @@ class Tensor {
   size_t nbytes_;
 };
 
+// Where a received tensor's bytes may be written instead of into a buffer of
+// their own (rpc/wire_reader.h): `nbytes` bytes at `data`, kept alive by
+// `owner`. The receiver that offers it writes nothing else there.
+struct TensorLanding {
+  std::shared_ptr<void> owner;
+  char* data = nullptr;
+  size_t nbytes = 0;
+
+  // Whether `t`'s bytes are the ones received here (an empty `t` for an
+  // empty landing: there was nothing to write).
+  bool Holds(const Tensor& t) const {
+    return t.nbytes() == nbytes && (nbytes == 0 || t.data() == data);
+  }
+};
+
 // Allocates an uninitialized buffer for a tensor, lets the caller fill it,
 // and hands it over as an immutable Tensor.
 //
@@ -176,6 +191,9 @@ class TensorBuilder {
   // written: the caller must not write the viewed region while the view is
   // in use.
   Tensor View(int64_t begin, int64_t end) const;
+  // Elements [begin, end) of the buffer as a place for a peer's tensor to
+  // be received into (see TensorLanding).
+  TensorLanding Landing(int64_t begin, int64_t end);
 
  private:
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);

@@ -2,6 +2,8 @@
 // sequences: each is refused with a specific code, and leaves nothing held.
 #include "collectives/inbound.h"
 
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/tensor.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/status_matchers.h"
@@ -100,6 +103,80 @@ TEST_F(InboundTest, MakeFramesRoundTrips) {
   }
   EXPECT_EQ(box_.Receive({"world/3", 1, 2}).Wait(absl::ZeroDuration()).value(),
             Value(std::string(5000, 'x')));
+}
+
+// A tensor the receiver asked for with a landing is written there, once:
+// the delivered tensor references the landing's bytes.
+TEST_F(InboundTest, AnAwaitedTensorIsReceivedIntoItsLanding) {
+  const Tensor block = Tensor::FromVector<float>({1, 2, 3, 4});
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kFloat32, {8}));
+  const TensorLanding at = out.Landing(4, 8);
+  Future<Value> got = box_.Receive({"world/5", 0, 1}, at);
+  const std::string payload = ValueBytes(
+      Value(Value::List{Value(Bytes{"h"}), Value(Value::List{Value(block)})}));
+  const int64_t total = static_cast<int64_t>(payload.size());
+  // Cut in two frames, the tensor's bytes across both.
+  const size_t cut = payload.size() - 6;
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      Feed({FrameBytes(DataHeader("world/5", 0, 1, total),
+                       payload.substr(0, cut)),
+            FrameBytes(proto::ChunkHeader(), payload.substr(cut))}));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  ASSERT_OK_AND_ASSIGN(Value message, got.Wait(absl::ZeroDuration()));
+  const Tensor& t = message.as_list()[1].as_list()[0].as_tensor();
+  EXPECT_TRUE(at.Holds(t));
+  EXPECT_EQ(t, block);
+  EXPECT_EQ(std::memcmp(out.data() + 16, block.data(), 16), 0);
+  // Handed out once: the landing is gone from the mailbox.
+  EXPECT_FALSE(box_.TakeLanding({"world/5", 0, 1}).has_value());
+}
+
+// A landing of another size, or one offered after the message came, is
+// not used: the tensor gets a buffer of its own, as without one.
+TEST_F(InboundTest, ATensorLandsOnlyIfAwaitedAndOfTheLandingsSize) {
+  const Tensor block = Tensor::FromVector<int32_t>({7, 8, 9});
+  const std::string payload = ValueBytes(Value(block));
+  const int64_t total = static_cast<int64_t>(payload.size());
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kInt32, {8}));
+  const TensorLanding small = out.Landing(0, 2);
+  Future<Value> got = box_.Receive({"world/6", 0, 1}, small);
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      Feed({FrameBytes(DataHeader("world/6", 0, 1, total), payload)}));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  ASSERT_OK_AND_ASSIGN(Value message, got.Wait(absl::ZeroDuration()));
+  EXPECT_FALSE(small.Holds(message.as_tensor()));
+  EXPECT_EQ(message.as_tensor(), block);
+
+  ASSERT_OK_AND_ASSIGN(
+      next, Feed({FrameBytes(DataHeader("world/6", 1, 1, total), payload)}));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  const TensorLanding late = out.Landing(0, 3);
+  ASSERT_OK_AND_ASSIGN(
+      message,
+      box_.Receive({"world/6", 1, 1}, late).Wait(absl::ZeroDuration()));
+  EXPECT_FALSE(late.Holds(message.as_tensor()));
+  EXPECT_EQ(message.as_tensor(), block);
+}
+
+// An aborted op lets go of the landings its receivers offered (they keep
+// its output alive).
+TEST_F(InboundTest, AnAbortDropsTheLandingsOffered) {
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kInt32, {8}));
+  std::weak_ptr<void> buffer;
+  {
+    TensorLanding at = out.Landing(0, 4);
+    buffer = at.owner;
+    (void)box_.Receive({"world/7", 0, 1}, std::move(at));
+  }
+  const long held = buffer.use_count();
+  box_.Abort("world/7", absl::CancelledError("gone")).IgnoreError();
+  EXPECT_EQ(buffer.use_count(), held - 1);
+  EXPECT_FALSE(box_.TakeLanding({"world/7", 0, 1}).has_value());
 }
 
 // Before, `src` was taken as claimed.

@@ -187,6 +187,41 @@ TEST(WireReaderTest, LargeTensorInOneSliceIsReferencedNotCopied) {
   }
 }
 
+// ReadValue copies the first tensor it meets into the landing offered, if
+// it is the landing's size; no other tensor goes there.
+TEST(WireReaderTest, TheFirstTensorOfTheLandingsSizeLandsThere) {
+  const Tensor a = Tensor::FromVector<int64_t>({1, 2, 3});
+  const Tensor b = Tensor::FromVector<int64_t>({4, 5, 6});
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kInt64, {3}));
+  ASSERT_OK_AND_ASSIGN(
+      grpc::ByteBuffer wire,
+      EncodeValue(Value(Value::List{Value(a), Value(b)}), nullptr, "v"));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(Buffer(Flatten(wire), 5).Dump(&slices).ok());
+  TensorLanding at = out.Landing(0, 3);
+  ASSERT_OK_AND_ASSIGN(Value v, ReadValue(slices, Limits(), "v", &at));
+  EXPECT_TRUE(at.Holds(v.as_list()[0].as_tensor()));
+  EXPECT_FALSE(at.Holds(v.as_list()[1].as_tensor()));
+  EXPECT_EQ(v.as_list()[0].as_tensor(), a);
+  EXPECT_EQ(v.as_list()[1].as_tensor(), b);
+
+  // The first tensor is of another size: nothing lands, not even b.
+  TensorLanding wrong = out.Landing(0, 2);
+  ASSERT_OK_AND_ASSIGN(
+      wire, EncodeValue(Value(Value::List{
+                            Value(Tensor::FromVector<int64_t>({9})), Value(b)}),
+                        nullptr, "v"));
+  slices.clear();
+  ASSERT_TRUE(wire.Dump(&slices).ok());
+  ASSERT_OK_AND_ASSIGN(v, ReadValue(slices, Limits(), "v", &wrong));
+  EXPECT_FALSE(wrong.Holds(v.as_list()[1].as_tensor()));
+  EXPECT_EQ(v.as_list()[1].as_tensor(), b);
+  EXPECT_THAT(ReadValue({grpc::Slice(std::string("\x32\x05"))}, Limits(), "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("v: malformed message")));
+}
+
 TEST(WireReaderTest, ResponseRoundTrip) {
   for (const Value& v : EveryKind()) {
     LazyCodec codec;
