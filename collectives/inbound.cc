@@ -1,5 +1,8 @@
 #include "collectives/inbound.h"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -84,7 +87,73 @@ absl::StatusOr<Inbound::Next> Inbound::Start(Frame frame) {
     total_ = h.total();
     started_ = options_.clock->Now();
   }
+  absl::StatusOr<Layout> layout = Plan(key, h.total(), frame.payload);
+  if (!layout.ok()) return Refuse(layout.status());
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kExpired) return ExpiredError();
+    layout_ = *std::move(layout);
+  }
   return Append(std::move(frame), /*first=*/true);
+}
+
+absl::StatusOr<Inbound::Layout> Inbound::Plan(
+    const MessageKey& key, int64_t total,
+    const std::vector<grpc::Slice>& first) {
+  // Malloc's alignment: a tensor placed on it may be referenced.
+  constexpr size_t kAlign = 16;
+  Layout at;
+  at.landing = mailbox_->TakeLanding(key);
+  std::optional<TensorPlace> place =
+      FindFirstTensorData(first, static_cast<uint64_t>(total));
+  uint64_t flat_bytes = static_cast<uint64_t>(total);
+  if (place.has_value() && at.landing.has_value() && place->length > 0 &&
+      place->length == at.landing->nbytes) {
+    at.landed = true;
+    at.land_begin = place->offset;
+    at.land_end = place->offset + place->length;
+    flat_bytes -= place->length;
+  } else if (place.has_value()) {
+    at.shift = (kAlign - place->offset % kAlign) % kAlign;
+  }
+  // Counted against --max_mailbox_mb by Admit already.
+  char* flat = new (std::nothrow) char[at.shift + flat_bytes + 1];
+  if (flat == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("op ", key.op, ": no memory for a message of ", total,
+                     " bytes from rank ", key.src));
+  }
+  at.flat.reset(flat, std::default_delete<char[]>());
+  return at;
+}
+
+void Inbound::Place(const Layout& at, uint64_t offset,
+                    const std::vector<grpc::Slice>& bytes) {
+  for (const grpc::Slice& s : bytes) {
+    const char* from = reinterpret_cast<const char*>(s.begin());
+    uint64_t left = s.size();
+    while (left > 0) {
+      // The run of bytes from `offset` within one region.
+      uint64_t run = left;
+      char* to;
+      if (at.landed && offset >= at.land_begin && offset < at.land_end) {
+        run = std::min(run, at.land_end - offset);
+        to = at.landing->data + (offset - at.land_begin);
+      } else {
+        uint64_t flat_offset = offset;
+        if (at.landed && offset < at.land_begin) {
+          run = std::min(run, at.land_begin - offset);
+        } else if (at.landed) {
+          flat_offset -= at.land_end - at.land_begin;
+        }
+        to = at.flat.get() + at.shift + flat_offset;
+      }
+      std::memcpy(to, from, run);
+      from += run;
+      offset += run;
+      left -= run;
+    }
+  }
 }
 
 absl::StatusOr<Inbound::Next> Inbound::ApplyAbort(const proto::ChunkHeader& h) {
@@ -101,7 +170,9 @@ absl::StatusOr<Inbound::Next> Inbound::ApplyAbort(const proto::ChunkHeader& h) {
 }
 
 absl::StatusOr<Inbound::Next> Inbound::Append(Frame frame, bool first) {
-  std::vector<grpc::Slice> whole;
+  Layout at;
+  uint64_t offset = 0;
+  bool whole = false;
   absl::Status bad;
   {
     absl::MutexLock lock(&mu_);
@@ -114,21 +185,41 @@ absl::StatusOr<Inbound::Next> Inbound::Append(Frame frame, bool first) {
       bad = Bad(absl::StrCat("the message is longer than its announced ",
                              total_, " bytes"));
     } else {
+      offset = static_cast<uint64_t>(received_);
       received_ += frame.payload_bytes;
-      for (grpc::Slice& s : frame.payload) payload_.push_back(std::move(s));
-      if (received_ < total_) return Next::kMore;
-      state_ = State::kDone;  // From here Deliver settles the admission.
-      whole = std::move(payload_);
-      payload_.clear();
+      whole = received_ == total_;
+      // From here Deliver settles the admission.
+      if (whole) state_ = State::kDone;
+      at = layout_;
     }
   }
   if (!bad.ok()) return Refuse(bad);
-  absl::Status delivered = Deliver(std::move(whole));
+  // Outside the lock: `at` keeps the buffers alive whatever happens to the
+  // message meanwhile (it may expire), and only this stream writes them.
+  Place(at, offset, frame.payload);
+  if (!whole) return Next::kMore;
+  {
+    absl::MutexLock lock(&mu_);
+    layout_ = Layout();
+  }
+  absl::Status delivered = Deliver(std::move(at));
   if (!delivered.ok()) return delivered;
   return Next::kDone;
 }
 
-absl::Status Inbound::Deliver(std::vector<grpc::Slice> payload) {
+namespace {
+
+// `n` bytes at `data` as a slice that keeps `owner` alive.
+grpc::Slice SliceOf(std::shared_ptr<void> owner, char* data, size_t n) {
+  auto* keep = new std::shared_ptr<void>(std::move(owner));
+  return grpc::Slice(
+      data, n, [](void* p) { delete static_cast<std::shared_ptr<void>*>(p); },
+      keep);
+}
+
+}  // namespace
+
+absl::Status Inbound::Deliver(Layout payload) {
   MessageKey key;
   int64_t total;
   {
@@ -136,14 +227,35 @@ absl::Status Inbound::Deliver(std::vector<grpc::Slice> payload) {
     key = key_;
     total = total_;
   }
-  // Decoded straight from the received slices: a tensor the receiver has a
-  // place for is copied there, once (the algorithm then has nothing left
-  // to copy); others get one buffer each, as a protobuf parse would.
-  std::optional<TensorLanding> landing = mailbox_->TakeLanding(key);
+  // The message, whole, as the slices of where it was placed: decoded
+  // without another copy (the tensor in the landing, or referenced in the
+  // buffer).
+  std::vector<grpc::Slice> slices;
+  char* flat = payload.flat.get() + payload.shift;
+  const uint64_t land = payload.land_end - payload.land_begin;
+  if (!payload.landed) {
+    if (total > 0) slices.push_back(SliceOf(payload.flat, flat, total));
+  } else {
+    if (payload.land_begin > 0)
+      slices.push_back(SliceOf(payload.flat, flat, payload.land_begin));
+    slices.push_back(
+        SliceOf(payload.landing->owner, payload.landing->data, land));
+    if (static_cast<uint64_t>(total) > payload.land_end) {
+      slices.push_back(SliceOf(payload.flat, flat + payload.land_begin,
+                               total - payload.land_end));
+    }
+  }
+  payload.flat.reset();
+  // A receiver that offered its landing only after the first frame came
+  // still has the tensor copied there, once, now.
+  if (!payload.landing.has_value()) {
+    payload.landing = mailbox_->TakeLanding(key);
+  }
   absl::StatusOr<Value> value =
-      ReadValue(payload, DefaultLimits(), "message",
-                landing.has_value() ? &*landing : nullptr);
-  payload.clear();
+      ReadValue(slices, DefaultLimits(), "message",
+                payload.landing.has_value() ? &*payload.landing : nullptr,
+                payload.landed);
+  slices.clear();
   if (!value.ok()) {
     mailbox_->Release(key, total);
     return Annotate(value.status(), "collective frame");
@@ -152,7 +264,7 @@ absl::Status Inbound::Deliver(std::vector<grpc::Slice> payload) {
 }
 
 absl::Status Inbound::Refuse(absl::Status why) {
-  std::vector<grpc::Slice> dropped;  // Freed outside the lock.
+  Layout dropped;  // Freed outside the lock.
   MessageKey key;
   int64_t total = 0;
   bool release = false;
@@ -162,8 +274,7 @@ absl::Status Inbound::Refuse(absl::Status why) {
     release = state_ == State::kReceiving;
     key = key_;
     total = total_;
-    dropped = std::move(payload_);
-    payload_.clear();
+    dropped = std::exchange(layout_, Layout());
     state_ = State::kDone;
   }
   if (release) mailbox_->Release(key, total);
@@ -186,7 +297,7 @@ absl::Status Inbound::End() {
 }
 
 bool Inbound::ExpireIfStale() {
-  std::vector<grpc::Slice> dropped;  // Freed outside the lock.
+  Layout dropped;  // Freed outside the lock.
   MessageKey key;
   int64_t total = 0;
   {
@@ -197,8 +308,7 @@ bool Inbound::ExpireIfStale() {
     state_ = State::kExpired;
     key = key_;
     total = total_;
-    dropped = std::move(payload_);
-    payload_.clear();
+    dropped = std::exchange(layout_, Layout());
   }
   mailbox_->Release(key, total);
   return true;

@@ -19,12 +19,23 @@
 //    given back, and later frames refused with DEADLINE_EXCEEDED naming the
 //    flag. A stream that merely stays open costs only gRPC's own state.
 //
+// Each frame's payload is copied where it belongs as it arrives (while the
+// next is on its way), so a message is decoded without a copy when it is
+// whole: the first tensor's bytes go to the landing its receiver offered
+// (Mailbox::Receive), if it fits and is found in the first frame
+// (FindFirstTensorData), or else, with the rest, into one buffer of
+// `total` bytes placed so that the tensor is aligned and referenced. A
+// landing offered after the first frame came gets its tensor copied once
+// the message is whole.
+//
 // Take and End are called by one thread at a time (the stream's
 // reactions); ExpireIfStale from any thread.
 #ifndef FERRY_COLLECTIVES_INBOUND_H_
 #define FERRY_COLLECTIVES_INBOUND_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -36,6 +47,7 @@
 #include "collectives/mailbox.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "rpc/base/clock.h"
+#include "rpc/value/tensor.h"
 
 namespace ferry {
 
@@ -84,11 +96,29 @@ class Inbound {
     kExpired,
   };
 
+  // Where the payload's bytes go: [land_begin, land_end) into the
+  // landing, the others into `flat` from `shift` on, in order.
+  struct Layout {
+    std::shared_ptr<char> flat;
+    size_t shift = 0;
+    std::optional<TensorLanding> landing;
+    bool landed = false;  // The landing takes [land_begin, land_end).
+    uint64_t land_begin = 0;
+    uint64_t land_end = 0;
+  };
+
   absl::StatusOr<Next> Start(Frame frame) ABSL_LOCKS_EXCLUDED(mu_);
+  // The layout of the message `key` of `total` bytes beginning with
+  // `first`, its buffer allocated (RESOURCE_EXHAUSTED if it cannot be).
+  absl::StatusOr<Layout> Plan(const MessageKey& key, int64_t total,
+                              const std::vector<grpc::Slice>& first);
+  // Copies payload bytes `bytes`, from `offset` on, where `at` puts them.
+  static void Place(const Layout& at, uint64_t offset,
+                    const std::vector<grpc::Slice>& bytes);
   absl::StatusOr<Next> ApplyAbort(const proto::ChunkHeader& header);
   absl::StatusOr<Next> Append(Frame frame, bool first) ABSL_LOCKS_EXCLUDED(mu_);
   // Decodes the whole payload and hands it to the mailbox.
-  absl::Status Deliver(std::vector<grpc::Slice> payload);
+  absl::Status Deliver(Layout payload);
   // Ends a message that will not be delivered: gives back its admission.
   absl::Status Refuse(absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status ExpiredError() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -102,7 +132,7 @@ class Inbound {
   int64_t total_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time started_ ABSL_GUARDED_BY(mu_);
-  std::vector<grpc::Slice> payload_ ABSL_GUARDED_BY(mu_);
+  Layout layout_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

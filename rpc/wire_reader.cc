@@ -34,6 +34,7 @@ class Cursor {
   }
 
   bool done() const { return pos_ >= end_; }
+  uint64_t pos() const { return pos_; }
   uint64_t left() const { return end_ - pos_; }
 
   bool Byte(uint8_t* b) {
@@ -214,8 +215,12 @@ std::shared_ptr<const char> EmptyBytes() {
 class ValueParser {
  public:
   ValueParser(Cursor* in, const Limits& limits, RRefCodec* codec,
-              TensorLanding* landing = nullptr)
-      : in_(in), limits_(limits), codec_(codec), landing_(landing) {}
+              TensorLanding* landing = nullptr, bool landed = false)
+      : in_(in),
+        limits_(limits),
+        codec_(codec),
+        landing_(landing),
+        landed_(landed) {}
 
   // Reads a Value message of `len` bytes at the cursor into `out`.
   absl::Status Message(uint64_t len, int depth, const Path& path,
@@ -252,6 +257,9 @@ class ValueParser {
   RRefCodec* const codec_;
   // Where the first tensor met goes, if its size fits; null after it.
   TensorLanding* landing_;
+  // The landing already holds the first tensor's bytes (it is one of the
+  // slices read): that tensor must be exactly there.
+  const bool landed_;
   int64_t items_ = 0;
 };
 
@@ -607,6 +615,15 @@ absl::StatusOr<Tensor> ValueParser::FinishTensor(PendingTensor* t,
 absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
                                                 PendingTensor* t) {
   const uint64_t n = t->nbytes;
+  if (landing_ != nullptr && landed_) {
+    TensorLanding* at = std::exchange(landing_, nullptr);
+    const grpc::Slice* slice = nullptr;
+    if (n != at->nbytes || n == 0 || t->data.Contiguous(n, &slice) != at->data)
+      return absl::InvalidArgumentError(
+          "malformed message (the first tensor is not where its prefix put "
+          "it)");
+    return Tensor::FromShared(dtype, std::move(shape), at->owner, at->data, n);
+  }
   if (landing_ != nullptr) {
     TensorLanding* at = std::exchange(landing_, nullptr);
     if (n == at->nbytes && n > 0) {
@@ -652,6 +669,86 @@ absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
     default:
       return std::move(pending->value);
   }
+}
+
+// Depth first through the Value message of `len` bytes at `in`: the first
+// tensor's data field. False if there is none, or the bytes end first.
+bool FindTensorData(Cursor* in, uint64_t len, int depth, TensorPlace* out) {
+  // `len` may run past the bytes there are: reading stops where they end.
+  if (depth > kMaxValueDepth) return false;
+  const uint64_t end = in->pos() + len;
+  while (in->pos() < end) {
+    uint64_t key, n;
+    if (!in->Varint(&key)) return false;
+    const uint64_t field = key >> 3;
+    if ((key & 7) != kLength) {
+      uint64_t ignored;
+      const int type = static_cast<int>(key & 7);
+      if (type == kVarint    ? !in->Varint(&ignored)
+          : type == kFixed64 ? !in->Skip(8)
+          : type == kFixed32 ? !in->Skip(4)
+                             : true) {
+        return false;
+      }
+      continue;
+    }
+    if (!in->Varint(&n) || n > end - in->pos()) return false;
+    if (field == kTensor) {
+      const uint64_t tensor_end = in->pos() + n;
+      while (in->pos() < tensor_end) {
+        uint64_t tkey, tlen;
+        if (!in->Varint(&tkey)) return false;
+        if (tkey == ((3 << 3) | kLength)) {
+          if (!in->Varint(&tlen) || tlen > tensor_end - in->pos()) return false;
+          *out = TensorPlace{in->pos(), tlen};
+          return true;
+        }
+        if ((tkey & 7) == kVarint) {
+          if (!in->Varint(&tlen)) return false;
+        } else if ((tkey & 7) != kLength || !in->Varint(&tlen) ||
+                   !in->Skip(tlen)) {
+          return false;
+        }
+      }
+      continue;
+    }
+    if (field != kList && field != kMap) {
+      if (!in->Skip(n)) return false;
+      continue;
+    }
+    // Entries: field 1 (a Value in a list; a MapEntry, its field 2 the
+    // Value, in a map).
+    const uint64_t entries_end = in->pos() + n;
+    while (in->pos() < entries_end) {
+      uint64_t ekey, elen;
+      if (!in->Varint(&ekey) || (ekey & 7) != kLength || !in->Varint(&elen) ||
+          elen > entries_end - in->pos()) {
+        return false;
+      }
+      if ((ekey >> 3) != 1) {
+        if (!in->Skip(elen)) return false;
+        continue;
+      }
+      if (field == kList) {
+        if (FindTensorData(in, elen, depth + 1, out)) return true;
+        continue;
+      }
+      const uint64_t entry_end = in->pos() + elen;
+      while (in->pos() < entry_end) {
+        uint64_t mkey, mlen;
+        if (!in->Varint(&mkey) || (mkey & 7) != kLength || !in->Varint(&mlen) ||
+            mlen > entry_end - in->pos()) {
+          return false;
+        }
+        if ((mkey >> 3) == 2) {
+          if (FindTensorData(in, mlen, depth + 1, out)) return true;
+        } else if (!in->Skip(mlen)) {
+          return false;
+        }
+      }
+    }
+  }
+  return false;
 }
 
 // CallRequest fields (proto/worker.proto).
@@ -770,13 +867,21 @@ absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
 
 absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
                                 const Limits& limits, absl::string_view path,
-                                TensorLanding* landing) {
+                                TensorLanding* landing, bool landed) {
   Cursor in(&slices);
-  ValueParser parser(&in, limits, nullptr, landing);
+  ValueParser parser(&in, limits, nullptr, landing, landed);
   const Path root{nullptr, path, -1};
   PendingValue pending;
   FERRY_RETURN_IF_ERROR(parser.Message(in.left(), 0, root, &pending));
   return parser.Finish(&pending, root);
+}
+
+std::optional<TensorPlace> FindFirstTensorData(
+    const std::vector<grpc::Slice>& slices, uint64_t total) {
+  Cursor in(&slices);
+  TensorPlace place;
+  if (!FindTensorData(&in, total, 0, &place)) return std::nullopt;
+  return place;
 }
 
 absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,

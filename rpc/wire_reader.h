@@ -88,12 +88,31 @@ class CallRequestReader {
 
 // One Value message (a serialized ferry.proto.Value, as EncodeValue writes
 // it) held as `slices`, decoded as above with paths "<path>…"; RRefs as
-// bare descriptors. If `landing` is given, the first tensor met whose size
-// is the landing's has its bytes copied there (and references them), so a
-// receiver that knows where a tensor belongs copies it once.
+// bare descriptors. If `landing` is given, the first tensor met, if it is
+// the landing's size, has its bytes copied there (and references them), so
+// a receiver that knows where a tensor belongs copies it once. `landed`:
+// the landing is itself one of `slices`, already holding the first
+// tensor's bytes (FindFirstTensorData said where): that tensor must be
+// exactly there, or the message is malformed.
 absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
                                 const Limits& limits, absl::string_view path,
-                                TensorLanding* landing = nullptr);
+                                TensorLanding* landing = nullptr,
+                                bool landed = false);
+
+// Where a Value message's first tensor's bytes lie: an offset into the
+// message and a length.
+struct TensorPlace {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+// The place of the first tensor's bytes (depth first, as ReadValue meets
+// them in a message that EncodeValue wrote) in a Value message of `total`
+// bytes of which `slices` are the first: found as soon as the bytes up to
+// the tensor's data are there, so a receiver can write the rest where it
+// belongs as it arrives. Nullopt if the slices end before, or there is no
+// tensor.
+std::optional<TensorPlace> FindFirstTensorData(
+    const std::vector<grpc::Slice>& slices, uint64_t total);
 
 // The result of a CallResponse (null if absent), decoded as above; paths
 // "result…".
