@@ -162,6 +162,57 @@ TEST_F(InboundTest, ATensorLandsOnlyIfAwaitedAndOfTheLandingsSize) {
   EXPECT_EQ(message.as_tensor(), block);
 }
 
+// A landing offered after the message's first frame came (a peer that
+// started first) still gets the tensor, copied there once it is whole.
+TEST_F(InboundTest, ALandingOfferedMidMessageStillGetsTheTensor) {
+  const Tensor block = Tensor::FromVector<int64_t>({5, 6, 7, 8});
+  const std::string payload = ValueBytes(
+      Value(Value::List{Value(Bytes{"h"}), Value(Value::List{Value(block)})}));
+  const int64_t total = static_cast<int64_t>(payload.size());
+  std::unique_ptr<Inbound> in = NewInbound();
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      in->Take(ToByteBuffer(FrameBytes(DataHeader("world/8", 0, 1, total),
+                                       payload.substr(0, 10)))));
+  EXPECT_EQ(next, Inbound::Next::kMore);
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kInt64, {4}));
+  const TensorLanding at = out.Landing(0, 4);
+  Future<Value> got = box_.Receive({"world/8", 0, 1}, at);
+  ASSERT_OK_AND_ASSIGN(next, in->Take(ToByteBuffer(FrameBytes(
+                                 proto::ChunkHeader(), payload.substr(10)))));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  ASSERT_OK_AND_ASSIGN(Value message, got.Wait(absl::ZeroDuration()));
+  const Tensor& t = message.as_list()[1].as_list()[0].as_tensor();
+  EXPECT_TRUE(at.Holds(t));
+  EXPECT_EQ(t, block);
+}
+
+// A message whose first tensor is not where its first frame said (two
+// tensor fields in one value: protobuf keeps the last) is refused, and
+// leaves nothing behind.
+TEST_F(InboundTest, ATensorNotWhereItsPrefixSaidIsRefused) {
+  proto::Tensor a, b;
+  a.set_dtype(proto::UINT8);
+  a.add_shape(4);
+  a.set_data("aaaa");
+  b.set_data("bbbb");  // Merged: a's dtype and shape, b's bytes.
+  const std::string payload =
+      absl::StrCat("\x32", std::string(1, static_cast<char>(a.ByteSizeLong())),
+                   a.SerializeAsString(), "\x32",
+                   std::string(1, static_cast<char>(b.ByteSizeLong())),
+                   b.SerializeAsString());
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kUInt8, {4}));
+  Future<Value> got = box_.Receive({"world/9", 0, 1}, out.Landing(0, 4));
+  const int64_t total = static_cast<int64_t>(payload.size());
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/9", 0, 1, total), payload)}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not where its prefix put it")));
+  EXPECT_FALSE(got.IsReady());
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
 // An aborted op lets go of the landings its receivers offered (they keep
 // its output alive).
 TEST_F(InboundTest, AnAbortDropsTheLandingsOffered) {

@@ -13,7 +13,7 @@
 //   control & 3 == 3  the next byte b: b%4 == 0 time passes by (b>>2)·50 ms
 //                     and what is stale expires; 1 Begin("world/<b>>2>");
 //                     2 Close of it; 3 Receive({"world/<(b>>2)&15>",
-//                     b>>6, 1})
+//                     b>>6, 1}) with a landing of 4·((b>>2)&3) bytes
 // A stream whose Take fails or completes is gone, as the reactor finishes it.
 //
 // Properties: no crash; the mailbox never counts negative bytes; and once
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/tensor.h"
 #include "tests/testing/manual_clock.h"
 
 namespace ferry {
@@ -147,9 +149,18 @@ class Run {
         box_.Close(op);
         begun_.erase(op);
         break;
-      default:
+      default: {
+        // With a landing of 4·((b>>2)&3) bytes (none for 0), exactly as
+        // large as its buffer, so a write past it is caught (asan).
+        std::optional<TensorLanding> at;
+        if (const int64_t n = 4 * ((b >> 2) & 3); n > 0) {
+          TensorBuilder buffer = *TensorBuilder::Create(DType::kUInt8, {n});
+          at = buffer.Landing(0, n);
+        }
         receives_.push_back(box_.Receive(
-            {absl::StrCat("world/", (b >> 2) & 15), b >> 6, /*src=*/1}));
+            {absl::StrCat("world/", (b >> 2) & 15), b >> 6, /*src=*/1},
+            std::move(at)));
+      }
     }
   }
 

@@ -222,6 +222,38 @@ TEST(WireReaderTest, TheFirstTensorOfTheLandingsSizeLandsThere) {
                        HasSubstr("v: malformed message")));
 }
 
+// Where the first tensor's bytes begin is found from the bytes before them
+// alone, depth first through lists and maps.
+TEST(WireReaderTest, FindsTheFirstTensorsBytesFromAPrefix) {
+  const Tensor t = SampleTensor(DType::kFloat32, {64});
+  const Value v(
+      Value::List{Value(Bytes{"header"}),
+                  Value(Value::Map{{"k", Value(int64_t{1})},
+                                   {"t", Value(Value::List{Value(t)})}}),
+                  Value(Tensor::FromVector<int32_t>({1}))});
+  ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer bytes, EncodeValue(v, nullptr, "v"));
+  const std::string wire = Flatten(bytes);
+  const size_t at = wire.find(std::string(t.bytes()));
+  ASSERT_NE(at, std::string::npos);
+  for (size_t prefix : {at, at + 1, wire.size()}) {
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(Buffer(wire.substr(0, prefix), 7).Dump(&slices).ok());
+    std::optional<TensorPlace> place = FindFirstTensorData(slices, wire.size());
+    ASSERT_TRUE(place.has_value()) << prefix;
+    EXPECT_EQ(place->offset, at);
+    EXPECT_EQ(place->length, t.nbytes());
+  }
+  // Cut before the data's length: not found (yet).
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(Buffer(wire.substr(0, at - 2)).Dump(&slices).ok());
+  EXPECT_FALSE(FindFirstTensorData(slices, wire.size()).has_value());
+  ASSERT_OK_AND_ASSIGN(
+      bytes, EncodeValue(Value(Value::List{Value("no tensor")}), nullptr, "v"));
+  slices.clear();
+  ASSERT_TRUE(bytes.Dump(&slices).ok());
+  EXPECT_FALSE(FindFirstTensorData(slices, bytes.Length()).has_value());
+}
+
 TEST(WireReaderTest, ResponseRoundTrip) {
   for (const Value& v : EveryKind()) {
     LazyCodec codec;
