@@ -104,17 +104,28 @@ absl::StatusOr<Inbound::Layout> Inbound::Plan(
   constexpr size_t kAlign = 16;
   Layout at;
   at.landing = mailbox_->TakeLanding(key);
-  std::optional<TensorPlace> place =
-      FindFirstTensorData(first, static_cast<uint64_t>(total));
+  const std::vector<TensorPlace> places =
+      FindTensorData(first, static_cast<uint64_t>(total));
   uint64_t flat_bytes = static_cast<uint64_t>(total);
-  if (place.has_value() && at.landing.has_value() && place->length > 0 &&
-      place->length == at.landing->nbytes) {
+  size_t rest = 0;  // The tensors that go to the buffer: places[rest..].
+  if (!places.empty() && at.landing.has_value() && places[0].length > 0 &&
+      places[0].length == at.landing->nbytes) {
     at.landed = true;
-    at.land_begin = place->offset;
-    at.land_end = place->offset + place->length;
-    flat_bytes -= place->length;
-  } else if (place.has_value()) {
-    at.shift = (kAlign - place->offset % kAlign) % kAlign;
+    at.land_begin = places[0].offset;
+    at.land_end = places[0].offset + places[0].length;
+    flat_bytes -= places[0].length;
+    rest = 1;
+  }
+  // The largest of the others is aligned in the buffer, to be referenced.
+  const TensorPlace* largest = nullptr;
+  for (size_t i = rest; i < places.size(); ++i) {
+    if (largest == nullptr || places[i].length > largest->length)
+      largest = &places[i];
+  }
+  if (largest != nullptr) {
+    const uint64_t in_flat =
+        largest->offset - (at.landed ? at.land_end - at.land_begin : 0);
+    at.shift = (kAlign - in_flat % kAlign) % kAlign;
   }
   // Counted against --max_mailbox_mb by Admit already.
   char* flat = new (std::nothrow) char[at.shift + flat_bytes + 1];

@@ -20,13 +20,14 @@
 //    flag. A stream that merely stays open costs only gRPC's own state.
 //
 // Each frame's payload is copied where it belongs as it arrives (while the
-// next is on its way), so a message is decoded without a copy when it is
-// whole: the first tensor's bytes go to the landing its receiver offered
-// (Mailbox::Receive), if it fits and is found in the first frame
-// (FindFirstTensorData), or else, with the rest, into one buffer of
-// `total` bytes placed so that the tensor is aligned and referenced. A
-// landing offered after the first frame came gets its tensor copied once
-// the message is whole.
+// next is on its way), so a message is decoded without another copy once
+// it is whole. The first frame shows where the tensors' bytes begin, as
+// far as it reaches (FindTensorData): the first tensor's bytes go to the
+// landing its receiver offered (Mailbox::Receive) if they fit it; the rest
+// of the message goes into one buffer, placed so that the largest tensor
+// placed is aligned there, to be referenced rather than copied. A landing
+// offered after the first frame came gets its tensor copied once the
+// message is whole.
 //
 // Take and End are called by one thread at a time (the stream's
 // reactions); ExpireIfStale from any thread.

@@ -671,9 +671,11 @@ absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
   }
 }
 
-// Depth first through the Value message of `len` bytes at `in`: the first
-// tensor's data field. False if there is none, or the bytes end first.
-bool FindTensorData(Cursor* in, uint64_t len, int depth, TensorPlace* out) {
+// Depth first through the Value message of `len` bytes at `in`: the
+// tensors' data fields, appended to `out` in order. False once the bytes
+// end (or are malformed): nothing after that is placed.
+bool FindTensorData(Cursor* in, uint64_t len, int depth,
+                    std::vector<TensorPlace>* out) {
   // `len` may run past the bytes there are: reading stops where they end.
   if (depth > kMaxValueDepth) return false;
   const uint64_t end = in->pos() + len;
@@ -698,17 +700,18 @@ bool FindTensorData(Cursor* in, uint64_t len, int depth, TensorPlace* out) {
       while (in->pos() < tensor_end) {
         uint64_t tkey, tlen;
         if (!in->Varint(&tkey)) return false;
-        if (tkey == ((3 << 3) | kLength)) {
-          if (!in->Varint(&tlen) || tlen > tensor_end - in->pos()) return false;
-          *out = TensorPlace{in->pos(), tlen};
-          return true;
-        }
         if ((tkey & 7) == kVarint) {
           if (!in->Varint(&tlen)) return false;
-        } else if ((tkey & 7) != kLength || !in->Varint(&tlen) ||
-                   !in->Skip(tlen)) {
+          continue;
+        }
+        if ((tkey & 7) != kLength || !in->Varint(&tlen) ||
+            tlen > tensor_end - in->pos()) {
           return false;
         }
+        if (tkey == ((3 << 3) | kLength)) {
+          out->push_back(TensorPlace{in->pos(), tlen});
+        }
+        if (!in->Skip(tlen)) return false;
       }
       continue;
     }
@@ -730,7 +733,7 @@ bool FindTensorData(Cursor* in, uint64_t len, int depth, TensorPlace* out) {
         continue;
       }
       if (field == kList) {
-        if (FindTensorData(in, elen, depth + 1, out)) return true;
+        if (!FindTensorData(in, elen, depth + 1, out)) return false;
         continue;
       }
       const uint64_t entry_end = in->pos() + elen;
@@ -741,14 +744,14 @@ bool FindTensorData(Cursor* in, uint64_t len, int depth, TensorPlace* out) {
           return false;
         }
         if ((mkey >> 3) == 2) {
-          if (FindTensorData(in, mlen, depth + 1, out)) return true;
+          if (!FindTensorData(in, mlen, depth + 1, out)) return false;
         } else if (!in->Skip(mlen)) {
           return false;
         }
       }
     }
   }
-  return false;
+  return true;
 }
 
 // CallRequest fields (proto/worker.proto).
@@ -876,12 +879,12 @@ absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
   return parser.Finish(&pending, root);
 }
 
-std::optional<TensorPlace> FindFirstTensorData(
-    const std::vector<grpc::Slice>& slices, uint64_t total) {
+std::vector<TensorPlace> FindTensorData(const std::vector<grpc::Slice>& slices,
+                                        uint64_t total) {
   Cursor in(&slices);
-  TensorPlace place;
-  if (!FindTensorData(&in, total, 0, &place)) return std::nullopt;
-  return place;
+  std::vector<TensorPlace> places;
+  FindTensorData(&in, total, 0, &places);
+  return places;
 }
 
 absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,

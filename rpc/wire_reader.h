@@ -92,27 +92,26 @@ class CallRequestReader {
 // the landing's size, has its bytes copied there (and references them), so
 // a receiver that knows where a tensor belongs copies it once. `landed`:
 // the landing is itself one of `slices`, already holding the first
-// tensor's bytes (FindFirstTensorData said where): that tensor must be
+// tensor's bytes (FindTensorData said where): that tensor must be
 // exactly there, or the message is malformed.
 absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
                                 const Limits& limits, absl::string_view path,
                                 TensorLanding* landing = nullptr,
                                 bool landed = false);
 
-// Where a Value message's first tensor's bytes lie: an offset into the
+// Where a tensor's bytes lie in a Value message: an offset into the
 // message and a length.
 struct TensorPlace {
   uint64_t offset = 0;
   uint64_t length = 0;
 };
-// The place of the first tensor's bytes (depth first, as ReadValue meets
-// them in a message that EncodeValue wrote) in a Value message of `total`
-// bytes of which `slices` are the first: found as soon as the bytes up to
-// the tensor's data are there, so a receiver can write the rest where it
-// belongs as it arrives. Nullopt if the slices end before, or there is no
-// tensor.
-std::optional<TensorPlace> FindFirstTensorData(
-    const std::vector<grpc::Slice>& slices, uint64_t total);
+// The places of the tensors' bytes (depth first, in the order ReadValue
+// meets them in a message that EncodeValue wrote) in a Value message of
+// `total` bytes of which `slices` are the first, as far as those bytes
+// tell: a tensor is placed as soon as the bytes up to its data are there,
+// so a receiver can write what follows where it belongs as it arrives.
+std::vector<TensorPlace> FindTensorData(const std::vector<grpc::Slice>& slices,
+                                        uint64_t total);
 
 // The result of a CallResponse (null if absent), decoded as above; paths
 // "result…".

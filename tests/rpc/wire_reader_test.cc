@@ -222,36 +222,46 @@ TEST(WireReaderTest, TheFirstTensorOfTheLandingsSizeLandsThere) {
                        HasSubstr("v: malformed message")));
 }
 
-// Where the first tensor's bytes begin is found from the bytes before them
-// alone, depth first through lists and maps.
-TEST(WireReaderTest, FindsTheFirstTensorsBytesFromAPrefix) {
+// Where the tensors' bytes begin is found from the bytes before them alone,
+// depth first through lists and maps.
+TEST(WireReaderTest, FindsTheTensorsBytesFromAPrefix) {
   const Tensor t = SampleTensor(DType::kFloat32, {64});
+  const Tensor u = Tensor::FromVector<int32_t>({1, 2});
   const Value v(
       Value::List{Value(Bytes{"header"}),
                   Value(Value::Map{{"k", Value(int64_t{1})},
                                    {"t", Value(Value::List{Value(t)})}}),
-                  Value(Tensor::FromVector<int32_t>({1}))});
+                  Value(u)});
   ASSERT_OK_AND_ASSIGN(grpc::ByteBuffer bytes, EncodeValue(v, nullptr, "v"));
   const std::string wire = Flatten(bytes);
   const size_t at = wire.find(std::string(t.bytes()));
+  const size_t u_at = wire.rfind(std::string(u.bytes()));
   ASSERT_NE(at, std::string::npos);
-  for (size_t prefix : {at, at + 1, wire.size()}) {
+  ASSERT_NE(u_at, std::string::npos);
+  auto find = [&](size_t prefix) {
     std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(Buffer(wire.substr(0, prefix), 7).Dump(&slices).ok());
-    std::optional<TensorPlace> place = FindFirstTensorData(slices, wire.size());
-    ASSERT_TRUE(place.has_value()) << prefix;
-    EXPECT_EQ(place->offset, at);
-    EXPECT_EQ(place->length, t.nbytes());
+    EXPECT_TRUE(Buffer(wire.substr(0, prefix), 7).Dump(&slices).ok());
+    return FindTensorData(slices, wire.size());
+  };
+  // Cut before t's data length: nothing placed yet.
+  EXPECT_TRUE(find(at - 2).empty());
+  // Up to t's data (or into it): t only.
+  for (size_t prefix : {at, at + 1}) {
+    std::vector<TensorPlace> places = find(prefix);
+    ASSERT_EQ(places.size(), 1u) << prefix;
+    EXPECT_EQ(places[0].offset, at);
+    EXPECT_EQ(places[0].length, t.nbytes());
   }
-  // Cut before the data's length: not found (yet).
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(Buffer(wire.substr(0, at - 2)).Dump(&slices).ok());
-  EXPECT_FALSE(FindFirstTensorData(slices, wire.size()).has_value());
+  // The whole message: u too.
+  std::vector<TensorPlace> places = find(wire.size());
+  ASSERT_EQ(places.size(), 2u);
+  EXPECT_EQ(places[1].offset, u_at);
+  EXPECT_EQ(places[1].length, u.nbytes());
   ASSERT_OK_AND_ASSIGN(
       bytes, EncodeValue(Value(Value::List{Value("no tensor")}), nullptr, "v"));
-  slices.clear();
+  std::vector<grpc::Slice> slices;
   ASSERT_TRUE(bytes.Dump(&slices).ok());
-  EXPECT_FALSE(FindFirstTensorData(slices, bytes.Length()).has_value());
+  EXPECT_TRUE(FindTensorData(slices, bytes.Length()).empty());
 }
 
 TEST(WireReaderTest, ResponseRoundTrip) {
