@@ -671,87 +671,62 @@ absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
   }
 }
 
-// Depth first through the Value message of `len` bytes at `in`: the
-// tensors' data fields, appended to `out` in order. False once the bytes
-// end (or are malformed): nothing after that is placed.
-bool FindTensorData(Cursor* in, uint64_t len, int depth,
-                    std::vector<TensorPlace>* out) {
-  // `len` may run past the bytes there are: reading stops where they end.
-  if (depth > kMaxValueDepth) return false;
-  const uint64_t end = in->pos() + len;
+// The fields of the message ending at `end`: visit(field, len) for each
+// length-delimited one, with the cursor at its bytes (visit moves past
+// them); others are skipped. False once the bytes end, on a malformed
+// field, or when visit returns false.
+template <typename Visit>
+bool EachLengthField(Cursor* in, uint64_t end, Visit visit) {
   while (in->pos() < end) {
     uint64_t key, n;
     if (!in->Varint(&key)) return false;
-    const uint64_t field = key >> 3;
-    if ((key & 7) != kLength) {
-      uint64_t ignored;
-      const int type = static_cast<int>(key & 7);
-      if (type == kVarint    ? !in->Varint(&ignored)
-          : type == kFixed64 ? !in->Skip(8)
-          : type == kFixed32 ? !in->Skip(4)
-                             : true) {
-        return false;
-      }
-      continue;
-    }
-    if (!in->Varint(&n) || n > end - in->pos()) return false;
-    if (field == kTensor) {
-      const uint64_t tensor_end = in->pos() + n;
-      while (in->pos() < tensor_end) {
-        uint64_t tkey, tlen;
-        if (!in->Varint(&tkey)) return false;
-        if ((tkey & 7) == kVarint) {
-          if (!in->Varint(&tlen)) return false;
-          continue;
-        }
-        if ((tkey & 7) != kLength || !in->Varint(&tlen) ||
-            tlen > tensor_end - in->pos()) {
-          return false;
-        }
-        if (tkey == ((3 << 3) | kLength)) {
-          out->push_back(TensorPlace{in->pos(), tlen});
-        }
-        if (!in->Skip(tlen)) return false;
-      }
-      continue;
-    }
-    if (field != kList && field != kMap) {
-      if (!in->Skip(n)) return false;
-      continue;
-    }
-    // Entries: field 1 (a Value in a list; a MapEntry, its field 2 the
-    // Value, in a map).
-    const uint64_t entries_end = in->pos() + n;
-    while (in->pos() < entries_end) {
-      uint64_t ekey, elen;
-      if (!in->Varint(&ekey) || (ekey & 7) != kLength || !in->Varint(&elen) ||
-          elen > entries_end - in->pos()) {
-        return false;
-      }
-      if ((ekey >> 3) != 1) {
-        if (!in->Skip(elen)) return false;
-        continue;
-      }
-      if (field == kList) {
-        if (!FindTensorData(in, elen, depth + 1, out)) return false;
-        continue;
-      }
-      const uint64_t entry_end = in->pos() + elen;
-      while (in->pos() < entry_end) {
-        uint64_t mkey, mlen;
-        if (!in->Varint(&mkey) || (mkey & 7) != kLength || !in->Varint(&mlen) ||
-            mlen > entry_end - in->pos()) {
-          return false;
-        }
-        if ((mkey >> 3) == 2) {
-          if (!FindTensorData(in, mlen, depth + 1, out)) return false;
-        } else if (!in->Skip(mlen)) {
-          return false;
-        }
-      }
-    }
+    const int type = static_cast<int>(key & 7);
+    const bool read =
+        type == kVarint    ? in->Varint(&n)
+        : type == kFixed64 ? in->Skip(8)
+        : type == kFixed32 ? in->Skip(4)
+        : type == kLength
+            ? in->Varint(&n) && n <= end - in->pos() && visit(key >> 3, n)
+            : false;
+    if (!read) return false;
   }
   return true;
+}
+
+// Depth first through the Value message of `len` bytes at `in`: the
+// tensors' data fields, appended to `out` in order. False once the bytes
+// end (or are malformed): nothing after that is placed. `len` may run past
+// the bytes there are: reading stops where they end.
+bool FindTensorData(Cursor* in, uint64_t len, int depth,
+                    std::vector<TensorPlace>* out) {
+  if (depth > kMaxValueDepth) return false;
+  // A Value in a list entry (field 1) or a map entry's value (field 2).
+  auto value_in = [&](int wanted) {
+    return [in, depth, out, wanted](uint64_t field, uint64_t n) {
+      return field == static_cast<uint64_t>(wanted)
+                 ? FindTensorData(in, n, depth + 1, out)
+                 : in->Skip(n);
+    };
+  };
+  return EachLengthField(in, in->pos() + len, [&](uint64_t field, uint64_t n) {
+    const uint64_t end = in->pos() + n;
+    switch (field) {
+      case kTensor:
+        return EachLengthField(in, end, [&](uint64_t f, uint64_t data) {
+          if (f == 3) out->push_back(TensorPlace{in->pos(), data});
+          return in->Skip(data);
+        });
+      case kList:
+        return EachLengthField(in, end, value_in(1));
+      case kMap:
+        return EachLengthField(in, end, [&](uint64_t f, uint64_t entry) {
+          return f == 1 ? EachLengthField(in, in->pos() + entry, value_in(2))
+                        : in->Skip(entry);
+        });
+      default:
+        return in->Skip(n);
+    }
+  });
 }
 
 // CallRequest fields (proto/worker.proto).
