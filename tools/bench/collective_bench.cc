@@ -13,6 +13,7 @@
 #include "collectives/collectives.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/tensor_math.h"
+#include "tools/bench/cpu_clock.h"
 #include "tools/bench/gloo_baseline.h"
 #include "tools/bench/peer_process.h"
 #include "tools/runtime/local_job.h"
@@ -60,13 +61,20 @@ MakeOp FerryOp(LocalJob& job, const std::string& op, int64_t bytes) {
   };
 }
 
-// Times `iterations` ops of one system (all its ranks); the time per op.
-using TimeOps = std::function<absl::StatusOr<absl::Duration>(int iterations)>;
+// One system's time per op, and its CPU time per op (all ranks together;
+// negative where the system does not say).
+struct OpTime {
+  absl::Duration wall;
+  absl::Duration cpu = -absl::Nanoseconds(1);
+};
+
+// Times `iterations` ops of one system (all its ranks).
+using TimeOps = std::function<absl::StatusOr<OpTime>(int iterations)>;
 
 // Enough iterations for about `budget` of measuring, from one probe.
 absl::StatusOr<int> Calibrate(const TimeOps& time, absl::Duration budget) {
-  FERRY_ASSIGN_OR_RETURN(absl::Duration once, time(1));
-  int64_t n = once > absl::ZeroDuration() ? budget / once : 200;
+  FERRY_ASSIGN_OR_RETURN(OpTime once, time(1));
+  int64_t n = once.wall > absl::ZeroDuration() ? budget / once.wall : 200;
   return static_cast<int>(std::clamp<int64_t>(n, 3, 200));
 }
 
@@ -79,18 +87,25 @@ double Median(std::vector<double> v) {
 // TimeOnThreads does, in its own processes.
 TimeOps PeerOps(PeerProcess& peer, const std::string& op, int64_t bytes,
                 int world) {
-  return [&peer, op, bytes, world](int n) -> absl::StatusOr<absl::Duration> {
+  return [&peer, op, bytes, world](int n) -> absl::StatusOr<OpTime> {
     FERRY_ASSIGN_OR_RETURN(
         std::vector<Row> rows,
         peer.Request(absl::StrCat("time ", op, " ", bytes, " ", n),
                      kPeerBound));
-    if (rows.size() != 1 || rows[0].op != op || rows[0].size_bytes != bytes ||
-        rows[0].world != world || rows[0].metric != "op_time_us") {
+    // op_time_us, then (from peers that measure it) cpu_us_per_op.
+    auto is = [&](const Row& r, const char* metric) {
+      return r.op == op && r.size_bytes == bytes && r.world == world &&
+             r.metric == metric;
+    };
+    if (rows.empty() || rows.size() > 2 || !is(rows[0], "op_time_us") ||
+        (rows.size() == 2 && !is(rows[1], "cpu_us_per_op"))) {
       return absl::InternalError(
           absl::StrCat(peer.name(), ": not one op_time_us row for ", op, " ",
                        bytes, " B, world ", world));
     }
-    return absl::Microseconds(rows[0].value);
+    OpTime t{absl::Microseconds(rows[0].value)};
+    if (rows.size() == 2) t.cpu = absl::Microseconds(rows[1].value);
+    return t;
   };
 }
 
@@ -98,6 +113,7 @@ struct System {
   const char* name;
   TimeOps time;
   std::vector<double> us;
+  std::vector<double> cpu_us;
   int iterations = 0;
 };
 
@@ -105,8 +121,12 @@ std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
                                LocalJob& job, GlooGroup& gloo,
                                PeerProcess* peer, const std::string& op,
                                int64_t bytes) {
-  auto on_threads = [world](MakeOp make) {
-    return [world, make](int n) { return TimeOnThreads(world, n, make); };
+  auto on_threads = [world](MakeOp make) -> TimeOps {
+    return [world, make](int n) -> absl::StatusOr<OpTime> {
+      OpTime t;
+      FERRY_ASSIGN_OR_RETURN(t.wall, TimeOnThreads(world, n, make, &t.cpu));
+      return t;
+    };
   };
   std::vector<System> systems;
   if (o.system.empty() || o.system == "ferry") {
@@ -145,8 +165,12 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
                       Report* report) {
   LocalJob::Options job_options;
   job_options.configure = [&](WorkerConfig& w) {
+    // ferryd's default, not LocalJob's 2 s for tests: a run under callgrind
+    // or on a starved host must not see false deaths.
+    w.heartbeat_timeout = absl::Seconds(30);
     if (o.direct_bytes > 0) w.collectives.direct_bytes = o.direct_bytes;
     if (o.split_bytes > 0) w.collectives.split_bytes = o.split_bytes;
+    if (o.tree_world > 0) w.collectives.tree_world = o.tree_world;
     if (o.ring_piece_bytes >= 0) {
       w.collectives.ring_piece_bytes = o.ring_piece_bytes;
     }
@@ -172,7 +196,9 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
       std::vector<System> systems = SystemsFor(
           o, world, *job, *gloo, peer_has_op ? peer.get() : nullptr, op, bytes);
       for (auto s = systems.begin(); s != systems.end();) {
-        absl::StatusOr<int> n = Calibrate(s->time, budget);
+        absl::StatusOr<int> n = o.iterations > 0
+                                    ? absl::StatusOr<int>(o.iterations)
+                                    : Calibrate(s->time, budget);
         if (n.ok()) {
           (s++)->iterations = *n;
         } else if (n.status().code() == absl::StatusCode::kUnimplemented &&
@@ -188,14 +214,21 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
       // Rounds alternate the systems, so drifting machine load hits all.
       for (int round = 0; round < o.rounds; ++round) {
         for (System& s : systems) {
-          absl::StatusOr<absl::Duration> t = s.time(s.iterations);
+          absl::StatusOr<OpTime> t = s.time(s.iterations);
           if (!t.ok()) return Failed(t.status(), s, op, bytes, world);
-          s.us.push_back(absl::ToDoubleMicroseconds(*t));
+          s.us.push_back(absl::ToDoubleMicroseconds(t->wall));
+          if (t->cpu >= absl::ZeroDuration()) {
+            s.cpu_us.push_back(absl::ToDoubleMicroseconds(t->cpu));
+          }
         }
       }
       for (System& s : systems) {
         report->Add({"collectives", "op_time_us", s.name, op, bytes, world, 1,
                      Median(s.us)});
+        if (!s.cpu_us.empty()) {
+          report->Add({"collectives", "cpu_us_per_op", s.name, op, bytes, world,
+                       1, Median(s.cpu_us)});
+        }
       }
     }
   }
@@ -205,34 +238,46 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
 }  // namespace
 
 absl::StatusOr<absl::Duration> TimeOnThreads(int world, int iterations,
-                                             const MakeOp& make) {
+                                             const MakeOp& make,
+                                             absl::Duration* cpu) {
   std::vector<absl::Status> errors(world);
   std::barrier sync(world);
   absl::Time start, end;
+  absl::Duration cpu_start, cpu_end;
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       absl::StatusOr<OneOp> op = make(r);
       absl::Status s = op.ok() ? (*op)() : op.status();
       sync.arrive_and_wait();
-      if (r == 0) start = absl::Now();
+      if (r == 0) {
+        start = absl::Now();
+        cpu_start = ProcessCpuTime();
+      }
       for (int i = 0; s.ok() && i < iterations; ++i) s = (*op)();
       errors[r] = s;
       // A rank that failed still arrives, so the others are not stranded
       // (their ops fail too: a collective needs everyone).
       sync.arrive_and_wait();
-      if (r == 0) end = absl::Now();
+      if (r == 0) {
+        end = absl::Now();
+        cpu_end = ProcessCpuTime();
+      }
     });
   }
   for (std::thread& t : threads) t.join();
   for (const absl::Status& s : errors) FERRY_RETURN_IF_ERROR(s);
+  if (cpu != nullptr) *cpu = (cpu_end - cpu_start) / iterations;
   return (end - start) / iterations;
 }
 
 absl::Status RunCollectiveSuite(const CollectiveSuiteOptions& options,
                                 Report* report) {
-  for (int world : {2, 4})
+  const std::vector<int> worlds =
+      options.worlds.empty() ? std::vector<int>{2, 4} : options.worlds;
+  for (int world : worlds) {
     FERRY_RETURN_IF_ERROR(RunWorld(options, world, report));
+  }
   return absl::OkStatus();
 }
 

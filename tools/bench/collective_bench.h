@@ -36,10 +36,18 @@ struct CollectiveSuiteOptions {
   int64_t split_bytes = 0;
   // Per-rank payload sizes to measure; empty: the suite's.
   std::vector<int64_t> sizes;
+  // ferry's broadcast tree threshold (config.h tree_world); 0: default.
+  int tree_world = 0;
   // ferry's pipelined-ring piece size (0: one ring); -1: default.
   int64_t ring_piece_bytes = -1;
   std::string only_op;  // Just this collective.
   std::string system;   // Just "ferry", "gloo" or "torch_gloo".
+  // Ops per measurement (0: calibrated for a time budget, 3 to 200). A
+  // fixed count lets runs of N and 2N ops under callgrind give the
+  // instructions per op.
+  int iterations = 0;
+  // World sizes to measure; empty: 2 and 4.
+  std::vector<int> worlds;
   // Also torch's Gloo process group (system "torch_gloo", by
   // tools/bench/peers/torch_gloo_bench.py), its rounds interleaved with
   // ferry's and libgloo's. Not owned.
@@ -58,11 +66,13 @@ absl::Status RunCollectiveSuite(const CollectiveSuiteOptions& options,
 // For suites timing ops on in-process workers: rank r's op, with its
 // buffers made outside the timing, and the timing itself — `iterations`
 // ops on every rank at once after one warm-up each and a common start; the
-// wall time per op.
+// wall time per op, and (if `cpu` is given) this process's CPU time per op
+// over the same span, every rank's together.
 using OneOp = std::function<absl::Status()>;
 using MakeOp = std::function<absl::StatusOr<OneOp>(int rank)>;
 absl::StatusOr<absl::Duration> TimeOnThreads(int world, int iterations,
-                                             const MakeOp& make);
+                                             const MakeOp& make,
+                                             absl::Duration* cpu = nullptr);
 
 }  // namespace bench
 }  // namespace ferry

@@ -93,6 +93,8 @@ absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket) {
   LocalJob::Options options;
   options.configure = [local_socket](WorkerConfig& o) {
     o.local_socket = local_socket;
+    // ferryd's default, not LocalJob's 2 s for tests (see collective_bench).
+    o.heartbeat_timeout = absl::Seconds(30);
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(2, options));

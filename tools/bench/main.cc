@@ -68,6 +68,17 @@ ABSL_FLAG(int64_t, split_bytes, 0,
 ABSL_FLAG(std::vector<std::string>, sizes, {},
           "collectives suite: per-rank payload sizes in bytes, comma-separated "
           "(default: 8,65536,1048576,16777216)");
+ABSL_FLAG(int, tree_world, 0,
+          "collectives suite: the world size from which ferry's broadcast "
+          "uses the binomial tree (default: the worker's), to choose it by "
+          "measurement");
+ABSL_FLAG(int, iterations, 0,
+          "rpc suite: timed calls of the latency measurement (default 2000); "
+          "collectives suite: ops per measurement (default: calibrated). A "
+          "fixed count for instruction counts: run N and 2N under callgrind "
+          "and take the difference");
+ABSL_FLAG(std::vector<std::string>, worlds, {},
+          "collectives suite: world sizes, comma-separated (default: 2,4)");
 ABSL_FLAG(int64_t, ring_piece_bytes, -1,
           "collectives suite: ferry's pipelined-ring piece size (0: one "
           "ring; default: the worker's), to choose it by measurement");
@@ -121,6 +132,7 @@ int BenchMain(int argc, char** argv) {
     o.rounds = rounds;
     o.variant = absl::GetFlag(FLAGS_variant);
     o.only = absl::GetFlag(FLAGS_only);
+    o.iterations = absl::GetFlag(FLAGS_iterations);
     o.peers = peer_setup;
     status = ferry::bench::RunRpcSuite(o, &report);
   }
@@ -142,6 +154,17 @@ int BenchMain(int argc, char** argv) {
       }
       o.sizes.push_back(bytes);
     }
+    for (const std::string& world : absl::GetFlag(FLAGS_worlds)) {
+      int w;
+      if (!absl::SimpleAtoi(world, &w) || w < 1 || w > 64) {
+        std::fprintf(stderr, "ferry_bench: --worlds: '%s' is not 1 to 64\n",
+                     world.c_str());
+        return 2;
+      }
+      o.worlds.push_back(w);
+    }
+    o.iterations = absl::GetFlag(FLAGS_iterations);
+    o.tree_world = absl::GetFlag(FLAGS_tree_world);
     o.ring_piece_bytes = absl::GetFlag(FLAGS_ring_piece_bytes);
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);

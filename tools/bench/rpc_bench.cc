@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "rpc/base/status_util.h"
+#include "tools/bench/cpu_clock.h"
 #include "tools/bench/echo_systems.h"
 #include "tools/bench/peer_process.h"
 #include "tools/bench/samples.h"
@@ -54,9 +55,14 @@ absl::Status Latency(EchoSystem& system, int iterations,
   return absl::OkStatus();
 }
 
-// Closed loop: `inflight` echoes outstanding for `duration`; calls/s.
-absl::StatusOr<double> Throughput(EchoSystem& system, int inflight,
-                                  absl::Duration duration) {
+struct Rate {
+  double calls_per_s = 0;
+  double cpu_us_per_call = 0;  // This process's CPU, both ends of the call.
+};
+
+// Closed loop: `inflight` echoes outstanding for `duration`.
+absl::StatusOr<Rate> Throughput(EchoSystem& system, int inflight,
+                                absl::Duration duration) {
   system.SetPayload(8);
   absl::Mutex mu;
   int64_t completed = 0, outstanding = inflight;
@@ -77,6 +83,7 @@ absl::StatusOr<double> Throughput(EchoSystem& system, int inflight,
     });
   };
   const absl::Time start = absl::Now();
+  const absl::Duration cpu_start = ProcessCpuTime();
   for (int i = 0; i < inflight; ++i) issue();
   absl::MutexLock lock(&mu);
   auto drained = [&]() { return outstanding == 0; };
@@ -84,8 +91,9 @@ absl::StatusOr<double> Throughput(EchoSystem& system, int inflight,
       failed) {
     return absl::InternalError("throughput run failed or did not drain");
   }
-  return static_cast<double>(completed) /
-         absl::ToDoubleSeconds(absl::Now() - start);
+  const double calls = static_cast<double>(std::max<int64_t>(completed, 1));
+  return Rate{calls / absl::ToDoubleSeconds(absl::Now() - start),
+              absl::ToDoubleMicroseconds(ProcessCpuTime() - cpu_start) / calls};
 }
 
 // Sequential echoes of `bytes`; payload MB (1e6 bytes) per second.
@@ -116,7 +124,7 @@ Plan PlanFor(const RpcSuiteOptions& o) {
   };
   Plan p;
   p.latency = wanted("latency");
-  p.latency_calls = o.quick ? 300 : 2000;
+  p.latency_calls = o.iterations > 0 ? o.iterations : o.quick ? 300 : 2000;
   if (wanted("throughput")) p.inflights = {1, 16, 128};
   p.throughput_time = o.quick ? absl::Milliseconds(300) : absl::Seconds(1);
   for (size_t mib : {1, 16, 64}) {
@@ -148,9 +156,11 @@ absl::Status EchoRound(Variant& v, const Plan& p, SampleSet* samples) {
     samples->Add(v.MakeRow("latency_p99_us", 1, 8, Percentile(latencies, 99)));
   }
   for (int inflight : p.inflights) {
-    FERRY_ASSIGN_OR_RETURN(double rate,
+    FERRY_ASSIGN_OR_RETURN(Rate rate,
                            Throughput(*v.echo, inflight, p.throughput_time));
-    samples->Add(v.MakeRow("calls_per_s", inflight, 8, rate));
+    samples->Add(v.MakeRow("calls_per_s", inflight, 8, rate.calls_per_s));
+    samples->Add(
+        v.MakeRow("cpu_us_per_call", inflight, 8, rate.cpu_us_per_call));
   }
   for (auto [bytes, echoes] : p.echoes) {
     FERRY_ASSIGN_OR_RETURN(double mbps, Bandwidth(*v.echo, bytes, echoes));

@@ -22,6 +22,10 @@ struct RpcSuiteOptions {
   // Only this kind of measurement ("latency", "throughput", "bandwidth");
   // empty: all.
   std::string only;
+  // Timed small calls of the latency measurement (0: the suite's 2,000, or
+  // 300 with quick); a tenth more go first as warm-up. A fixed count lets
+  // runs of N and 2N calls under callgrind give the instructions per call.
+  int iterations = 0;
   // Also torch's RPC over TCP ("torch_rpc": TensorPipe's uv transport and
   // basic channel) and with TensorPipe's defaults ("torch_rpc_shm": shared
   // memory on one host), by tools/bench/peers/torch_rpc_bench.py measuring

@@ -52,7 +52,11 @@ TEST_F(TorchPeersTest, GlooPeerTimesCollectivesAsRowsOrSaysWhyNot) {
     ASSERT_OK_AND_ASSIGN(
         std::vector<Row> rows,
         peer->Request(absl::StrCat("time ", op, " 64 3"), kBound));
-    ASSERT_EQ(rows.size(), 1u) << op;
+    // The time per op, then the CPU time per op of all ranks together.
+    ASSERT_EQ(rows.size(), 2u) << op;
+    EXPECT_EQ(rows[1].metric, "cpu_us_per_op");
+    EXPECT_EQ(rows[1].op, op);
+    EXPECT_GT(rows[1].value, 0) << op;
     EXPECT_EQ(rows[0].suite, "collectives");
     EXPECT_EQ(rows[0].metric, "op_time_us");
     EXPECT_EQ(rows[0].system, "torch_gloo");
@@ -71,13 +75,13 @@ TEST_F(TorchPeersTest, GlooPeerTimesCollectivesAsRowsOrSaysWhyNot) {
     EXPECT_THAT(scattered, StatusIs(absl::StatusCode::kUnimplemented,
                                     HasSubstr("reduce_scatter")));
   } else {
-    ASSERT_EQ(scattered->size(), 1u);
+    ASSERT_EQ(scattered->size(), 2u);
     EXPECT_EQ((*scattered)[0].op, "reduce_scatter");
   }
   // Every rank is still in step after a refused or unsupported request.
   ASSERT_OK_AND_ASSIGN(std::vector<Row> rows,
                        peer->Request("time all_reduce 8 1", kBound));
-  EXPECT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows.size(), 2u);
 }
 
 TEST_F(TorchPeersTest, RpcPeerMeasuresEchoesAsRows) {

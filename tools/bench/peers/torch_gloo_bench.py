@@ -65,8 +65,9 @@ def make_op(op, size, world):
 
 
 def time_op(op, size, iterations):
-    """Every rank: the time per op in microseconds (see the docstring), or
-    Unsupported on every rank alike."""
+    """Every rank: the time per op in microseconds (see the docstring) and
+    the CPU time per op of every rank's process together (process_time:
+    all threads, Gloo's included), or Unsupported on every rank alike."""
     import torch
     import torch.distributed as dist
     world = dist.get_world_size()
@@ -80,12 +81,17 @@ def time_op(op, size, iterations):
         raise
     dist.barrier()
     start = time.monotonic()
+    cpu_start = time.process_time()
     for _ in range(iterations):
         run()
     end = time.monotonic()
+    cpu = time.process_time() - cpu_start
     span = torch.tensor([-start, end], dtype=torch.float64)
     dist.all_reduce(span, op=dist.ReduceOp.MAX)
-    return (span[0].item() + span[1].item()) * 1e6 / iterations
+    cpus = torch.tensor([cpu], dtype=torch.float64)
+    dist.all_reduce(cpus)
+    return ((span[0].item() + span[1].item()) * 1e6 / iterations,
+            cpus[0].item() * 1e6 / iterations)
 
 
 def op_row(op, size, world, us):
@@ -133,7 +139,10 @@ def handle(words, world):
     if size < 1 or iterations < 1:
         raise ValueError("bad request: " + " ".join(words))
     next_request(words)
-    return [op_row(op, size, world, time_op(op, size, iterations))]
+    us, cpu_us = time_op(op, size, iterations)
+    return [op_row(op, size, world, us),
+            peer_common.row("collectives", "cpu_us_per_op", SYSTEM, op, size,
+                            world, 1, cpu_us)]
 
 
 def calibrated(op, size, world, budget_s):
