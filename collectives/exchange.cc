@@ -45,6 +45,7 @@ bool MarkedBackpressure(const grpc::ClientContext& context) {
 struct Exchange::Outgoing {
   int dst = 0;
   std::string dst_name;
+  int64_t bytes = 0;  // Of the payload.
   std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames;
   absl::Time deadline;
   Promise<Done> done;
@@ -143,6 +144,7 @@ Future<Done> Exchange::Send(int dst, const MessageKey& key,
   auto out = std::make_shared<Outgoing>();
   out->dst = dst;
   out->dst_name = peer.name;
+  out->bytes = bytes;
   out->frames = std::make_shared<const std::vector<grpc::ByteBuffer>>(
       MakeFrames(header, *payload, options_.chunk_bytes));
   out->deadline = deadline;
@@ -175,6 +177,75 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
     out->done.Set(absl::UnavailableError("collectives stopped"));
     return;
   }
+  if (out->frames->size() == 1 && out->bytes <= options_.standing_bytes) {
+    return AttemptStanding(out, attempt);
+  }
+  AttemptOwn(std::move(out), attempt);
+}
+
+void Exchange::AttemptStanding(const std::shared_ptr<Outgoing>& out,
+                               int attempt) {
+  // A stream that ended between the lookup and the send: the next one.
+  for (int tries = 0; tries < 2; ++tries) {
+    std::shared_ptr<StandingSender> stream = StandingTo(out->dst);
+    if (stream == nullptr) break;
+    if (stream->Send((*out->frames)[0],
+                     [this, out, attempt](absl::Status s, bool backpressure) {
+                       Settle(out, attempt, std::move(s), backpressure);
+                     })) {
+      return;
+    }
+  }
+  AttemptOwn(out, attempt);
+}
+
+std::shared_ptr<StandingSender> Exchange::StandingTo(int dst) {
+  const WorkerInfo& peer = directory_->at(dst);
+  std::shared_ptr<StandingSender> opened;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return nullptr;
+    Standing& s = standing_[dst];
+    if (s.sender != nullptr && s.generation == peer.generation &&
+        !s.sender->ended()) {
+      return s.sender;
+    }
+    // Made under the lock, so one stream per peer; started outside it
+    // (its reactions may run on this thread, and take the lock).
+    auto context = std::make_shared<grpc::ClientContext>();
+    const InflightCalls::Token token = inflight_.Add(WorkerNode(dst), context);
+    s.generation = peer.generation;
+    s.sender = StandingSender::Prepare(
+        stubs_.For(peer, context.get()), context,
+        [this, dst, token](const StandingSender* sender,
+                           const grpc::Status& status) {
+          return StandingEnded(dst, sender, token, status);
+        },
+        [this] { inflight_.Finished(); });
+    opened = s.sender;
+  }
+  opened->Start();
+  return opened;
+}
+
+absl::Status Exchange::StandingEnded(int dst, const StandingSender* sender,
+                                     InflightCalls::Token token,
+                                     const grpc::Status& status) {
+  const absl::Status failure = inflight_.Remove(token);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = standing_.find(dst);
+    if (it != standing_.end() && it->second.sender.get() == sender) {
+      standing_.erase(it);
+    }
+  }
+  if (!failure.ok()) return failure;
+  if (!status.ok()) return FromGrpcStatus(status);
+  return absl::UnavailableError(
+      absl::StrCat("the stream to ", directory_->at(dst).name, " ended"));
+}
+
+void Exchange::AttemptOwn(std::shared_ptr<Outgoing> out, int attempt) {
   auto context = std::make_shared<grpc::ClientContext>();
   context->set_deadline(WallDeadline(*timers_->clock(), out->deadline));
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
@@ -186,7 +257,7 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
                failure.ok() && MarkedBackpressure(*context));
         inflight_.Finished();
       });
-  stream->Start(stubs_.For(directory_->at(out->dst)));
+  stream->Start(stubs_.For(directory_->at(out->dst), context.get()));
 }
 
 void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
@@ -257,7 +328,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
     delete this;
   }
 
- private:
+ public:
   // The rank whose credential the stream presented; -1 if unchecked.
   static absl::StatusOr<int> SenderOf(
       const Authenticator* authenticator,
@@ -275,6 +346,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
     return static_cast<int>(*node);
   }
 
+ private:
   Exchange* const exchange_;
   grpc::GenericCallbackServerContext* const context_;
   const absl::StatusOr<int> sender_;
@@ -319,8 +391,40 @@ class Refusal final : public grpc::ServerGenericBidiReactor {
 
 }  // namespace
 
+absl::Status Exchange::TakeStanding(int sender, const grpc::ByteBuffer& frame,
+                                    bool* backpressure) {
+  // The stream's caller was checked when it opened; a node declared gone
+  // since speaks no more.
+  if (sender >= 0) {
+    if (auto down = membership_->DownReason(WorkerNode(sender))) return *down;
+  }
+  Inbound inbound(mailbox_,
+                  InboundOptions{self_, options_.world_size, options_.ttl_ms,
+                                 timers_->clock(), sender});
+  absl::StatusOr<Inbound::Next> next = inbound.Take(frame);
+  if (!next.ok()) {
+    *backpressure = IsBackpressure(next.status());
+    return next.status();
+  }
+  if (*next != Inbound::Next::kDone) {
+    return absl::InvalidArgumentError(
+        "collective frame: a message on a standing stream must be one frame");
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
     grpc::GenericCallbackServerContext* context) {
+  if (context->method() == kStandingStreamMethod) {
+    absl::StatusOr<int> sender =
+        ReceiveStream::SenderOf(options_.authenticator, *context);
+    if (!sender.ok()) return new Refusal(ToGrpcStatus(sender.status()));
+    return new StandingReceiver(
+        [this, from = *sender](const grpc::ByteBuffer& frame,
+                               bool* backpressure) {
+          return TakeStanding(from, frame, backpressure);
+        });
+  }
   if (context->method() != kMethod) {
     return new Refusal(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,

@@ -269,15 +269,20 @@ absl::Status RpcAgent::StartServer() {
   });
   grpc::ServerBuilder builder;
   int port = 0;
+  // An authenticator with no token to check and no newcomers to wait for
+  // has nothing to do before a call's body is read: handlers resolve
+  // credentials themselves (CallerNode).
+  std::shared_ptr<grpc::AuthMetadataProcessor> processor;
+  if (authenticator_->checks_metadata()) processor = authenticator_;
   builder.AddListeningPort(
-      listen, security_->ServerCredentials(listen, authenticator_), &port);
+      listen, security_->ServerCredentials(listen, processor), &port);
   std::string local;
   if (options_.local_socket && !security_->tls()) {
     absl::BitGen gen;
     local = absl::StrFormat("unix-abstract:ferry-%d-%s-%016x", getpid(),
                             options_.name, absl::Uniform<uint64_t>(gen));
-    builder.AddListeningPort(
-        local, security_->ServerCredentials(local, authenticator_));
+    builder.AddListeningPort(local,
+                             security_->ServerCredentials(local, processor));
   }
   ApplyServerLimits(options_.limits, &builder);
   if (!options_.reflection) {

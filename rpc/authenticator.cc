@@ -201,6 +201,12 @@ std::optional<uint64_t> Authenticator::ResolveLocked(
   return node->second;
 }
 
+const std::string* Authenticator::MemoLocked(
+    absl::string_view credential) const {
+  auto it = memo_.find(credential);
+  return it == memo_.end() ? nullptr : &it->second;
+}
+
 size_t Authenticator::late_waits() const {
   absl::MutexLock lock(&mu_);
   return late_waits_.size();
@@ -244,9 +250,15 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::optional<uint64_t>();
   absl::string_view credential(it->second.data(), it->second.size());
-  const std::string digest = CredentialDigest(std::string(credential));
   std::optional<uint64_t> node;
   {
+    absl::MutexLock lock(&mu_);
+    if (const std::string* digest = MemoLocked(credential)) {
+      node = ResolveLocked(credential, *digest);
+    }
+  }
+  if (!node.has_value()) {
+    const std::string digest = CredentialDigest(std::string(credential));
     absl::MutexLock lock(&mu_);
     node = ResolveLocked(credential, digest);
     if (!node.has_value() && !late_admits_) {
@@ -257,6 +269,10 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
       // nobody, and claims are believed there anyway (one of a departed
       // node is still refused). With Process, it waited already.
       return std::optional<uint64_t>();
+    }
+    if (node.has_value() && *node < kFirstClient) {
+      if (memo_.size() >= kMaxMemo) memo_.clear();
+      memo_.emplace(credential, digest);
     }
   }
   if (!node.has_value()) {

@@ -151,6 +151,11 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   absl::Status CheckClient(const std::optional<uint64_t>& caller,
                            absl::string_view what) const;
   bool require_identity() const { return require_identity_; }
+  // Whether Process() does anything: checks a token, or waits for
+  // newcomers' credentials (late_admits). A server need not install an
+  // authenticator that does neither as its metadata processor, which
+  // costs every call gRPC's processing of its metadata.
+  bool checks_metadata() const { return !expected_.empty() || late_admits_; }
   // Calls waiting for a newcomer's credential now (late_admits).
   size_t late_waits() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -176,6 +181,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `digest` names nobody from now on.
   void RetireLocked(std::string digest) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The digest of `credential`, from the memo if it named a node before.
+  const std::string* MemoLocked(absl::string_view credential) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string expected_;  // "Bearer <token>", or "" if none.
   const bool require_identity_;
@@ -195,6 +203,13 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   absl::flat_hash_map<std::string, uint64_t> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::string> digests_ ABSL_GUARDED_BY(mu_);
   mutable std::vector<LateWait*> late_waits_ ABSL_GUARDED_BY(mu_);
+  // Digests of credentials that named a node (every call presents one:
+  // hashing it anew each time was a tenth of a small call's CPU). Only
+  // the digest is remembered; whom it names is still looked up each time,
+  // so Forget and Admit take effect at once. Bounded: cleared when full.
+  static constexpr size_t kMaxMemo = 4096;
+  mutable absl::flat_hash_map<std::string, std::string> memo_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -140,7 +140,7 @@ void Caller::Follow(const std::shared_ptr<Pending>& call,
 }
 
 void Caller::Send(const std::shared_ptr<Pending>& call) {
-  grpc::GenericStub* stub = stubs_.For(call->to);
+  grpc::GenericStub* stub = stubs_.For(call->to, call->context.get());
   // Large requests as chunks into the callee's final memory
   // (rpc/call_stream.h); their replies come back the same way.
   if (call->request_bytes.Length() >= kStreamMinBytes) {

@@ -63,6 +63,15 @@ void NodeSecrets::AddTo(std::multimap<std::string, std::string>* md) const {
   if (!credential_.empty()) md->emplace(kCredentialHeader, credential_);
 }
 
+void NodeSecrets::AddTo(grpc::ClientContext* context) const {
+  if (!authorization_.empty()) {
+    context->AddMetadata("authorization", authorization_);
+  }
+  absl::ReaderMutexLock lock(&mu_);
+  if (!credential_.empty())
+    context->AddMetadata(kCredentialHeader, credential_);
+}
+
 ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
                          ChannelOptions options)
     : security_(std::move(security)),
@@ -94,18 +103,36 @@ std::shared_ptr<grpc::Channel> ChannelPool::ForMembership(
                                         it->second.get());
 }
 
-std::shared_ptr<grpc::Channel> ChannelPool::ForWorker(
-    const WorkerInfo& worker) {
+const std::string& ChannelPool::TargetOf(const WorkerInfo& worker) const {
   // Not with TLS: certificates name network hosts, not socket names.
   if (options_.use_local_sockets && !security_->tls() &&
       !worker.local_address.empty() && worker.host == host_) {
-    return Get(worker.local_address);
+    return worker.local_address;
   }
-  return Get(worker.address);
+  return worker.address;
+}
+
+std::shared_ptr<grpc::Channel> ChannelPool::ForWorker(
+    const WorkerInfo& worker) {
+  return Get(TargetOf(worker));
+}
+
+std::shared_ptr<grpc::Channel> ChannelPool::ForWorkerStamped(
+    const WorkerInfo& worker, bool* secrets) {
+  const std::string& target = TargetOf(worker);
+  *secrets = security_->MaySendSecrets(target);
+  absl::MutexLock lock(&mu_);
+  auto it = stamped_channels_.find(target);
+  if (it == stamped_channels_.end()) {
+    it = stamped_channels_.emplace(target, Create(target, false, false)).first;
+  }
+  return std::shared_ptr<grpc::Channel>(std::shared_ptr<void>(),
+                                        it->second.get());
 }
 
 std::shared_ptr<grpc::Channel> ChannelPool::Create(const std::string& target,
-                                                   bool own_connection) const {
+                                                   bool own_connection,
+                                                   bool intercept) const {
   grpc::ChannelArguments args;
   // gRPC shares one connection among channels with equal arguments (its
   // global subchannel pool); a local pool gives this channel its own.
@@ -130,9 +157,13 @@ std::shared_ptr<grpc::Channel> ChannelPool::Create(const std::string& target,
       interceptors;
   // Secrets go only where they cannot be read on the way; elsewhere
   // (plaintext to another host, --insecure) calls carry none.
-  if (security_->MaySendSecrets(target)) {
+  if (intercept && security_->MaySendSecrets(target)) {
     interceptors.push_back(
         std::make_unique<SecretsInterceptorFactory>(&secrets_));
+  }
+  if (interceptors.empty()) {
+    return grpc::CreateCustomChannel(target, security_->ChannelCredentials(),
+                                     args);
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, security_->ChannelCredentials(), args, std::move(interceptors));

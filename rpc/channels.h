@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
 #include "rpc/membership/directory.h"
 #include "rpc/security.h"
 
@@ -39,6 +40,8 @@ class NodeSecrets {
   // Adds the secrets to a call's initial metadata.
   void AddTo(std::multimap<std::string, std::string>* metadata) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, on a call about to start.
+  void AddTo(grpc::ClientContext* context) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   const std::string authorization_;  // "Bearer <token>", or "".
@@ -56,6 +59,21 @@ class ChannelPool {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The channel to a worker, preferring its local socket on this host.
   std::shared_ptr<grpc::Channel> ForWorker(const WorkerInfo& worker);
+
+  // A channel to a worker (as ForWorker's) whose calls do not carry the
+  // secrets by themselves: its user adds them to every call with
+  // AddSecrets when `*secrets` says the target may receive them
+  // (GenericStubs does, so none of its users can forget). gRPC's client
+  // interceptor, which ForWorker's channels carry them with, costs every
+  // call its interception machinery (about a twentieth of a small call's
+  // instructions). It shares ForWorker's connection.
+  std::shared_ptr<grpc::Channel> ForWorkerStamped(const WorkerInfo& worker,
+                                                  bool* secrets)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Adds this node's secrets to a call on a ForWorkerStamped channel.
+  void AddSecrets(grpc::ClientContext* context) const {
+    secrets_.AddTo(context);
+  }
   // A channel to `target` for membership only (joins, heartbeats): a
   // connection of its own, so heartbeats never wait behind calls'
   // messages in one connection's HTTP/2 flow control or queues.
@@ -71,7 +89,10 @@ class ChannelPool {
 
  private:
   std::shared_ptr<grpc::Channel> Create(const std::string& target,
-                                        bool own_connection) const;
+                                        bool own_connection,
+                                        bool intercept = true) const;
+  // The target ForWorker reaches `worker` at.
+  const std::string& TargetOf(const WorkerInfo& worker) const;
 
   const std::shared_ptr<const Security> security_;
   const ChannelOptions options_;
@@ -82,6 +103,8 @@ class ChannelPool {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>
       membership_channels_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>>
+      stamped_channels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -4,13 +4,18 @@
 
 namespace ferry {
 
-grpc::GenericStub* GenericStubs::For(const WorkerInfo& worker) {
+grpc::GenericStub* GenericStubs::For(const WorkerInfo& worker,
+                                     grpc::ClientContext* context) {
+  const Entry* e = Find(worker);
+  if (e->secrets) channels_->AddSecrets(context);
+  return e->stub.get();
+}
+
+const GenericStubs::Entry* GenericStubs::Find(const WorkerInfo& worker) {
   const bool fast = worker.rank >= 0 && worker.rank < kFast;
   if (fast) {
     const Entry* e = fast_[worker.rank].load(std::memory_order_acquire);
-    if (e != nullptr && e->generation == worker.generation) {
-      return e->stub.get();
-    }
+    if (e != nullptr && e->generation == worker.generation) return e;
   }
   absl::MutexLock lock(&mu_);
   std::unique_ptr<Entry>& entry = stubs_[worker.rank];
@@ -19,24 +24,30 @@ grpc::GenericStub* GenericStubs::For(const WorkerInfo& worker) {
   }
   if (entry == nullptr || entry->generation != worker.generation) {
     if (entry != nullptr) retired_.push_back(std::move(entry));
-    entry = std::make_unique<Entry>(Entry{
-        worker.rank, worker.generation,
-        std::make_unique<grpc::GenericStub>(channels_->ForWorker(worker))});
+    entry = Make(worker);
   }
   if (fast) fast_[worker.rank].store(entry.get(), std::memory_order_release);
-  return entry->stub.get();
+  return entry.get();
 }
 
-grpc::GenericStub* GenericStubs::Retired(const WorkerInfo& worker) {
+std::unique_ptr<GenericStubs::Entry> GenericStubs::Make(
+    const WorkerInfo& worker) {
+  auto e = std::make_unique<Entry>();
+  e->rank = worker.rank;
+  e->generation = worker.generation;
+  e->stub = std::make_unique<grpc::GenericStub>(
+      channels_->ForWorkerStamped(worker, &e->secrets));
+  return e;
+}
+
+const GenericStubs::Entry* GenericStubs::Retired(const WorkerInfo& worker) {
   for (const auto& e : retired_) {
     if (e->rank == worker.rank && e->generation == worker.generation) {
-      return e->stub.get();
+      return e.get();
     }
   }
-  retired_.push_back(std::make_unique<Entry>(Entry{
-      worker.rank, worker.generation,
-      std::make_unique<grpc::GenericStub>(channels_->ForWorker(worker))}));
-  return retired_.back()->stub.get();
+  retired_.push_back(Make(worker));
+  return retired_.back().get();
 }
 
 }  // namespace ferry

@@ -1,5 +1,8 @@
 // One generic stub per worker incarnation (rank and generation), made on
 // first use and found without a lock afterwards (every call looks one up).
+// Its channels carry no interceptor: the stub is handed out only with the
+// call's context, which gets the node's secrets then (ChannelPool::
+// ForWorkerStamped), so no call through it can go without them.
 // A replacement of a rank (a later generation, at a new address) gets a
 // stub of its own; the old one's stays until this object goes (calls may
 // still use it; replacements are few: Directory::kMaxReplacements).
@@ -23,16 +26,23 @@ class GenericStubs {
  public:
   explicit GenericStubs(ChannelPool* channels) : channels_(channels) {}
 
-  grpc::GenericStub* For(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // The stub for `worker`; `context`, the call about to start on it, gets
+  // this node's secrets where they may go.
+  grpc::GenericStub* For(const WorkerInfo& worker, grpc::ClientContext* context)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
     int rank = -1;
     uint64_t generation = 0;
     std::unique_ptr<grpc::GenericStub> stub;
+    bool secrets = false;  // Its calls carry the secrets.
   };
-  // An older incarnation's stub (a call still naming it).
-  grpc::GenericStub* Retired(const WorkerInfo& worker)
+  // The entry of `worker`'s incarnation.
+  const Entry* Find(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);
+  std::unique_ptr<Entry> Make(const WorkerInfo& worker);
+  // An older incarnation's entry (a call still naming it).
+  const Entry* Retired(const WorkerInfo& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ChannelPool* const channels_;
