@@ -9,6 +9,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/utf8.h"
 
 namespace ferry {
 
@@ -156,6 +157,13 @@ struct Path {
   Path Key(absl::string_view key) const { return Path{this, key, -1}; }
   Path Field(absl::string_view name) const { return Path{this, name, -1}; }
 };
+
+// CheckValueString, the path rendered only for the error (every string of
+// every message is checked).
+absl::Status CheckString(absl::string_view text, const Path& path) {
+  if (IsValidUtf8(text)) return absl::OkStatus();
+  return CheckValueString(text, path.Render());
+}
 
 absl::Status Malformed(const Path& path, absl::string_view what) {
   return absl::InvalidArgumentError(
@@ -371,7 +379,7 @@ absl::Status ValueParser::Field(int field, int depth, const Path& path,
         out->value = Value(Bytes{std::move(text)});
         return absl::OkStatus();
       }
-      FERRY_RETURN_IF_ERROR(CheckValueString(text, path.Render()));
+      FERRY_RETURN_IF_ERROR(CheckString(text, path));
       out->value = Value(std::move(text));
       return absl::OkStatus();
     }
@@ -493,7 +501,7 @@ absl::Status ValueParser::MapEntry(int depth, const Path& path,
     FERRY_RETURN_IF_ERROR(Length(path, &len));
     if ((tag >> 3) == 1) {
       FERRY_RETURN_IF_ERROR(ReadString(len, path, &key));
-      FERRY_RETURN_IF_ERROR(CheckValueString(key, path.Render()));
+      FERRY_RETURN_IF_ERROR(CheckString(key, path));
     } else {
       FERRY_RETURN_IF_ERROR(Message(len, depth + 1, path.Key(key), &value));
       has_value = true;
@@ -560,8 +568,9 @@ absl::Status ValueParser::TensorFields(uint64_t len, const Path& path,
 absl::Status ValueParser::CheckDims(const Shape& shape,
                                     const Path& path) const {
   const int64_t max_dim = limits_.max_tensor_dim;
-  const std::string note =
-      LimitNote(absl::StrCat(max_dim), "max_tensor_dim", max_dim);
+  auto note = [max_dim] {
+    return LimitNote(absl::StrCat(max_dim), "max_tensor_dim", max_dim);
+  };
   int64_t extent = 1;  // Product of the non-zero dims.
   for (size_t i = 0; i < shape.size(); ++i) {
     const int64_t d = shape[i];
@@ -572,14 +581,14 @@ absl::Status ValueParser::CheckDims(const Shape& shape,
     if (d > max_dim) {
       return absl::InvalidArgumentError(
           absl::StrCat(path.Field("shape").Item(i).Render(), ": dimension ", d,
-                       " is ", note));
+                       " is ", note()));
     }
     if (d == 0) continue;
     if (extent > max_dim / d) {
       return absl::InvalidArgumentError(
           absl::StrCat(path.Field("shape").Render(), ": ", ShapeString(shape),
                        " spans more than ", max_dim,
-                       " elements (zero dimensions counted as 1), ", note));
+                       " elements (zero dimensions counted as 1), ", note()));
     }
     extent *= d;
   }
@@ -787,7 +796,7 @@ absl::Status ScanCallField(uint64_t key, ValueParser* parser, Cursor* in,
     }
     return absl::OkStatus();
   }
-  FERRY_RETURN_IF_ERROR(CheckValueString(text, at.Render()));
+  FERRY_RETURN_IF_ERROR(CheckString(text, at));
   (field == kFunction ? h.function : h.caller_name) = std::move(text);
   return absl::OkStatus();
 }
