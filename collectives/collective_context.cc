@@ -53,6 +53,7 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
           agent->rank(), &agent->directory(), &agent->channels(),
           &agent->membership(), &mailbox_, &agent->timers(),
           Exchange::Options{.chunk_bytes = config.chunk_bytes,
+                            .standing_bytes = config.standing_bytes,
                             .world_size = agent->world_size(),
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
                             .authenticator = &agent->authenticator()})) {}

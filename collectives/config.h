@@ -1,5 +1,8 @@
 // How a worker's collectives are configured. A plain struct, so the public
-// API can carry it without pulling in the transport.
+// API can carry it without pulling in the transport. Every worker of a job
+// must have the same: ranks choose their schedules by it before they
+// exchange anything, and ranks on different schedules wait for messages
+// that never come (until the op's deadline).
 #ifndef FERRY_COLLECTIVES_CONFIG_H_
 #define FERRY_COLLECTIVES_CONFIG_H_
 
@@ -13,6 +16,10 @@ namespace ferry {
 struct CollectiveConfig {
   // Frame size of streamed messages.
   int64_t chunk_bytes = 1 << 20;
+  // Messages of one frame and at most this many payload bytes travel on
+  // the standing stream to their receiver (collectives/standing_stream.h),
+  // larger ones on streams of their own; 0: every message on its own.
+  int64_t standing_bytes = 256 << 10;
   // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
   // tree (broadcast). Chosen with `ferry_bench --direct_bytes` on 2 and 4
@@ -26,6 +33,10 @@ struct CollectiveConfig {
   // rounds moving 2(n-1)/n of the input per rank instead of one moving
   // n-1 times it. Below it, one round of whole inputs is quicker.
   int64_t split_bytes = 256 << 10;
+  // Broadcasts among at least this many ranks join and travel a binomial
+  // tree (collectives/tree.h): O(log n) messages per rank; among fewer,
+  // every rank joins at the source, which sends small values directly.
+  int tree_world = 8;
   // A ring all_reduce of more than this many bytes per rank is cut into
   // pieces of about this size (kMaxRingPieces at most), each its own ring,
   // so one piece's transfer overlaps another's reduction. 0: one ring.

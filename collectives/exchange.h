@@ -7,9 +7,15 @@
 // fails its sends at once, naming it. A message over the largest the
 // mailbox takes (--max_mailbox_mb) fails at once, here.
 //
+// A message of one frame of at most `standing_bytes` goes on the standing
+// stream to its receiver (standing_stream.h: one per peer, opened on first
+// use, every op's), larger ones on a stream of their own, so they never
+// hold small ones up. Either way it is answered the same.
+//
 // Receiving: each stream feeds one Inbound (inbound.h has the protocol as
-// enforced against a hostile sender). ExpireStale drops messages that did
-// not arrive whole within --mailbox_ttl_ms.
+// enforced against a hostile sender); a standing stream one per frame.
+// ExpireStale drops messages that did not arrive whole within
+// --mailbox_ttl_ms.
 #ifndef FERRY_COLLECTIVES_EXCHANGE_H_
 #define FERRY_COLLECTIVES_EXCHANGE_H_
 
@@ -25,6 +31,7 @@
 #include "absl/time/time.h"
 #include "collectives/inbound.h"
 #include "collectives/mailbox.h"
+#include "collectives/standing_stream.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/future.h"
@@ -43,6 +50,9 @@ class Exchange final : public grpc::CallbackGenericService {
 
   struct Options {
     int64_t chunk_bytes = 1 << 20;
+    // Messages of one frame and at most this many payload bytes go on the
+    // standing stream; 0: none.
+    int64_t standing_bytes = 256 << 10;
     int world_size = 1;
     // How long a message may take to arrive whole (--mailbox_ttl_ms), on
     // the timers' clock.
@@ -84,6 +94,23 @@ class Exchange final : public grpc::CallbackGenericService {
   struct Outgoing;
 
   void Attempt(std::shared_ptr<Outgoing> out, int attempt);
+  // Attempt on a stream of the message's own.
+  void AttemptOwn(std::shared_ptr<Outgoing> out, int attempt);
+  // Attempt on the standing stream to out->dst.
+  void AttemptStanding(const std::shared_ptr<Outgoing>& out, int attempt);
+  // The standing stream to `dst` (opened now if there is none, or if the
+  // last one ended).
+  std::shared_ptr<StandingSender> StandingTo(int dst) ABSL_LOCKS_EXCLUDED(mu_);
+  // A standing stream ended: forgotten, and the status its unanswered
+  // messages fail with.
+  absl::Status StandingEnded(int dst, const StandingSender* sender,
+                             InflightCalls::Token token,
+                             const grpc::Status& status)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One message of a standing stream from `sender` (-1: unchecked), taken
+  // whole into the mailbox; its answer.
+  absl::Status TakeStanding(int sender, const grpc::ByteBuffer& frame,
+                            bool* backpressure);
   void Settle(const std::shared_ptr<Outgoing>& out, int attempt,
               absl::Status status, bool backpressure);
   // The streams receiving now, for ExpireStale.
@@ -104,6 +131,13 @@ class Exchange final : public grpc::CallbackGenericService {
   absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Inbound>> inbound_
       ABSL_GUARDED_BY(mu_);
+  // The standing stream to each global rank, with the incarnation it
+  // reaches (a replacement gets a new one).
+  struct Standing {
+    uint64_t generation = 0;
+    std::shared_ptr<StandingSender> sender;
+  };
+  absl::flat_hash_map<int, Standing> standing_ ABSL_GUARDED_BY(mu_);
   uint64_t next_inbound_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -82,9 +82,12 @@ std::vector<grpc::ByteBuffer> MakeFrames(proto::ChunkHeader header,
       static_cast<int64_t>(payload.Valid() ? payload.Length() : 0));
   std::vector<grpc::ByteBuffer> frames;
   grpc::Slice first = HeaderSlice(header);
-  grpc::Slice rest = HeaderSlice(proto::ChunkHeader());
+  grpc::Slice rest;  // Made for a second frame only (most have one).
   size_t si = 0, offset = 0;
   do {
+    if (!frames.empty() && rest.size() == 0) {
+      rest = HeaderSlice(proto::ChunkHeader());
+    }
     std::vector<grpc::Slice> frame = {frames.empty() ? first : rest};
     int64_t budget = chunk;
     while (budget > 0 && si < slices.size()) {
