@@ -1,11 +1,11 @@
 // all_gather: every rank ends with every rank's tensors.
 //
-// Step 0 sends each rank's header to everyone, with the tensors themselves
-// when they are small; large ones then go around the ring (steps 1..),
-// skipping those already delivered. Every rank learns every rank's header
-// before any large transfer, so a mismatch fails the op early and
-// identically on every rank; a direct exchange costs one round, a ring
-// sends each byte once per link whatever the world size.
+// First each rank's header reaches everyone, with the tensors themselves
+// when they are small, in ceil(log2 n) rounds (gather_all.h); large ones
+// then go around the ring (steps 1..), skipping those already delivered. Every
+// rank learns every rank's header before any large transfer, so a mismatch
+// fails the op early and identically on every rank; a direct exchange costs one
+// round, a ring sends each byte once per link whatever the world size.
 //
 // This file: the exchange (gather_tensors.h) and torch's list form — every
 // rank's tensor, shapes may differ, dtypes may not. tf's form, along an
@@ -16,6 +16,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
+#include "collectives/gather_all.h"
 #include "collectives/gather_tensors.h"
 #include "collectives/ring.h"
 #include "rpc/value/dtype.h"
@@ -69,12 +70,12 @@ void GatherTensors(Op& op, proto::AllGatherHeader header,
   Message first = Message::Of(header);
   if (header.direct()) first.tensors = mine;
   auto next = std::make_unique<Step0>(Step0{std::move(check), std::move(then)});
-  op.ExchangeAll(0, first,
-                 [op = op.shared_from_this(), next = std::move(next),
-                  mine = std::move(mine)](Blocks got) mutable {
-                   got[op->rank()].tensors = std::move(mine);
-                   AfterStep0(*op, std::move(next), std::move(got));
-                 });
+  GatherAll(op, std::move(first),
+            [op = op.shared_from_this(), next = std::move(next),
+             mine = std::move(mine)](Blocks got) mutable {
+              got[op->rank()].tensors = std::move(mine);
+              AfterStep0(*op, std::move(next), std::move(got));
+            });
 }
 
 namespace algorithms {

@@ -1,20 +1,25 @@
 // all_reduce: every rank ends with the elementwise reduction of every
 // rank's tensor.
 //
-// Step 0 sends each rank's header (dtype, shape, reduce op) to everyone,
-// together with the data itself when it is small: then each rank reduces
-// the tensors in rank order (the same bits everywhere, even for floats).
-// Medium tensors on three ranks or more are split instead: step 0 carries
-// segment `to` of the input to rank `to`, which reduces its segment in rank
-// order (the same bits as the whole-input form) and sends it to everyone
-// at step 1 — as many bytes as the ring, in two rounds instead of 2(n-1).
-// Large tensors go around the ring instead (steps 1..): a reduce-scatter
-// over n segments, then an all-gather of the reduced segments, so each
-// rank sends about 2× its tensor whatever the world size. Above
-// ring_piece_bytes the tensor is cut into pieces, each its own ring on
-// steps of its own, progressing independently (a pipeline). The ring works
-// in the output's own buffer, as Gloo's does: partial sums are computed in
-// place and sent from there, and the gathered segments land in it.
+// First every rank's header (dtype, shape, reduce op) reaches every rank,
+// in ceil(log2 n) rounds (gather_all.h), together with the data itself
+// when it is small: then each rank reduces the tensors in rank order (the
+// same bits everywhere, even for floats), having sent log2(n) messages
+// instead of n-1. Medium tensors on three ranks or more are split instead:
+// step 0 carries segment `to` of the input to rank `to`, which reduces its
+// segment in rank order (the same bits as the whole-input form) and sends
+// it to everyone at step 1 — as many bytes as the ring, in two rounds
+// instead of 2(n-1). Large tensors go around the ring instead (steps 1..):
+// a reduce-scatter over n segments, then an all-gather of the reduced
+// segments, so each rank sends about 2× its tensor whatever the world
+// size. Above ring_piece_bytes the tensor is cut into pieces, each its own
+// ring on steps of its own, progressing independently (a pipeline). The
+// ring works in the output's own buffer, as Gloo's does: partial sums are
+// computed in place and sent from there, and the gathered segments land in
+// it.
+//
+// The form is chosen from every rank's header, so ranks whose inputs
+// differ all report the same mismatch whatever their sizes.
 //
 // (Overwriting a region sent earlier is safe: the gathered segment that
 // replaces it went around the ring after every rank had received this
@@ -32,6 +37,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
 #include "collectives/config.h"
+#include "collectives/gather_all.h"
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 #include "proto/collectives.pb.h"
@@ -164,10 +170,28 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
       });
 }
 
-// Split form, after step 0: `all[r]` holds rank r's part of this rank's
-// segment. Reduces it into the output, sends it to everyone as step 1.
-void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
-           Blocks all) {
+void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
+                   Blocks all);
+
+// Split form: step 0 carries segment `to` of the input to rank `to`;
+// `all[r]` is then rank r's part of this rank's segment. Reduces it into
+// the output, sends it to everyone as step 1.
+void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce) {
+  Op& op = result.op();
+  const std::vector<int64_t> offsets = Segments(0, input.numel(), op.size());
+  const Tensor flat = *input.Reshape({input.numel()});
+  op.ExchangeEach(
+      0,
+      [&](int to) {
+        return Message::OfTensors({*flat.Rows(offsets[to], offsets[to + 1])});
+      },
+      [result = std::move(result), input, reduce](Blocks all) mutable {
+        ReduceSegment(std::move(result), input, reduce, std::move(all));
+      });
+}
+
+void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
+                   Blocks all) {
   Op& op = result.op();
   const int n = op.size(), me = op.rank();
   const std::vector<int64_t> offsets = Segments(0, input.numel(), n);
@@ -222,8 +246,8 @@ void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
   for (int p = 0; p < count; ++p) RingPiece(op, ring, p, count);
 }
 
-// Step 0 from every rank: the same op and input everywhere, then the data
-// reduced here or the ring.
+// Every rank's header (and small input): the same op and input
+// everywhere, then the data reduced here, the split form or the ring.
 void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
              Blocks all) {
   Op& op = result.op();
@@ -249,7 +273,7 @@ void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
   if (n > 1 && !(all_direct && (all_split || none_split))) {
     return Ring(std::move(result), input, reduce);
   }
-  if (all_split) return Split(std::move(result), input, reduce, std::move(all));
+  if (all_split) return Split(std::move(result), input, reduce);
   std::vector<Tensor> parts(n);
   for (int r = 0; r < n; ++r) {
     if (r == op.rank()) {
@@ -280,27 +304,14 @@ void AllReduce(Result<Tensor> result, AllReduceArgs args) {
   header.set_direct(bytes <= config.direct_bytes);
   header.set_split(header.direct() && op.size() >= 3 &&
                    bytes >= config.split_bytes);
-  const std::string head = header.SerializeAsString();
-  const std::vector<int64_t> offsets =
-      Segments(0, args.input.numel(), op.size());
-  // Not moved into the continuation: the messages are built after it.
-  const Tensor input = std::move(args.input);
-  const Tensor flat = *input.Reshape({input.numel()});
-  op.ExchangeEach(
-      0,
-      [&](int to) {
-        Message m{head};
-        if (header.split()) {
-          m.tensors = {*flat.Rows(offsets[to], offsets[to + 1])};
-        } else if (header.direct()) {
-          m.tensors = {input};
-        }
-        return m;
-      },
-      [result = std::move(result), input,
-       reduce = args.op](Blocks all) mutable {
-        Compare(std::move(result), input, reduce, std::move(all));
-      });
+  Message mine = Message::Of(header);
+  // The split form sends its segments after the headers (Split).
+  if (header.direct() && !header.split()) mine.tensors = {args.input};
+  GatherAll(op, std::move(mine),
+            [result = std::move(result), input = std::move(args.input),
+             reduce = args.op](Blocks all) mutable {
+              Compare(std::move(result), input, reduce, std::move(all));
+            });
 }
 
 }  // namespace algorithms

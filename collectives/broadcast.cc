@@ -6,11 +6,17 @@
 // 1). For large ones src sends only a header at step 1 and the value
 // travels a binomial tree rooted at src (step 2): src sends about log2(n)
 // copies instead of n-1, and forwarding ranks share the load.
+//
+// On tree_world ranks or more (config.h) the join goes up that tree as
+// well (tree.h), and every value comes down it: each rank then sends and
+// receives O(log n) messages, src no more than log2(n) each way, where
+// the direct form has src receive and send n-1.
 #include <utility>
 
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
 #include "collectives/ring.h"
+#include "collectives/tree.h"
 #include "proto/collectives.pb.h"
 
 namespace ferry {
@@ -58,6 +64,15 @@ void Source(Result<Value> result, Value value) {
   std::move(result).Set(std::move(value));
 }
 
+// The tree form's source: the value down the whole tree.
+void TreeSource(Result<Value> result, Value value) {
+  Op& op = result.op();
+  int mask = 1;
+  while (mask < op.size()) mask <<= 1;
+  SendDown(op, op.rank(), 0, mask, Message::OfValue(value));
+  std::move(result).Set(std::move(value));
+}
+
 void Receiver(Result<Value> result, int src) {
   Op& op = result.op();
   op.Recv(src, 1, [result = std::move(result), src](Message m) mutable {
@@ -78,6 +93,16 @@ void Broadcast(Result<Value> result, BroadcastArgs args) {
   const int src = args.src;
   absl::Status src_ok = CheckRankParam(op, src, "src");
   if (!src_ok.ok()) return op.Fail(src_ok);
+  if (op.size() >= op.config().tree_world) {
+    return TreeJoin(op, src, 0,
+                    [result = std::move(result), value = std::move(args.value),
+                     src]() mutable {
+                      if (result.op().rank() == src) {
+                        return TreeSource(std::move(result), std::move(value));
+                      }
+                      Tree(std::move(result), src);
+                    });
+  }
   JoinAtRoot(op, src, 0,
              [result = std::move(result), value = std::move(args.value),
               src]() mutable {

@@ -155,7 +155,13 @@ absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
   return MembersOfGroup(key, key.substr(0, slash), world_size);
 }
 
-int MaxSteps(int group_size) { return 2 + 2 * kMaxRingPieces * group_size; }
+int FirstGatherStep(int group_size) {
+  return 2 + 2 * kMaxRingPieces * group_size;
+}
+
+int MaxSteps(int group_size) {
+  return FirstGatherStep(group_size) + kMaxGatherRounds;
+}
 
 absl::Status CheckSender(absl::string_view key, int step, int src, int self,
                          int world_size) {

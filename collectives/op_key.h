@@ -70,8 +70,12 @@ absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
 
 // Steps an op of a group of `group_size` ranks may use: [0, MaxSteps).
 // (The ring all_reduce uses the most: 2·(size-1) per piece, from step 1,
-// kMaxRingPieces pieces at most.)
+// kMaxRingPieces pieces at most; then come GatherAll's rounds.)
 int MaxSteps(int group_size);
+// The first of the steps GatherAll's rounds use (gather_all.h): above
+// every ring's, kMaxGatherRounds of them.
+int FirstGatherStep(int group_size);
+inline constexpr int kMaxGatherRounds = 32;
 
 // May rank `self` take message `step` of op `key` from rank `src`?
 // INVALID_ARGUMENT for a key, step or rank no peer of this job could send;

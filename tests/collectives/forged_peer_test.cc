@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
+#include "collectives/op_key.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -37,14 +38,29 @@ class ForgedPeerTest : public ::testing::Test {
                                    grpc::InsecureChannelCredentials());
   }
 
-  // Sends `message` to worker 2 as step 0 of op `op` from rank `src`.
+  // Sends `message` to worker 2 as what rank `src` (0 or 1) sends it in op
+  // `op`'s first exchange, the gather of every rank's header
+  // (collectives/gather_all.h): on three ranks worker 2 hears rank 0 in
+  // round 0 and rank 1 in round 1.
   void Forge(const std::string& op, int src, const Value& message) {
     const std::string payload = ValueBytes(message);
+    const int step = FirstGatherStep(3) + (src == 0 ? 0 : 1);
     grpc::Status s = SendFrames(
-        channel_, {FrameBytes(DataHeader(op, 0, src,
+        channel_, {FrameBytes(DataHeader(op, step, src,
                                          static_cast<int64_t>(payload.size())),
                               payload)});
     ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // Rank `src`'s message with typed header `header` as that gather packs
+  // it (a round's message holds one rank's here).
+  static Value Packed(int src, const std::string& header) {
+    proto::GatheredHeader packed;
+    packed.set_first(src);
+    packed.add_headers(header);
+    packed.add_tensor_counts(0);
+    return Value(Value::List{Value(Bytes{packed.SerializeAsString()}),
+                             Value(Value::List{}), Value()});
   }
 
   // An honest op on every rank still works.
@@ -112,10 +128,8 @@ TEST_F(ForgedPeerTest, AnImpossibleHeaderFailsTheOp) {
   for (int i = 0; i < 100000; ++i) deep.mutable_input()->add_shape(1);
   for (const auto& [tag, header] : {std::pair{std::string("dtype"), bad_dtype},
                                     std::pair{std::string("deep"), deep}}) {
-    const Value forged(Value::List{Value(Bytes{header.SerializeAsString()}),
-                                   Value(Value::List{}), Value()});
-    Forge("world/t:" + tag, 0, forged);
-    Forge("world/t:" + tag, 1, forged);
+    Forge("world/t:" + tag, 0, Packed(0, header.SerializeAsString()));
+    Forge("world/t:" + tag, 1, Packed(1, header.SerializeAsString()));
     absl::StatusOr<Tensor> out = AllReduce(
         job_->worker(2).collectives().world(), Tensor::FromVector<float>({1}),
         ReduceOp::kSum, {.timeout = absl::Seconds(10), .tag = tag});
@@ -123,6 +137,38 @@ TEST_F(ForgedPeerTest, AnImpossibleHeaderFailsTheOp) {
                               HasSubstr("malformed message from rank 0")))
         << tag;
   }
+  ExpectJobWorks();
+}
+
+// The gather's packs are checked against its schedule: one holding other
+// ranks than the sender's, or more tensors than it says, fails the op
+// naming the sender.
+TEST_F(ForgedPeerTest, AGatherPackOfOtherRanksFailsTheOp) {
+  proto::AllReduceHeader honest;
+  honest.mutable_input()->set_dtype(proto::FLOAT32);
+  honest.mutable_input()->add_shape(1);
+  honest.set_op("sum");
+  honest.set_direct(true);
+  // Rank 0 claiming to pack rank 1's message.
+  Forge("world/t:others", 0, Packed(1, honest.SerializeAsString()));
+  absl::StatusOr<Tensor> out = AllReduce(
+      job_->worker(2).collectives().world(), Tensor::FromVector<float>({1}),
+      ReduceOp::kSum, {.timeout = absl::Seconds(10), .tag = "others"});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("malformed message from rank 0")));
+  // A pack whose tensor counts run past its tensors.
+  proto::GatheredHeader overrun;
+  overrun.set_first(0);
+  overrun.add_headers(honest.SerializeAsString());
+  overrun.add_tensor_counts(3);
+  Forge("world/t:overrun", 0,
+        Value(Value::List{Value(Bytes{overrun.SerializeAsString()}),
+                          Value(Value::List{}), Value()}));
+  out = AllReduce(job_->worker(2).collectives().world(),
+                  Tensor::FromVector<float>({1}), ReduceOp::kSum,
+                  {.timeout = absl::Seconds(10), .tag = "overrun"});
+  EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                            HasSubstr("malformed message from rank 0")));
   ExpectJobWorks();
 }
 
