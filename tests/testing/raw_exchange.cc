@@ -71,13 +71,13 @@ void Authorize(grpc::ClientContext* context, const std::string& token) {
 
 std::unique_ptr<RawExchangeStream> RawExchangeStream::Open(
     const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
-    const std::string& token) {
+    const std::string& token, const char* method) {
   std::unique_ptr<RawExchangeStream> s(new RawExchangeStream());
   s->deadline_ = absl::Now() + timeout;
   s->context_.set_deadline(absl::ToChronoTime(s->deadline_));
   Authorize(&s->context_, token);
   s->stub_ = std::make_unique<grpc::GenericStub>(channel);
-  s->call_ = s->stub_->PrepareCall(&s->context_, kExchangeMethod, &s->cq_);
+  s->call_ = s->stub_->PrepareCall(&s->context_, method, &s->cq_);
   s->call_->StartCall(Tag(1));
   s->Await(Tag(1));
   return s;
@@ -116,6 +116,21 @@ bool RawExchangeStream::Write(absl::string_view frame) {
   grpc::ByteBuffer bb = ToByteBuffer(frame);
   call_->Write(bb, Tag(2));
   return Await(Tag(2));
+}
+
+bool RawExchangeStream::Read(std::string* out) {
+  if (finished_) return false;
+  grpc::ByteBuffer bb;
+  call_->Read(&bb, Tag(5));
+  if (!Await(Tag(5))) return false;
+  out->clear();
+  std::vector<grpc::Slice> slices;
+  if (bb.Valid() && bb.Length() > 0 && bb.Dump(&slices).ok()) {
+    for (const grpc::Slice& slice : slices) {
+      out->append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  return true;
 }
 
 grpc::Status RawExchangeStream::Finish() {

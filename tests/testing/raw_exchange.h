@@ -29,6 +29,9 @@ namespace ferry {
 namespace testing {
 
 inline constexpr char kExchangeMethod[] = "/ferry.proto.Collectives/Exchange";
+// The standing stream's method (collectives/standing_stream.h): one frame
+// per message, each answered by an ack.
+inline constexpr char kStandingMethod[] = "/ferry.proto.Collectives/Stream";
 
 // [varint n][header: n bytes][payload].
 std::string FrameBytes(const proto::ChunkHeader& header,
@@ -49,11 +52,14 @@ class RawExchangeStream {
   // to connect, which any process of the job has.
   static std::unique_ptr<RawExchangeStream> Open(
       const std::shared_ptr<grpc::Channel>& channel, absl::Duration timeout,
-      const std::string& token = "");
+      const std::string& token = "", const char* method = kExchangeMethod);
   ~RawExchangeStream();
 
   // False once the stream is over (the server ended it, or the deadline).
   bool Write(absl::string_view frame);
+  // The server's next message (a standing stream's ack) into `out`; false
+  // once the stream is over.
+  bool Read(std::string* out);
   // Half-closes (once) and returns the server's status.
   grpc::Status Finish();
 
