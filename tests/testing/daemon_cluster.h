@@ -37,6 +37,11 @@ class DaemonCluster {
   // joined. FAILED_PRECONDITION with ferryctl's output if `up` failed.
   static absl::StatusOr<std::unique_ptr<DaemonCluster>> Up(
       int world_size, std::vector<std::string> ferryd_flags = {});
+  // The same without a token (`up --token_file=`): plaintext on loopback,
+  // every claim a caller makes believed, as in an --insecure job.
+  // token_file() is empty.
+  static absl::StatusOr<std::unique_ptr<DaemonCluster>> UpWithoutToken(
+      int world_size, std::vector<std::string> ferryd_flags = {});
   // Down, then SIGKILL of survivors.
   ~DaemonCluster();
 
@@ -60,6 +65,9 @@ class DaemonCluster {
 
  private:
   DaemonCluster() = default;
+  static absl::StatusOr<std::unique_ptr<DaemonCluster>> Start(
+      int world_size, std::vector<std::string> up_flags,
+      std::vector<std::string> ferryd_flags);
   std::vector<std::string> Argv(const std::vector<std::string>& args) const;
 
   std::string dir_;
