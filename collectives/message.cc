@@ -1,6 +1,8 @@
 #include "collectives/message.h"
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limits.h"
+#include "rpc/bounded_parse.h"
 
 namespace ferry {
 
@@ -38,8 +40,8 @@ absl::StatusOr<Message> FromEnvelope(const Value& envelope) {
   return m;
 }
 
-bool ReadHeader(const Message& m, google::protobuf::MessageLite* out) {
-  return out->ParseFromString(m.header);
+bool ReadHeader(const Message& m, google::protobuf::Message* out) {
+  return BoundedParse(m.header, DefaultLimits(), "header", out).ok();
 }
 
 }  // namespace ferry

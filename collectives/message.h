@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "google/protobuf/message_lite.h"
+#include "google/protobuf/message.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
@@ -50,7 +50,8 @@ Value ToEnvelope(const Message& m);
 absl::StatusOr<Message> FromEnvelope(const Value& envelope);
 
 // Parses `m`'s header as `out`; false if it is not one.
-bool ReadHeader(const Message& m, google::protobuf::MessageLite* out);
+// Through BoundedParse (rpc/bounded_parse.h), within DefaultLimits().
+bool ReadHeader(const Message& m, google::protobuf::Message* out);
 
 }  // namespace ferry
 

@@ -13,6 +13,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -157,7 +158,7 @@ RpcAgent::~RpcAgent() {
   if (t.joinable()) t.join();
 }
 
-void RpcAgent::AddService(grpc::Service* service) {
+void RpcAgent::AddService(BoundedServiceBase* service) {
   services_.push_back(service);
 }
 void RpcAgent::SetGenericService(grpc::CallbackGenericService* service) {
@@ -283,10 +284,13 @@ absl::Status RpcAgent::StartServer() {
   if (!options_.reflection) {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
-  builder.RegisterService(call_service_.get());
+  // Every service parses every request within the limits
+  // (rpc/bounded_service.h): one that does not is a programming error.
+  std::vector<BoundedServiceBase*> services = services_;
+  services.push_back(call_service_.get());
   call_stream_service_ =
       std::make_unique<CallStreamService>(call_service_.get());
-  builder.RegisterService(call_stream_service_.get());
+  services.push_back(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
         RendezvousOptions{
@@ -296,14 +300,23 @@ absl::Status RpcAgent::StartServer() {
             .require_identity = authenticator_->require_identity(),
             .cert_identity = security_->cert_identity()},
         timers_);
-    builder.RegisterService(rendezvous_.get());
+    services.push_back(rendezvous_.get());
   } else {
     // Any worker but the embedded master answers clients from its
     // directory (on etcd, rank 0 too: no rank is special there).
-    directory_service_ = std::make_unique<DirectoryService>(options_.rank);
-    builder.RegisterService(directory_service_.get());
+    directory_service_ =
+        std::make_unique<DirectoryService>(options_.rank, options_.limits);
+    services.push_back(directory_service_.get());
   }
-  for (grpc::Service* s : services_) builder.RegisterService(s);
+  for (BoundedServiceBase* service : services) {
+    if (std::vector<std::string> loose = service->UnboundedMethods();
+        !loose.empty()) {
+      return absl::InternalError(
+          absl::StrCat(options_.name, ": ", absl::StrJoin(loose, ", "),
+                       " would parse requests without bounds"));
+    }
+    builder.RegisterService(service->grpc_service());
+  }
   if (generic_service_ != nullptr) {
     builder.RegisterCallbackGenericService(generic_service_);
   }

@@ -37,6 +37,7 @@
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
 #include "rpc/call_stream_service.h"
 #include "rpc/caller.h"
@@ -134,7 +135,9 @@ class RpcAgent {
 
   // ---- Before Start ----
   Registry& registry() { return registry_; }
-  void AddService(grpc::Service* service);
+  // A service whose every request is parsed within the limits
+  // (rpc/bounded_service.h); Start refuses one with a method that is not.
+  void AddService(BoundedServiceBase* service);
   // The server's one generic (raw bytes) service, for streams whose framing
   // is not protobuf's (collectives).
   void SetGenericService(grpc::CallbackGenericService* service);
@@ -260,7 +263,7 @@ class RpcAgent {
   std::unique_ptr<DirectoryService> directory_service_;  // Other ranks.
   std::unique_ptr<MembershipBackend> backend_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<grpc::Service*> services_;
+  std::vector<BoundedServiceBase*> services_;
   grpc::CallbackGenericService* generic_service_ = nullptr;
   std::vector<AgentExtension*> extensions_;
   CodecFactory* codecs_ = nullptr;

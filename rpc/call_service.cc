@@ -85,7 +85,15 @@ struct CallService::ActiveCall {
 };
 
 CallService::CallService(Options options)
-    : options_(std::move(options)), open_(!options_.start_closed) {}
+    : WorkerServiceBase(ServiceOf<proto::CallRequest>("Worker"), options.limits,
+                        options.worker_name),
+      options_(std::move(options)),
+      open_(!options_.start_closed) {
+  ReadsRaw("Call");
+  Bound(&CallService::GetStatus, "GetStatus");
+  Bound(&CallService::ListFunctions, "ListFunctions");
+  Bound(&CallService::Shutdown, "Shutdown");
+}
 
 CallService::~CallService() {
   Abort(absl::UnavailableError(

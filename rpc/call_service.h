@@ -43,6 +43,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
+#include "rpc/bounded_service.h"
 #include "rpc/registry.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_reader.h"
@@ -79,12 +80,14 @@ class CallResponder {
   virtual void OnCancelled(std::function<void()> f) = 0;
 };
 
-// The Worker service with Call taking raw bytes (no protobuf parse).
-using WorkerServiceBase = proto::Worker::WithRawCallbackMethod_Call<
-    proto::Worker::WithCallbackMethod_GetStatus<
-        proto::Worker::WithCallbackMethod_ListFunctions<
-            proto::Worker::WithCallbackMethod_Shutdown<
-                proto::Worker::Service>>>>;
+// The Worker service with Call taking raw bytes (read by the limit-checked
+// CallRequestReader), the others parsed through BoundedParse.
+using WorkerServiceBase =
+    BoundedService<proto::Worker::WithRawCallbackMethod_Call<
+        proto::Worker::WithCallbackMethod_GetStatus<
+            proto::Worker::WithCallbackMethod_ListFunctions<
+                proto::Worker::WithCallbackMethod_Shutdown<
+                    proto::Worker::Service>>>>>;
 
 class CallService final : public WorkerServiceBase {
  public:

@@ -18,6 +18,7 @@
 
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/call_stream.grpc.pb.h"
+#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
 #include "rpc/chunked_message.h"
 
@@ -30,13 +31,19 @@ namespace ferry {
 // it is allocated; a malformed stream (a bad head, more bytes than
 // announced, an early end) is INVALID_ARGUMENT.
 class CallStreamService final
-    : public proto::CallStream::WithRawCallbackMethod_Call<
-          proto::CallStream::Service> {
+    : public BoundedService<proto::CallStream::WithRawCallbackMethod_Call<
+          proto::CallStream::Service>> {
  public:
+  // Its one method takes raw chunks, assembled by ChunkAssembler and read
+  // by CallService's CallRequestReader.
   explicit CallStreamService(CallService* calls)
-      : calls_(calls),
+      : BoundedService(ServiceOf<proto::Chunk>("CallStream"), calls->limits(),
+                       calls->worker_name()),
+        calls_(calls),
         budget_(std::make_shared<ReceiveBudget>(
-            calls->limits().grpc_memory_bytes)) {}
+            calls->limits().grpc_memory_bytes)) {
+    ReadsRaw("Call");
+  }
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Call(
       grpc::CallbackServerContext* context) override;

@@ -15,7 +15,16 @@ constexpr int kClientIdBits = 32;
 
 }  // namespace
 
-DirectoryService::DirectoryService(int rank) : rank_(rank) {}
+DirectoryService::DirectoryService(int rank, const Limits& limits)
+    : BoundedService(ServiceOf<proto::JoinRequest>("Rendezvous"), limits,
+                     absl::StrCat("worker", rank)),
+      rank_(rank) {
+  Bound(&DirectoryService::RegisterClient, "RegisterClient");
+  // The master's: answered UNIMPLEMENTED here, once parsed within bounds.
+  Bound(&DirectoryService::Join, "Join");
+  Bound(&DirectoryService::Poll, "Poll");
+  Bound(&DirectoryService::Barrier, "Barrier");
+}
 
 void DirectoryService::SetDirectory(Directory directory,
                                     std::string client_key) {

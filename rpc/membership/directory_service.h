@@ -20,14 +20,19 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/limits.h"
+#include "rpc/bounded_service.h"
 #include "rpc/membership/directory.h"
 
 namespace ferry {
 
-class DirectoryService final : public proto::Rendezvous::CallbackService {
+// Every request (Join, Poll and Barrier too, answered UNIMPLEMENTED) is
+// parsed through BoundedParse within `limits`.
+class DirectoryService final
+    : public BoundedService<proto::Rendezvous::CallbackService> {
  public:
   // Serves for the worker of rank `rank` (>= 1).
-  explicit DirectoryService(int rank);
+  explicit DirectoryService(int rank, const Limits& limits = DefaultLimits());
 
   // The job's directory and client key, once this worker joined. Before
   // that RegisterClient is UNAVAILABLE (the caller retries).

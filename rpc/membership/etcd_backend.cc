@@ -8,6 +8,7 @@
 #include "rpc/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
+#include "rpc/bounded_parse.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/value/value.h"
 
@@ -607,7 +608,8 @@ void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
   if (key.kind != EtcdJobKeys::Parsed::Kind::kClient) return;
   if (put) {
     proto::ClientRecord record;
-    const bool parsed = record.ParseFromString(e.kv.value);
+    const bool parsed =
+        BoundedParse(e.kv.value, DefaultLimits(), "", &record).ok();
     const bool known = clients_.count(key.node) > 0;
     clients_[key.node] = parsed && record.leaving();
     // A client node is registered once (its id is a store revision): only

@@ -103,7 +103,15 @@ uint64_t RandomIncarnation() {
 absl::Time RendezvousService::Now() const { return timers_->clock()->Now(); }
 
 RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
-    : options_(options), timers_(timers), client_key_(NewCredential()) {
+    : BoundedService(ServiceOf<proto::JoinRequest>("Rendezvous"),
+                     options.limits, "worker0"),
+      options_(options),
+      timers_(timers),
+      client_key_(NewCredential()) {
+  Bound(&RendezvousService::Join, "Join");
+  Bound(&RendezvousService::RegisterClient, "RegisterClient");
+  Bound(&RendezvousService::Poll, "Poll");
+  Bound(&RendezvousService::Barrier, "Barrier");
   absl::MutexLock lock(&mu_);
   slots_.resize(std::max(options_.world_size, 1));
   sweep_timer_ =

@@ -67,6 +67,7 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
 
 namespace ferry {
 
@@ -88,7 +89,9 @@ struct RendezvousOptions {
   bool cert_identity = false;
 };
 
-class RendezvousService final : public proto::Rendezvous::CallbackService {
+// Every request is parsed through BoundedParse within options.limits.
+class RendezvousService final
+    : public BoundedService<proto::Rendezvous::CallbackService> {
  public:
   static constexpr size_t kMaxNameBytes = 256;
   static constexpr int64_t kMaxHoldMs = int64_t{24} * 3600 * 1000;
