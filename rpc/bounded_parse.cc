@@ -71,6 +71,21 @@ int64_t ElementBytes(const FieldDescriptor& f) {
   }
 }
 
+// One instance of `type` on the heap: an empty instance's size (a map
+// entry's, whose prototype cannot say, as a node of its map).
+int64_t InstanceBytes(const Descriptor* type) {
+  constexpr int64_t kMapNode = 64;
+  const google::protobuf::Message* prototype =
+      type->options().map_entry()
+          ? nullptr
+          : google::protobuf::MessageFactory::generated_factory()
+                ->GetPrototype(type);
+  const int64_t bytes = prototype != nullptr
+                            ? static_cast<int64_t>(prototype->SpaceUsedLong())
+                            : kMapNode;
+  return bytes + kAllocOverhead;
+}
+
 // The plans of every message type met, built once per type and kept for
 // the process (a few dozen types).
 class Plans {
@@ -92,13 +107,7 @@ class Plans {
     if (slot != nullptr) return slot.get();
     slot = std::make_unique<MessagePlan>();
     MessagePlan* plan = slot.get();  // Stays put: recursive types use it.
-    const google::protobuf::Message* prototype =
-        google::protobuf::MessageFactory::generated_factory()->GetPrototype(
-            type);
-    plan->instance_bytes =
-        static_cast<int64_t>(prototype != nullptr ? prototype->SpaceUsedLong()
-                                                  : 256) +
-        kAllocOverhead;
+    plan->instance_bytes = InstanceBytes(type);
     for (int i = 0; i < type->field_count(); ++i) {
       const FieldDescriptor* f = type->field(i);
       FieldPlan fp;
