@@ -10,7 +10,8 @@
 // landings never got there).
 //
 // Input:
-//   [0] landing: 0 none, k in 1..9 → 64 KiB << (k-1); others 64 KiB
+//   [0] landing: 0 none; 1..239 64 KiB; 240.. 64 KiB << min([0] - 239, 8)
+//       (128 KiB to 16 MiB: rarer, as each costs its size per input)
 //   [1] the big tensor's size: landing + (int8)[1] bytes (0: exactly)
 //   [2] bytes of a header field before it; [3] float32 elements of a
 //       tensor after it (0: none)
@@ -95,17 +96,23 @@ std::optional<Encoded> Encode(int64_t big, int header, int tail) {
   Encoded out;
   bool found = false;
   for (const grpc::Slice& s : slices) {
-    const std::string part(reinterpret_cast<const char*>(s.begin()), s.size());
     if (!found && static_cast<int64_t>(s.size()) == big && big > 0) {
       found = true;
       out.data = big;
       continue;
     }
-    (found ? out.after : out.before) += part;
+    (found ? out.after : out.before)
+        .append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
-  if (!found) {  // Small: search the flat bytes for the run of zeros.
-    std::string flat = out.before;
-    const size_t at = flat.find(std::string(big, '\0'));
+  if (!found) {
+    // Copied into the writer's buffer: the data is the first run of `big`
+    // zeros (its length varint before it ends in a non-zero byte).
+    const std::string flat = out.before;
+    size_t run = 0, at = std::string::npos;
+    for (size_t i = 0; i < flat.size() && at == std::string::npos; ++i) {
+      run = flat[i] == '\0' ? run + 1 : 0;
+      if (static_cast<int64_t>(run) == big) at = i + 1 - run;
+    }
     if (at == std::string::npos) return std::nullopt;
     out.before = flat.substr(0, at);
     out.after = flat.substr(at + big);
@@ -175,9 +182,9 @@ Limits Bounds() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ferry;  // NOLINT: one function.
   const uint8_t* d = data;
-  const int k = At(d, size, 0) & 0xf;
+  const int l = At(d, size, 0);
   const int64_t landing =
-      k == 0 ? 0 : int64_t{64} << 10 << (k >= 1 && k <= 9 ? k - 1 : 0);
+      l == 0 ? 0 : int64_t{64} << 10 << (l < 240 ? 0 : std::min(l - 239, 8));
   const int64_t base = landing > 0 ? landing : int64_t{64} << 10;
   const int64_t big = base + static_cast<int8_t>(At(d, size, 1));
   std::optional<Encoded> e = Encode(big, At(d, size, 2), At(d, size, 3));
