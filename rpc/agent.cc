@@ -123,6 +123,9 @@ RpcAgent::RpcAgent(AgentOptions options)
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
+      open_streams_(std::make_shared<Quota>(options_.limits.max_open_streams)),
+      prejoin_calls_(
+          std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{
           .token = security_->token(),
           // Where secrets travel, every node sends its credential (the
@@ -133,6 +136,9 @@ RpcAgent::RpcAgent(AgentOptions options)
           .late_admits = !embedded(),
           .cert_identity = security_->cert_identity(),
           .processes_metadata = !security_->insecure(),
+          .prejoin_calls = prejoin_calls_,
+          .prejoin_wait =
+              absl::Milliseconds(options_.limits.prejoin_wait_ms),
       })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
@@ -266,6 +272,8 @@ absl::Status RpcAgent::StartServer() {
       .authenticator = authenticator_.get(),
       // Calls need the directory: served once the job formed (Start).
       .start_closed = true,
+      .prejoin_calls = prejoin_calls_,
+      .timers = timers_,
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -284,8 +292,10 @@ absl::Status RpcAgent::StartServer() {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
   builder.RegisterService(call_service_.get());
-  call_stream_service_ =
-      std::make_unique<CallStreamService>(call_service_.get());
+  call_stream_service_ = std::make_unique<CallStreamService>(
+      call_service_.get(), CallStreamService::Options{
+                               .timers = timers_,
+                               .open_streams = open_streams_});
   builder.RegisterService(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
