@@ -677,6 +677,11 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_inflight_outgoing(out);
   s.set_calls_served(call_service_ ? call_service_->served() : 0);
   s.set_functions(registry_.size());
+  if (call_stream_service_ != nullptr) {
+    s.set_stream_bytes(call_stream_service_->budget().used());
+  }
+  s.set_open_streams(open_streams_->used());
+  s.set_prejoin_calls(prejoin_calls_->used());
   for (uint64_t node : membership_.DownNodes()) {
     if (IsWorkerNode(node)) s.add_dead_peers(NodeLabel(node));
   }
