@@ -139,6 +139,8 @@ RpcAgent::RpcAgent(AgentOptions options)
           .prejoin_calls = prejoin_calls_,
           .prejoin_wait =
               absl::Milliseconds(options_.limits.prejoin_wait_ms),
+          .name = options_.name.empty() ? absl::StrCat("worker", options_.rank)
+                                        : options_.name,
       })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);

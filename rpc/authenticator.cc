@@ -102,7 +102,8 @@ Authenticator::Authenticator(AuthenticatorOptions options)
       cert_identity_(options.cert_identity),
       processes_metadata_(options.processes_metadata),
       prejoin_calls_(std::move(options.prejoin_calls)),
-      prejoin_wait_(options.prejoin_wait) {}
+      prejoin_wait_(options.prejoin_wait),
+      name_(std::move(options.name)) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -135,7 +136,7 @@ grpc::Status Authenticator::AwaitJoin() const {
     const int64_t max = prejoin_calls_->max();
     return grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
-        absl::StrCat("this worker has not joined the job yet and ",
+        absl::StrCat(name_, ": this worker has not joined the job yet and ",
                      prejoin_calls_->used(), " calls already wait for it, ",
                      LimitNote(absl::StrCat(max, " calls"),
                                "max_prejoin_calls", max),
@@ -152,7 +153,8 @@ grpc::Status Authenticator::AwaitJoin() const {
   if (joined) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
-      absl::StrCat("this worker did not join the job within ", wait_ms,
+      absl::StrCat(name_, ": this worker did not join the job within ",
+                   wait_ms,
                    " ms of the call's arrival, ",
                    LimitNote(absl::StrCat(wait_ms, " ms"), "prejoin_wait_ms",
                              wait_ms),

@@ -104,6 +104,8 @@ struct AuthenticatorOptions {
   // null: no bound. And how long each may wait (--prejoin_wait_ms).
   std::shared_ptr<Quota> prejoin_calls;
   absl::Duration prejoin_wait = absl::Seconds(5);
+  // Names the worker in those errors ("worker1").
+  std::string name = "this worker";
 };
 
 class Authenticator final : public grpc::AuthMetadataProcessor {
@@ -206,6 +208,7 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   const bool processes_metadata_;
   const std::shared_ptr<Quota> prejoin_calls_;
   const absl::Duration prejoin_wait_;
+  const std::string name_;
   // learned_, for IsBlocking without the lock.
   std::atomic<bool> joined_{false};
   mutable absl::Mutex mu_;

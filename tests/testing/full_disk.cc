@@ -20,7 +20,8 @@ namespace {
 constexpr char kUnshare[] = "/usr/bin/unshare";
 
 std::string Size(int free_pages) {
-  return absl::StrCat("size=", (free_pages + 1) * kFullDiskPage);
+  // Private, like the job directories made on it.
+  return absl::StrCat("mode=0700,size=", (free_pages + 1) * kFullDiskPage);
 }
 
 absl::Status Errno(absl::string_view what) {
