@@ -331,10 +331,10 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
   }
   const std::shared_ptr<Quota>& open = options_.open_streams;
   if (open != nullptr && !open->TryTake()) {
-    return new Refusal(ToGrpcStatus(OverLimit(
-        absl::StrCat(open->used(), " streams are open here"),
-        absl::StrCat(open->max(), " streams"), "max_open_streams",
-        open->max())));
+    return new Refusal(ToGrpcStatus(
+        OverLimit(absl::StrCat(open->used(), " streams are open here"),
+                  absl::StrCat(open->max(), " streams"), "max_open_streams",
+                  open->max())));
   }
   return new ReceiveStream(this, context);  // Gives the place back.
 }

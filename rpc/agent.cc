@@ -137,8 +137,7 @@ RpcAgent::RpcAgent(AgentOptions options)
           .cert_identity = security_->cert_identity(),
           .processes_metadata = !security_->insecure(),
           .prejoin_calls = prejoin_calls_,
-          .prejoin_wait =
-              absl::Milliseconds(options_.limits.prejoin_wait_ms),
+          .prejoin_wait = absl::Milliseconds(options_.limits.prejoin_wait_ms),
           .name = options_.name.empty() ? absl::StrCat("worker", options_.rank)
                                         : options_.name,
       })) {
@@ -295,9 +294,9 @@ absl::Status RpcAgent::StartServer() {
   }
   builder.RegisterService(call_service_.get());
   call_stream_service_ = std::make_unique<CallStreamService>(
-      call_service_.get(), CallStreamService::Options{
-                               .timers = timers_,
-                               .open_streams = open_streams_});
+      call_service_.get(),
+      CallStreamService::Options{.timers = timers_,
+                                 .open_streams = open_streams_});
   builder.RegisterService(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(

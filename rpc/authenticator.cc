@@ -136,11 +136,11 @@ grpc::Status Authenticator::AwaitJoin() const {
     const int64_t max = prejoin_calls_->max();
     return grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
-        absl::StrCat(name_, ": this worker has not joined the job yet and ",
-                     prejoin_calls_->used(), " calls already wait for it, ",
-                     LimitNote(absl::StrCat(max, " calls"),
-                               "max_prejoin_calls", max),
-                     "; retry"));
+        absl::StrCat(
+            name_, ": this worker has not joined the job yet and ",
+            prejoin_calls_->used(), " calls already wait for it, ",
+            LimitNote(absl::StrCat(max, " calls"), "max_prejoin_calls", max),
+            "; retry"));
   }
   bool joined;
   {
@@ -153,12 +153,11 @@ grpc::Status Authenticator::AwaitJoin() const {
   if (joined) return grpc::Status::OK;
   return grpc::Status(
       grpc::StatusCode::UNAVAILABLE,
-      absl::StrCat(name_, ": this worker did not join the job within ",
-                   wait_ms,
-                   " ms of the call's arrival, ",
-                   LimitNote(absl::StrCat(wait_ms, " ms"), "prejoin_wait_ms",
-                             wait_ms),
-                   "; retry"));
+      absl::StrCat(
+          name_, ": this worker did not join the job within ", wait_ms,
+          " ms of the call's arrival, ",
+          LimitNote(absl::StrCat(wait_ms, " ms"), "prejoin_wait_ms", wait_ms),
+          "; retry"));
 }
 
 grpc::Status Authenticator::AwaitNewcomer(absl::string_view credential) const {

@@ -86,9 +86,10 @@ struct CallService::ActiveCall {
 
 CallService::CallService(Options options)
     : options_(std::move(options)),
-      prejoin_(options_.prejoin_calls != nullptr
-                   ? options_.prejoin_calls
-                   : std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
+      prejoin_(
+          options_.prejoin_calls != nullptr
+              ? options_.prejoin_calls
+              : std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       open_(!options_.start_closed) {}
 
 CallService::~CallService() {
@@ -217,12 +218,12 @@ bool CallService::Park(grpc::CallbackServerContext* context,
   const int64_t wait_ms = options_.limits.prejoin_wait_ms;
   const Timers::TimerId timer = options_.timers->RunAfter(
       absl::Milliseconds(wait_ms), [this, id, wait_ms] {
-        Unpark(id, absl::UnavailableError(absl::StrCat(
-                       "this worker did not join the job within ", wait_ms,
-                       " ms of the call's arrival, ",
-                       LimitNote(absl::StrCat(wait_ms, " ms"),
-                                 "prejoin_wait_ms", wait_ms),
-                       "; retry")));
+        Unpark(id, absl::UnavailableError(
+                       absl::StrCat("this worker did not join the job within ",
+                                    wait_ms, " ms of the call's arrival, ",
+                                    LimitNote(absl::StrCat(wait_ms, " ms"),
+                                              "prejoin_wait_ms", wait_ms),
+                                    "; retry")));
       });
   bool kept;
   {

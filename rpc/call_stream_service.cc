@@ -97,9 +97,8 @@ ServerStream::ServerStream(Setup setup)
   StartRead(&in_);
   // From the stream's start: a stream that never sends its head expires
   // too.
-  expiry_ = timers_->RunAfter(
-      absl::Milliseconds(ttl_ms_),
-      [this, guard = guard_] { Expire(this, guard); });
+  expiry_ = timers_->RunAfter(absl::Milliseconds(ttl_ms_),
+                              [this, guard = guard_] { Expire(this, guard); });
 }
 
 absl::Status ServerStream::Expired() const {

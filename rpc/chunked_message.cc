@@ -1,8 +1,8 @@
 #include "rpc/chunked_message.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -166,9 +166,9 @@ absl::Status ChunkAssembler::Reserve(uint64_t bytes) {
   char* grown = static_cast<char*>(std::realloc(base_, capacity));
   if (grown == nullptr) {
     if (budget_ != nullptr) budget_->Give(peer_, more);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what_, ": out of memory for ", want, " of a message of ", total_,
-        " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what_, ": out of memory for ", want, " of a message of ",
+                     total_, " bytes"));
   }
   base_ = grown;
   capacity_ = capacity;

@@ -100,10 +100,10 @@ class ChunkAssembler {
   const std::shared_ptr<ReceiveBudget> budget_;
   const std::string peer_;
   bool started_ = false;
-  char* base_ = nullptr;   // The allocation (malloc'd), until taken.
-  int64_t capacity_ = 0;   // Its size, all of it taken from budget_.
-  char* data_ = nullptr;   // Where the message starts in it.
-  uint64_t align_ = 0;     // Byte `align_` of the message is 64-aligned.
+  char* base_ = nullptr;  // The allocation (malloc'd), until taken.
+  int64_t capacity_ = 0;  // Its size, all of it taken from budget_.
+  char* data_ = nullptr;  // Where the message starts in it.
+  uint64_t align_ = 0;    // Byte `align_` of the message is 64-aligned.
   uint64_t total_ = 0;
   uint64_t received_ = 0;
 };

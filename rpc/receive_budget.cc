@@ -10,15 +10,16 @@ absl::Status ReceiveBudget::PeerOver(const std::string& peer, int64_t held,
   const int64_t max = options_.max_bytes_per_peer;
   return OverLimit(
       absl::StrCat(peer, " would hold ", HumanBytes(held + n),
-                   " of streamed requests here (", HumanBytes(held),
-                   " held, ", HumanBytes(n), " more)"),
+                   " of streamed requests here (", HumanBytes(held), " held, ",
+                   HumanBytes(n), " more)"),
       HumanBytes(max), "max_stream_mb_per_peer", max / Limits::kMiB);
 }
 
 absl::Status ReceiveBudget::TotalOver(int64_t held, int64_t n) const {
   const int64_t max = options_.max_bytes;
-  return OverLimit(absl::StrCat(HumanBytes(n), " more for streamed requests "
-                                               "while ",
+  return OverLimit(absl::StrCat(HumanBytes(n),
+                                " more for streamed requests "
+                                "while ",
                                 HumanBytes(held), " are held for them"),
                    HumanBytes(max), "grpc_memory_mb", max / Limits::kMiB);
 }

@@ -12,8 +12,8 @@
 // stream's buffer grows with what actually arrived, not as its head
 // announces (ChunkAssembler), and given back when the buffer is freed.
 //
-//   ReceiveBudget budget({.max_bytes = 2 << 30, .max_bytes_per_peer = 1 << 30});
-//   if (absl::Status s = budget.Take("worker2", n); !s.ok()) return s;
+//   ReceiveBudget budget({.max_bytes = 2 << 30, .max_bytes_per_peer = 1 <<
+//   30}); if (absl::Status s = budget.Take("worker2", n); !s.ok()) return s;
 //   ...
 //   budget.Give("worker2", n);
 //
@@ -63,8 +63,7 @@ class ReceiveBudget {
   const Options& options() const { return options_; }
 
  private:
-  absl::Status PeerOver(const std::string& peer, int64_t held,
-                        int64_t n) const;
+  absl::Status PeerOver(const std::string& peer, int64_t held, int64_t n) const;
   absl::Status TotalOver(int64_t held, int64_t n) const;
 
   const Options options_;

@@ -540,8 +540,7 @@ void OwnerTable::Sweep() {
     for (const ForkKey& key : unconfirmed_) {
       const Fork* f = FindForkLocked(key);
       if (f == nullptr || f->holder == self_) continue;
-      bool never_confirmed =
-          !f->abandoned && f->vouched + options_.lease < now;
+      bool never_confirmed = !f->abandoned && f->vouched + options_.lease < now;
       bool abandoned = f->abandoned && f->abandoned_at + options_.lease < now;
       if (never_confirmed || abandoned) victims.push_back(key);
     }

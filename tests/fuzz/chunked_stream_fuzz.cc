@@ -131,8 +131,8 @@ class Run {
  private:
   ChunkAssembler& Assembler(int s) {
     if (streams_[s].in == nullptr) {
-      streams_[s].in = std::make_unique<ChunkAssembler>(
-          "request", kMaxMessage, budget_, PeerOf(s));
+      streams_[s].in = std::make_unique<ChunkAssembler>("request", kMaxMessage,
+                                                        budget_, PeerOf(s));
       streams_[s].sent.clear();
     }
     return *streams_[s].in;

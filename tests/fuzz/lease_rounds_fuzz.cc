@@ -86,7 +86,8 @@ class Run {
         const uint64_t h = Holder(in.Byte());
         const absl::Time deadline =
             clock_.Now() + absl::Milliseconds(100 * in.Byte());
-        waits_.push_back(table_.AddFork(r, f, h, deadline, [](absl::Status) {}));
+        waits_.push_back(
+            table_.AddFork(r, f, h, deadline, [](absl::Status) {}));
         break;
       }
       case 3: {

@@ -11,12 +11,12 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/base/quota.h"
 #include "rpc/security.h"
@@ -289,9 +289,9 @@ class PrejoinWaitTest : public PrejoinTest {
 };
 
 TEST_P(PrejoinWaitTest, AWaitEndsAtPrejoinWait) {
-  grpc::Status s = Call(
-      "/x.Y/Z", "hi",
-      {{"authorization", "Bearer s3cret"}, {kCredentialHeader, "c1.x"}});
+  grpc::Status s =
+      Call("/x.Y/Z", "hi",
+           {{"authorization", "Bearer s3cret"}, {kCredentialHeader, "c1.x"}});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(),
               AllOf(HasSubstr("worker3: this worker did not join the job "

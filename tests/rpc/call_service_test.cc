@@ -12,8 +12,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "grpcpp/server_context.h"
 #include "gmock/gmock.h"
+#include "grpcpp/server_context.h"
 #include "gtest/gtest.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/quota.h"
@@ -79,8 +79,8 @@ class FakeResponder final : public CallResponder {
 
 class ParkedCallsTest : public ::testing::Test {
  protected:
-  ParkedCallsTest() : timers_(&clock_), executor_(1), prejoin_(
-      std::make_shared<Quota>(2)) {
+  ParkedCallsTest()
+      : timers_(&clock_), executor_(1), prejoin_(std::make_shared<Quota>(2)) {
     EXPECT_TRUE(RegisterBuiltins(&registry_, &timers_).ok());
     Limits limits;
     limits.max_prejoin_calls = 2;

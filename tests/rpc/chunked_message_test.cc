@@ -202,12 +202,11 @@ TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
   head = Head(900000, 0);
   ASSERT_OK(a2.Add(&head));
   body = Buffer({std::string(600000, 'x')});
-  EXPECT_THAT(
-      a2.Add(&body),
-      StatusIs(absl::StatusCode::kResourceExhausted,
-               AllOf(HasSubstr("request: 0 of 900000 bytes received"),
-                     HasSubstr("client node 7 would hold"),
-                     HasSubstr("(--max_stream_mb_per_peer=1)"))));
+  EXPECT_THAT(a2.Add(&body),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("request: 0 of 900000 bytes received"),
+                             HasSubstr("client node 7 would hold"),
+                             HasSubstr("(--max_stream_mb_per_peer=1)"))));
   // ...while another peer's can.
   ChunkAssembler b("request", 8 << 20, budget, "worker3");
   head = Head(900000, 0);
@@ -235,8 +234,8 @@ TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
 }
 
 TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
-  auto budget =
-      std::make_shared<ReceiveBudget>(ReceiveBudget::Options{.max_bytes = 1000});
+  auto budget = std::make_shared<ReceiveBudget>(
+      ReceiveBudget::Options{.max_bytes = 1000});
   ChunkAssembler first("request", 1 << 20, budget, "a");
   grpc::ByteBuffer head = Head(600, 0);
   ASSERT_OK(first.Add(&head));
@@ -247,9 +246,8 @@ TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
   head = Head(600, 0);
   ASSERT_OK(second.Add(&head));
   body = Buffer({std::string(600, 'x')});
-  EXPECT_THAT(second.Add(&body),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("(--grpc_memory_mb=0)")));
+  EXPECT_THAT(second.Add(&body), StatusIs(absl::StatusCode::kResourceExhausted,
+                                          HasSubstr("(--grpc_memory_mb=0)")));
   {
     grpc::ByteBuffer whole = first.Take();
     EXPECT_GE(budget->used(), 600);  // Held while the message is.

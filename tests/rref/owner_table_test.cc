@@ -683,7 +683,7 @@ TEST_F(OwnerTableTest, TheHolderIndexFollowsEveryFork) {
   EXPECT_EQ(table_.stats().unconfirmed, 1);  // bob3.
   table_.DeleteFork(kRRef, bob2, false);
   ASSERT_OK(AddFork(bob4, kBob));  // A place came free.
-  LeaseListing r2;  // Bob no longer has kBobFork.
+  LeaseListing r2;                 // Bob no longer has kBobFork.
   r2.round = 2;
   r2.forks = {{kRRef, bob4}};
   ASSERT_OK(table_.RenewLease(kBob, r2));

@@ -40,9 +40,9 @@ absl::Status FullDiskAvailable() {
     return absl::FailedPreconditionError(
         absl::StrCat("a full disk needs ", kUnshare, " (util-linux)"));
   }
-  absl::StatusOr<ProcessResult> probe = RunProcess(
-      {kUnshare, "--mount", "--propagation", "private", "/bin/true"}, {},
-      absl::Seconds(10));
+  absl::StatusOr<ProcessResult> probe =
+      RunProcess({kUnshare, "--mount", "--propagation", "private", "/bin/true"},
+                 {}, absl::Seconds(10));
   if (!probe.ok()) return probe.status();
   if (probe->exit_code != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -56,7 +56,13 @@ std::vector<std::string> OnFullDisk(const std::string& dir,
                                     int free_pages) {
   // $0 is the directory; the filler takes the one page beyond free_pages.
   std::vector<std::string> out = {
-      kUnshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+      kUnshare,
+      "--mount",
+      "--propagation",
+      "private",
+      "--",
+      "/bin/sh",
+      "-c",
       absl::StrCat("mount -t tmpfs -o ", Size(free_pages),
                    " ferry-full-disk \"$0\" && head -c ", kFullDiskPage,
                    " /dev/zero > \"$0/.fill\" && exec \"$@\""),

@@ -85,8 +85,8 @@ void ExpectStreamedEcho(RawClient& raw) {
   const std::string request = wire::CallRequest(
       "echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)}, raw.node());
   RawReply r = raw.Stream(kCallStreamMethod, Streamed(request), kBound);
-  ASSERT_TRUE(r.status.ok()) << r.status.error_code() << ": "
-                             << r.status.error_message();
+  ASSERT_TRUE(r.status.ok())
+      << r.status.error_code() << ": " << r.status.error_message();
   EXPECT_GT(r.bytes.size(), data.size());
 }
 
@@ -135,8 +135,8 @@ TEST(HostileBudgetTest, AHalfSentStreamExpires) {
       DaemonCluster::Up(1, {"--stream_ttl_ms=1500"});
   ASSERT_TRUE(job.ok()) << job.status();
   std::unique_ptr<RawClient> raw = Registered(**job);
-  auto held = raw->Hold(kCallStreamMethod, {wire::StreamHead(10 * kMiB),
-                                            std::string(kMiB, 'x')});
+  auto held = raw->Hold(kCallStreamMethod,
+                        {wire::StreamHead(10 * kMiB), std::string(kMiB, 'x')});
   ASSERT_TRUE(held->AwaitWritten(kBound));
   RawReply r = held->Wait(kBound);
   Log("held stream", r);
@@ -206,7 +206,8 @@ TEST(HostileBudgetTest, OpenStreamsAreCappedAcrossConnections) {
     }
   }
   proto::WorkerStatus s = AwaitStatus(
-      *peers[0], [](const proto::WorkerStatus& s) { return s.open_streams() == 6; });
+      *peers[0],
+      [](const proto::WorkerStatus& s) { return s.open_streams() == 6; });
   ASSERT_EQ(s.open_streams(), 6);
   std::unique_ptr<RawClient> late = Registered(**job);
   RawReply r = late->Stream(kCallStreamMethod, {}, kBound);
@@ -241,10 +242,13 @@ class PrejoinTest : public ::testing::Test {
     std::ofstream(token_file) << token_ << "\n";
     ASSERT_EQ(chmod(token_file.c_str(), 0600), 0);
     const std::string addr = dir + "/w0.addr";
-    std::vector<std::string> argv = {
-        Runfile("tools/ferryd"), "--rank=0", "--world_size=2",
-        "--master=127.0.0.1:0", "--token_file=" + token_file,
-        "--address_file=" + addr, "--startup_timeout_ms=120000"};
+    std::vector<std::string> argv = {Runfile("tools/ferryd"),
+                                     "--rank=0",
+                                     "--world_size=2",
+                                     "--master=127.0.0.1:0",
+                                     "--token_file=" + token_file,
+                                     "--address_file=" + addr,
+                                     "--startup_timeout_ms=120000"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     absl::StatusOr<std::unique_ptr<BackgroundProcess>> p =
         BackgroundProcess::Start(argv);
@@ -257,7 +261,8 @@ class PrejoinTest : public ::testing::Test {
     }
     std::ifstream in(addr);
     std::getline(in, address_);
-    ASSERT_FALSE(address_.empty()) << ferryd_->Wait(absl::ZeroDuration()).Describe();
+    ASSERT_FALSE(address_.empty())
+        << ferryd_->Wait(absl::ZeroDuration()).Describe();
   }
 
   std::string address_;
@@ -327,14 +332,15 @@ TEST_F(PrejoinTest, CallsWaitingForTheJobExpire) {
 TEST(HostileBudgetTest, AFloodOfLeaseRoundsWalksNoOneElsesForks) {
   absl::StatusOr<std::unique_ptr<DaemonCluster>> job = DaemonCluster::Up(1);
   ASSERT_TRUE(job.ok()) << job.status();
-  absl::StatusOr<std::unique_ptr<Client>> honest = Client::Connect(
-      {.master = (*job)->master(),
-       .security = {.token_file = (*job)->token_file()}});
+  absl::StatusOr<std::unique_ptr<Client>> honest =
+      Client::Connect({.master = (*job)->master(),
+                       .security = {.token_file = (*job)->token_file()}});
   ASSERT_TRUE(honest.ok()) << honest.status();
   constexpr int kRRefs = 2000;
   std::vector<RRef> held;
   for (int i = 0; i < kRRefs; ++i) {
-    absl::StatusOr<RRef> r = (*honest)->Remote("worker0", "echo", {Value(int64_t{i})});
+    absl::StatusOr<RRef> r =
+        (*honest)->Remote("worker0", "echo", {Value(int64_t{i})});
     ASSERT_TRUE(r.ok()) << r.status();
     held.push_back(*std::move(r));
   }
@@ -365,8 +371,7 @@ TEST(HostileBudgetTest, AFloodOfLeaseRoundsWalksNoOneElsesForks) {
             << " forks (" << kRRefs << " held by the honest client)\n";
   // The honest client's own periodic rounds (one per quarter lease) may
   // fall inside the flood; the attacker's rounds walk nothing.
-  const int64_t own_rounds =
-      1 + absl::ToInt64Seconds(flood) / 2 + 1;
+  const int64_t own_rounds = 1 + absl::ToInt64Seconds(flood) / 2 + 1;
   EXPECT_LE(walked, own_rounds * kRRefs);
   // And the honest client's RRefs are intact and usable.
   absl::StatusOr<Value> v = held[7].ToHere();
@@ -419,11 +424,11 @@ TEST(FullDiskTest, FerryctlUpSaysWhy) {
     options.env = {{"FERRYD", Runfile("tools/ferryd")},
                    {"XDG_STATE_HOME", dir + "/state"}};
     absl::StatusOr<ProcessResult> r = testing::RunProcess(
-        testing::OnFullDisk(dir,
-                            {Runfile("tools/ferryctl"), "--timeout_ms=10000",
-                             "up", "--world_size=1", "--port=0",
-                             "--dir=" + dir},
-                            free_pages),
+        testing::OnFullDisk(
+            dir,
+            {Runfile("tools/ferryctl"), "--timeout_ms=10000", "up",
+             "--world_size=1", "--port=0", "--dir=" + dir},
+            free_pages),
         options, absl::Seconds(30));
     ASSERT_TRUE(r.ok()) << r.status();
     std::cout << "ferryctl up, " << free_pages << " pages free: " << r->err;

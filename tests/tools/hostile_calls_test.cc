@@ -261,7 +261,8 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
 }
 
 TEST_F(HostileCallsTest, StreamAnnouncingAnExabyte) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(uint64_t{1} << 60)});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(uint64_t{1} << 60)});
   ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
                 "(--max_message_mb=1100)");
 }
@@ -273,20 +274,23 @@ TEST_F(HostileCallsTest, StreamHeadOfTheWrongSize) {
 }
 
 TEST_F(HostileCallsTest, StreamLongerThanAnnounced) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(4), "12345678"});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(4), "12345678"});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "a chunk of 8 bytes after 0 of 4");
 }
 
 TEST_F(HostileCallsTest, StreamEndingEarly) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(1 << 20), "1234"});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(1 << 20), "1234"});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "4 of 1048576 bytes received");
 }
 
 TEST_F(HostileCallsTest, StreamOfAMalformedRequest) {
   const std::string junk = "\xff\xff\xff";
-  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(junk.size()), junk});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(junk.size()), junk});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "request");
 }
 

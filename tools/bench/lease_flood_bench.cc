@@ -5,10 +5,11 @@
 //
 // The table holds --rrefs values, each with one fork of holder A. An
 // honest user C runs remote()'s cycle on it (create, value, fetch,
-// release) --cycles times, --gap_us apart, alone and then while another thread floods
-// complete lease rounds from holder B, who holds nothing here (the
+// release) --cycles times, --gap_us apart, alone and then while another thread
+// floods complete lease rounds from holder B, who holds nothing here (the
 // 20-byte RenewLease of issue 25, F6); each measurement stops after 10 s.
-// Prints the cycle's p50/p99 and a flood round's time. Not a test: figures swing with the machine.
+// Prints the cycle's p50/p99 and a flood round's time. Not a test: figures
+// swing with the machine.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -45,8 +46,7 @@ void Cycle(OwnerTable& table, uint64_t i) {
   const GlobalId rref{kC, 2 * i + 1}, fork{kC, 2 * i + 2};
   (void)table.Create(rref, fork, kC);
   table.Resolve(rref, Value(static_cast<int64_t>(i)));
-  table.Fetch(rref, fork, absl::InfiniteFuture(),
-              [](absl::StatusOr<Value>) {});
+  table.Fetch(rref, fork, absl::InfiniteFuture(), [](absl::StatusOr<Value>) {});
   table.DeleteFork(rref, fork, false);
 }
 

@@ -149,9 +149,9 @@ absl::StatusOr<std::string> DaemonAddress(const std::string& text,
                                           const std::string& who) {
   absl::StatusOr<HostPort> parsed = ParseHostPort(text);
   if (parsed.ok() && !parsed->host.empty() && parsed->port > 0) return text;
-  return absl::FailedPreconditionError(absl::StrCat(
-      who, " wrote '", absl::CEscape(text.substr(0, 64)), "' to ", path,
-      ", not HOST:PORT (a full or broken disk?)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(who, " wrote '", absl::CEscape(text.substr(0, 64)), "' to ",
+                   path, ", not HOST:PORT (a full or broken disk?)"));
 }
 
 void KillAll(const std::vector<pid_t>& pids) {
@@ -187,8 +187,8 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
       FERRY_ASSIGN_OR_RETURN(
           std::string written,
           WaitForFile(base + ".addr", pid, base + ".log", "worker0", deadline));
-      FERRY_ASSIGN_OR_RETURN(
-          master, DaemonAddress(written, base + ".addr", "worker0"));
+      FERRY_ASSIGN_OR_RETURN(master,
+                             DaemonAddress(written, base + ".addr", "worker0"));
     }
   }
   for (int rank = 0; rank < o.world_size; ++rank) {
@@ -201,10 +201,11 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
                     absl::StrCat("worker", rank), deadline));
     absl::StatusOr<Value> info = ParseJson(ready);
     if (!info.ok() || !info->is_map()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker", rank, " wrote '", absl::CEscape(ready.substr(0, 64)),
-          "' to ", base, ".ready, not its JSON description (a full or broken "
-          "disk?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker", rank, " wrote '",
+                       absl::CEscape(ready.substr(0, 64)), "' to ", base,
+                       ".ready, not its JSON description (a full or broken "
+                       "disk?)"));
     }
     workers.push_back(*std::move(info));
   }

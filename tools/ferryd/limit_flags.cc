@@ -109,8 +109,8 @@ absl::StatusOr<Limits> LimitsFromFlags() {
   FERRY_LIMIT_FLAG_(max_concurrent_streams, max_concurrent_streams, INT32_MAX,
                     1);
   FERRY_LIMIT_FLAG_(grpc_memory_bytes, grpc_memory_mb, kMaxMiB, kMiB);
-  FERRY_LIMIT_FLAG_(max_stream_bytes_per_peer, max_stream_mb_per_peer,
-                    kMaxMiB, kMiB);
+  FERRY_LIMIT_FLAG_(max_stream_bytes_per_peer, max_stream_mb_per_peer, kMaxMiB,
+                    kMiB);
   FERRY_LIMIT_FLAG_(stream_ttl_ms, stream_ttl_ms, kAny, 1);
   FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
   FERRY_LIMIT_FLAG_(max_prejoin_calls, max_prejoin_calls, kAny, 1);

@@ -257,8 +257,8 @@ int Run() {
   absl::StatusOr<std::string> address = worker.Listen();
   if (!address.ok()) return Fail(address.status());
   if (!absl::GetFlag(FLAGS_address_file).empty()) {
-    absl::Status s = WriteFlagFile(
-        "address_file", absl::GetFlag(FLAGS_address_file), *address);
+    absl::Status s = WriteFlagFile("address_file",
+                                   absl::GetFlag(FLAGS_address_file), *address);
     if (!s.ok()) return Fail(s);
   }
   std::thread signals(WatchSignals, &worker);

@@ -55,7 +55,8 @@ absl::Status Finish(int fd, absl::string_view text, const std::string& path,
   absl::Status s;
   if (fchmod(fd, mode) != 0) s = FileError("cannot chmod", path, errno);
   if (s.ok()) s = WriteAll(fd, text, path);
-  if (s.ok() && sync && fsync(fd) != 0) s = FileError("cannot sync", path, errno);
+  if (s.ok() && sync && fsync(fd) != 0)
+    s = FileError("cannot sync", path, errno);
   // Linux closes the descriptor even when close fails: never retried.
   if (close(fd) != 0 && s.ok()) s = FileError("cannot close", path, errno);
   return s;
@@ -63,9 +64,9 @@ absl::Status Finish(int fd, absl::string_view text, const std::string& path,
 
 absl::Status WriteInPlace(const std::string& path, absl::string_view text,
                           mode_t mode) {
-  const int fd = open(path.c_str(),
-                      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-                      mode);
+  const int fd =
+      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+           mode);
   if (fd < 0) return FileError("cannot write", path, errno);
   return Finish(fd, text, path, mode, /*sync=*/false);
 }

@@ -120,8 +120,7 @@ absl::StatusOr<std::string> MakeJobDir(const std::string& requested) {
 
 absl::StatusOr<std::string> WriteNewToken(const std::string& dir) {
   const std::string path = dir + "/token";
-  if (absl::Status s = WriteFile(path, NewCredential() + "\n");
-      !s.ok()) {
+  if (absl::Status s = WriteFile(path, NewCredential() + "\n"); !s.ok()) {
     return s;
   }
   return path;
@@ -136,7 +135,7 @@ absl::StatusOr<int> OpenLog(const std::string& path) {
 
 absl::Status RecordDaemon(const std::string& dir, int rank, pid_t pid) {
   return WriteFile(absl::StrCat(dir, "/worker", rank, ".pid"),
-                          absl::StrCat(pid, "\n"));
+                   absl::StrCat(pid, "\n"));
 }
 
 bool CommandLineHas(pid_t pid, const std::string& marker) {
