@@ -165,17 +165,32 @@ void OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
 }
 
 absl::Status OwnerTable::AddLocal(GlobalId rref, GlobalId fork, Value value) {
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = entries_.try_emplace(rref);
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("rref ", GlobalIdString(rref), " already exists"));
+  Deferred later;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = entries_.try_emplace(rref);
+    if (!inserted) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rref ", GlobalIdString(rref), " already exists"));
+    }
+    it->second.state = State::kReady;
+    it->second.value = std::move(value);
+    it->second.creator = self_;
+    it->second.created = clock_->Now();
+    status = RegisterForkLocked(rref, it->second, fork, self_, true);
+    if (!status.ok()) {
+      later.push_back(
+          [v = std::move(it->second.value)]() mutable { v = Value(); });
+      entries_.erase(it);
+    } else {
+      // Its fork's delete came first (lease_rounds_fuzz found the value
+      // kept forever): nobody holds it, so it goes now.
+      MaybeFreeLocked(rref, &later);
+    }
   }
-  it->second.state = State::kReady;
-  it->second.value = std::move(value);
-  it->second.creator = self_;
-  it->second.created = clock_->Now();
-  return RegisterForkLocked(rref, it->second, fork, self_, true);
+  Run(later);
+  return status;
 }
 
 OwnerTable::WaitId OwnerTable::ParkLocked(Wait wait) {

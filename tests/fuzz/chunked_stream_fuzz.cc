@@ -161,7 +161,8 @@ class Run {
   }
 
   void Chunk(int s, Reader& in) {
-    const size_t length = in.Byte() | (size_t{in.Byte()} << 8);
+    const size_t low = in.Byte();  // In order: operands' order is unspecified.
+    const size_t length = low | (size_t{in.Byte()} << 8);
     const uint8_t split = in.Byte();
     const std::string bytes = in.Bytes(length);
     ChunkAssembler& a = Assembler(s);

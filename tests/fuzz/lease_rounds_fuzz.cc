@@ -66,8 +66,11 @@ class Run {
     const uint8_t op = in.Byte();
     switch (op % 12) {
       case 0: {
+        // Operands are read into locals, in order (argument order is
+        // unspecified, and gcc and clang differ).
         const GlobalId r = RRefId(in.Byte());
-        (void)table_.Create(r, ForkId(in.Byte()), Holder(in.Byte()));
+        const GlobalId f = ForkId(in.Byte());
+        (void)table_.Create(r, f, Holder(in.Byte()));
         created_.insert(r);
         break;
       }
@@ -93,12 +96,14 @@ class Run {
       case 3: {
         const GlobalId r = RRefId(in.Byte());
         const GlobalId f = ForkId(in.Byte());
-        (void)table_.ConfirmFork(r, f, Holder(in.Byte()), in.Byte() % 8);
+        const uint64_t h = Holder(in.Byte());
+        (void)table_.ConfirmFork(r, f, h, in.Byte() % 8);
         break;
       }
       case 4: {
         const GlobalId r = RRefId(in.Byte());
-        table_.DeleteFork(r, ForkId(in.Byte()), in.Byte() & 1);
+        const GlobalId f = ForkId(in.Byte());
+        table_.DeleteFork(r, f, in.Byte() & 1);
         break;
       }
       case 5:
@@ -135,7 +140,8 @@ class Run {
       }
       default: {
         const GlobalId r = RRefId(in.Byte());
-        (void)table_.AddLocal(r, ForkId(in.Byte()), Value(int64_t{1}));
+        const GlobalId f = ForkId(in.Byte());
+        (void)table_.AddLocal(r, f, Value(int64_t{1}));
         created_.insert(r);
       }
     }
@@ -154,6 +160,13 @@ class Run {
     table_.Sweep();
     const OwnerStats s = table_.stats();
     if (s.owned != 0 || s.forks != 0 || s.parked != 0 || s.unconfirmed != 0) {
+      fprintf(stderr, "owned %ld forks %ld parked %ld unconfirmed %ld\n",
+              static_cast<long>(s.owned), static_cast<long>(s.forks),
+              static_cast<long>(s.parked), static_cast<long>(s.unconfirmed));
+      for (const proto::OwnedRRef& r : table_.List()) {
+        fprintf(stderr, "  %s %s forks %d\n", r.id().c_str(), r.state().c_str(),
+                r.forks_size());
+      }
       Fail("the table is not empty at the end");
     }
   }

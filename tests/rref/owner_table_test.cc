@@ -620,6 +620,20 @@ TEST_F(OwnerTableTest, BadChunkNumbersAreInvalid) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Found by lease_rounds_fuzz: a local value whose fork's delete arrived
+// first was kept with no fork, forever.
+TEST_F(OwnerTableTest, ALocalValueWhoseDeleteCameFirstIsFreed) {
+  const GlobalId local{kOwner, 3}, fork{kOwner, 4};
+  table_.DeleteFork(local, fork, false);
+  ASSERT_OK(table_.AddLocal(local, fork, Value(1)));
+  EXPECT_EQ(table_.stats().owned, 0);
+  Outcome<absl::StatusOr<Value>> o;
+  EXPECT_EQ(table_.Fetch(local, fork, clock_.Now() + kLease, o.Callback()), 0u);
+  ASSERT_TRUE(o.result.has_value());
+  EXPECT_THAT(*o.result, StatusIs(absl::StatusCode::kNotFound,
+                                  HasSubstr("already released")));
+}
+
 // Issue 25 (F6): one 20-byte lease round scanned the whole table under its
 // lock. A round, a drop or a sweep now walks the holder's own forks (and
 // a sweep only what may have expired): a flood of rounds from a holder
