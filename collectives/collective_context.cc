@@ -55,7 +55,8 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
           Exchange::Options{.chunk_bytes = config.chunk_bytes,
                             .world_size = agent->world_size(),
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
-                            .authenticator = &agent->authenticator()})) {}
+                            .authenticator = &agent->authenticator(),
+                            .open_streams = agent->open_streams()})) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
 

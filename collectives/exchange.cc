@@ -254,6 +254,9 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
 
   void OnDone() override {
     exchange_->RemoveInbound(id_);
+    if (exchange_->options_.open_streams != nullptr) {
+      exchange_->options_.open_streams->Give();
+    }
     delete this;
   }
 
@@ -326,7 +329,14 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                      absl::StrCat("unknown method ", context->method())));
   }
-  return new ReceiveStream(this, context);
+  const std::shared_ptr<Quota>& open = options_.open_streams;
+  if (open != nullptr && !open->TryTake()) {
+    return new Refusal(ToGrpcStatus(
+        OverLimit(absl::StrCat(open->used(), " streams are open here"),
+                  absl::StrCat(open->max(), " streams"), "max_open_streams",
+                  open->max())));
+  }
+  return new ReceiveStream(this, context);  // Gives the place back.
 }
 
 }  // namespace ferry

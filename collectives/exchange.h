@@ -28,6 +28,7 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/future.h"
+#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/channels.h"
 #include "rpc/generic_stubs.h"
@@ -50,6 +51,10 @@ class Exchange final : public grpc::CallbackGenericService {
     // Optional: who a stream is. Then frames come only from workers, each
     // under its own rank (Inbound's sender).
     const Authenticator* authenticator = nullptr;
+    // Optional: streams open at once (--max_open_streams), shared with the
+    // worker's other streaming services; one past it is refused at once
+    // (RESOURCE_EXHAUSTED naming the flag).
+    std::shared_ptr<Quota> open_streams;
   };
 
   // `directory` must be filled (the worker started) before the first Send.

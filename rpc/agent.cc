@@ -124,6 +124,9 @@ RpcAgent::RpcAgent(AgentOptions options)
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
+      open_streams_(std::make_shared<Quota>(options_.limits.max_open_streams)),
+      prejoin_calls_(
+          std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{
           .token = security_->token(),
           // Where secrets travel, every node sends its credential (the
@@ -134,6 +137,10 @@ RpcAgent::RpcAgent(AgentOptions options)
           .late_admits = !embedded(),
           .cert_identity = security_->cert_identity(),
           .processes_metadata = !security_->insecure(),
+          .prejoin_calls = prejoin_calls_,
+          .prejoin_wait = absl::Milliseconds(options_.limits.prejoin_wait_ms),
+          .name = options_.name.empty() ? absl::StrCat("worker", options_.rank)
+                                        : options_.name,
       })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
@@ -267,6 +274,8 @@ absl::Status RpcAgent::StartServer() {
       .authenticator = authenticator_.get(),
       // Calls need the directory: served once the job formed (Start).
       .start_closed = true,
+      .prejoin_calls = prejoin_calls_,
+      .timers = timers_,
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -288,8 +297,10 @@ absl::Status RpcAgent::StartServer() {
   // (rpc/bounded_service.h): one that does not is a programming error.
   std::vector<BoundedServiceBase*> services = services_;
   services.push_back(call_service_.get());
-  call_stream_service_ =
-      std::make_unique<CallStreamService>(call_service_.get());
+  call_stream_service_ = std::make_unique<CallStreamService>(
+      call_service_.get(),
+      CallStreamService::Options{.timers = timers_,
+                                 .open_streams = open_streams_});
   services.push_back(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
@@ -680,6 +691,11 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_inflight_outgoing(out);
   s.set_calls_served(call_service_ ? call_service_->served() : 0);
   s.set_functions(registry_.size());
+  if (call_stream_service_ != nullptr) {
+    s.set_stream_bytes(call_stream_service_->budget().used());
+  }
+  s.set_open_streams(open_streams_->used());
+  s.set_prejoin_calls(prejoin_calls_->used());
   for (uint64_t node : membership_.DownNodes()) {
     if (IsWorkerNode(node)) s.add_dead_peers(NodeLabel(node));
   }

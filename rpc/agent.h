@@ -36,6 +36,7 @@
 #include "rpc/base/executor.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
@@ -215,6 +216,9 @@ class RpcAgent {
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }
+  // Streams open here at once (--max_open_streams): every streaming
+  // service counts its incoming streams in it.
+  const std::shared_ptr<Quota>& open_streams() const { return open_streams_; }
 
  private:
   absl::Status StartServer();
@@ -254,6 +258,10 @@ class RpcAgent {
   Timers* const timers_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ChannelPool> channels_;
+  // Streams open (--max_open_streams); calls waiting for the job to form
+  // (--max_prejoin_calls: the call service's and the authenticator's).
+  const std::shared_ptr<Quota> open_streams_;
+  const std::shared_ptr<Quota> prejoin_calls_;
   // Checks every call's token and credential before its body is read.
   std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/cert_identity.h"
 
@@ -99,7 +100,10 @@ Authenticator::Authenticator(AuthenticatorOptions options)
       require_identity_(options.require_identity),
       late_admits_(options.late_admits),
       cert_identity_(options.cert_identity),
-      processes_metadata_(options.processes_metadata) {}
+      processes_metadata_(options.processes_metadata),
+      prejoin_calls_(std::move(options.prejoin_calls)),
+      prejoin_wait_(options.prejoin_wait),
+      name_(std::move(options.name)) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -116,8 +120,44 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
     // Handlers never see the secret.
     consumed->insert({kAuthorization, expected_});
   }
-  if (late_admits_) return AwaitNewcomer(Find(metadata, kCredentialHeader));
+  const absl::string_view credential = Find(metadata, kCredentialHeader);
+  // A credential means nothing here before the Join answer: wait for it
+  // (here, off the callback threads), so no handler has to.
+  if (!credential.empty() && !joined_.load()) {
+    if (grpc::Status s = AwaitJoin(); !s.ok()) return s;
+  }
+  if (late_admits_) return AwaitNewcomer(credential);
   return grpc::Status::OK;
+}
+
+grpc::Status Authenticator::AwaitJoin() const {
+  const int64_t wait_ms = absl::ToInt64Milliseconds(prejoin_wait_);
+  if (prejoin_calls_ != nullptr && !prejoin_calls_->TryTake()) {
+    const int64_t max = prejoin_calls_->max();
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat(
+            name_, ": this worker has not joined the job yet and ",
+            prejoin_calls_->used(), " calls already wait for it, ",
+            LimitNote(absl::StrCat(max, " calls"), "max_prejoin_calls", max),
+            "; retry"));
+  }
+  bool joined;
+  {
+    // The wait is for a real event a moment away (the job forming): real
+    // time, like gRPC's own deadlines.
+    absl::MutexLock lock(&mu_);
+    joined = mu_.AwaitWithTimeout(absl::Condition(&learned_), prejoin_wait_);
+  }
+  if (prejoin_calls_ != nullptr) prejoin_calls_->Give();
+  if (joined) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      absl::StrCat(
+          name_, ": this worker did not join the job within ", wait_ms,
+          " ms of the call's arrival, ",
+          LimitNote(absl::StrCat(wait_ms, " ms"), "prejoin_wait_ms", wait_ms),
+          "; retry"));
 }
 
 grpc::Status Authenticator::AwaitNewcomer(absl::string_view credential) const {
@@ -184,6 +224,7 @@ void Authenticator::SetClientKey(std::string key) {
   absl::MutexLock lock(&mu_);
   client_key_ = std::move(key);
   learned_ = true;
+  joined_.store(true);
 }
 
 std::optional<uint64_t> Authenticator::ResolveLocked(
@@ -208,16 +249,9 @@ size_t Authenticator::late_waits() const {
 
 std::optional<uint64_t> Authenticator::AwaitLocked(
     absl::string_view credential, const std::string& digest) const {
-  // Both waits are for real events a moment away, so they are short and in
-  // real time.
+  // The wait is for a real event a moment away, so it is short and in real
+  // time. (Before joining, Process waited already: AwaitJoin.)
   const absl::Time deadline = absl::Now() + kLearnWait;
-  if (!learned_) {
-    // The job forms for every worker at once: a peer may call before this
-    // worker has read the Join answer that names its credential.
-    mu_.AwaitWithDeadline(absl::Condition(&learned_), deadline);
-    std::optional<uint64_t> node = ResolveLocked(credential, digest);
-    if (node.has_value()) return node;
-  }
   // A newcomer's first call may overtake the watch event that admits it;
   // a departed node's late call is no newcomer's.
   if (!learned_ || !late_admits_ || late_waits_.size() >= kMaxLateWaits ||
@@ -249,10 +283,17 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   {
     absl::MutexLock lock(&mu_);
     node = ResolveLocked(credential, digest);
-    if (!node.has_value() && !late_admits_) {
-      node = AwaitLocked(credential, digest);
-    } else if (!node.has_value() && !processes_metadata_ &&
-               !gone_.contains(digest)) {
+    if (!node.has_value() && !learned_) {
+      // Not joined yet: no credential is known here. Process waited for
+      // the Join answer (or refused the call); without Process (an
+      // --insecure job) claims are believed, and nothing waits.
+      if (!processes_metadata_) return std::optional<uint64_t>();
+      return absl::UnavailableError(
+          "this worker has not joined the job yet, so it knows no node "
+          "credential; retry");
+    }
+    if (!node.has_value() && !processes_metadata_ && late_admits_ &&
+        !gone_.contains(digest)) {
       // An --insecure job on etcd: a credential not learned yet proves
       // nobody, and claims are believed there anyway (one of a departed
       // node is still refused). With Process, it waited already.

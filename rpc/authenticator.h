@@ -27,6 +27,13 @@
 //     node that died or left is refused at once. The wait is in Process,
 //     on gRPC's auth thread pool, before the body is read: every call of
 //     such a job takes that thread hop.
+//   - before this worker has joined the job (SetClientKey), it knows no
+//     credential yet: a call presenting one waits in Process, on gRPC's
+//     auth thread pool (IsBlocking() is true until then), never in a
+//     handler, for the Join answer — at most `prejoin_calls` calls at once
+//     (--max_prejoin_calls, shared with the calls the CallService parks)
+//     and `prejoin_wait` each (--prejoin_wait_ms), UNAVAILABLE naming the
+//     flag past either (retry: the job is forming). Handlers never wait.
 //   - with cert_identity (--tls_identity=san, rpc/cert_identity.h) a
 //     worker's credential counts only over a connection whose TLS client
 //     certificate names that worker: a stolen credential is no use
@@ -44,8 +51,10 @@
 #ifndef FERRY_RPC_AUTHENTICATOR_H_
 #define FERRY_RPC_AUTHENTICATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,6 +68,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/server_context.h"
+#include "rpc/base/quota.h"
 
 namespace ferry {
 
@@ -89,6 +99,13 @@ struct AuthenticatorOptions {
   // cannot run one). Without it, with late_admits, a credential not
   // learned yet counts as none (claims are believed in such a job).
   bool processes_metadata = true;
+  // Calls that may wait at once for this worker to join the job
+  // (--max_prejoin_calls), shared with the CallService's parked calls;
+  // null: no bound. And how long each may wait (--prejoin_wait_ms).
+  std::shared_ptr<Quota> prejoin_calls;
+  absl::Duration prejoin_wait = absl::Seconds(5);
+  // Names the worker in those errors ("worker1").
+  std::string name = "this worker";
 };
 
 class Authenticator final : public grpc::AuthMetadataProcessor {
@@ -96,8 +113,7 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // Clients forgotten (they left) are remembered this many at most: an
   // older one's credential, known only to that client, names it again.
   static constexpr size_t kRevokedClients = 1024;
-  // Longest a call waits for this worker to learn the job's credentials,
-  // or (late_admits) for a newcomer's.
+  // Longest a call waits (late_admits) for a newcomer's credential.
   static constexpr absl::Duration kLearnWait = absl::Seconds(5);
   // Most calls waiting at once for a newcomer's credential (late_admits);
   // past it an unknown credential is refused at once. Each wait holds a
@@ -110,10 +126,11 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
       : Authenticator(AuthenticatorOptions{
             .token = std::move(token), .require_identity = require_identity}) {}
 
-  // Inline on gRPC's thread (a map lookup) unless late_admits: then on
-  // gRPC's auth thread pool, where a call may wait for a newcomer's
-  // credential without holding a thread that runs callbacks.
-  bool IsBlocking() const override { return late_admits_; }
+  // Inline on gRPC's thread (a map lookup) once joined, unless
+  // late_admits: then, and before joining, on gRPC's auth thread pool,
+  // where a call may wait for a credential without holding a thread that
+  // runs callbacks. (gRPC asks for every call.)
+  bool IsBlocking() const override { return late_admits_ || !joined_.load(); }
   grpc::Status Process(const InputMetadata& metadata,
                        grpc::AuthContext* context, OutputMetadata* consumed,
                        OutputMetadata* response) override
@@ -127,7 +144,7 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // The job's client key (from the master); client credentials are
   // refused until it is set. Called once the Join answer's credentials
   // were admitted: until then CallerNode waits (kLearnWait at most) for an
-  // unknown credential rather than refusing it.
+  // unknown credential rather than refusing it (in Process; see above).
   void SetClientKey(std::string key) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The node whose credential the call presented, if it presented a known
@@ -136,6 +153,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The node the call proved it is; nullopt if it presented no credential;
   // UNAUTHENTICATED if it presented one that names no live node;
+  // UNAVAILABLE if this worker has not joined the job yet (so knows no
+  // credential; an --insecure job then believes claims: nullopt). Never
+  // waits (Process did);
   // PERMISSION_DENIED (cert_identity) if it is a worker's credential over a
   // connection whose certificate does not name that worker.
   absl::StatusOr<std::optional<uint64_t>> CallerNode(
@@ -165,12 +185,16 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   std::optional<uint64_t> ResolveLocked(absl::string_view credential,
                                         const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK once this worker joined the job (at once if it has), or
+  // UNAVAILABLE naming --max_prejoin_calls or --prejoin_wait_ms. Blocks
+  // (Process only).
+  grpc::Status AwaitJoin() const ABSL_LOCKS_EXCLUDED(mu_);
   // OK if `credential` ("" = none) is known, or becomes known within
   // kLearnWait; else UNAUTHENTICATED. Blocks (Process, late_admits only).
   grpc::Status AwaitNewcomer(absl::string_view credential) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits (kLearnWait at most) for a credential that may be on its way;
-  // the node it names if it came.
+  // Waits (kLearnWait at most, late_admits only) for a newcomer's
+  // credential that may be on its way; the node it names if it came.
   std::optional<uint64_t> AwaitLocked(absl::string_view credential,
                                       const std::string& digest) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -182,6 +206,11 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   const bool late_admits_;
   const bool cert_identity_;
   const bool processes_metadata_;
+  const std::shared_ptr<Quota> prejoin_calls_;
+  const absl::Duration prejoin_wait_;
+  const std::string name_;
+  // learned_, for IsBlocking without the lock.
+  std::atomic<bool> joined_{false};
   mutable absl::Mutex mu_;
   std::string client_key_ ABSL_GUARDED_BY(mu_);
   bool learned_ ABSL_GUARDED_BY(mu_) = false;  // SetClientKey was called.

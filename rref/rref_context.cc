@@ -677,6 +677,7 @@ void RRefContext::FillStatus(proto::WorkerStatus* status) const {
   status->set_pending_forks(s.unconfirmed);
   status->set_pending_deletes(pending_messages());
   status->set_parked_requests(s.parked);
+  status->set_rref_forks_walked(s.forks_walked);
 }
 
 }  // namespace ferry

@@ -11,16 +11,21 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "rpc/base/quota.h"
 #include "rpc/security.h"
 
 namespace ferry {
 namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 // Echoes one message and remembers which node the call proved to be.
 class EchoService final : public grpc::CallbackGenericService {
@@ -68,11 +73,12 @@ constexpr uint64_t kClient = uint64_t{1} << 32;  // The first client node.
 
 class AuthenticatorTest : public ::testing::TestWithParam<bool> {
  protected:
-  explicit AuthenticatorTest(AuthenticatorOptions options = {.token = "s3cret"})
+  explicit AuthenticatorTest(AuthenticatorOptions options = {.token = "s3cret"},
+                             bool joined = true)
       : authenticator_(std::make_shared<Authenticator>(std::move(options))),
         service_(authenticator_.get()) {
     // As on a worker that has read its Join answer (no waiting for it).
-    authenticator_->SetClientKey("");
+    if (joined) authenticator_->SetClientKey("");
   }
 
   void SetUp() override {
@@ -221,6 +227,85 @@ TEST_P(AuthenticatorTest, AClientsOwnCredentialNamesItUntilItLeaves) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, AuthenticatorTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "unix" : "tcp";
+                         });
+
+// Before the worker has joined the job it knows no credential: a call
+// presenting one waits for the Join answer before its handler runs, off
+// gRPC's callback threads (issue 25: such calls waited inside handlers,
+// unbounded in number), at most --max_prejoin_calls at once and
+// --prejoin_wait_ms each.
+class PrejoinTest : public AuthenticatorTest {
+ protected:
+  explicit PrejoinTest(absl::Duration wait = absl::Seconds(30))
+      : AuthenticatorTest({.token = "s3cret",
+                           .prejoin_calls = Places(),
+                           .prejoin_wait = wait,
+                           .name = "worker3"},
+                          /*joined=*/false) {}
+
+  // One place, shared with the test (a worker shares it with its parked
+  // calls).
+  static std::shared_ptr<Quota> Places() {
+    places_ = std::make_shared<Quota>(1);
+    return places_;
+  }
+  static std::shared_ptr<Quota> places_;
+};
+std::shared_ptr<Quota> PrejoinTest::places_;
+
+TEST_P(PrejoinTest, ACredentialWaitsForTheJoinBeforeItsHandler) {
+  const std::multimap<std::string, std::string> headers = {
+      {"authorization", "Bearer s3cret"}, {kCredentialHeader, NewCredential()}};
+  grpc::Status first;
+  std::thread caller([&] { first = Call("/x.Y/Z", "hi", headers); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (places_->used() == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ(places_->used(), 1);
+  EXPECT_EQ(service_.handled, 0);
+  // No place left: the next is refused at once, naming the flag.
+  grpc::Status second = Call("/x.Y/Z", "hi", headers);
+  EXPECT_EQ(second.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(second.error_message(),
+              AllOf(HasSubstr("worker3: this worker has not joined the job "
+                              "yet and 1 calls already wait for it"),
+                    HasSubstr("(--max_prejoin_calls=1)")));
+  // A call without a credential has nothing to wait for.
+  EXPECT_TRUE(Call("/x.Y/Z", "hi", {{"authorization", "Bearer s3cret"}}).ok());
+  EXPECT_EQ(service_.handled, 1);
+  authenticator_->SetClientKey("");  // The Join answer.
+  caller.join();
+  EXPECT_TRUE(first.ok()) << first.error_message();
+  EXPECT_EQ(service_.handled, 2);
+  EXPECT_EQ(places_->used(), 0);
+}
+
+class PrejoinWaitTest : public PrejoinTest {
+ protected:
+  PrejoinWaitTest() : PrejoinTest(absl::Milliseconds(50)) {}
+};
+
+TEST_P(PrejoinWaitTest, AWaitEndsAtPrejoinWait) {
+  grpc::Status s =
+      Call("/x.Y/Z", "hi",
+           {{"authorization", "Bearer s3cret"}, {kCredentialHeader, "c1.x"}});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(),
+              AllOf(HasSubstr("worker3: this worker did not join the job "
+                              "within 50 ms"),
+                    HasSubstr("(--prejoin_wait_ms=50)")));
+  EXPECT_EQ(service_.handled, 0);
+  EXPECT_EQ(places_->used(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, PrejoinTest,
+                         ::testing::Values(false, true), [](const auto& info) {
+                           return info.param ? "unix" : "tcp";
+                         });
+INSTANTIATE_TEST_SUITE_P(TcpAndUnixSocket, PrejoinWaitTest,
                          ::testing::Values(false, true), [](const auto& info) {
                            return info.param ? "unix" : "tcp";
                          });

@@ -9,7 +9,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/value/json.h"
 
@@ -122,6 +125,13 @@ DaemonCluster::CtlInBackground(const std::vector<std::string>& args,
                                std::optional<std::string> stdin_text) const {
   return BackgroundProcess::Start(Argv(args),
                                   CtlOptions(std::move(stdin_text)));
+}
+
+std::string DaemonCluster::token() const {
+  std::ifstream in(token_file_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
 }
 
 }  // namespace testing

@@ -58,6 +58,8 @@ class DaemonCluster {
   const std::string& master() const { return master_; }
   // The job's token (up made it, in the job's private directory).
   const std::string& token_file() const { return token_file_; }
+  // The token itself, trimmed ("" if the file cannot be read).
+  std::string token() const;
   pid_t pid(int rank) const { return pids_[rank]; }
   // host:port a worker serves on.
   const std::string& address(int rank) const { return addresses_[rank]; }

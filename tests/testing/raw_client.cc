@@ -47,7 +47,10 @@ struct Pending {
 class StreamCall final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit StreamCall(const std::vector<std::string>& messages) {
+  // `half_close`: once written, the stream says it sends no more.
+  explicit StreamCall(const std::vector<std::string>& messages,
+                      bool half_close = true)
+      : half_close_(half_close) {
     for (const std::string& m : messages) out_.push_back(ToBuffer(m));
   }
 
@@ -75,6 +78,7 @@ class StreamCall final
   grpc::ClientContext context;
   RawReply reply;
   absl::Notification done;
+  absl::Notification written;  // Every message handed to the connection.
   absl::Time start;
 
  private:
@@ -82,10 +86,12 @@ class StreamCall final
     if (next_ < out_.size()) {
       StartWrite(&out_[next_++]);
     } else if (next_++ == out_.size()) {
-      StartWritesDone();
+      written.Notify();
+      if (half_close_) StartWritesDone();
     }
   }
 
+  const bool half_close_;
   std::vector<grpc::ByteBuffer> out_;
   size_t next_ = 0;
   grpc::ByteBuffer in_;
@@ -184,6 +190,44 @@ RawReply RawClient::Stream(const std::string& method,
   return reply;
 }
 
+struct RawClient::HeldStream::Call {
+  StreamCall stream;
+  explicit Call(const std::vector<std::string>& messages)
+      : stream(messages, /*half_close=*/false) {}
+};
+
+std::unique_ptr<RawClient::HeldStream> RawClient::Hold(
+    const std::string& method, const std::vector<std::string>& messages,
+    absl::Duration timeout) {
+  auto* call = new HeldStream::Call(messages);
+  call->stream.context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  Authorize(&call->stream.context);
+  call->stream.Start(stub_.get(), method);
+  return std::unique_ptr<HeldStream>(new HeldStream(call));
+}
+
+bool RawClient::HeldStream::AwaitWritten(absl::Duration timeout) {
+  return call_->stream.written.WaitForNotificationWithTimeout(timeout);
+}
+
+RawReply RawClient::HeldStream::Wait(absl::Duration timeout) {
+  if (!call_->stream.done.WaitForNotificationWithTimeout(timeout)) {
+    RawReply held;
+    held.status = grpc::Status(grpc::StatusCode::UNKNOWN, "not ended");
+    return held;
+  }
+  return call_->stream.reply;
+}
+
+RawClient::HeldStream::~HeldStream() {
+  call_->stream.context.TryCancel();
+  // Cancelled, it ends at once; if its end were ever lost, gRPC could
+  // still use it: leaked rather than freed under gRPC.
+  if (call_->stream.done.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+    delete call_;
+  }
+}
+
 void RawClient::Authorize(grpc::ClientContext* context) const {
   if (!token_.empty())
     context->AddMetadata("authorization", "Bearer " + token_);
@@ -268,6 +312,15 @@ std::string Tensor(int dtype, const std::vector<int64_t>& shape,
 
 std::string RRef(const proto::RRefHandle& handle) {
   return Bytes(9, handle.SerializeAsString());
+}
+
+std::string StreamHead(uint64_t total, uint64_t align) {
+  std::string h(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
+    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
+  }
+  return h;
 }
 
 std::string CallRequest(absl::string_view function,

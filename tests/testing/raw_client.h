@@ -65,6 +65,29 @@ class RawClient {
                   const std::vector<std::string>& messages,
                   absl::Duration timeout = absl::Seconds(10));
 
+  // A bidi stream of `method` that writes `messages` and then stays open,
+  // never half-closed: what a peer that stops sending holds at the server.
+  // Ends when the server ends it (Wait), or is cancelled when destroyed.
+  class HeldStream {
+   public:
+    ~HeldStream();
+    // Whether every message was handed to the connection within `timeout`.
+    bool AwaitWritten(absl::Duration timeout);
+    // The server's answer once it ends the stream (UNKNOWN "not ended" if
+    // it did not within `timeout`; the stream stays held).
+    RawReply Wait(absl::Duration timeout);
+
+   private:
+    friend class RawClient;
+    struct Call;
+    explicit HeldStream(Call* call) : call_(call) {}
+    Call* call_;
+  };
+  // The stream's gRPC deadline is `timeout` from now.
+  std::unique_ptr<HeldStream> Hold(const std::string& method,
+                                   const std::vector<std::string>& messages,
+                                   absl::Duration timeout = absl::Seconds(60));
+
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();
 
@@ -108,6 +131,10 @@ std::string List(const std::vector<std::string>& items);
 std::string Tensor(int dtype, const std::vector<int64_t>& shape,
                    absl::string_view data);
 std::string RRef(const proto::RRefHandle& handle);
+
+// A call stream's head (rpc/chunked_message.h): `total` bytes to come, the
+// largest piece starting at `align` modulo 64.
+std::string StreamHead(uint64_t total, uint64_t align = 0);
 
 // A CallRequest for `function` with these argument values.
 std::string CallRequest(absl::string_view function,

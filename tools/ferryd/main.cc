@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +37,7 @@
 #include "tools/ferryd/launch_env.h"
 #include "tools/ferryd/limit_flags.h"
 #include "tools/rendezvous.h"
+#include "tools/runtime/file_write.h"
 #include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
@@ -123,21 +123,12 @@ void Log(absl::string_view event, absl::string_view detail) {
   std::fflush(stderr);
 }
 
-// Written via a temporary file and a rename, so readers never see half.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::string& text) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) {
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename to ", path));
-  }
-  return absl::OkStatus();
+// The file a flag names, written whole or not at all (readers such as
+// ferryctl up wait for it): errors name the flag and the OS's reason.
+absl::Status WriteFlagFile(absl::string_view flag, const std::string& path,
+                           const std::string& text) {
+  return Annotate(WriteFile(path, text, {.mode = 0644, .atomic = true}),
+                  absl::StrCat("--", flag));
 }
 
 absl::StatusOr<WorkerConfig> BuildOptions() {
@@ -266,8 +257,8 @@ int Run() {
   absl::StatusOr<std::string> address = worker.Listen();
   if (!address.ok()) return Fail(address.status());
   if (!absl::GetFlag(FLAGS_address_file).empty()) {
-    absl::Status s =
-        WriteFileAtomically(absl::GetFlag(FLAGS_address_file), *address);
+    absl::Status s = WriteFlagFile("address_file",
+                                   absl::GetFlag(FLAGS_address_file), *address);
     if (!s.ok()) return Fail(s);
   }
   std::thread signals(WatchSignals, &worker);
@@ -278,7 +269,8 @@ int Run() {
     std::string json = absl::StrCat(
         "{\"name\":\"", agent.name(), "\",\"rank\":", agent.rank(),
         ",\"address\":\"", agent.address(), "\",\"pid\":", getpid(), "}\n");
-    absl::Status s = WriteFileAtomically(absl::GetFlag(FLAGS_ready_file), json);
+    absl::Status s =
+        WriteFlagFile("ready_file", absl::GetFlag(FLAGS_ready_file), json);
     if (!s.ok()) return Fail(s);
   }
   while (!agent.WaitStopped(absl::Seconds(1))) {
