@@ -126,9 +126,8 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
       case EtcdJobKeys::Parsed::Kind::kClient: {
         snapshot.clients.insert(p.node);
         proto::ClientRecord record;
-        if (record.ParseFromString(kv.value) &&
-            !record.credential_digest().empty()) {
-          snapshot.client_digests[p.node] = record.credential_digest();
+        if (record.ParseFromString(kv.value) && !record.public_key().empty()) {
+          snapshot.client_keys[p.node] = record.public_key();
         }
         break;
       }
