@@ -34,13 +34,13 @@ absl::StatusOr<Response> RetryWhileUnavailable(Timers& timers,
   const absl::Time deadline = clock.Now() + timeout;
   absl::Status last;
   while (true) {
+    // No attempt without time left (its call would end at once, with a
+    // bare DEADLINE_EXCEEDED that names nobody).
     const absl::Duration left = deadline - clock.Now();
     if (left <= absl::ZeroDuration()) break;
     Response response;
     absl::Status s = attempt(left, &response);
     if (s.ok()) return response;
-    // The attempt ran out of this call's own time: as above.
-    if (absl::IsDeadlineExceeded(s) && clock.Now() >= deadline) break;
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     last = s;
     if (clock.Now() + kRetryBackoff >= deadline) break;

@@ -80,11 +80,16 @@ RendezvousService::Caller CallerOf(const grpc::CallbackServerContext& context,
 // A random incarnation for a client: its polls cannot be guessed.
 uint64_t RandomIncarnation() { return RandomU64() | 1; }
 
-// The pair secret of the master and the holder of `public_key`, or ""
-// for a key that yields none (refused where it is checked).
-std::string SecretWith(const NodeKey& key, const std::string& public_key) {
+// The pair secret of the master and the holder of `public_key` (an ECDH:
+// made before the lock is taken); INVALID_ARGUMENT naming `field` for a
+// key that yields none.
+absl::StatusOr<std::string> SecretWith(const NodeKey& key,
+                                       const std::string& public_key,
+                                       absl::string_view field) {
   absl::StatusOr<std::string> secret = key.Agree(public_key);
-  return secret.ok() ? *secret : "";
+  if (secret.ok()) return secret;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", secret.status().message()));
 }
 
 }  // namespace
@@ -240,10 +245,12 @@ void RendezvousService::HandleJoin(Held* held, const proto::JoinRequest& r,
     }
     bound = ToGrpcStatus(fits);
   }
-  // An ECDH: outside the lock.
-  const std::string secret = SecretWith(*key_, r.worker().public_key());
+  const absl::StatusOr<std::string> secret =
+      SecretWith(*key_, r.worker().public_key(), "Join: worker.public_key");
   Start(held, Held::Kind::kJoin, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return bound.ok() ? AdmitJoin(held, r, secret) : Finishes{{held, bound}};
+    if (!bound.ok()) return Finishes{{held, bound}};
+    if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
+    return AdmitJoin(held, r, *secret);
   });
 }
 
@@ -269,11 +276,6 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   }
   if (r.worker().name().empty()) {
     return Error(grpc::StatusCode::INVALID_ARGUMENT, "worker name is empty");
-  }
-  if (absl::Status key =
-          CheckPublicKey(r.worker().public_key(), "Join: worker.public_key");
-      !key.ok()) {
-    return ToGrpcStatus(key);
   }
   // The master's own join: only the process that holds its key.
   if (rank == 0 && r.worker().public_key() != key_->public_key()) {
@@ -574,10 +576,11 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
 void RendezvousService::HandleRegisterClient(
     Held* held, const proto::RegisterClientRequest& r,
     proto::RegisterClientResponse* response, const Caller& caller) {
-  // An ECDH: outside the lock.
-  const std::string secret = SecretWith(*key_, r.public_key());
+  const absl::StatusOr<std::string> secret =
+      SecretWith(*key_, r.public_key(), "RegisterClient: public_key");
   Start(held, Held::Kind::kOther, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return AdmitClient(held, r, secret, caller.peer, response);
+    if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
+    return AdmitClient(held, r, *secret, caller.peer, response);
   });
 }
 
@@ -619,11 +622,6 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
     return {{held, Error(grpc::StatusCode::UNAVAILABLE,
                          absl::StrCat("the job is not formed yet (waiting for ",
                                       MissingRanks(), ")"))}};
-  }
-  if (absl::Status key =
-          CheckPublicKey(r.public_key(), "RegisterClient: public_key");
-      !key.ok() || secret.empty()) {
-    return {{held, ToGrpcStatus(key)}};
   }
   if (grpc::Status room = CheckRoomForClient(peer); !room.ok()) {
     return {{held, room}};

@@ -229,6 +229,7 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   };
 
   // Each step runs under mu_ and returns the calls to finish after unlock.
+  // (The joiner's key was checked before: it yields a pair secret.)
   grpc::Status CheckJoin(const proto::JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `secret`: the joiner's pair secret with the master (made outside mu_).
