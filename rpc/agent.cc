@@ -27,6 +27,7 @@
 #include "rpc/builtins.h"
 #include "rpc/membership/embedded_backend.h"
 #include "rpc/net_util.h"
+#include "rpc/node_key.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own
@@ -73,9 +74,11 @@ void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
 }
 
 uint64_t RandomIncarnation() {
-  absl::BitGen gen;
-  return absl::Uniform<uint64_t>(gen) | 1;  // Never 0.
+  return RandomU64() | 1;  // Never 0.
 }
+
+// How often a worker logs clients leaving (rpc/churn_log.h).
+constexpr absl::Duration kChurnLogInterval = absl::Seconds(10);
 
 // gRPC's standard health service on every server; reflection (which
 // gRPC can only turn on for every server the process builds) when asked.
@@ -115,6 +118,7 @@ RpcAgent::RpcAgent(AgentOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
       incarnation_(RandomIncarnation()),
+      key_(NodeKey::Generate()),
       started_(Clock::Real()->Now()),
       owned_timers_(options_.timers == nullptr
                         ? std::unique_ptr<Timers>(new ThreadTimers())
@@ -123,17 +127,17 @@ RpcAgent::RpcAgent(AgentOptions options)
                                          : owned_timers_.get()),
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
-      channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
+      channels_(
+          std::make_unique<ChannelPool>(security_, options_.channels, key_)),
       open_streams_(std::make_shared<Quota>(options_.limits.max_open_streams)),
       prejoin_calls_(
           std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{
           .token = security_->token(),
-          // Where secrets travel, every node sends its credential (the
-          // embedded master issues it; on etcd each node makes its own).
+          // Where secrets travel, every node sends its credential.
           .require_identity = !security_->token().empty() ||
                               (security_->tls() && !security_->insecure()),
-          // On etcd, newcomers' credentials arrive by the watch.
+          // On etcd, newcomers' keys arrive by the watch.
           .late_admits = !embedded(),
           .cert_identity = security_->cert_identity(),
           .processes_metadata = !security_->insecure(),
@@ -141,6 +145,9 @@ RpcAgent::RpcAgent(AgentOptions options)
           .prejoin_wait = absl::Milliseconds(options_.limits.prejoin_wait_ms),
           .name = options_.name.empty() ? absl::StrCat("worker", options_.rank)
                                         : options_.name,
+          .master_announces_clients = embedded(),
+          .self = WorkerNode(options_.rank),
+          .key = key_,
       })) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
@@ -150,6 +157,9 @@ RpcAgent::RpcAgent(AgentOptions options)
       options_.limits);
   absl::Status s = RegisterBuiltins(&registry_, timers_);
   (void)s;  // Built-in names are valid and unique.
+  churn_ = std::make_unique<ChurnLog>(
+      timers_, kChurnLogInterval,
+      [this](absl::string_view line) { ReportEvent("peer_down", line); });
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     OnNodeDown(node, reason);
   });
@@ -309,14 +319,16 @@ absl::Status RpcAgent::StartServer() {
             .heartbeat_timeout = options_.heartbeat_timeout,
             .limits = options_.limits,
             .require_identity = authenticator_->require_identity(),
-            .cert_identity = security_->cert_identity()},
+            .cert_identity = security_->cert_identity(),
+            .key = key_},
         timers_);
     services.push_back(rendezvous_.get());
   } else {
     // Any worker but the embedded master answers clients from its
     // directory (on etcd, rank 0 too: no rank is special there).
     directory_service_ =
-        std::make_unique<DirectoryService>(options_.rank, options_.limits);
+        std::make_unique<DirectoryService>(options_.rank, key_,
+                                           options_.limits);
     services.push_back(directory_service_.get());
   }
   for (BoundedServiceBase* service : services) {
@@ -366,24 +378,27 @@ absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcAgent::MakeBackend() {
 
 absl::Status RpcAgent::JoinAndWatch() {
   FERRY_ASSIGN_OR_RETURN(backend_, MakeBackend());
-  JoinSpec spec{.self = {options_.name, options_.rank, address_,
-                         self_local_address_, LocalHostName(), getpid()},
-                .world_size = options_.world_size,
-                .incarnation = incarnation_};
+  JoinSpec spec{
+      .self = {options_.name, options_.rank, address_, self_local_address_,
+               LocalHostName(), getpid(), key_->public_key()},
+      .world_size = options_.world_size,
+      .incarnation = incarnation_};
   FERRY_ASSIGN_OR_RETURN(directory_,
                          backend_->Join(spec, options_.startup_timeout));
   // From now on this worker's calls say who sent them, and it knows every
-  // worker's credential (the directory's digests) and clients' (the key).
-  const NodeIdentity identity = backend_->identity();
-  channels_->SetCredential(identity.credential);
+  // worker's key (the directory's); clients' come with membership.
+  channels_->secrets().SetIdentity(WorkerNode(options_.rank));
+  if (backend_->rank0_is_master()) {
+    channels_->secrets().SetMaster(directory_.at(0));
+  }
   for (const WorkerInfo& w : directory_.workers()) {
-    if (!w.credential_digest.empty()) {
-      authenticator_->Admit(WorkerNode(w.rank), w.credential_digest);
+    if (!w.public_key.empty()) {
+      authenticator_->Admit(WorkerNode(w.rank), w.public_key);
     }
   }
-  authenticator_->SetClientKey(identity.client_key);
+  authenticator_->SetLearned();
   if (directory_service_ != nullptr)
-    directory_service_->SetDirectory(directory_, identity.client_key);
+    directory_service_->SetDirectory(directory_);
   // Registered last, so the layers above (collectives, RRefs) have failed
   // their work naming worker0 before this listener starts the stop.
   if (backend_->rank0_is_master()) {
@@ -391,16 +406,18 @@ absl::Status RpcAgent::JoinAndWatch() {
       if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
     });
   }
-  backend_->Follow(&membership_,
-                   {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
-                    .on_rejoined =
-                        [this](const WorkerInfo& w, uint64_t incarnation) {
-                          OnRejoined(w, incarnation);
-                        },
-                    .on_credential =
-                        [this](uint64_t node, const std::string& digest) {
-                          authenticator_->Admit(node, digest);
-                        }});
+  backend_->Follow(
+      &membership_,
+      {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
+       .on_rejoined = [this](
+                          const WorkerInfo& w,
+                          uint64_t incarnation) { OnRejoined(w, incarnation); },
+       .on_client =
+           [this](uint64_t node, const std::string& key) {
+             authenticator_->Admit(node, key);
+           },
+       .on_clients_end =
+           [this](uint64_t end) { authenticator_->SetClientsEnd(end); }});
   return absl::OkStatus();
 }
 
@@ -414,18 +431,25 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   // calls are refused.
   authenticator_->Forget(node);
   if (caller_ != nullptr) caller_->FailNode(node, reason);
-  ReportEvent("peer_down",
-              absl::StrCat(NodeLabel(node), ": ", reason.message()));
+  const std::string line =
+      absl::StrCat(NodeLabel(node), ": ", reason.message());
+  // Workers are few and each matters; clients may come and go by the
+  // thousand, so their departures are summarized.
+  if (IsWorkerNode(node)) {
+    ReportEvent("peer_down", line);
+  } else {
+    churn_->Departed(line);
+  }
 }
 
 void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
-  // Its calls present a fresh credential; the old one's stays forgotten
-  // (it was when the old incarnation went down).
-  if (replaced.ok() && !worker.credential_digest.empty()) {
-    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
+  // Its calls present credentials checked with its new key; the old
+  // one's name nobody (forgotten when the old incarnation went down).
+  if (replaced.ok() && !worker.public_key.empty()) {
+    authenticator_->Admit(WorkerNode(worker.rank), worker.public_key);
   }
   ReportEvent("peer_rejoined",
               replaced.ok()
@@ -624,6 +648,7 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
     state_ = State::kStopping;
   }
   if (backend_ != nullptr) backend_->Stop();
+  churn_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);
   if (rendezvous_ != nullptr) rendezvous_->Shutdown();

@@ -43,12 +43,14 @@
 #include "rpc/call_stream_service.h"
 #include "rpc/caller.h"
 #include "rpc/channels.h"
+#include "rpc/churn_log.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/directory_service.h"
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_backend.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
+#include "rpc/node_key.h"
 #include "rpc/registry.h"
 #include "rpc/security.h"
 
@@ -213,6 +215,8 @@ class RpcAgent {
   const std::shared_ptr<const Security>& security() const { return security_; }
   // Who a call is: its handlers check the identities messages claim.
   const Authenticator& authenticator() const { return *authenticator_; }
+  // This incarnation's key pair (its public half is in the directory).
+  const NodeKey& key() const { return *key_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }
@@ -250,6 +254,8 @@ class RpcAgent {
   AgentOptions options_;
   std::shared_ptr<const Security> security_;
   const uint64_t incarnation_;
+  // This incarnation's identity (rpc/node_key.h).
+  const std::shared_ptr<const NodeKey> key_;
   const absl::Time started_;
 
   Registry registry_;
@@ -265,6 +271,8 @@ class RpcAgent {
   // Checks every call's token and credential before its body is read.
   std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;
+  // Clients' departures, at most a line per interval (rpc/churn_log.h).
+  std::unique_ptr<ChurnLog> churn_;
   std::unique_ptr<CallService> call_service_;
   std::unique_ptr<CallStreamService> call_stream_service_;
   std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.

@@ -1,95 +1,167 @@
 #include "rpc/channels.h"
 
 #include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
-#include "rpc/authenticator.h"
 #include "rpc/callback_queue.h"
+#include "rpc/credential.h"
 #include "rpc/net_util.h"
 
 namespace ferry {
 
 namespace {
 
-// Attaches the node's secrets (the job token, its credential) to every call
-// on the channel, so no call site can forget them.
+// The credential of one channel's calls: made once (an ECDH) as soon as
+// this node knows who it is and who the destination is, then reused.
+class ChannelCredential {
+ public:
+  // `to`: the destination worker; unset: the master (membership channels),
+  // known once NodeSecrets::SetMaster was called.
+  ChannelCredential(const NodeSecrets* secrets,
+                    std::optional<std::pair<uint64_t, std::string>> to)
+      : secrets_(secrets), to_(std::move(to)) {}
+
+  void AddTo(std::multimap<std::string, std::string>* md) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!secrets_->authorization().empty()) {
+      md->emplace("authorization", secrets_->authorization());
+    }
+    std::string credential = Get();
+    if (!credential.empty()) md->emplace(kCredentialHeader, credential);
+  }
+
+ private:
+  std::string Get() const ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      if (!cached_.empty()) return cached_;
+    }
+    std::optional<std::pair<uint64_t, std::string>> to = to_;
+    if (!to.has_value()) {
+      std::optional<WorkerInfo> master = secrets_->master();
+      if (!master.has_value()) return "";
+      to.emplace(WorkerNode(master->rank), master->public_key);
+    }
+    // Not under mu_: an ECDH, once (concurrent first calls may each make
+    // it; they make the same).
+    std::string credential = secrets_->CredentialFor(to->first, to->second);
+    absl::MutexLock lock(&mu_);
+    cached_ = credential;
+    return credential;
+  }
+
+  const NodeSecrets* const secrets_;
+  const std::optional<std::pair<uint64_t, std::string>> to_;
+  mutable absl::Mutex mu_;
+  mutable std::string cached_ ABSL_GUARDED_BY(mu_);
+};
+
+// Attaches the node's secrets (the job token, its credential for the
+// channel's destination) to every call on the channel, so no call site can
+// forget them.
 class SecretsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  explicit SecretsInterceptor(const NodeSecrets* secrets) : secrets_(secrets) {}
+  explicit SecretsInterceptor(const ChannelCredential* credential)
+      : credential_(credential) {}
   void Intercept(
       grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::
                 PRE_SEND_INITIAL_METADATA)) {
-      secrets_->AddTo(methods->GetSendInitialMetadata());
+      credential_->AddTo(methods->GetSendInitialMetadata());
     }
     methods->Proceed();
   }
 
  private:
-  const NodeSecrets* secrets_;
+  const ChannelCredential* credential_;
 };
 
+// Owned by the channel: so is the credential it caches.
 class SecretsInterceptorFactory final
     : public grpc::experimental::ClientInterceptorFactoryInterface {
  public:
-  explicit SecretsInterceptorFactory(const NodeSecrets* secrets)
-      : secrets_(secrets) {}
+  explicit SecretsInterceptorFactory(std::unique_ptr<ChannelCredential> c)
+      : credential_(std::move(c)) {}
   grpc::experimental::Interceptor* CreateClientInterceptor(
       grpc::experimental::ClientRpcInfo*) override {
-    return new SecretsInterceptor(secrets_);
+    return new SecretsInterceptor(credential_.get());
   }
 
  private:
-  const NodeSecrets* secrets_;
+  const std::unique_ptr<ChannelCredential> credential_;
 };
 
 }  // namespace
 
-NodeSecrets::NodeSecrets(const std::string& token)
-    : authorization_(token.empty() ? "" : absl::StrCat("Bearer ", token)) {}
+NodeSecrets::NodeSecrets(const std::string& token,
+                         std::shared_ptr<const NodeKey> key)
+    : authorization_(token.empty() ? "" : absl::StrCat("Bearer ", token)),
+      key_(key != nullptr ? std::move(key) : NodeKey::Generate()) {}
 
-void NodeSecrets::SetCredential(std::string credential) {
+void NodeSecrets::SetIdentity(uint64_t node, std::vector<Voucher> vouchers) {
   absl::MutexLock lock(&mu_);
-  credential_ = std::move(credential);
+  node_ = node;
+  vouchers_ = std::move(vouchers);
 }
 
-void NodeSecrets::AddTo(std::multimap<std::string, std::string>* md) const {
-  if (!authorization_.empty()) md->emplace("authorization", authorization_);
-  absl::ReaderMutexLock lock(&mu_);
-  if (!credential_.empty()) md->emplace(kCredentialHeader, credential_);
+void NodeSecrets::SetMaster(const WorkerInfo& master) {
+  absl::MutexLock lock(&mu_);
+  master_ = master;
+}
+
+std::optional<WorkerInfo> NodeSecrets::master() const {
+  absl::MutexLock lock(&mu_);
+  return master_;
+}
+
+std::string NodeSecrets::CredentialFor(uint64_t to,
+                                       const std::string& to_key) const {
+  PresentedCredential c;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!node_.has_value()) return "";
+    c.node = *node_;
+    for (const Voucher& v : vouchers_) {
+      // Only for the incarnation it was made for.
+      if (WorkerNode(v.rank) == to && v.public_key == to_key) {
+        c.public_key = key_->public_key();
+        c.voucher = v.tag;
+      }
+    }
+  }
+  absl::StatusOr<std::string> secret = key_->Agree(to_key);
+  if (!secret.ok()) return "";
+  c.token = CallToken(*secret, {c.node, key_->public_key()}, {to, to_key});
+  return FormatCredential(c);
 }
 
 ChannelPool::ChannelPool(std::shared_ptr<const Security> security,
-                         ChannelOptions options)
+                         ChannelOptions options,
+                         std::shared_ptr<const NodeKey> key)
     : security_(std::move(security)),
       options_(options),
       host_(LocalHostName()),
-      secrets_(security_->token()) {
+      secrets_(security_->token(), std::move(key)) {
   // Channels come and go (clients reconnect, peers die); gRPC 1.51 aborts
   // if the callback queue is torn down while a new channel starts using it.
   HoldGrpcCallbackQueue();
-}
-
-std::shared_ptr<grpc::Channel> ChannelPool::Get(const std::string& target) {
-  absl::MutexLock lock(&mu_);
-  auto it = channels_.find(target);
-  if (it == channels_.end())
-    it = channels_.emplace(target, Create(target, false)).first;
-  // Aliasing with an empty owner: points at the channel, keeps nothing alive.
-  return std::shared_ptr<grpc::Channel>(std::shared_ptr<void>(),
-                                        it->second.get());
 }
 
 std::shared_ptr<grpc::Channel> ChannelPool::ForMembership(
     const std::string& target) {
   absl::MutexLock lock(&mu_);
   auto it = membership_channels_.find(target);
-  if (it == membership_channels_.end())
-    it = membership_channels_.emplace(target, Create(target, true)).first;
+  if (it == membership_channels_.end()) {
+    it =
+        membership_channels_.emplace(target, Create(target, true, std::nullopt))
+            .first;
+  }
   return std::shared_ptr<grpc::Channel>(std::shared_ptr<void>(),
                                         it->second.get());
 }
@@ -97,15 +169,30 @@ std::shared_ptr<grpc::Channel> ChannelPool::ForMembership(
 std::shared_ptr<grpc::Channel> ChannelPool::ForWorker(
     const WorkerInfo& worker) {
   // Not with TLS: certificates name network hosts, not socket names.
-  if (options_.use_local_sockets && !security_->tls() &&
-      !worker.local_address.empty() && worker.host == host_) {
-    return Get(worker.local_address);
+  const std::string& target = options_.use_local_sockets && !security_->tls() &&
+                                      !worker.local_address.empty() &&
+                                      worker.host == host_
+                                  ? worker.local_address
+                                  : worker.address;
+  // One channel per incarnation: its credential is made for that one.
+  const std::string key = absl::StrCat(target, "#", worker.public_key);
+  absl::MutexLock lock(&mu_);
+  auto it = channels_.find(key);
+  if (it == channels_.end()) {
+    it = channels_
+             .emplace(key, Create(target, false,
+                                  Destination{WorkerNode(worker.rank),
+                                              worker.public_key}))
+             .first;
   }
-  return Get(worker.address);
+  // Aliasing with an empty owner: points at the channel, keeps nothing alive.
+  return std::shared_ptr<grpc::Channel>(std::shared_ptr<void>(),
+                                        it->second.get());
 }
 
-std::shared_ptr<grpc::Channel> ChannelPool::Create(const std::string& target,
-                                                   bool own_connection) const {
+std::shared_ptr<grpc::Channel> ChannelPool::Create(
+    const std::string& target, bool own_connection,
+    std::optional<Destination> destination) const {
   grpc::ChannelArguments args;
   // gRPC shares one connection among channels with equal arguments (its
   // global subchannel pool); a local pool gives this channel its own.
@@ -131,8 +218,12 @@ std::shared_ptr<grpc::Channel> ChannelPool::Create(const std::string& target,
   // Secrets go only where they cannot be read on the way; elsewhere
   // (plaintext to another host, --insecure) calls carry none.
   if (security_->MaySendSecrets(target)) {
-    interceptors.push_back(
-        std::make_unique<SecretsInterceptorFactory>(&secrets_));
+    std::optional<std::pair<uint64_t, std::string>> to;
+    if (destination.has_value()) {
+      to.emplace(destination->node, destination->public_key);
+    }
+    interceptors.push_back(std::make_unique<SecretsInterceptorFactory>(
+        std::make_unique<ChannelCredential>(&secrets_, std::move(to))));
   }
   return grpc::experimental::CreateCustomChannelWithInterceptors(
       target, security_->ChannelCredentials(), args, std::move(interceptors));

@@ -10,15 +10,19 @@
 #ifndef FERRY_RPC_CHANNELS_H_
 #define FERRY_RPC_CHANNELS_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/channel.h"
 #include "rpc/membership/directory.h"
+#include "rpc/node_key.h"
 #include "rpc/security.h"
 
 namespace ferry {
@@ -31,47 +35,71 @@ struct ChannelOptions {
 };
 
 // What a node proves itself with on every call: the job's token and, once
-// membership issued it, its node credential. Thread-safe.
+// membership told it who it is, a credential made for the call's
+// destination (rpc/credential.h): it shows this node holds its key, and is
+// worth nothing at any other node. Thread-safe.
 class NodeSecrets {
  public:
-  explicit NodeSecrets(const std::string& token);
-  void SetCredential(std::string credential) ABSL_LOCKS_EXCLUDED(mu_);
-  // Adds the secrets to a call's initial metadata.
-  void AddTo(std::multimap<std::string, std::string>* metadata) const
+  NodeSecrets(const std::string& token, std::shared_ptr<const NodeKey> key);
+
+  // This node's id from now on, and (a client) what its issuer vouched for
+  // it to each worker.
+  void SetIdentity(uint64_t node, std::vector<Voucher> vouchers = {})
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The master (worker0, on the embedded master): the destination of
+  // membership calls.
+  void SetMaster(const WorkerInfo& master) ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<WorkerInfo> master() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The credential for calls to node `to` holding `to_key`: "" before
+  // SetIdentity, or for a key no secret can be agreed with. An ECDH: made
+  // once per channel (the pool's channels cache it).
+  std::string CredentialFor(uint64_t to, const std::string& to_key) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // "Bearer <token>", or "" if the job has none.
+  const std::string& authorization() const { return authorization_; }
+  const NodeKey& key() const { return *key_; }
 
  private:
-  const std::string authorization_;  // "Bearer <token>", or "".
+  const std::string authorization_;
+  const std::shared_ptr<const NodeKey> key_;
   mutable absl::Mutex mu_;
-  std::string credential_ ABSL_GUARDED_BY(mu_);
+  std::optional<uint64_t> node_ ABSL_GUARDED_BY(mu_);
+  std::vector<Voucher> vouchers_ ABSL_GUARDED_BY(mu_);
+  std::optional<WorkerInfo> master_ ABSL_GUARDED_BY(mu_);
 };
 
 class ChannelPool {
  public:
-  ChannelPool(std::shared_ptr<const Security> security, ChannelOptions options);
+  // `key`: this node's key pair (null: a fresh one).
+  ChannelPool(std::shared_ptr<const Security> security, ChannelOptions options,
+              std::shared_ptr<const NodeKey> key = nullptr);
 
-  // The channel for a gRPC target ("host:port", "unix-abstract:name"),
-  // not owning (see above).
-  std::shared_ptr<grpc::Channel> Get(const std::string& target)
+  // The channel to a worker (the incarnation its entry names: a new one
+  // gets another channel), preferring its local socket on this host; not
+  // owning (see above). Its calls carry a credential made for that worker.
+  std::shared_ptr<grpc::Channel> ForWorker(const WorkerInfo& worker)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The channel to a worker, preferring its local socket on this host.
-  std::shared_ptr<grpc::Channel> ForWorker(const WorkerInfo& worker);
   // A channel to `target` for membership only (joins, heartbeats): a
   // connection of its own, so heartbeats never wait behind calls'
-  // messages in one connection's HTTP/2 flow control or queues.
+  // messages in one connection's HTTP/2 flow control or queues. Its calls
+  // carry a credential made for the master once SetMaster was called.
   std::shared_ptr<grpc::Channel> ForMembership(const std::string& target)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const Security& security() const { return *security_; }
-  // This node's credential, sent on every call from now on (over channels
-  // that may carry secrets).
-  void SetCredential(std::string credential) {
-    secrets_.SetCredential(std::move(credential));
-  }
+  NodeSecrets& secrets() { return secrets_; }
+  const NodeSecrets& secrets() const { return secrets_; }
 
  private:
-  std::shared_ptr<grpc::Channel> Create(const std::string& target,
-                                        bool own_connection) const;
+  // What a channel's calls are for: a worker, or (none) the master.
+  struct Destination {
+    uint64_t node = 0;
+    std::string public_key;
+  };
+  std::shared_ptr<grpc::Channel> Create(
+      const std::string& target, bool own_connection,
+      std::optional<Destination> destination) const;
 
   const std::shared_ptr<const Security> security_;
   const ChannelOptions options_;

@@ -21,6 +21,7 @@ std::vector<std::pair<std::string, int64_t>> Limits::AsFlags() const {
       {"max_collective_timeout_ms", max_collective_timeout_ms},
       {"max_held_calls", max_held_calls},
       {"max_clients", max_clients},
+      {"max_clients_per_peer", max_clients_per_peer},
       {"max_barriers", max_barriers},
       {"max_concurrent_streams", max_concurrent_streams},
       {"grpc_memory_mb", grpc_memory_bytes / kMiB},

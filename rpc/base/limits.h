@@ -68,6 +68,9 @@ struct Limits {
   int64_t max_held_calls = 4096;
   int64_t max_clients = 4096;
   int64_t max_barriers = 1024;
+  // Live clients registered over one connection (--max_clients_per_peer):
+  // one token holder cannot take every client slot from one connection.
+  int64_t max_clients_per_peer = 16;
 
   // ---- gRPC server ----
   // Concurrent streams per connection (--max_concurrent_streams) and the

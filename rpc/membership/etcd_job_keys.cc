@@ -131,8 +131,8 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
         snapshot.clients.insert(p.node);
         proto::ClientRecord record;
         if (BoundedParse(kv.value, DefaultLimits(), "", &record).ok() &&
-            !record.credential_digest().empty()) {
-          snapshot.client_digests[p.node] = record.credential_digest();
+            !record.public_key().empty()) {
+          snapshot.client_keys[p.node] = record.public_key();
         }
         break;
       }

@@ -11,6 +11,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_callback.h"
 #include "proto/rendezvous.pb.h"
+#include "rpc/credential.h"
 
 namespace ferry {
 namespace testing {
@@ -105,10 +106,13 @@ RawClient::RawClient(const std::string& address, std::string token)
 
 RawClient::RawClient(const std::string& address, std::string token,
                      std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : token_(std::move(token)) {
+    : address_(address), token_(std::move(token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  // A connection of its own, as a peer of its own has (gRPC would share
+  // one among channels with equal arguments).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   channel_ = grpc::CreateCustomChannel(address, credentials, args);
   stub_ = std::make_unique<grpc::GenericStub>(channel_);
 }
@@ -239,6 +243,7 @@ void RawClient::Authorize(grpc::ClientContext* context) const {
 absl::StatusOr<uint64_t> RawClient::Register() {
   proto::RegisterClientRequest request;
   request.set_description("raw client");
+  request.set_public_key(key_->public_key());
   RawReply r = Unary(kRegisterClientMethod, request.SerializeAsString(),
                      absl::Seconds(10));
   if (!r.status.ok()) {
@@ -249,9 +254,32 @@ absl::StatusOr<uint64_t> RawClient::Register() {
   if (!response.ParseFromString(r.bytes)) {
     return absl::InternalError("malformed RegisterClientResponse");
   }
-  credential_ = response.credential();
   node_ = response.node();
+  incarnation_ = response.incarnation();
+  workers_.assign(response.workers().begin(), response.workers().end());
+  vouchers_.assign(response.vouchers().begin(), response.vouchers().end());
+  // The worker it registered at is the one it talks to.
+  credential_.clear();
+  for (const proto::WorkerInfo& w : workers_) {
+    if (w.address() == address_) credential_ = CredentialFor(w);
+  }
   return node_;
+}
+
+std::string RawClient::CredentialFor(const proto::WorkerInfo& worker) const {
+  absl::StatusOr<std::string> secret = key_->Agree(worker.public_key());
+  if (!secret.ok()) return "";
+  PresentedCredential c;
+  c.node = node_;
+  c.token =
+      CallToken(*secret, {node_, key_->public_key()},
+                {static_cast<uint64_t>(worker.rank()), worker.public_key()});
+  if (worker.rank() >= 0 &&
+      worker.rank() < static_cast<int>(vouchers_.size())) {
+    c.public_key = key_->public_key();
+    c.voucher = vouchers_[worker.rank()];
+  }
+  return FormatCredential(c);
 }
 
 absl::StatusOr<proto::WorkerStatus> RawClient::Status() {

@@ -21,7 +21,9 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/rendezvous.pb.h"
 #include "proto/worker.pb.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 namespace testing {
@@ -40,8 +42,8 @@ struct RawReply {
 
 class RawClient {
  public:
-  // A channel of its own to `address` (host:port); `token`, if not empty,
-  // is sent as "authorization: Bearer <token>".
+  // A channel (and connection) of its own to `address` (host:port);
+  // `token`, if not empty, is sent as "authorization: Bearer <token>".
   explicit RawClient(const std::string& address, std::string token = "");
   // The same over `credentials` (e.g. TLS with a client certificate).
   RawClient(const std::string& address, std::string token,
@@ -91,27 +93,42 @@ class RawClient {
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();
 
-  // Registers as a client of the job (RegisterClient at this address):
-  // later calls present the credential it was issued (metadata
-  // "ferry-credential"). Its node id.
+  // Registers as a client of the job (RegisterClient at this address),
+  // with a key pair of its own: later calls present the credential it
+  // makes for the worker at this address (metadata "ferry-credential",
+  // rpc/credential.h), with the voucher its registrar made for it. Its
+  // node id.
   absl::StatusOr<uint64_t> Register();
   // Presents `credential` on later calls ("" = none), as a forger would.
   void set_credential(std::string credential) {
     credential_ = std::move(credential);
   }
   const std::string& credential() const { return credential_; }
+  // What this client presents to `worker` (after Register): made for that
+  // worker only.
+  std::string CredentialFor(const proto::WorkerInfo& worker) const;
   // The node Register() made this client (0 before).
   uint64_t node() const { return node_; }
+  // The incarnation Register() was given, for its polls (0 before).
+  uint64_t incarnation() const { return incarnation_; }
+  // The directory Register() learnt.
+  const std::vector<proto::WorkerInfo>& workers() const { return workers_; }
+  const NodeKey& key() const { return *key_; }
 
  private:
   // Adds the token and credential (if any) to a call.
   void Authorize(grpc::ClientContext* context) const;
 
+  std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<grpc::GenericStub> stub_;
   std::string token_;
   std::string credential_;
+  const std::shared_ptr<const NodeKey> key_ = NodeKey::Generate();
   uint64_t node_ = 0;
+  uint64_t incarnation_ = 0;
+  std::vector<proto::WorkerInfo> workers_;
+  std::vector<std::string> vouchers_;  // By rank.
 };
 
 // Protobuf wire bytes built by hand, for messages no honest writer makes.

@@ -146,7 +146,9 @@ TEST_F(HostileFramesTest, TensorEndingInsideItsOwnDataField) {
   // Worker1 runs all_to_all_single of 3 blocks of 64 KiB: it awaits rank
   // 2's block with a 64 KiB landing in its output. Ranks 0 and 2 never
   // join the op.
-  const std::string op_id = "hostile.f1";
+  // A client's op ids are its own: "<its node>.<anything>".
+  ASSERT_OK(raw.Register());
+  const std::string op_id = absl::StrCat(raw.node(), ".hostile.f1");
   const std::string input =
       wire::Tensor(kFloat32, {3 * kBlock / 4}, std::string(3 * kBlock, '\0'));
   std::future<RawReply> op = std::async(std::launch::async, [&] {
@@ -154,12 +156,17 @@ TEST_F(HostileFramesTest, TensorEndingInsideItsOwnDataField) {
         kCallMethod,
         wire::CallRequest("ferry.collective",
                           {wire::Str("all_to_all_single"), wire::Str(op_id),
-                           input, wire::Null(), wire::Int(5000)}),
+                           input, wire::Null(), wire::Int(5000)},
+                          raw.node()),
         kAnswered);
   });
-  ASSERT_TRUE(Settles(raw, [](const proto::WorkerStatus& s) {
-    return s.collectives_inflight() > 0;
-  }));
+  if (!Settles(raw, [](const proto::WorkerStatus& s) {
+        return s.collectives_inflight() > 0;
+      })) {
+    const RawReply early = op.get();
+    FAIL() << "the op never ran: " << early.status.error_code() << " "
+           << early.status.error_message();
+  }
   const std::string payload =
       ferry::testing::TensorPastItsEndPayload(kBlock, kBlock);
   const std::string key = absl::StrCat("world/t:", op_id);

@@ -42,6 +42,8 @@ ABSL_FLAG(int64_t, max_held_calls, kDefaults.max_held_calls,
           "rank 0: rendezvous calls held at once");
 ABSL_FLAG(int64_t, max_clients, kDefaults.max_clients,
           "rank 0: clients registered at once");
+ABSL_FLAG(int64_t, max_clients_per_peer, kDefaults.max_clients_per_peer,
+          "rank 0: live clients registered over one connection");
 ABSL_FLAG(int64_t, max_barriers, kDefaults.max_barriers,
           "rank 0: barrier names alive at once");
 ABSL_FLAG(int64_t, max_concurrent_streams, kDefaults.max_concurrent_streams,
@@ -105,6 +107,7 @@ absl::StatusOr<Limits> LimitsFromFlags() {
                     1);
   FERRY_LIMIT_FLAG_(max_held_calls, max_held_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(max_clients, max_clients, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_clients_per_peer, max_clients_per_peer, kAny, 1);
   FERRY_LIMIT_FLAG_(max_barriers, max_barriers, kAny, 1);
   FERRY_LIMIT_FLAG_(max_concurrent_streams, max_concurrent_streams, INT32_MAX,
                     1);

@@ -15,7 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "rpc/authenticator.h"
+#include "rpc/node_key.h"
 #include "tools/runtime/file_write.h"
 
 namespace ferry {
@@ -120,7 +120,7 @@ absl::StatusOr<std::string> MakeJobDir(const std::string& requested) {
 
 absl::StatusOr<std::string> WriteNewToken(const std::string& dir) {
   const std::string path = dir + "/token";
-  if (absl::Status s = WriteFile(path, NewCredential() + "\n"); !s.ok()) {
+  if (absl::Status s = WriteFile(path, NewSecret() + "\n"); !s.ok()) {
     return s;
   }
   return path;
