@@ -124,7 +124,7 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
          startup_timeout=60.0, shutdown_timeout=10.0, heartbeat_timeout=30.0,
          executor_threads=8, rref_lease=10.0, tensor_type="numpy",
          token_file=None, tls_cert=None, tls_key=None, tls_ca=None,
-         tls_server_name=None, address_file=None):
+         tls_server_name=None, address_file=None, _on_listen=None):
     """Makes this process worker ``name`` (default ``worker<rank>``) of a
     job, with every builtin and the functions ``register()``-ed so far, and
     returns once all ``world_size`` workers joined (torch's ``init_rpc``).
@@ -171,6 +171,8 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
         address_file = address_file or os.environ.get("FERRY_ADDRESS_FILE")
         if address_file:
             _write_atomically(address_file, address)
+        if _on_listen is not None:
+            _on_listen(address)  # ferry.distributed: through torch's store.
         worker.start()
         _pending.clear()
         _worker = worker

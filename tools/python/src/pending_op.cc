@@ -83,6 +83,26 @@ bool PendingOp::IsCompleted() const {
   return finished_.has_value() || result_.IsReady();
 }
 
+void PendingOp::AddDoneCallback(py::handle callback) {
+  PyRef fn(callback);
+  if (finished_.has_value() || !result_.valid()) {
+    fn.object()();
+    return;
+  }
+  Future<Value> result = result_;
+  py::gil_scoped_release release;
+  result.Then([fn = std::move(fn)](const absl::StatusOr<Value>&) {
+    if (!PythonAlive()) return;
+    py::gil_scoped_acquire gil;
+    DrainDeferred();
+    try {
+      fn.object()();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("ferry: a collective's done callback");
+    }
+  });
+}
+
 absl::Status PendingOp::Deliver(Value result) {
   std::vector<Tensor> leaves;
   Leaves(result, &leaves);

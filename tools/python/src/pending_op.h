@@ -54,6 +54,10 @@ class PendingOp {
   // returns the same.
   py::object Wait(std::optional<double> timeout);
   bool IsCompleted() const;
+  // Calls `callback()` (with the GIL, on the thread that completes the op,
+  // or here if it is done) once the op's result is there; Wait then
+  // returns without waiting for the op. The callback must not block.
+  void AddDoneCallback(py::handle callback);
 
  private:
   // Waits at most `bound` for the result and finishes the op (setting
