@@ -91,7 +91,8 @@ _world = {}
 
 def _group(group):
     if group is not None:
-        return group
+        # A torch ProcessGroup of the "ferry" backend stands for its group.
+        return getattr(group, "_ferry_group", group)
     worker = _rpc._current()
     g = _world.get(id(worker))
     if g is None:

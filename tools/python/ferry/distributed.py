@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 from torch._C import _distributed_c10d as _c10d
 
+from . import _collectives
 from . import _errors
 from . import _ferry
 from . import _rpc
@@ -111,13 +112,32 @@ class _Completions:
 _completions = _Completions()
 
 
+class _Failed:
+    """What an op's inner future carries when the op failed."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(inner):
+    """The op's result, or its error raised: so the future torch's C++
+    sees fails as a C++ future does (torch 1.13's set_exception only marks
+    it for Python, and DDP's reducer would take the exception for tensors).
+    """
+    value = inner.value()
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
 class _Op:
     """One ProcessGroup call: ferry ops, all done (their outputs written)
     when its torch future is."""
 
     def __init__(self, what, result, parts=None):
         self.what = what
-        self.future = torch.futures.Future()
+        self._inner = torch.futures.Future()
+        self.future = self._inner.then(_unwrap)
         self._result = result
         self._lock = threading.Lock()
         self._left = 0
@@ -133,7 +153,7 @@ class _Op:
 
     def done_now(self):
         """Completes an op with nothing to wait for."""
-        self.future.set_result(self._result)
+        self._inner.set_result(self._result)
         return self
 
     def _finish(self, handle):
@@ -152,9 +172,9 @@ class _Op:
         if not last:
             return
         if self._error is not None:
-            self.future.set_exception(self._error)
+            self._inner.set_result(_Failed(self._error))
         else:
-            self.future.set_result(self._result)
+            self._inner.set_result(self._result)
 
 
 class _Work(_c10d.Work):
@@ -377,6 +397,9 @@ class ProcessGroupFerry(_PG_BASE):
         self._handle = handle
         self._ranks = list(ranks)
         self._timeout = max(timeout.total_seconds(), 0.001)
+        # ferry's own collectives take this group too (ferry.all_reduce(t,
+        # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
+        self._ferry_group = _collectives.Group(ranks, handle)
 
     # -- identity --
 
