@@ -47,6 +47,7 @@ from . import _collectives
 from . import _errors
 from . import _ferry
 from . import _rpc
+from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
 
 __all__ = ["BACKEND", "ProcessGroupFerry", "configure"]
 
