@@ -84,10 +84,14 @@ def _torch_error(e, what):
 class _Completions:
     """One thread that finishes ferry ops and completes their torch
     futures: never a ferry thread, which must not block (finishing waits
-    until ferry let go of the inputs) nor run torch's callbacks."""
+    until ferry let go of the inputs) nor run torch's callbacks. ferry's
+    threads only push a done op's id (no GIL); this one waits for ids with
+    the GIL released."""
 
     def __init__(self):
-        self._queue = queue.SimpleQueue()
+        self._done = _ferry.DoneQueue()
+        self._pending = {}  # id -> (handle, finish)
+        self._next_id = 0
         self._thread = None
         self._lock = threading.Lock()
 
@@ -99,11 +103,18 @@ class _Completions:
                 self._thread = threading.Thread(
                     target=self._run, name="ferry-torch", daemon=True)
                 self._thread.start()
-        handle.add_done_callback(lambda: self._queue.put((handle, finish)))
+            self._next_id += 1
+            op_id = self._next_id
+            self._pending[op_id] = (handle, finish)
+        self._done.watch(handle, op_id)
 
     def _run(self):
         while True:
-            handle, finish = self._queue.get()
+            op_id = self._done.next(3600.0)
+            if op_id is None:
+                continue
+            with self._lock:
+                handle, finish = self._pending.pop(op_id)
             try:
                 finish(handle)
             except BaseException as e:  # noqa: B902 -- never kill the thread

@@ -500,6 +500,11 @@ void BindCollectives(py::module_& m) {
       .def("is_completed", &PendingOp::IsCompleted)
       .def("add_done_callback", &PendingOp::AddDoneCallback,
            py::arg("callback"));
+  py::class_<DoneQueue, std::shared_ptr<DoneQueue>>(
+      m, "DoneQueue", "Collectives done, for the thread that finishes them.")
+      .def(py::init<>())
+      .def("watch", &DoneQueue::Watch, py::arg("op"), py::arg("id"))
+      .def("next", &DoneQueue::Next, py::arg("timeout"));
   BindOps(m);
 }
 
