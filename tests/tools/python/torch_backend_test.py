@@ -100,3 +100,17 @@ def test_torchrec_input_distribution_equals_ferrys_native_kjt_all_to_all():
     outs = run_ranks([sys.executable, example], 2, env=env_init())
     for out in outs:
         assert "equals ferry's native KJT all-to-all" in out, out
+
+
+def test_readme_two_lines_are_the_ddp_examples():
+    readme = open(conftest.script("README.md")).read()
+    block = readme.split("## torch.distributed", 1)[1].split("```python\n")[1]
+    block = block.split("```")[0]
+    statements = [line.split("#")[0].strip() for line in block.splitlines()]
+    example = open(conftest.script("tools/python/examples/ddp.py")).read()
+    code = [line.split("#")[0].strip() for line in example.splitlines()]
+    assert statements == ["import ferry.distributed",
+                          'dist.init_process_group(backend="ferry")']
+    # The example takes the backend from its flag, to run on gloo too.
+    assert statements[0] in code
+    assert "dist.init_process_group(backend=args.backend)" in code

@@ -49,7 +49,7 @@ from . import _ferry
 from . import _rpc
 from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
 
-__all__ = ["BACKEND", "ProcessGroupFerry", "configure"]
+__all__ = ["BACKEND", "ProcessGroupFerry", "configure", "master"]
 
 BACKEND = "ferry"
 
@@ -389,7 +389,10 @@ def _create(opts, pg_options=None):
 
 # ---- The process group ----
 
-_PG_BASE = getattr(_c10d, "ProcessGroup")
+# torch 1.13: a process group is a ProcessGroup. torch 2.x splits it into
+# a ProcessGroup holding one Backend per device and has the creator make
+# the Backend: the same methods on another base class (untested here).
+_PG_BASE = getattr(_c10d, "Backend", None) or _c10d.ProcessGroup
 
 
 def _seconds(op_timeout, default):
@@ -637,11 +640,22 @@ class ProcessGroupFerry(_PG_BASE):
         pass
 
 
+def master():
+    """The address of the ferry job's master (rank 0's worker): what
+    ``ferryctl --master=`` and ``ferry.connect`` take (with the token the
+    workers were given: ``configure(token_file=...)``)."""
+    return _rpc._current().master_address
+
+
 def _register():
     if BACKEND.upper() in dist.Backend._plugins:
         return
     try:
-        dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+        if _PG_BASE is not _c10d.ProcessGroup:  # torch 2.x: CPU tensors.
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True,
+                                          devices=["cpu"])
+        else:
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True)
     except TypeError:  # A torch without the extended API.
         dist.Backend.register_backend(
             BACKEND, lambda store, rank, size, timeout: _create(
