@@ -55,6 +55,7 @@ _NAME_GATES = {
     "GLOO Batch Send Recv CPU",
     "get_future is only supported on mpi, nccl and gloo",
     "Only Nccl & Gloo backend support DistributedDataParallel",
+    "Only Gloo backend support sparse all reduce",
 }
 
 # Helpers whose body picks the CPU path for "gloo" or "mpi" by name (and
@@ -90,8 +91,6 @@ KNOWN_FAILURES = {
     "test_monitored_barrier_failure_order": "as above",
     "test_monitored_barrier_allreduce_hang": "as above",
     "test_monitored_barrier_allreduce_hang_wait_all_ranks": "as above",
-    "test_sparse_all_reduce_sum":
-        "sparse tensors: ferry's collectives move dense tensors",
 }
 
 

@@ -469,12 +469,37 @@ class ProcessGroupFerry(_PG_BASE):
             opts = o
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
-        self._check(tensors, "allreduce")
         red = _reduce_op(opts.reduceOp)
         t = self._t(opts)
+        if any(x.is_sparse for x in tensors):
+            return self._sparse_allreduce(tensors, red, t)
+        self._check(tensors, "allreduce")
         return self._run("allreduce", tensors, lambda: [
             _ferry.all_reduce(self._handle, x, red, t, True, "torch")
             for x in tensors])
+
+    def _sparse_allreduce(self, tensors, red, t):
+        """Sparse COO tensors, summed (as gloo does: every rank's indices
+        and values gathered, uneven, then added up), in place. Runs before
+        it returns."""
+        what = f"allreduce of sparse tensors on rank {self.rank()}"
+        if red != "sum":
+            raise RuntimeError(f"[ferry] {what}: sparse tensors are summed "
+                               "only (ReduceOp.SUM)")
+        op = _Op(what, tensors)
+        try:
+            for x in tensors:
+                c = x.coalesce()
+                gathered = [
+                    _ferry.all_gather(self._handle, part.contiguous(), None, t,
+                                      False, "torch").wait()
+                    for part in (c.indices(), c.values())]
+                x.copy_(torch.sparse_coo_tensor(
+                    torch.cat(gathered[0], dim=1), torch.cat(gathered[1]),
+                    x.shape).coalesce())
+        except _errors.Error as e:
+            raise _torch_error(e, what) from None
+        return _work(op.done_now(), 2)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
