@@ -59,6 +59,11 @@ Algorithm<Tensor> ReduceScatterOf(const std::vector<Tensor>& inputs,
     algorithms::ReduceScatter(std::move(r), {inputs, op});
   };
 }
+Algorithm<Tensor> ReduceOf(const Tensor& input, int dst, ReduceOp op) {
+  return [input, dst, op](Result<Tensor> r) {
+    algorithms::Reduce(std::move(r), {input, dst, op, nullptr});
+  };
+}
 Algorithm<Value> BroadcastOf(const Value& value, int src) {
   return [value, src](Result<Value> r) {
     algorithms::Broadcast(std::move(r), {value, src});
@@ -174,6 +179,15 @@ Work<Tensor> ReduceScatterAsync(ProcessGroup& group,
                                 const std::vector<Tensor>& inputs, ReduceOp op,
                                 const CollectiveOptions& options) {
   return Start(group, "reduce_scatter", options, ReduceScatterOf(inputs, op));
+}
+
+absl::StatusOr<Tensor> Reduce(ProcessGroup& group, const Tensor& input, int dst,
+                              ReduceOp op, const CollectiveOptions& options) {
+  return Run(group, "reduce", options, ReduceOf(input, dst, op));
+}
+Work<Tensor> ReduceAsync(ProcessGroup& group, const Tensor& input, int dst,
+                         ReduceOp op, const CollectiveOptions& options) {
+  return Start(group, "reduce", options, ReduceOf(input, dst, op));
 }
 
 absl::StatusOr<Value> Broadcast(ProcessGroup& group, const Value& value,

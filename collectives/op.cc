@@ -253,6 +253,44 @@ void Op::ExchangeAll(int step, const Message& mine, OnMessages then,
       step, [&](int) { return mine; }, std::move(then), std::move(at));
 }
 
+void Op::WhenSent(absl::AnyInvocable<void() &&> then) {
+  std::vector<Sent> sends;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    sends = sends_;
+  }
+  if (sends.empty()) return std::move(then)();
+  auto left = std::make_shared<std::atomic<size_t>>(sends.size());
+  auto next = std::make_shared<absl::AnyInvocable<void() &&>>(std::move(then));
+  for (const Sent& s : sends) {
+    s.delivered.Then([self = shared_from_this(), left, next,
+                      to = s.to](const absl::StatusOr<Done>& r) {
+      if (!r.ok()) return self->Unsent(r.status(), to);
+      if (left->fetch_sub(1) != 1) return;
+      {
+        absl::MutexLock lock(&self->mu_);
+        if (self->phase_ != Phase::kRunning) return;
+      }
+      std::move (*next)();
+    });
+  }
+}
+
+void Op::Unsent(absl::Status status, int to) {
+  // As a failed flush: nothing else would end an op that waits for no
+  // message (its deadline only times out receives).
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kProbing;
+  }
+  absl::Status aborted = context_.mailbox().AbortStatus(key_);
+  if (!aborted.ok()) return Fail(aborted);
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) return Probe(to);
+  Fail(FlushError(to, status));
+}
+
 // ---- Ending ----
 
 void Op::Succeed() {

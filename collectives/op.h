@@ -127,6 +127,12 @@ class Op : public std::enable_shared_from_this<Op> {
   void ExchangeAll(int step, const Message& mine, OnMessages then,
                    Landings at = {});
 
+  // Runs `then` once every message this rank sent so far was delivered
+  // (at once if none): for an algorithm about to overwrite memory it sent
+  // from (a collective writing its result over its input). A send that
+  // fails fails the op instead; `then` never runs once the op ended.
+  void WhenSent(absl::AnyInvocable<void() &&> then) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The algorithm is done here: the op ends OK once every send was
   // delivered (or fails, if one was not).
   void Succeed() ABSL_LOCKS_EXCLUDED(mu_);
@@ -164,6 +170,8 @@ class Op : public std::enable_shared_from_this<Op> {
   void OnFlushDeadline() ABSL_LOCKS_EXCLUDED(mu_);
   // Every send arrived (OK), or the send to `to` did not.
   void Flushed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
+  // The send to `to` that WhenSent waits for failed.
+  void Unsent(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
   // The send to `to` failed while the algorithm runs.
   void SendFailed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
   // Asks every member whether it joined; then fails the op, naming those

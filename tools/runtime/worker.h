@@ -52,6 +52,16 @@ struct WorkerOptions {
   std::string master;
   // host:port to listen on (port 0 picks one). Default: the master's host.
   std::string listen;
+  // Where membership lives: empty for the embedded master (`master`), or
+  // "etcd://HOST:PORT[,HOST:PORT…]/JOB" (`master` unused; the rank must be
+  // given), reached with the etcd_* settings (PEM files; a user whose
+  // password is the first line of a file).
+  std::string rendezvous;
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
+  std::string etcd_user;
+  std::string etcd_password_file;
   absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
   absl::Duration startup_timeout = absl::Seconds(60);
   absl::Duration shutdown_timeout = absl::Seconds(10);
