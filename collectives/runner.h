@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -61,12 +62,15 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
 template <typename T>
 using Algorithm = absl::AnyInvocable<void(Result<T>) &&>;
 
-// Prepares op `name` and starts `algorithm` on it.
+// Prepares op `name` and starts `algorithm` on it. `inputs` describe this
+// rank's input for the flight recorder (flight_recorder.h's Summarize).
 template <typename T>
 Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
-                     const CollectiveOptions& options, Algorithm<T> algorithm) {
+                     const CollectiveOptions& options, Algorithm<T> algorithm,
+                     std::vector<TensorSummary> inputs = {}) {
   absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
   if (!spec.ok()) return Future<T>::Ready(spec.status());
+  spec->inputs = std::move(inputs);
   return StartOp<T>(group, *spec, std::move(algorithm));
 }
 
@@ -76,9 +80,11 @@ Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
 template <typename T>
 absl::StatusOr<T> RunOp(ProcessGroup& group, absl::string_view name,
                         const CollectiveOptions& options,
-                        Algorithm<T> algorithm) {
+                        Algorithm<T> algorithm,
+                        std::vector<TensorSummary> inputs = {}) {
   absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
   if (!spec.ok()) return spec.status();
+  spec->inputs = std::move(inputs);
   return StartOp<T>(group, *spec, std::move(algorithm))
       .Wait(spec->timeout + absl::Seconds(10));
 }
