@@ -1,10 +1,10 @@
 #include "collectives/collective_context.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
-
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -87,8 +87,8 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
                             .world_size = agent->world_size(),
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
                             .authenticator = &agent->authenticator()})),
-      recorder_({.capacity = config.flight_recorder_entries,
-                 .clock = clock_}) {}
+      recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}) {
+}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
 

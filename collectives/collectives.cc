@@ -117,12 +117,14 @@ Work<Value> RunCollectiveAsync(ProcessGroup& group, absl::string_view name,
 absl::StatusOr<std::vector<Tensor>> AllToAll(ProcessGroup& group,
                                              const std::vector<Tensor>& inputs,
                                              const CollectiveOptions& options) {
-  return Run(group, "all_to_all", options, AllToAllOf(inputs), Summarize(inputs));
+  return Run(group, "all_to_all", options, AllToAllOf(inputs),
+             Summarize(inputs));
 }
 Work<std::vector<Tensor>> AllToAllAsync(ProcessGroup& group,
                                         const std::vector<Tensor>& inputs,
                                         const CollectiveOptions& options) {
-  return Start(group, "all_to_all", options, AllToAllOf(inputs), Summarize(inputs));
+  return Start(group, "all_to_all", options, AllToAllOf(inputs),
+               Summarize(inputs));
 }
 
 absl::StatusOr<Tensor> AllToAllSingle(ProcessGroup& group, const Tensor& input,
@@ -139,18 +141,20 @@ Work<Tensor> AllToAllSingleAsync(ProcessGroup& group, const Tensor& input,
                                  const CollectiveOptions& options) {
   return Start(group, "all_to_all_single", options,
                AllToAllSingleOf(input, output_splits, input_splits),
-             Summarize(input));
+               Summarize(input));
 }
 
 absl::StatusOr<std::vector<Tensor>> AllGather(
     ProcessGroup& group, const Tensor& input,
     const CollectiveOptions& options) {
-  return Run(group, "all_gather", options, AllGatherOf(input), Summarize(input));
+  return Run(group, "all_gather", options, AllGatherOf(input),
+             Summarize(input));
 }
 Work<std::vector<Tensor>> AllGatherAsync(ProcessGroup& group,
                                          const Tensor& input,
                                          const CollectiveOptions& options) {
-  return Start(group, "all_gather", options, AllGatherOf(input), Summarize(input));
+  return Start(group, "all_gather", options, AllGatherOf(input),
+               Summarize(input));
 }
 
 absl::StatusOr<Value> AllGather(ProcessGroup& group, const Value& value,
@@ -162,17 +166,19 @@ absl::StatusOr<Value> AllGather(ProcessGroup& group, const Value& value,
 Work<Value> AllGatherAsync(ProcessGroup& group, const Value& value,
                            int64_t axis, const CollectiveOptions& options) {
   return Start(group, "all_gather", options, AllGatherAxisOf(value, axis),
-             Summarize(value));
+               Summarize(value));
 }
 
 absl::StatusOr<Tensor> AllReduce(ProcessGroup& group, const Tensor& input,
                                  ReduceOp op,
                                  const CollectiveOptions& options) {
-  return Run(group, "all_reduce", options, AllReduceOf(input, op), Summarize(input));
+  return Run(group, "all_reduce", options, AllReduceOf(input, op),
+             Summarize(input));
 }
 Work<Tensor> AllReduceAsync(ProcessGroup& group, const Tensor& input,
                             ReduceOp op, const CollectiveOptions& options) {
-  return Start(group, "all_reduce", options, AllReduceOf(input, op), Summarize(input));
+  return Start(group, "all_reduce", options, AllReduceOf(input, op),
+               Summarize(input));
 }
 
 absl::StatusOr<Tensor> ReduceScatter(ProcessGroup& group,
@@ -186,26 +192,30 @@ Work<Tensor> ReduceScatterAsync(ProcessGroup& group,
                                 const std::vector<Tensor>& inputs, ReduceOp op,
                                 const CollectiveOptions& options) {
   return Start(group, "reduce_scatter", options, ReduceScatterOf(inputs, op),
-             Summarize(inputs));
+               Summarize(inputs));
 }
 
 absl::StatusOr<Value> Broadcast(ProcessGroup& group, const Value& value,
                                 int src, const CollectiveOptions& options) {
-  return Run(group, "broadcast", options, BroadcastOf(value, src), Summarize(value));
+  return Run(group, "broadcast", options, BroadcastOf(value, src),
+             Summarize(value));
 }
 Work<Value> BroadcastAsync(ProcessGroup& group, const Value& value, int src,
                            const CollectiveOptions& options) {
-  return Start(group, "broadcast", options, BroadcastOf(value, src), Summarize(value));
+  return Start(group, "broadcast", options, BroadcastOf(value, src),
+               Summarize(value));
 }
 
 absl::StatusOr<Value> Scatter(ProcessGroup& group,
                               const std::vector<Value>& values, int src,
                               const CollectiveOptions& options) {
-  return Run(group, "scatter", options, ScatterOf(values, src), Summarize(values));
+  return Run(group, "scatter", options, ScatterOf(values, src),
+             Summarize(values));
 }
 Work<Value> ScatterAsync(ProcessGroup& group, const std::vector<Value>& values,
                          int src, const CollectiveOptions& options) {
-  return Start(group, "scatter", options, ScatterOf(values, src), Summarize(values));
+  return Start(group, "scatter", options, ScatterOf(values, src),
+               Summarize(values));
 }
 
 absl::StatusOr<std::vector<Value>> Gather(ProcessGroup& group,
@@ -216,7 +226,8 @@ absl::StatusOr<std::vector<Value>> Gather(ProcessGroup& group,
 Work<std::vector<Value>> GatherAsync(ProcessGroup& group, const Value& value,
                                      int dst,
                                      const CollectiveOptions& options) {
-  return Start(group, "gather", options, GatherOf(value, dst), Summarize(value));
+  return Start(group, "gather", options, GatherOf(value, dst),
+               Summarize(value));
 }
 
 absl::Status Barrier(ProcessGroup& group, const CollectiveOptions& options) {

@@ -17,9 +17,9 @@ namespace ferry {
 namespace {
 
 absl::Status Unavailable(const std::string& what, const std::string& path) {
-  return absl::UnavailableError(
-      absl::StrCat("flight recorder dump: cannot ", what, " ", path, ": ",
-                   std::strerror(errno)));
+  return absl::UnavailableError(absl::StrCat("flight recorder dump: cannot ",
+                                             what, " ", path, ": ",
+                                             std::strerror(errno)));
 }
 
 absl::Status WriteAll(int fd, const std::string& text) {

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-
 #include "rpc/base/status_util.h"
 #include "rpc/value/dtype.h"
 
@@ -92,8 +91,7 @@ Value EntryValue(const OpRecord& r, int64_t pg_id) {
   if (r.state == OpState::kCompleted || r.state == OpState::kFailed) {
     e.emplace("time_discovered_completed_ns", Nanos(r.wall_ended));
     e.emplace("mono_completed_ns", Nanos(r.ended));
-    e.emplace("duration_ms",
-              absl::ToDoubleMilliseconds(r.ended - r.scheduled));
+    e.emplace("duration_ms", absl::ToDoubleMilliseconds(r.ended - r.scheduled));
   }
   if (!r.error.empty()) e.emplace("error", r.error);
   return Value(std::move(e));
@@ -185,8 +183,8 @@ uint64_t FlightRecorder::Record(OpRecordSpec spec) {
   const size_t slot = (id - 1) % capacity_;
   // Grown as used, so a large ring costs nothing until it fills.
   if (slot >= ring_.size()) {
-    ring_.resize(std::min<size_t>(capacity_,
-                                  std::max<size_t>(slot + 1, 2 * ring_.size())));
+    ring_.resize(std::min<size_t>(
+        capacity_, std::max<size_t>(slot + 1, 2 * ring_.size())));
   }
   OpRecord& r = ring_[slot];
   r = OpRecord();
@@ -239,8 +237,8 @@ void FlightRecorder::Ended(uint64_t id, const absl::Status& status) {
   r->ended = now;
   r->wall_ended = wall;
   if (!status.ok()) {
-    r->error = absl::StrCat(StatusCodeName(status.code()), ": ",
-                            status.message());
+    r->error =
+        absl::StrCat(StatusCodeName(status.code()), ": ", status.message());
   }
   if (GroupProgress* g = ProgressOf(r->spec);
       g != nullptr && r->spec.sequence > g->last_completed) {
@@ -301,8 +299,7 @@ Value DumpValue(const std::vector<OpRecord>& records,
   }
   Value::List entries;
   for (const OpRecord& r : records) {
-    entries.push_back(
-        EntryValue(r, pg_id(r.spec.group, r.spec.group_ranks)));
+    entries.push_back(EntryValue(r, pg_id(r.spec.group, r.spec.group_ranks)));
   }
   return Value(Value::Map{
       {"version", kDumpVersion},

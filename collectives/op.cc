@@ -97,11 +97,11 @@ absl::Status Op::BadInput(absl::string_view message) const {
 
 absl::Status Op::Mismatched(int other, absl::string_view theirs) const {
   // A peer's op name is printed bounded: it came off the wire.
-  return Error(absl::StatusCode::kInvalidArgument,
-               absl::StrCat("collectives called in a different order: ",
-                            Who(other), " runs ", theirs.substr(0, 64),
-                            " as op ", key_, " where ", Who(rank()), " runs ",
-                            name_));
+  return Error(
+      absl::StatusCode::kInvalidArgument,
+      absl::StrCat("collectives called in a different order: ", Who(other),
+                   " runs ", theirs.substr(0, 64), " as op ", key_, " where ",
+                   Who(rank()), " runs ", name_));
 }
 
 absl::Status Op::Malformed(int from, absl::string_view what) const {

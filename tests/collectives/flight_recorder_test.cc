@@ -31,8 +31,8 @@ OpRecordSpec AllReduce(int64_t seq, std::string group = "world") {
 class FlightRecorderTest : public ::testing::Test {
  protected:
   FlightRecorder Make(int64_t capacity) {
-    return FlightRecorder({.capacity = capacity, .clock = &clock_,
-                           .wall = &wall_});
+    return FlightRecorder(
+        {.capacity = capacity, .clock = &clock_, .wall = &wall_});
   }
   ManualClock clock_{absl::FromUnixSeconds(1000)};
   ManualClock wall_{absl::FromUnixSeconds(1'700'000'000)};
@@ -79,8 +79,8 @@ TEST_F(FlightRecorderTest, StatesAndTheirTimes) {
   EXPECT_TRUE(e.has_started);
   EXPECT_EQ(e.started - e.scheduled, absl::Milliseconds(5));
   EXPECT_EQ(e.ended - e.scheduled, absl::Milliseconds(15));
-  EXPECT_EQ(e.wall_started, absl::FromUnixSeconds(1'700'000'000) +
-                                absl::Milliseconds(5));
+  EXPECT_EQ(e.wall_started,
+            absl::FromUnixSeconds(1'700'000'000) + absl::Milliseconds(5));
   EXPECT_TRUE(e.error.empty());
   EXPECT_THAT(e.outputs, ElementsAre(TensorSummary{"float32", {2, 2}}));
 }
@@ -128,8 +128,12 @@ TEST_F(FlightRecorderTest, TaggedAndPointToPointOpsDoNotMoveWatermarks) {
   OpRecordSpec tagged = AllReduce(-1);
   tagged.key = "c0,1,2/t:x";
   r.Record(tagged);
-  OpRecordSpec send{.group = "world", .key = "world/p2p/0/1/3", .op = "send",
-                    .p2p = true, .peer = 2, .p2p_sequence = 3};
+  OpRecordSpec send{.group = "world",
+                    .key = "world/p2p/0/1/3",
+                    .op = "send",
+                    .p2p = true,
+                    .peer = 2,
+                    .p2p_sequence = 3};
   r.Record(send);
   EXPECT_TRUE(r.Progress().empty());
   EXPECT_EQ(r.Snapshot().size(), 2u);
@@ -140,13 +144,20 @@ TEST_F(FlightRecorderTest, TheDumpUsesTorchsFieldNames) {
   const uint64_t id = r.Record(AllReduce(3));
   r.Started(id);
   r.Ended(id, absl::InvalidArgumentError("mismatch"));
-  OpRecordSpec send{.group = "world", .group_ranks = {0, 1, 2},
-                    .key = "world/p2p/1", .op = "send", .p2p = true,
-                    .peer = 2, .p2p_sequence = 0};
+  OpRecordSpec send{.group = "world",
+                    .group_ranks = {0, 1, 2},
+                    .key = "world/p2p/1",
+                    .op = "send",
+                    .p2p = true,
+                    .peer = 2,
+                    .p2p_sequence = 0};
   r.Record(send);
   Value dump = DumpValue(r.Snapshot(), r.Progress(),
-                         {.worker = "worker1", .rank = 1, .world_size = 3,
-                          .pid = 42, .reason = "on demand",
+                         {.worker = "worker1",
+                          .rank = 1,
+                          .world_size = 3,
+                          .pid = 42,
+                          .reason = "on demand",
                           .capacity = r.capacity(),
                           .recorded = r.recorded()});
   // Round trip through JSON, as ferryctl analyze reads it.
@@ -178,10 +189,10 @@ TEST_F(FlightRecorderTest, TheDumpUsesTorchsFieldNames) {
   EXPECT_EQ(e.Find("timeout_ms")->as_int(), 60000);
   EXPECT_TRUE(e.Find("retired")->as_bool());
   EXPECT_THAT(e.Find("error")->as_string(), HasSubstr("mismatch"));
-  for (const char* key : {"time_created_ns", "time_discovered_started_ns",
-                          "time_discovered_completed_ns", "duration_ms",
-                          "mono_created_ns", "mono_started_ns",
-                          "mono_completed_ns"}) {
+  for (const char* key :
+       {"time_created_ns", "time_discovered_started_ns",
+        "time_discovered_completed_ns", "duration_ms", "mono_created_ns",
+        "mono_started_ns", "mono_completed_ns"}) {
     EXPECT_NE(e.Find(key), nullptr) << key;
   }
   const Value& p2p = entries[1];

@@ -38,7 +38,7 @@ class ObserveTest : public testing::JobTest {
  protected:
   // A barrier on every rank: the world's op 0.
   void Warmup() {
-    for (const auto& r : Spmd<Done>(*job_, [](WorkerImpl& w, int) {
+    for (const auto& r : Spmd<Done>(*job_, [](WorkerImpl&w, int) {
            return Barrier(w.collectives().world(), kOptions).ok()
                       ? absl::StatusOr<Done>(Done())
                       : absl::InternalError("barrier");
@@ -54,21 +54,21 @@ TEST_F(ObserveTest, AnotherCollectiveAtTheSamePointFailsNamingBoth) {
   std::vector<absl::StatusOr<Done>> results =
       Spmd<Done>(*job_, [](WorkerImpl& w, int rank) -> absl::StatusOr<Done> {
         ProcessGroup& world = w.collectives().world();
-        absl::Status s = rank == 2 ? AllGather(world, Ones(2), kOptions).status()
-                                   : AllReduce(world, Ones(2), ReduceOp::kSum,
-                                               kOptions)
-                                         .status();
+        absl::Status s =
+            rank == 2
+                ? AllGather(world, Ones(2), kOptions).status()
+                : AllReduce(world, Ones(2), ReduceOp::kSum, kOptions).status();
         if (!s.ok()) return s;
         return Done();
       });
   for (int r = 0; r < 3; ++r) {
-    EXPECT_THAT(results[r],
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         AllOf(HasSubstr("collectives called in a different "
-                                         "order"),
-                               HasSubstr("rank 2 (worker2)"),
-                               HasSubstr("all_gather"), HasSubstr("all_reduce"),
-                               HasSubstr("world/1"))))
+    EXPECT_THAT(
+        results[r],
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr("collectives called in a different "
+                                 "order"),
+                       HasSubstr("rank 2 (worker2)"), HasSubstr("all_gather"),
+                       HasSubstr("all_reduce"), HasSubstr("world/1"))))
         << "rank " << r;
   }
   // Each worker's recorder holds the op as failed, with what it ran.
@@ -81,12 +81,11 @@ TEST_F(ObserveTest, AnotherCollectiveAtTheSamePointFailsNamingBoth) {
     EXPECT_EQ(ops[1].spec.op, r == 2 ? "all_gather" : "all_reduce");
     EXPECT_EQ(ops[1].spec.sequence, 1);
     EXPECT_EQ(ops[1].state, OpState::kFailed);
-    EXPECT_THAT(ops[1].spec.inputs,
-                ElementsAre(TensorSummary{"float32", {2}}));
+    EXPECT_THAT(ops[1].spec.inputs, ElementsAre(TensorSummary{"float32", {2}}));
     EXPECT_THAT(ops[1].error, HasSubstr("INVALID_ARGUMENT"));
   }
   // The group works for the next op.
-  for (const auto& r : Spmd<Tensor>(*job_, [](WorkerImpl& w, int) {
+  for (const auto& r : Spmd<Tensor>(*job_, [](WorkerImpl&w, int) {
          return AllReduce(w.collectives().world(), Ones(2), ReduceOp::kSum,
                           kOptions);
        })) {
@@ -176,9 +175,9 @@ TEST(FlightDumpsTest, WritesOneFilePerWorkerAndCoalesces) {
 }
 
 TEST(FlightDumpsTest, AnUnwritableDirectoryIsUnavailable) {
-  EXPECT_THAT(WriteDumpFile("/proc/no/such/dir", "worker0", Value()),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("/proc/no/such/dir")));
+  EXPECT_THAT(
+      WriteDumpFile("/proc/no/such/dir", "worker0", Value()),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/proc/no/such/dir")));
 }
 
 }  // namespace

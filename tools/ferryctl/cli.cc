@@ -42,6 +42,8 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"rrefs", {}},
           {"run", {}},
           {"collective", {}},
+          {"dump", {"out"}},
+          {"analyze", {"format"}},
       };
   auto it = table->find(command);
   return it == table->end() ? nullptr : &it->second;

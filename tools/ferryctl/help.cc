@@ -21,6 +21,8 @@ commands:
   rrefs       the owner tables of the workers (RRefs they hold for others)
   collective  run a collective (all_reduce, all_to_all, ...) across the workers
   run         run a script of statements
+  dump        the workers' flight recorders (recent collectives) into files
+  analyze     compare flight recorder dumps: the first op where ranks differ
 
 global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
@@ -98,6 +100,33 @@ examples:
   ferryctl status
   ferryctl status --format=json | jq '.workers[].owned_rrefs'
   ferryctl status --format=json | jq '.workers[0].limits'
+)"},
+      {"dump", R"(usage: ferryctl dump [--out=DIR] [WORKER...]
+
+Writes each WORKER's (default: every worker's) flight recorder -- its recent
+collectives and point-to-point ops, with their states and times, in torch's
+flight recorder format -- to DIR/<worker>.json, one file per worker. DIR
+defaults to dump-<UTC time> in the job's directory (when this user's `up`
+started the job), else ferry-dump-<UTC time> here. Workers also write their
+dump into their --dump_dir when an op fails or times out. Prints
+  {"dir":DIR,"files":[...],"failed":[{"worker","error"}]}
+
+examples:
+  ferryctl dump --out=/tmp/dumps
+  ferryctl analyze /tmp/dumps
+)"},
+      {"analyze", R"(usage: ferryctl analyze DIR [--format=text|json]
+
+Reads every worker's flight recorder dump in DIR (from `ferryctl dump`, or
+written by the workers when an op failed) and prints, per process group:
+the first op where the ranks disagree (a different op, or input dtypes or
+sizes where they must match) with the ranks on each side; ops some ranks
+wait in that others never began; and the slowest rank (the last to arrive,
+by wall clock). One screen of text, or JSON with --format=json.
+
+examples:
+  ferryctl analyze /tmp/dumps
+  ferryctl analyze --format=json /tmp/dumps | jq '.groups[].mismatch'
 )"},
       {"functions", R"(usage: ferryctl functions [WORKER]
 

@@ -102,6 +102,13 @@ ABSL_FLAG(bool, insecure, false,
           "serve plaintext on addresses other hosts reach, with no token or "
           "identity checks: only where every host is trusted");
 ABSL_FLAG(bool, reflection, false, "serve gRPC's reflection service");
+ABSL_FLAG(int64_t, flight_recorder_entries, 2000,
+          "recent collectives and point-to-point ops the flight recorder "
+          "keeps (`ferryctl dump`; 0: none)");
+ABSL_FLAG(std::string, dump_dir, "",
+          "where this worker writes its flight recorder dump "
+          "(<dir>/<name>.json) when a collective fails or times out (`ferryctl "
+          "up` sets <job dir>/flight_recorder); empty: nowhere");
 ABSL_FLAG(std::string, address_file, "",
           "write the listening address here once listening");
 ABSL_FLAG(std::string, ready_file, "",
@@ -195,6 +202,9 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   };
   FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
   o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.collectives.flight_recorder_entries =
+      absl::GetFlag(FLAGS_flight_recorder_entries);
+  o.collectives.dump_dir = absl::GetFlag(FLAGS_dump_dir);
   o.on_event = Log;
   Log("starting",
       absl::StrCat(
