@@ -7,6 +7,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/base/status_util.h"
+#include "rpc/metrics.h"
+#include "rpc/tracing.h"
 
 namespace ferry {
 
@@ -18,6 +21,21 @@ constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
 // How long after its deadline an op that succeeded here waits for its last
 // sends at most.
 constexpr absl::Duration kFlushGrace = absl::Seconds(1);
+
+// The op's trace: a child of the calling thread's (a function serving a
+// call), else a trace of its own.
+TraceContext OpTrace(CollectiveContext& context) {
+  if (!context.agent().tracing()) return TraceContext();
+  if (CurrentTrace().valid()) return CurrentTrace().Child();
+  return NewTrace(false);
+}
+
+// About the bytes of a message (its header and tensors), for the metrics.
+int64_t MessageBytes(const Message& m) {
+  int64_t bytes = static_cast<int64_t>(m.header.size());
+  for (const Tensor& t : m.tensors) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
 
 uint64_t RecordBegin(ProcessGroup& group, const OpSpec& spec) {
   return group.context().recorder().Record({.group = group.name(),
@@ -54,6 +72,8 @@ Op::Op(ProcessGroup& group, const OpSpec& spec, Ended ended)
       timeout_(spec.timeout),
       deadline_(context_.agent().timers().clock()->Now() + spec.timeout),
       record_id_(RecordBegin(group, spec)),
+      parent_span_(CurrentTrace().span_id),
+      trace_(OpTrace(context_)),
       ended_(std::move(ended)) {
   context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members(),
                  this);
@@ -118,7 +138,11 @@ void Op::Send(int to, int step, const Message& message) {
   }
   Future<Done> delivered =
       context_.exchange().Send(group_.global(to), {key_, step, context_.rank()},
-                               ToEnvelope(message, name_), deadline_);
+                               ToEnvelope(message, name_), deadline_, trace_);
+  if (Metrics* metrics = context_.agent().metrics()) {
+    metrics->Sent(group_.global(to), Metrics::Traffic::kCollective,
+                  MessageBytes(message));
+  }
   {
     absl::MutexLock lock(&mu_);
     sends_.push_back({to, delivered});
@@ -220,6 +244,10 @@ void Op::Recv(int from, int step, OnMessage then,
              return self->Fail(self->Malformed(from, m.status().message()));
            if (!m->op.empty() && m->op != self->name_)
              return self->Fail(self->Mismatched(from, m->op));
+           if (Metrics* metrics = self->context_.agent().metrics()) {
+             metrics->Received(self->group_.global(from),
+                               Metrics::Traffic::kCollective, MessageBytes(*m));
+           }
            std::move(then)(*std::move(m));
          });
 }
@@ -272,6 +300,11 @@ void Op::RecvFrom(std::vector<int> from, int step, OnMessages then,
                  return self->Fail(self->Malformed(r, m.status().message()));
                if (!m->op.empty() && m->op != self->name_)
                  return self->Fail(self->Mismatched(r, m->op));
+               if (Metrics* metrics = self->context_.agent().metrics()) {
+                 metrics->Received(self->group_.global(r),
+                                   Metrics::Traffic::kCollective,
+                                   MessageBytes(*m));
+               }
                messages[r] = *std::move(m);
              }
              std::move(g->then)(std::move(messages));
@@ -505,7 +538,26 @@ void Op::End(absl::Status status) {
   context_.mailbox().Close(key_);
   context_.Ended(key_);
   context_.OpEnded(record_id_, status);
+  Account(status);
   std::move(ended)(std::move(status));
+}
+
+void Op::Account(const absl::Status& status) {
+  const absl::Duration elapsed =
+      context_.agent().timers().clock()->Now() - (deadline_ - timeout_);
+  if (Metrics* metrics = context_.agent().metrics()) {
+    metrics->CollectiveEnded(name_, group_.name(), status.code(), elapsed);
+  }
+  Tracer* tracer = context_.agent().tracer();
+  if (tracer != nullptr && tracer->Records(trace_)) {
+    tracer->Record({.name = absl::StrCat(name_, " ", key_),
+                    .context = trace_,
+                    .parent_span_id = parent_span_,
+                    .start = absl::Now() - elapsed,
+                    .duration = elapsed,
+                    .status = StatusCodeName(status.code()),
+                    .kind = "internal"});
+  }
 }
 
 }  // namespace ferry

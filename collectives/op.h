@@ -46,6 +46,7 @@
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
 #include "rpc/base/timers.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
@@ -190,6 +191,8 @@ class Op : public std::enable_shared_from_this<Op>, public RunningOp {
   absl::Status Mismatched(int other, absl::string_view theirs) const;
   // Ends the op here with `status`: exactly once.
   void End(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts the op's end (metrics) and records its span (tracing).
+  void Account(const absl::Status& status);
   absl::Status FlushError(int to, const absl::Status& status) const;
 
   // Constant after construction.
@@ -202,6 +205,10 @@ class Op : public std::enable_shared_from_this<Op>, public RunningOp {
   const absl::Duration timeout_;
   const absl::Time deadline_;
   const uint64_t record_id_;  // In the flight recorder; 0 if not kept.
+  // The op's span: in the trace of the call it runs in (if any); its
+  // messages carry it.
+  const uint64_t parent_span_;
+  const TraceContext trace_;
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;

@@ -155,8 +155,7 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
     std::string base = absl::StrCat(dir, "/worker", rank);
     for (const char* ext : {".addr", ".ready"}) unlink((base + ext).c_str());
     std::vector<std::string> argv = {
-        ferryd,
-        absl::StrCat("--rank=", rank),
+        ferryd, absl::StrCat("--rank=", rank),
         absl::StrCat("--world_size=", o.world_size),
         absl::StrCat("--master=", master),
         absl::StrCat("--address_file=", base, ".addr"),

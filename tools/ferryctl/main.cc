@@ -130,6 +130,11 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
     const std::string format =
         cl.Flag("format").value_or(isatty(STDOUT_FILENO) ? "table" : "json");
 
+    if (format == "prometheus") {
+      FERRY_ASSIGN_OR_RETURN(std::string text, MetricsCommand(*session));
+      std::cout << text;
+      return std::optional<Value>();
+    }
     FERRY_ASSIGN_OR_RETURN(Value status, StatusCommand(*session));
     if (format == "json") return status;
     std::cout << StatusTable(status) << BlockingLines(status);

@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "collectives/flight_dumps.h"
 #include "rpc/base/status_util.h"
+#include "rpc/metrics.h"
 #include "rpc/value/json.h"
 #include "tools/ferryctl/analyze.h"
 #include "tools/runtime/job_dir.h"
@@ -18,6 +19,8 @@ namespace {
 // The function every worker's collectives register
 // (collectives/collective_context.cc).
 constexpr char kFlightRecorderFunction[] = "ferry.flight_recorder";
+// And every worker's agent (rpc/agent.cc).
+constexpr char kMetricsFunction[] = "ferry.metrics";
 
 std::string DefaultDumpDir(const std::string& master) {
   const std::string stamp =
@@ -59,6 +62,30 @@ absl::StatusOr<Value> DumpCommand(Session& session, std::string out,
   return Value(Value::Map{{"dir", out},
                           {"files", std::move(files)},
                           {"failed", std::move(failed)}});
+}
+
+absl::StatusOr<std::string> MetricsCommand(Session& session) {
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
+  std::vector<std::string> texts;
+  std::string missing;
+  absl::Status first;
+  for (const WorkerInfo& w : client->rpc().directory().workers()) {
+    absl::StatusOr<Value> text = client->rpc().RpcSync(
+        w.name, kMetricsFunction, {},
+        {.timeout = std::min(session.bound(), absl::Seconds(10))});
+    if (text.ok() && text->is_string()) {
+      texts.push_back(text->as_string());
+      continue;
+    }
+    absl::Status why =
+        text.ok() ? absl::InternalError("not text") : text.status();
+    if (first.ok()) first = why;
+    // A comment: Prometheus' text format allows them anywhere.
+    absl::StrAppend(&missing, "# ", w.name,
+                    " did not answer: ", StatusCodeName(why.code()), "\n");
+  }
+  if (texts.empty()) return first;
+  return MergeExpositions(texts) + missing;
 }
 
 absl::StatusOr<std::string> AnalyzeCommand(const std::string& dir, bool json) {

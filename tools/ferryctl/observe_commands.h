@@ -23,6 +23,12 @@ namespace ctl {
 absl::StatusOr<Value> DumpCommand(Session& session, std::string out,
                                   const std::vector<std::string>& workers);
 
+// `status --format=prometheus`: every worker's metrics (rpc/metrics.h) in
+// Prometheus' text format, merged (each sample labelled with its worker).
+// A worker that does not answer is left out, with a comment line naming
+// it; UNAVAILABLE if none answers.
+absl::StatusOr<std::string> MetricsCommand(Session& session);
+
 // `analyze DIR`: tools/ferryctl/analyze.h's report as JSON (`json`) or
 // text.
 absl::StatusOr<std::string> AnalyzeCommand(const std::string& dir, bool json);
