@@ -24,6 +24,7 @@
 #include "collectives/options.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
+#include "rpc/stacks.h"
 
 namespace ferry {
 
@@ -85,8 +86,11 @@ absl::StatusOr<T> RunOp(ProcessGroup& group, absl::string_view name,
   absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
   if (!spec.ok()) return spec.status();
   spec->inputs = std::move(inputs);
-  return StartOp<T>(group, *spec, std::move(algorithm))
-      .Wait(spec->timeout + absl::Seconds(10));
+  Future<T> result = StartOp<T>(group, *spec, std::move(algorithm));
+  WaitNote note(absl::StrCat(spec->name, " op ", spec->key,
+                             " (whom it waits for: the collectives "
+                             "waiting here)"));
+  return result.Wait(spec->timeout + absl::Seconds(10));
 }
 
 }  // namespace ferry

@@ -436,20 +436,20 @@ void RpcAgent::RegisterTelemetryBuiltins() {
 Value RpcAgent::StacksValue() const {
   Value::List threads, calls, collectives;
   for (const ThreadStack& t : CaptureStacks()) {
-    Value::Map m{{"tid", t.tid},
-                 {"name", t.name},
-                 {"captured", t.captured},
-                 {"frames", Value(Value::List(t.frames.begin(),
-                                              t.frames.end()))}};
+    Value::Map m{
+        {"tid", t.tid},
+        {"name", t.name},
+        {"captured", t.captured},
+        {"frames", Value(Value::List(t.frames.begin(), t.frames.end()))}};
     if (!t.waiting.empty()) m.emplace("waiting", t.waiting);
     threads.push_back(Value(std::move(m)));
   }
   if (call_service_ != nullptr) {
     for (const CallService::Executing& c : call_service_->executing()) {
-      calls.push_back(Value(Value::Map{
-          {"function", c.function},
-          {"caller", c.caller},
-          {"running_ms", absl::ToInt64Milliseconds(c.running)}}));
+      calls.push_back(Value(
+          Value::Map{{"function", c.function},
+                     {"caller", c.caller},
+                     {"running_ms", absl::ToInt64Milliseconds(c.running)}}));
     }
   }
   for (const proto::GroupProgress& g : Status().groups()) {
@@ -587,8 +587,9 @@ absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
                                         const std::string& fn,
                                         std::vector<Value> args,
                                         CallOptions options) {
-  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
-                   Resolve(options));
+  Future<Value> call = RpcAsync(to, fn, std::move(args), options);
+  WaitNote note(absl::StrCat("call ", fn, " on ", to));
+  return AwaitCall(call, Resolve(options));
 }
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {

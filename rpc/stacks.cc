@@ -111,10 +111,9 @@ std::string Describe(void* pc, bool return_address) {
   if (absl::Symbolize(at, name, sizeof(name))) return name;
   Dl_info info;
   if (::dladdr(at, &info) != 0 && info.dli_fname != nullptr) {
-    return absl::StrFormat(
-        "%s+0x%x", info.dli_fname,
-        reinterpret_cast<uintptr_t>(pc) -
-            reinterpret_cast<uintptr_t>(info.dli_fbase));
+    return absl::StrFormat("%s+0x%x", info.dli_fname,
+                           reinterpret_cast<uintptr_t>(pc) -
+                               reinterpret_cast<uintptr_t>(info.dli_fbase));
   }
   return absl::StrFormat("%p", pc);
 }

@@ -42,7 +42,7 @@ int Failure(const absl::Status& s) {
 // The --format values a command takes.
 std::vector<std::string> Formats(const std::string& command) {
   if (command == "status") return {"table", "json", "prometheus"};
-  if (command == "analyze") return {"text", "json"};
+  if (command == "analyze" || command == "stacks") return {"text", "json"};
   return {"table", "json"};
 }
 
@@ -52,7 +52,7 @@ std::optional<UsageError> CheckArity(const CommandLine& cl) {
       {"up", {0, 0}},        {"down", {0, 0}},    {"status", {0, 0}},
       {"functions", {0, 1}}, {"call", {2, 3}},    {"run", {1, 1}},
       {"remote", {2, 3}},    {"rrefs", {0, 1}},   {"collective", {1, 1}},
-      {"dump", {0, 4096}},   {"analyze", {1, 1}},
+      {"dump", {0, 4096}},   {"analyze", {1, 1}}, {"stacks", {1, 1}},
   };
   auto it = kArity.find(cl.command);
   if (it == kArity.end()) return std::nullopt;
@@ -142,6 +142,14 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   }
   if (cl.command == "dump")
     return DumpCommand(*session, cl.Flag("out").value_or(""), p);
+  if (cl.command == "stacks") {
+    FERRY_ASSIGN_OR_RETURN(Value stacks, StacksCommand(*session, p[0]));
+    const std::string format =
+        cl.Flag("format").value_or(isatty(STDOUT_FILENO) ? "text" : "json");
+    if (format == "json") return stacks;
+    std::cout << StacksText(stacks);
+    return std::optional<Value>();
+  }
   if (cl.command == "functions") {
     return FunctionsCommand(*session, p.empty() ? "0" : p[0]);
   }
@@ -159,6 +167,10 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
     }
     if (cl.command == "remote") {
       return RemoteCommand(*session, p[0], p[1], std::move(args.as_list()));
+    }
+    if (cl.BoolFlag("trace")) {
+      return TracedCallCommand(*session, p[0], p[1], std::move(args.as_list()),
+                               std::cerr);
     }
     return CallCommand(*session, p[0], p[1], std::move(args.as_list()));
   }

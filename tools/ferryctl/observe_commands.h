@@ -4,6 +4,7 @@
 #ifndef FERRY_TOOLS_FERRYCTL_OBSERVE_COMMANDS_H_
 #define FERRY_TOOLS_FERRYCTL_OBSERVE_COMMANDS_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,30 @@ absl::StatusOr<Value> DumpCommand(Session& session, std::string out,
 // A worker that does not answer is left out, with a comment line naming
 // it; UNAVAILABLE if none answers.
 absl::StatusOr<std::string> MetricsCommand(Session& session);
+
+// `stacks WORKER`: the worker's threads and their symbolized stacks, what
+// each waits for, the calls executing and the collectives waiting there
+// (the worker's ferry.stacks), and, for a Python worker, its Python
+// threads' stacks ("python"; ferry.python_stacks).
+absl::StatusOr<Value> StacksCommand(Session& session,
+                                    const std::string& worker);
+// StacksCommand's result for people.
+std::string StacksText(const Value& stacks);
+
+// `call --trace WORKER FUNC [ARGS]`: the call under a new sampled trace,
+// then every worker's spans of it, as a tree:
+//   {"result":R,"trace_id":T,"spans":[{"name","worker","span_id",
+//    "parent_span_id"?,"start_unix_nano","duration_ns","status","peer"?,
+//    "kind","children":[…]}]}
+// (roots first, children by start). The call's failure is returned after
+// the tree was printed to `tree_out` (as TraceText).
+absl::StatusOr<Value> TracedCallCommand(Session& session,
+                                        const std::string& worker,
+                                        const std::string& fn,
+                                        std::vector<Value> args,
+                                        std::ostream& tree_out);
+// The span tree for people: one line per span, indented by depth.
+std::string TraceText(const Value& traced);
 
 // `analyze DIR`: tools/ferryctl/analyze.h's report as JSON (`json`) or
 // text.
