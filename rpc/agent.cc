@@ -452,7 +452,8 @@ Value RpcAgent::StacksValue() const {
                      {"running_ms", absl::ToInt64Milliseconds(c.running)}}));
     }
   }
-  for (const proto::GroupProgress& g : Status().groups()) {
+  const proto::WorkerStatus status = Status();  // Outlives the loop.
+  for (const proto::GroupProgress& g : status.groups()) {
     if (g.waiting().op().empty()) continue;
     const proto::WaitingIn& w = g.waiting();
     collectives.push_back(Value(Value::Map{
