@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/random/random.h"
-#include "absl/strings/str_format.h"
 
 namespace ferry {
 
@@ -11,30 +10,47 @@ namespace {
 
 thread_local TraceContext current;
 
-// Random bits from a generator per thread (no lock on the call path).
+// Ids need to be unique, not secret: a splitmix64 stream per thread,
+// seeded once from absl's generator (a few ns a draw, no lock).
 uint64_t RandomBits() {
-  thread_local absl::BitGen gen;
-  return absl::Uniform<uint64_t>(gen);
+  thread_local uint64_t state = absl::Uniform<uint64_t>(absl::BitGen());
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
-bool LowerHex(absl::string_view s) {
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
+// A lower-case hex digit's value, or -1 (upper case is not W3C's).
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
 }
 
 std::optional<uint64_t> Hex64(absl::string_view s) {
-  if (s.size() != 16 || !LowerHex(s)) return std::nullopt;
+  if (s.size() != 16) return std::nullopt;
   uint64_t v = 0;
-  for (char c : s) v = v << 4 | (c <= '9' ? c - '0' : c - 'a' + 10);
+  for (char c : s) {
+    const int d = HexValue(c);
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
   return v;
+}
+
+// `v` as 16 lower-case hex digits at `out`.
+void PutHex64(uint64_t v, char* out) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, v >>= 4) out[i] = kDigits[v & 0xf];
 }
 
 }  // namespace
 
 std::string TraceContext::trace_id() const {
-  return absl::StrFormat("%016x%016x", trace_hi, trace_lo);
+  std::string out(32, '0');
+  PutHex64(trace_hi, &out[0]);
+  PutHex64(trace_lo, &out[16]);
+  return out;
 }
 
 TraceContext TraceContext::Child() const {
@@ -63,8 +79,16 @@ TraceContext NewTrace(bool sampled) {
 }
 
 std::string FormatTraceparent(const TraceContext& c) {
-  return absl::StrFormat("00-%016x%016x-%016x-%s", c.trace_hi, c.trace_lo,
-                         c.span_id, c.sampled ? "01" : "00");
+  // On every call: by hand, not through a format parser. 55 characters:
+  // 00-<32 hex>-<16 hex>-<2 hex>.
+  std::string out(55, '-');
+  out[0] = out[1] = '0';
+  PutHex64(c.trace_hi, &out[3]);
+  PutHex64(c.trace_lo, &out[19]);
+  PutHex64(c.span_id, &out[36]);
+  out[53] = '0';
+  out[54] = c.sampled ? '1' : '0';
+  return out;
 }
 
 std::optional<TraceContext> ParseTraceparent(absl::string_view h) {
@@ -76,18 +100,18 @@ std::optional<TraceContext> ParseTraceparent(absl::string_view h) {
   std::optional<uint64_t> hi = Hex64(h.substr(3, 16));
   std::optional<uint64_t> lo = Hex64(h.substr(19, 16));
   std::optional<uint64_t> span = Hex64(h.substr(36, 16));
-  absl::string_view flags = h.substr(53, 2);
-  if (!hi || !lo || !span || !LowerHex(flags)) return std::nullopt;
+  const int f_hi = HexValue(h[53]), f_lo = HexValue(h[54]);
+  if (!hi || !lo || !span || f_hi < 0 || f_lo < 0) return std::nullopt;
   TraceContext c{*hi, *lo, *span, false};
   if (!c.valid()) return std::nullopt;
-  const int f = (flags[0] <= '9' ? flags[0] - '0' : flags[0] - 'a' + 10) * 16 +
-                (flags[1] <= '9' ? flags[1] - '0' : flags[1] - 'a' + 10);
-  c.sampled = (f & 1) != 0;
+  c.sampled = (f_lo & 1) != 0;
   return c;
 }
 
 std::string SpanIdHex(uint64_t span_id) {
-  return absl::StrFormat("%016x", span_id);
+  std::string out(16, '0');
+  PutHex64(span_id, &out[0]);
+  return out;
 }
 
 std::optional<uint64_t> ParseSpanId(absl::string_view hex) {

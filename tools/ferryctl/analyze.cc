@@ -365,9 +365,12 @@ std::string Refs(const Value& list, const char* extra) {
 }
 
 void MismatchText(const Value& m, std::string* out) {
-  absl::StrAppend(out, "  first mismatch: op ", m.Find("seq")->as_int(), " (",
-                  m.Find("key")->as_string(),
-                  "): ", m.Find("field")->as_string(), " differ\n");
+  absl::StrAppend(
+      out, "  first mismatch: op ", m.Find("seq")->as_int(), " (",
+      m.Find("key")->as_string(), "): ", m.Find("field")->as_string(),
+      // "op differs", "input sizes differ".
+      absl::EndsWith(m.Find("field")->as_string(), "s") ? " differ\n"
+                                                        : " differs\n");
   for (const Value& side : m.Find("sides")->as_list()) {
     absl::StrAppend(out, "    ", Names(side), " ran ",
                     side.Find("value")->as_string(), "\n");

@@ -102,7 +102,7 @@ TEST(AnalyzeTest, NamesTheFirstOpWhereRanksDisagree) {
       R"([{"ranks":[0,1],"value":"all_reduce","workers":["worker0","worker1"]},)"
       R"({"ranks":[2],"value":"all_gather","workers":["worker2"]}])");
   std::string text = AnalysisText(a);
-  EXPECT_THAT(text, HasSubstr("first mismatch: op 1 (world/1): op differ"));
+  EXPECT_THAT(text, HasSubstr("first mismatch: op 1 (world/1): op differs"));
   EXPECT_THAT(text, HasSubstr("rank 2 (worker2) ran all_gather"));
   EXPECT_THAT(text, HasSubstr("ranks 0 (worker0), 1 (worker1) ran all_reduce"));
 }

@@ -111,7 +111,7 @@ def test_a_mismatched_collective_is_named_and_analyzed(tmp_path, jobs,
     assert [(e["profiling_name"], e["collective_seq_id"]) for e in failed] == [
         ("ferry:all_gather", 1)]
     text = ctl(ferryctl, "analyze", str(dumps)).stdout
-    assert "first mismatch: op 1 (world/1): op differ" in text, text
+    assert "first mismatch: op 1 (world/1): op differs" in text, text
     assert "rank 2 (worker2) ran all_gather" in text, text
     assert "ranks 0 (worker0), 1 (worker1) ran all_reduce" in text, text
     report = json.loads(ctl(ferryctl, "analyze", "--format=json",
