@@ -113,7 +113,8 @@ std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
   if (o.system.empty() || o.system == "ferry") {
     systems.push_back({"ferry", on_threads(FerryOp(job, op, bytes))});
   }
-  if (unobserved != nullptr) {
+  if (unobserved != nullptr &&
+      (o.system.empty() || o.system == "ferry_unobserved")) {
     systems.push_back(
         {"ferry_unobserved", on_threads(FerryOp(*unobserved, op, bytes))});
   }
@@ -159,7 +160,7 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, job_options));
   std::unique_ptr<LocalJob> unobserved;
-  if (o.unobserved) {
+  if (o.unobserved || o.system == "ferry_unobserved") {
     LocalJob::Options quiet = job_options;
     quiet.configure = [&](WorkerConfig& w) {
       job_options.configure(w);

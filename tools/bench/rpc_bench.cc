@@ -213,7 +213,7 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   FERRY_RETURN_IF_ERROR(add("ferry", "echo_tcp", true, false));
   FERRY_RETURN_IF_ERROR(add("grpc", "echo_uds", false, true));
   FERRY_RETURN_IF_ERROR(add("ferry", "echo", true, true));
-  if (options.unobserved) {
+  if (options.unobserved || options.variant == "ferry_unobserved/echo") {
     FERRY_RETURN_IF_ERROR(add("ferry_unobserved", "echo", true, true, false));
   }
   for (const char* system : {"torch_rpc", "torch_rpc_shm"}) {

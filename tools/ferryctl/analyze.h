@@ -51,7 +51,8 @@ absl::StatusOr<RankDump> ParseDump(const std::string& file,
 //                               "worker","last_seq"}]}],
 //               "slowest":[{"seq","op","rank","worker","late_ms"}],
 //               "last_to_arrive":[{"rank","worker","ops"}],
-//               "missing_dumps":[ranks]}]}
+//               "missing_dumps":[ranks]}],
+//    "unsequenced_ops": N}  (tagged and point-to-point records: not compared)
 Value Analyze(const std::vector<RankDump>& dumps);
 
 // The analysis for people: one screen (a few lines per group).
