@@ -11,6 +11,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
+#include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_writer.h"
 
@@ -47,6 +48,7 @@ struct Exchange::Outgoing {
   std::string dst_name;
   std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames;
   absl::Time deadline;
+  TraceContext trace;
   Promise<Done> done;
 };
 
@@ -116,7 +118,8 @@ void Exchange::Stop() {
 }
 
 Future<Done> Exchange::Send(int dst, const MessageKey& key,
-                            const Value& message, absl::Time deadline) {
+                            const Value& message, absl::Time deadline,
+                            const TraceContext& trace) {
   const WorkerInfo& peer = directory_->at(dst);
   if (stopped_)
     return Future<Done>::Ready(absl::UnavailableError("collectives stopped"));
@@ -146,6 +149,7 @@ Future<Done> Exchange::Send(int dst, const MessageKey& key,
   out->frames = std::make_shared<const std::vector<grpc::ByteBuffer>>(
       MakeFrames(header, *payload, options_.chunk_bytes));
   out->deadline = deadline;
+  out->trace = trace;
   Future<Done> done = out->done.future();
   Attempt(std::move(out), 0);
   return done;
@@ -177,6 +181,7 @@ void Exchange::Attempt(std::shared_ptr<Outgoing> out, int attempt) {
   }
   auto context = std::make_shared<grpc::ClientContext>();
   context->set_deadline(WallDeadline(*timers_->clock(), out->deadline));
+  AddTraceparent(context.get(), out->trace);
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
   auto* stream = new SendStream(
       out->frames, context,

@@ -30,6 +30,7 @@
 #include "rpc/base/future.h"
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/channels.h"
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
@@ -63,10 +64,11 @@ class Exchange final : public grpc::CallbackGenericService {
            Options options);
   ~Exchange() override;
 
-  // Sends `message` to global rank `dst` under `key`. Deadlines are on the
-  // timers' clock.
+  // Sends `message` to global rank `dst` under `key`, carrying `trace` (if
+  // valid) as its stream's traceparent. Deadlines are on the timers' clock.
   Future<Done> Send(int dst, const MessageKey& key, const Value& message,
-                    absl::Time deadline);
+                    absl::Time deadline,
+                    const TraceContext& trace = TraceContext());
   // Tells `dst` that `op` failed with `status` (best effort).
   void SendAbort(int dst, const std::string& op, const absl::Status& status,
                  absl::Time deadline);

@@ -192,6 +192,16 @@ std::optional<uint64_t> EpochOfOp(absl::string_view key) {
   return epoch;
 }
 
+std::optional<int64_t> SequenceOfOp(absl::string_view key) {
+  if (!EpochOfOp(key).has_value()) return std::nullopt;
+  absl::string_view label = key.substr(key.find('/') + 1);
+  int64_t sequence = 0;
+  if (!absl::SimpleAtoi(label.substr(0, label.find('@')), &sequence)) {
+    return std::nullopt;
+  }
+  return sequence;
+}
+
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
                                         absl::string_view tag) {
   if (tag.empty() || tag.size() > kMaxOpTagBytes) {

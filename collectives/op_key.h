@@ -64,6 +64,9 @@ std::string SequencedOpKey(absl::string_view group, uint64_t sequence,
 std::string SequencedOpLabel(uint64_t sequence, uint64_t epoch);
 // The epoch of a sequenced op key; nullopt for a tagged (or bad) one.
 std::optional<uint64_t> EpochOfOp(absl::string_view key);
+// The sequence number of a sequenced op key; nullopt for a tagged (or
+// bad) one.
+std::optional<int64_t> SequenceOfOp(absl::string_view key);
 // INVALID_ARGUMENT for an empty tag or one over kMaxOpTagBytes.
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
                                         absl::string_view tag);

@@ -28,6 +28,7 @@
 #include "rpc/membership/embedded_backend.h"
 #include "rpc/net_util.h"
 #include "rpc/node_key.h"
+#include "rpc/stacks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own
@@ -148,18 +149,27 @@ RpcAgent::RpcAgent(AgentOptions options)
           .master_announces_clients = embedded(),
           .self = WorkerNode(options_.rank),
           .key = key_,
-      })) {
+      })),
+      metrics_(std::make_shared<Metrics>(
+          Metrics::Options{.worker = options_.name.empty()
+                                         ? absl::StrCat("worker", options_.rank)
+                                         : options_.name,
+                           .world_size = options_.world_size})) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
       channels_.get(), &membership_,
       CallerIdentity{WorkerNode(options_.rank), options_.name},
       options_.limits);
+  caller_->SetTelemetry({.metrics = metrics(),
+                         .tracing = options_.telemetry.tracing,
+                         .sample_new = !options_.telemetry.trace_file.empty()});
   absl::Status s = RegisterBuiltins(&registry_, timers_);
   (void)s;  // Built-in names are valid and unique.
   churn_ = std::make_unique<ChurnLog>(
       timers_, kChurnLogInterval,
       [this](absl::string_view line) { ReportEvent("peer_down", line); });
+  RegisterTelemetryBuiltins();
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     OnNodeDown(node, reason);
   });
@@ -269,6 +279,7 @@ absl::Status RpcAgent::StartServer() {
   }
   FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
   FERRY_RETURN_IF_ERROR(security_->CheckServe(bind.host));
+  FERRY_RETURN_IF_ERROR(StartTelemetry());
 
   EnableStandardServices(options_.reflection);
   call_service_ = std::make_unique<CallService>(CallService::Options{
@@ -286,6 +297,9 @@ absl::Status RpcAgent::StartServer() {
       .start_closed = true,
       .prejoin_calls = prejoin_calls_,
       .timers = timers_,
+      .metrics = metrics(),
+      .tracer = tracer_.get(),
+      .tracing = options_.telemetry.tracing,
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -418,7 +432,103 @@ absl::Status RpcAgent::JoinAndWatch() {
            },
        .on_clients_end =
            [this](uint64_t end) { authenticator_->SetClientsEnd(end); }});
+  StartHeartbeatProbe();
   return absl::OkStatus();
+}
+
+void RpcAgent::RegisterTelemetryBuiltins() {
+  metrics_->SetSources([this] { return Status(); },
+                       [this](int rank) {
+                         return rank < directory_.world_size()
+                                    ? directory_.at(rank).name
+                                    : absl::StrCat("worker", rank);
+                       });
+  absl::Status s = registry_.Register(
+      "ferry.metrics", [this]() { return metrics_->Text(); },
+      {.doc = "this worker's metrics in Prometheus' text format (what "
+              "--metrics_listen serves at /metrics)"});
+  (void)s;  // Fixed, valid, unique names.
+  s = registry_.Register(
+      "ferry.trace",
+      [this](const std::string& trace_id) -> absl::StatusOr<Value> {
+        auto id = ParseTraceId(trace_id);
+        if (!id) {
+          return absl::InvalidArgumentError(
+              "trace_id: expected 32 lower-case hex digits");
+        }
+        Value::List spans;
+        if (tracer_ != nullptr) {
+          for (const Span& span : tracer_->SpansOf(id->first, id->second))
+            spans.push_back(SpanToValue(span));
+        }
+        return Value(std::move(spans));
+      },
+      {.params = {"trace_id"},
+       .doc = "the spans of a sampled trace this worker recorded "
+              "(ferryctl call --trace)"});
+  (void)s;
+  s = registry_.Register(
+      "ferry.stacks", [this]() { return StacksValue(); },
+      {.doc = "every thread's stack, what each waits for, the calls "
+              "executing and the collectives waiting here (ferryctl stacks)"});
+  (void)s;
+}
+
+Value RpcAgent::StacksValue() const {
+  Value::List threads, calls, collectives;
+  for (const ThreadStack& t : CaptureStacks()) {
+    Value::Map m{
+        {"tid", t.tid},
+        {"name", t.name},
+        {"captured", t.captured},
+        {"frames", Value(Value::List(t.frames.begin(), t.frames.end()))}};
+    if (!t.waiting.empty()) m.emplace("waiting", t.waiting);
+    threads.push_back(Value(std::move(m)));
+  }
+  if (call_service_ != nullptr) {
+    for (const CallService::Executing& c : call_service_->executing()) {
+      calls.push_back(Value(
+          Value::Map{{"function", c.function},
+                     {"caller", c.caller},
+                     {"running_ms", absl::ToInt64Milliseconds(c.running)}}));
+    }
+  }
+  const proto::WorkerStatus status = Status();  // Outlives the loop.
+  for (const proto::GroupProgress& g : status.groups()) {
+    if (g.waiting().op().empty()) continue;
+    const proto::WaitingIn& w = g.waiting();
+    collectives.push_back(Value(Value::Map{
+        {"group", g.group()},
+        {"op", w.op()},
+        {"key", w.key()},
+        {"waiting_for",
+         Value(Value::List(w.waiting_for().begin(), w.waiting_for().end()))},
+        {"waiting_ms", w.waiting_ms()}}));
+  }
+  return Value(Value::Map{{"worker", options_.name},
+                          {"pid", static_cast<int64_t>(getpid())},
+                          {"threads", std::move(threads)},
+                          {"calls", std::move(calls)},
+                          {"collectives", std::move(collectives)}});
+}
+
+absl::Status RpcAgent::StartTelemetry() {
+  FERRY_ASSIGN_OR_RETURN(
+      tracer_, Tracer::Open({.worker = options_.name,
+                             .trace_file = options_.telemetry.trace_file}));
+  if (!options_.telemetry.metrics_listen.empty()) {
+    FERRY_ASSIGN_OR_RETURN(
+        metrics_server_,
+        MetricsServer::Start(options_.telemetry.metrics_listen, metrics_));
+  }
+  return absl::OkStatus();
+}
+
+void RpcAgent::StartHeartbeatProbe() {
+  // The master has no heartbeat to itself; etcd's is etcd's.
+  if (!embedded() || options_.rank == 0) return;
+  heartbeat_probe_ = HeartbeatProbe::Start(
+      channels_->ForMembership(master_address_), timers_, metrics_);
 }
 
 void RpcAgent::ReportEvent(absl::string_view event,
@@ -501,6 +611,7 @@ absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
 
 CallOptions NestedIn(const CallContext& ctx, CallOptions options) {
   options.cancellation = ctx.cancellation;
+  if (!options.trace.valid()) options.trace = ctx.trace;
   options.deadline = std::min(options.deadline, ctx.deadline);
   return options;
 }
@@ -517,15 +628,17 @@ Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation);
+                       options.create_rref, options.cancellation,
+                       options.trace);
 }
 
 absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
                                         const std::string& fn,
                                         std::vector<Value> args,
                                         CallOptions options) {
-  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
-                   Resolve(options));
+  Future<Value> call = RpcAsync(to, fn, std::move(args), options);
+  WaitNote note(absl::StrCat("call ", fn, " on ", to));
+  return AwaitCall(call, Resolve(options));
 }
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {
@@ -649,6 +762,7 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
   }
   if (backend_ != nullptr) backend_->Stop();
   churn_->Stop();
+  if (heartbeat_probe_ != nullptr) heartbeat_probe_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);
   if (rendezvous_ != nullptr) rendezvous_->Shutdown();
@@ -733,6 +847,8 @@ proto::WorkerStatus RpcAgent::Status() const {
   for (const auto& [flag, value] : options_.limits.AsFlags()) {
     (*s.mutable_limits())[flag] = value;
   }
+  if (metrics_server_ != nullptr)
+    s.set_metrics_address(metrics_server_->address());
   for (const AgentExtension* e : extensions_) e->FillStatus(&s);
   return s;
 }

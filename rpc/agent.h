@@ -44,6 +44,7 @@
 #include "rpc/caller.h"
 #include "rpc/channels.h"
 #include "rpc/churn_log.h"
+#include "rpc/heartbeat_probe.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/directory_service.h"
 #include "rpc/membership/membership.h"
@@ -51,8 +52,12 @@
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/node_key.h"
+#include "rpc/metrics.h"
+#include "rpc/metrics_server.h"
 #include "rpc/registry.h"
 #include "rpc/security.h"
+#include "rpc/telemetry_options.h"
+#include "rpc/tracing.h"
 
 namespace ferry {
 
@@ -103,6 +108,8 @@ struct AgentOptions {
   // whichever thread the event happens; must be quick and thread-safe.
   std::function<void(absl::string_view event, absl::string_view detail)>
       on_event;
+  // Metrics and traces (README "Observing a job").
+  TelemetryOptions telemetry;
 };
 
 // A layer above RPC that lives inside the agent (RRefs, collectives).
@@ -125,6 +132,7 @@ class AgentExtension {
 //   registry.RegisterAsync("relay", [&](const CallContext& ctx, auto args) {
 //     return agent.RpcAsync("worker2", "slow", args, NestedIn(ctx));
 //   }, …);
+// It continues the function's trace, too.
 CallOptions NestedIn(const CallContext& ctx, CallOptions options = {});
 
 class RpcAgent {
@@ -223,6 +231,13 @@ class RpcAgent {
   // Streams open here at once (--max_open_streams): every streaming
   // service counts its incoming streams in it.
   const std::shared_ptr<Quota>& open_streams() const { return open_streams_; }
+  // Where layers count (null when TelemetryOptions::metrics is off) and
+  // record spans (rpc/tracing.h; set once the server started).
+  Metrics* metrics() const {
+    return options_.telemetry.metrics ? metrics_.get() : nullptr;
+  }
+  Tracer* tracer() const { return tracer_.get(); }
+  bool tracing() const { return options_.telemetry.tracing; }
 
  private:
   absl::Status StartServer();
@@ -248,6 +263,13 @@ class RpcAgent {
   // UNAVAILABLE "<name> stopped".
   absl::Status StoppedStatus() const;
   absl::Duration Resolve(const CallOptions& options) const;
+  // Metrics and tracing: the builtins ferry.metrics and ferry.trace, the
+  // /metrics server, the heartbeat probe.
+  void RegisterTelemetryBuiltins();
+  absl::Status StartTelemetry();
+  void StartHeartbeatProbe();
+  // What ferry.stacks answers.
+  Value StacksValue() const;
   // A node's name for messages: "worker2", "client3".
   std::string NodeLabel(uint64_t node) const;
 
@@ -284,6 +306,10 @@ class RpcAgent {
   std::vector<AgentExtension*> extensions_;
   CodecFactory* codecs_ = nullptr;
   RemoteHandler* remote_ = nullptr;
+  // Always made (scrape-time gauges); counted into when telemetry.metrics.
+  const std::shared_ptr<Metrics> metrics_;
+  std::unique_ptr<Tracer> tracer_;  // Set by StartTelemetry.
+  std::shared_ptr<HeartbeatProbe> heartbeat_probe_;
 
   // Set by Start, then constant (but for entries a replacement worker
   // takes over: Directory::Replace is thread-safe).
@@ -300,6 +326,8 @@ class RpcAgent {
   // A Shutdown asked for while joining: its timeout, run once running.
   std::optional<absl::Duration> deferred_shutdown_ ABSL_GUARDED_BY(mu_);
   absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
+  // Last: destroyed first, so no scrape reads the agent while it goes.
+  std::unique_ptr<MetricsServer> metrics_server_;
 };
 
 }  // namespace ferry

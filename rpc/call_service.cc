@@ -82,6 +82,11 @@ struct CallService::ActiveCall {
   std::string peer_label;
   bool admitted = false;
   std::atomic<bool> claimed{false};
+  // Telemetry.
+  CallMetrics* metrics = nullptr;
+  absl::Time started;  // On the real monotonic clock.
+  int64_t request_bytes = 0;
+  uint64_t parent_span = 0;  // The caller's span.
 };
 
 CallService::CallService(Options options)
@@ -119,6 +124,12 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   }
   call->context.function = header.function;
   call->function = options_.registry->Find(header.function);
+  StartTrace(context, call.get());
+  if (options_.metrics != nullptr) {
+    // Unregistered names are the caller's to choose: not a label each.
+    call->metrics = options_.metrics->ServerStarted(
+        call->function != nullptr ? header.function : "(unknown)");
+  }
   if (call->function == nullptr) {
     return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
@@ -287,6 +298,10 @@ void CallService::Serve(grpc::CallbackServerContext* context,
   if (Park(context, request, responder, &refusal)) return;
   auto call = std::make_shared<ActiveCall>();
   call->responder = responder;
+  call->started = Clock::Real()->Now();
+  if (options_.metrics != nullptr) {
+    call->request_bytes = static_cast<int64_t>(request.Length());
+  }
   absl::Status prepared =
       refusal.ok() ? Prepare(context, request, call) : refusal;
   if (!prepared.ok()) {
@@ -309,6 +324,8 @@ void CallService::Run(std::shared_ptr<ActiveCall> call) {
   auto execute = [this, call]() {
     // Cancelled while queued: already answered, nobody wants the work.
     if (call->context.IsCancelled()) return;
+    // Calls the function makes on this thread continue the call's trace.
+    ScopedTrace trace(call->context.trace);
     Future<Value> result =
         InvokeFunction(*call->function, call->context, std::move(call->args));
     result.Then(
@@ -352,7 +369,47 @@ void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
       call->reply = grpc::ByteBuffer(&empty, 1);
     }
   }
+  // Before the answer leaves: a caller that has it finds the span.
+  Account(call, status);
   call->responder->Respond(&call->reply, ToGrpcStatus(named));
+}
+
+void CallService::StartTrace(grpc::CallbackServerContext* context,
+                             ActiveCall* call) {
+  std::optional<TraceContext> incoming;
+  if (options_.tracing) incoming = TraceparentOf(*context);
+  if (incoming.has_value()) {
+    call->parent_span = incoming->span_id;
+    call->context.trace = incoming->Child();
+  } else {
+    call->context.trace =
+        NewTrace(options_.tracer != nullptr && options_.tracer->samples_new());
+  }
+}
+
+void CallService::Account(ActiveCall* call, const absl::Status& status) {
+  if (call->metrics == nullptr && options_.tracer == nullptr) return;
+  const absl::Duration elapsed = Clock::Real()->Now() - call->started;
+  if (call->metrics != nullptr) {
+    call->metrics->Finished(status.code(), elapsed);
+    options_.metrics->Received(call->peer, Metrics::Traffic::kCall,
+                               call->request_bytes);
+    if (status.ok()) {
+      options_.metrics->Sent(call->peer, Metrics::Traffic::kCall,
+                             static_cast<int64_t>(call->reply.Length()));
+    }
+  }
+  if (options_.tracer != nullptr &&
+      options_.tracer->Records(call->context.trace)) {
+    options_.tracer->Record({.name = call->context.function,
+                             .context = call->context.trace,
+                             .parent_span_id = call->parent_span,
+                             .start = absl::Now() - elapsed,
+                             .duration = elapsed,
+                             .status = StatusCodeName(status.code()),
+                             .peer = call->peer_label,
+                             .kind = "server"});
+  }
 }
 
 absl::Status CallService::Encode(ActiveCall* call, const Value& result) {
@@ -450,6 +507,17 @@ bool CallService::WaitIdle(absl::Duration timeout) {
     return active_.empty();
   };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+std::vector<CallService::Executing> CallService::executing() const {
+  const absl::Time now = Clock::Real()->Now();
+  std::vector<Executing> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& call : active_) {
+    out.push_back(
+        {call->context.function, call->peer_label, now - call->started});
+  }
+  return out;
 }
 
 int64_t CallService::inflight() const {

@@ -50,7 +50,9 @@
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/bounded_service.h"
+#include "rpc/metrics.h"
 #include "rpc/registry.h"
+#include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_reader.h"
 
@@ -120,6 +122,12 @@ class CallService final : public WorkerServiceBase {
     // A call waiting for Open() is answered UNAVAILABLE after
     // limits.prejoin_wait_ms on these; null: it waits for Open() only.
     Timers* timers = nullptr;
+    // Optional: calls counted (rpc/metrics.h) and spans recorded
+    // (rpc/tracing.h); both must outlive the service.
+    Metrics* metrics = nullptr;
+    Tracer* tracer = nullptr;
+    // Read the caller's traceparent (else every call starts a trace).
+    bool tracing = true;
   };
 
   explicit CallService(Options options);
@@ -162,6 +170,13 @@ class CallService final : public WorkerServiceBase {
   bool WaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t inflight() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The calls executing (or queued) here now: for `ferryctl stacks`.
+  struct Executing {
+    std::string function;
+    std::string caller;
+    absl::Duration running;
+  };
+  std::vector<Executing> executing() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t served() const { return served_.load(); }
 
  private:
@@ -214,6 +229,10 @@ class CallService final : public WorkerServiceBase {
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes a claimed call with `status`, naming worker and function.
   void FinishClaimed(ActiveCall* call, const absl::Status& status);
+  // The call's trace: the caller's traceparent continued, or a new one.
+  void StartTrace(grpc::CallbackServerContext* context, ActiveCall* call);
+  // Counts the call's end and records its span (metrics, tracer).
+  void Account(ActiveCall* call, const absl::Status& status);
 
   const Options options_;
   // Places for calls waiting for Open() (options_.prejoin_calls or ours).

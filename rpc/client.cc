@@ -107,7 +107,8 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation);
+                       options.create_rref, options.cancellation,
+                       options.trace);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,

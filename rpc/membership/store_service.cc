@@ -33,8 +33,20 @@ int64_t Bytes(const std::string& key, const std::string& value) {
 
 }  // namespace
 
-StoreService::StoreService(StoreLimits limits, Timers* timers)
-    : limits_(limits), timers_(timers) {}
+StoreService::StoreService(StoreLimits limits, Timers* timers,
+                           const Limits& wire)
+    : BoundedService(ServiceOf<proto::StoreSetRequest>("Store"), wire,
+                     "worker0"),
+      limits_(limits),
+      timers_(timers) {
+  Bound(&StoreService::Set, "Set");
+  Bound(&StoreService::Get, "Get");
+  Bound(&StoreService::Add, "Add");
+  Bound(&StoreService::CompareSet, "CompareSet");
+  Bound(&StoreService::Delete, "Delete");
+  Bound(&StoreService::Wait, "Wait");
+  Bound(&StoreService::NumKeys, "NumKeys");
+}
 
 StoreService::~StoreService() { Stop(); }
 

@@ -34,7 +34,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/store.grpc.pb.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
 
 namespace ferry {
 
@@ -47,10 +49,13 @@ struct StoreLimits {
   absl::Duration max_wait = absl::Hours(1);
 };
 
-class StoreService final : public proto::Store::CallbackService {
+class StoreService final
+    : public BoundedService<proto::Store::CallbackService> {
  public:
-  // Deadlines on `timers` (not owned; must outlive the service).
-  StoreService(StoreLimits limits, Timers* timers);
+  // Deadlines on `timers` (not owned; must outlive the service). Requests
+  // are parsed within `wire` (rpc/bounded_service.h) before any handler.
+  StoreService(StoreLimits limits, Timers* timers,
+               const Limits& wire = DefaultLimits());
   // Stop().
   ~StoreService() override;
 

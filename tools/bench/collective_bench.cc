@@ -15,6 +15,7 @@
 #include "rpc/value/tensor_math.h"
 #include "tools/bench/gloo_baseline.h"
 #include "tools/bench/peer_process.h"
+#include "tools/bench/unobserved.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -102,15 +103,20 @@ struct System {
 };
 
 std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
-                               LocalJob& job, GlooGroup& gloo,
-                               PeerProcess* peer, const std::string& op,
-                               int64_t bytes) {
+                               LocalJob& job, LocalJob* unobserved,
+                               GlooGroup& gloo, PeerProcess* peer,
+                               const std::string& op, int64_t bytes) {
   auto on_threads = [world](MakeOp make) {
     return [world, make](int n) { return TimeOnThreads(world, n, make); };
   };
   std::vector<System> systems;
   if (o.system.empty() || o.system == "ferry") {
     systems.push_back({"ferry", on_threads(FerryOp(job, op, bytes))});
+  }
+  if (unobserved != nullptr &&
+      (o.system.empty() || o.system == "ferry_unobserved")) {
+    systems.push_back(
+        {"ferry_unobserved", on_threads(FerryOp(*unobserved, op, bytes))});
   }
   if (o.system.empty() || o.system == "gloo") {
     systems.push_back({"gloo", on_threads([&gloo, op, bytes](int rank) {
@@ -153,6 +159,15 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, job_options));
+  std::unique_ptr<LocalJob> unobserved;
+  if (o.unobserved || o.system == "ferry_unobserved") {
+    LocalJob::Options quiet = job_options;
+    quiet.configure = [&](WorkerConfig& w) {
+      job_options.configure(w);
+      Unobserved(w);
+    };
+    FERRY_ASSIGN_OR_RETURN(unobserved, LocalJob::Start(world, quiet));
+  }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> gloo,
                          GlooGroup::Connect(world));
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
@@ -169,8 +184,9 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
     // out of it, said once.
     bool peer_has_op = true;
     for (int64_t bytes : sizes) {
-      std::vector<System> systems = SystemsFor(
-          o, world, *job, *gloo, peer_has_op ? peer.get() : nullptr, op, bytes);
+      std::vector<System> systems =
+          SystemsFor(o, world, *job, unobserved.get(), *gloo,
+                     peer_has_op ? peer.get() : nullptr, op, bytes);
       for (auto s = systems.begin(); s != systems.end();) {
         absl::StatusOr<int> n = Calibrate(s->time, budget);
         if (n.ok()) {

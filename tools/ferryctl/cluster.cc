@@ -169,14 +169,15 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
     std::string base = absl::StrCat(dir, "/worker", rank);
     for (const char* ext : {".addr", ".ready"}) unlink((base + ext).c_str());
     std::vector<std::string> argv = {
-        ferryd,
-        absl::StrCat("--rank=", rank),
+        ferryd, absl::StrCat("--rank=", rank),
         absl::StrCat("--world_size=", o.world_size),
         absl::StrCat("--master=", master),
         absl::StrCat("--address_file=", base, ".addr"),
         absl::StrCat("--ready_file=", base, ".ready"),
         absl::StrCat("--startup_timeout_ms=",
-                     absl::ToInt64Milliseconds(o.timeout))};
+                     absl::ToInt64Milliseconds(o.timeout)),
+        // Failed ops leave their flight recorder dumps with the job.
+        absl::StrCat("--dump_dir=", dir, "/flight_recorder")};
     argv.insert(argv.end(), o.ferryd_flags.begin(), o.ferryd_flags.end());
     progress.Update(absl::StrCat("starting worker", rank, " (", rank + 1,
                                  " of ", o.world_size, ")"));

@@ -102,6 +102,22 @@ ABSL_FLAG(bool, insecure, false,
           "serve plaintext on addresses other hosts reach, with no token or "
           "identity checks: only where every host is trusted");
 ABSL_FLAG(bool, reflection, false, "serve gRPC's reflection service");
+ABSL_FLAG(int64_t, flight_recorder_entries, 2000,
+          "recent collectives and point-to-point ops the flight recorder "
+          "keeps (`ferryctl dump`; 0: none)");
+ABSL_FLAG(std::string, dump_dir, "",
+          "where this worker writes its flight recorder dump "
+          "(<dir>/<name>.json) when a collective fails or times out (`ferryctl "
+          "up` sets <job dir>/flight_recorder); empty: nowhere");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, "
+          "read-only; port 0 picks one, shown by `ferryctl status`); empty: "
+          "not served (`ferryctl status --format=prometheus` reads them "
+          "anyway)");
+ABSL_FLAG(std::string, trace_file, "",
+          "append every span this worker records to this file as JSON lines "
+          "(and sample the traces it starts); empty: only traces sampled by "
+          "their caller (`ferryctl call --trace`) are kept, in memory");
 ABSL_FLAG(std::string, address_file, "",
           "write the listening address here once listening");
 ABSL_FLAG(std::string, ready_file, "",
@@ -186,6 +202,11 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   };
   FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
   o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.collectives.flight_recorder_entries =
+      absl::GetFlag(FLAGS_flight_recorder_entries);
+  o.collectives.dump_dir = absl::GetFlag(FLAGS_dump_dir);
+  o.telemetry.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.telemetry.trace_file = absl::GetFlag(FLAGS_trace_file);
   o.on_event = Log;
   Log("starting",
       absl::StrCat(

@@ -31,6 +31,7 @@ WorkerConfig ToConfig(WorkerOptions o, absl::Status* security_error) {
   c.rref.lease = o.rref_lease;
   c.rref.max_live_rrefs = o.max_rrefs;
   c.collectives = o.collectives;
+  c.telemetry = o.telemetry;
   absl::StatusOr<std::shared_ptr<const Security>> security =
       Security::Load(o.security);
   if (security.ok()) {

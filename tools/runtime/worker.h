@@ -37,6 +37,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/registry.h"
 #include "rpc/security_options.h"
+#include "rpc/telemetry_options.h"
 #include "rpc/value/value.h"
 #include "rref/rref.h"
 #include "tools/runtime/status.h"
@@ -75,7 +76,12 @@ struct WorkerOptions {
   Limits limits;                         // What one peer may make it hold.
   SecurityOptions security;              // TLS and token files.
   bool local_socket = true;              // Same-host peers over a unix socket.
+  // Collectives' settings, the flight recorder's among them
+  // (flight_recorder_entries, dump_dir).
   CollectiveConfig collectives;
+  // Metrics (/metrics on telemetry.metrics_listen) and traces (spans to
+  // telemetry.trace_file).
+  TelemetryOptions telemetry;
   // Lifecycle events ("joined", "peer_down", "stopped", …); called on any
   // thread, must be quick.
   std::function<void(absl::string_view event, absl::string_view detail)>

@@ -31,7 +31,8 @@ WorkerImpl::WorkerImpl(WorkerConfig options)
   if (options.rank == 0 && !options.membership_backend) {
     StoreLimits limits;
     limits.max_waits = options.limits.max_held_calls;
-    store_ = std::make_unique<StoreService>(limits, &agent_.timers());
+    store_ = std::make_unique<StoreService>(limits, &agent_.timers(),
+                                            options.limits);
     store_stopper_ = std::make_unique<StopsStore>(store_.get());
     agent_.AddService(store_.get());
     agent_.AddExtension(store_stopper_.get());

@@ -128,7 +128,9 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
          token_file=None, tls_cert=None, tls_key=None, tls_ca=None,
          tls_server_name=None, address_file=None, etcd_ca=None,
          etcd_cert=None, etcd_key=None, etcd_user=None,
-         etcd_password_file=None, _on_listen=None):
+         etcd_password_file=None, _on_listen=None,
+         flight_recorder_entries=2000, dump_dir=None, metrics_listen=None,
+         trace_file=None):
     """Makes this process worker ``name`` (default ``worker<rank>``) of a
     job, with every builtin and the functions ``register()``-ed so far, and
     returns once all ``world_size`` workers joined (torch's ``init_rpc``).
@@ -148,6 +150,14 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
     ``timeout`` is the default for calls and collectives (seconds; 0:
     none). ``tensor_type`` ("numpy" or "torch") is how tensors come back
     when no tensor argument says. TLS and token options are ferryd's.
+
+    Observing the job (ferryd's flags of the same names): the flight
+    recorder keeps ``flight_recorder_entries`` recent collectives (0:
+    none) and writes its dump into ``dump_dir`` (env ``FERRY_DUMP_DIR``)
+    when one fails; ``metrics_listen="HOST:PORT"`` (env
+    ``FERRY_METRICS_LISTEN``) serves Prometheus' /metrics; ``trace_file``
+    (env ``FERRY_TRACE_FILE``) receives this worker's spans as JSON lines.
+    ``ferryctl stacks`` shows this process's Python stacks too.
     """
     global _worker, _default_timeout
     with _lock:
@@ -173,8 +183,17 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
                 "etcd://") else None,
             "etcd_ca": etcd_ca, "etcd_cert": etcd_cert, "etcd_key": etcd_key,
             "etcd_user": etcd_user, "etcd_password_file": etcd_password_file,
+            "flight_recorder_entries": int(flight_recorder_entries),
+            "dump_dir": dump_dir or os.environ.get("FERRY_DUMP_DIR"),
+            "metrics_listen": (metrics_listen
+                               or os.environ.get("FERRY_METRICS_LISTEN")),
+            "trace_file": trace_file or os.environ.get("FERRY_TRACE_FILE"),
         }
         worker = _ferry.Worker(options)
+        worker.register(_PYTHON_STACKS, _python_stacks,
+                        f"{_PYTHON_STACKS}() -> value",
+                        "this process's Python threads and their stacks "
+                        "(ferryctl stacks)", tensor_type, _invoke)
         for name_, fn, signature, doc, kind, invoke in _pending:
             worker.register(name_, fn, signature, doc, kind or tensor_type,
                             invoke)
@@ -189,6 +208,30 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
         _worker = worker
         _default_timeout = float(timeout)
         return WorkerInfo(_worker.name, _worker.rank)
+
+
+_PYTHON_STACKS = "ferry.python_stacks"
+
+
+def _python_stacks():
+    """Every Python thread's stack, innermost frame last (as tracebacks
+    print): [{"thread", "ident", "daemon", "frames": [{"file", "line",
+    "function", "code"}]}]."""
+    import sys
+    import traceback
+    threads = {t.ident: t for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        t = threads.get(ident)
+        out.append({
+            "thread": t.name if t is not None else f"thread {ident}",
+            "ident": ident,
+            "daemon": bool(t is not None and t.daemon),
+            "frames": [{"file": f.filename, "line": f.lineno or 0,
+                        "function": f.name, "code": f.line or ""}
+                       for f in traceback.extract_stack(frame)],
+        })
+    return out
 
 
 def shutdown(graceful=True, timeout=None):
