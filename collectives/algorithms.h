@@ -18,12 +18,14 @@
 #define FERRY_COLLECTIVES_ALGORITHMS_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/kjt.h"
 #include "collectives/op.h"
 #include "collectives/reduce.h"
+#include "collectives/tensor_out.h"
 #include "rpc/base/future.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
@@ -34,40 +36,62 @@ namespace algorithms {
 // Dissemination barrier.
 void Barrier(Result<Done> result);
 
-// The value of rank `src` everywhere (others' values ignored).
+// The value of rank `src` everywhere (others' values ignored). `into`
+// (optional, for a tensor value): where a rank other than src receives
+// it.
 struct BroadcastArgs {
   Value value;
   int src = 0;
+  TensorOut into;
 };
 void Broadcast(Result<Value> result, BroadcastArgs args);
 
-// Rank `src`'s values[i] on rank i (others' values ignored).
+// Rank `src`'s values[i] on rank i (others' values ignored). `into`
+// (optional, for tensor values): where this rank's is written.
 struct ScatterArgs {
   std::vector<Value> values;
   int src = 0;
+  TensorOut into;
 };
 void Scatter(Result<Value> result, ScatterArgs args);
 
-// Every rank's value on rank `dst`, by rank (empty elsewhere).
+// Every rank's value on rank `dst`, by rank (empty elsewhere). `into`
+// (optional, for tensor values; one per rank, on dst): where each rank's
+// tensor is written.
 struct GatherArgs {
   Value value;
   int dst = 0;
+  std::vector<TensorOut> into;
 };
 void Gather(Result<std::vector<Value>> result, GatherArgs args);
 
 // inputs[i] to rank i; what each rank sent here, by source rank.
+// `into` (optional; one per rank): where each rank's tensor is written.
+struct AllToAllArgs {
+  std::vector<Tensor> inputs;
+  std::vector<TensorOut> into;
+};
+void AllToAll(Result<std::vector<Tensor>> result, AllToAllArgs args);
 void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs);
 
 // `input` split on dim 0 by input_splits (empty: evenly); the rows
 // received, in source order, checked against output_splits (empty: any).
+// `into` (optional): where the rows received are written.
 struct AllToAllSingleArgs {
   Tensor input;
   std::vector<int64_t> input_splits;
   std::vector<int64_t> output_splits;
+  TensorOut into;
 };
 void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs args);
 
-// Every rank's tensor (torch's list form; shapes may differ).
+// Every rank's tensor (torch's list form; shapes may differ). `into`
+// (optional; one per rank): where each rank's tensor is written.
+struct AllGatherArgs {
+  Tensor input;
+  std::vector<TensorOut> into;
+};
+void AllGather(Result<std::vector<Tensor>> result, AllGatherArgs args);
 void AllGather(Result<std::vector<Tensor>> result, Tensor input);
 // tf's form: a nested structure (lists, maps) of tensors of rank ≥ 1, the
 // same on every rank except along `axis`, concatenated leaf by leaf.
@@ -78,17 +102,33 @@ struct AllGatherAxisArgs {
 void AllGatherAlongAxis(Result<Value> result, AllGatherAxisArgs args);
 
 // The elementwise reduction of every rank's tensor (same shape everywhere).
+// `into` (optional; the input's dtype and shape): where the result is
+// written — caller memory, which may be the input's own (in place).
 struct AllReduceArgs {
   Tensor input;
   ReduceOp op = ReduceOp::kSum;
+  TensorOut into;
 };
 void AllReduce(Result<Tensor> result, AllReduceArgs args);
 
-// The reduction over ranks of every rank's blocks[rank].
+// The reduction over ranks of every rank's blocks[rank]. `into`
+// (optional): where it is written.
 struct ReduceScatterArgs {
   std::vector<Tensor> blocks;
   ReduceOp op = ReduceOp::kSum;
+  TensorOut into;
 };
+
+// The reduction of every rank's tensor on rank `dst` (a tensor like it;
+// elsewhere the input as it was). `into` (optional, used on dst): where
+// it is written — dst's input's own memory included (in place).
+struct ReduceArgs {
+  Tensor input;
+  int dst = 0;
+  ReduceOp op = ReduceOp::kSum;
+  TensorOut into;
+};
+void Reduce(Result<Tensor> result, ReduceArgs args);
 void ReduceScatter(Result<Tensor> result, ReduceScatterArgs args);
 
 // The jagged all-to-all (kjt_all_to_all.cc) of one or more KJTs at once

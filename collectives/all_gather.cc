@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
 #include "collectives/gather_all.h"
@@ -28,6 +29,7 @@ namespace {
 struct Step0 {
   CheckHeaders check;
   Gathered then;
+  Op::Landings land;
 };
 
 bool Small(const Op& op, const std::vector<Tensor>& tensors) {
@@ -51,25 +53,31 @@ void AfterStep0(Op& op, std::unique_ptr<Step0> next, Blocks got) {
   if (!checked.ok()) return op.Fail(checked);
   // This rank's own block goes around as it is, without the header.
   got[op.rank()].header.clear();
-  RingAllGather(op, 1, std::move(got), std::move(skip),
-                [next = std::move(next),
-                 headers = std::move(headers)](Blocks blocks) mutable {
-                  std::vector<std::vector<Tensor>> tensors;
-                  for (Message& b : blocks)
-                    tensors.push_back(std::move(b.tensors));
-                  std::move(next->then)(std::move(headers), std::move(tensors));
-                });
+  Op::Landings land = std::move(next->land);
+  RingAllGather(
+      op, 1, std::move(got), std::move(skip),
+      [next = std::move(next),
+       headers = std::move(headers)](Blocks blocks) mutable {
+        std::vector<std::vector<Tensor>> tensors;
+        for (Message& b : blocks) tensors.push_back(std::move(b.tensors));
+        std::move(next->then)(std::move(headers), std::move(tensors));
+      },
+      std::move(land));
 }
 
 }  // namespace
 
 void GatherTensors(Op& op, proto::AllGatherHeader header,
-                   std::vector<Tensor> mine, CheckHeaders check,
-                   Gathered then) {
+                   std::vector<Tensor> mine, CheckHeaders check, Gathered then,
+                   Op::Landings land) {
   header.set_direct(Small(op, mine));
   Message first = Message::Of(header);
   if (header.direct()) first.tensors = mine;
-  auto next = std::make_unique<Step0>(Step0{std::move(check), std::move(then)});
+  // A peer's direct tensors arrive packed in GatherAll's rounds (several
+  // ranks' in one message), so they land in a buffer of ferry's and the
+  // result copies them into `into`; ring ones land where they belong.
+  auto next = std::make_unique<Step0>(
+      Step0{std::move(check), std::move(then), std::move(land)});
   GatherAll(op, std::move(first),
             [op = op.shared_from_this(), next = std::move(next),
              mine = std::move(mine)](Blocks got) mutable {
@@ -80,9 +88,14 @@ void GatherTensors(Op& op, proto::AllGatherHeader header,
 
 namespace algorithms {
 
-void AllGather(Result<std::vector<Tensor>> result, Tensor input) {
+void AllGather(Result<std::vector<Tensor>> result, AllGatherArgs args) {
   Op& op = result.op();
-  const DType dtype = input.dtype();
+  const DType dtype = args.input.dtype();
+  if (!args.into.empty() && static_cast<int>(args.into.size()) != op.size()) {
+    return op.Fail(
+        op.BadInput(absl::StrCat("output must be a list of ", op.size(),
+                                 " tensors, got ", args.into.size())));
+  }
   proto::AllGatherHeader header;
   header.set_dtype(static_cast<proto::DType>(dtype));
   auto same_dtype = [&op](const std::vector<proto::AllGatherHeader>& h) {
@@ -95,19 +108,39 @@ void AllGather(Result<std::vector<Tensor>> result, Tensor input) {
     }
     return CheckSame(op, dtypes, "dtype");
   };
-  GatherTensors(op, header, {std::move(input)}, same_dtype,
-                [result = std::move(result), dtype](
-                    std::vector<proto::AllGatherHeader>,
-                    std::vector<std::vector<Tensor>> all) mutable {
-                  Op& op = result.op();
-                  std::vector<Tensor> out;
-                  for (int r = 0; r < op.size(); ++r) {
-                    if (all[r].size() != 1 || all[r][0].dtype() != dtype)
-                      return op.Fail(op.Malformed(r, "expected a tensor"));
-                    out.push_back(std::move(all[r][0]));
-                  }
-                  std::move(result).Set(std::move(out));
-                });
+  Op::Landings land;
+  if (!args.into.empty()) {
+    land.resize(op.size());
+    for (int r = 0; r < op.size(); ++r) {
+      if (r != op.rank()) land[r] = LandingOf(args.into[r]);
+    }
+  }
+  GatherTensors(
+      op, header, {std::move(args.input)}, same_dtype,
+      [result = std::move(result), dtype, into = std::move(args.into)](
+          std::vector<proto::AllGatherHeader>,
+          std::vector<std::vector<Tensor>> all) mutable {
+        Op& op = result.op();
+        std::vector<Tensor> out;
+        for (int r = 0; r < op.size(); ++r) {
+          if (all[r].size() != 1 || all[r][0].dtype() != dtype)
+            return op.Fail(op.Malformed(r, "expected a tensor"));
+          if (into.empty()) {
+            out.push_back(std::move(all[r][0]));
+            continue;
+          }
+          absl::StatusOr<Tensor> placed =
+              Place(op, into[r], all[r][0], absl::StrCat("output[", r, "]"));
+          if (!placed.ok()) return op.Fail(placed.status());
+          out.push_back(*std::move(placed));
+        }
+        std::move(result).Set(std::move(out));
+      },
+      std::move(land));
+}
+
+void AllGather(Result<std::vector<Tensor>> result, Tensor input) {
+  AllGather(std::move(result), AllGatherArgs{std::move(input), {}});
 }
 
 }  // namespace algorithms

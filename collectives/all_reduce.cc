@@ -55,6 +55,7 @@ struct Ringing {
   Tensor input;
   ReduceOp reduce;
   std::shared_ptr<TensorBuilder> out;
+  bool in_place = false;  // `out` is the input's memory.
   absl::Mutex mu;
   int left ABSL_GUARDED_BY(mu);
   std::optional<Result<Tensor>> result ABSL_GUARDED_BY(mu);
@@ -141,6 +142,7 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
   rs.first_step = 1 + p * 2 * (n - 1);
   rs.reduce = piece.ring->reduce;
   rs.into = piece.ring->out;
+  rs.into_is_input = piece.ring->in_place;
   rs.skip.assign(n, false);
   for (int i = 0; i < n; ++i) {
     rs.blocks.push_back(*flat.Rows(piece.offsets[i], piece.offsets[i + 1]));
@@ -170,13 +172,28 @@ void RingPiece(Op& op, std::shared_ptr<Ringing> ring, int p, int count) {
       });
 }
 
+// The result's buffer: the caller's (`into`), or a new one like `input`.
+absl::StatusOr<std::shared_ptr<TensorBuilder>> Output(
+    const Tensor& input, std::shared_ptr<TensorBuilder> into) {
+  if (into != nullptr) return into;
+  absl::StatusOr<TensorBuilder> built =
+      TensorBuilder::Create(input.dtype(), input.shape());
+  if (!built.ok()) return built.status();
+  return std::make_shared<TensorBuilder>(*std::move(built));
+}
+
+bool InPlace(const Tensor& input, const std::shared_ptr<TensorBuilder>& into) {
+  return into != nullptr && input.nbytes() > 0 && into->data() == input.data();
+}
+
 void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
-                   Blocks all);
+                   std::shared_ptr<TensorBuilder> into, Blocks all);
 
 // Split form: step 0 carries segment `to` of the input to rank `to`;
 // `all[r]` is then rank r's part of this rank's segment. Reduces it into
 // the output, sends it to everyone as step 1.
-void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce) {
+void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
+           std::shared_ptr<TensorBuilder> into) {
   Op& op = result.op();
   const std::vector<int64_t> offsets = Segments(0, input.numel(), op.size());
   const Tensor flat = *input.Reshape({input.numel()});
@@ -185,13 +202,17 @@ void Split(Result<Tensor> result, const Tensor& input, ReduceOp reduce) {
       [&](int to) {
         return Message::OfTensors({*flat.Rows(offsets[to], offsets[to + 1])});
       },
-      [result = std::move(result), input, reduce](Blocks all) mutable {
-        ReduceSegment(std::move(result), input, reduce, std::move(all));
+      [result = std::move(result), input, reduce,
+       into = std::move(into)](Blocks all) mutable {
+        ReduceSegment(std::move(result), input, reduce, std::move(into),
+                      std::move(all));
       });
 }
 
+// (In place, the segments overwritten were sent to their reducers at step
+// 0, and theirs come back only once those had every rank's.)
 void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
-                   Blocks all) {
+                   std::shared_ptr<TensorBuilder> into, Blocks all) {
   Op& op = result.op();
   const int n = op.size(), me = op.rank();
   const std::vector<int64_t> offsets = Segments(0, input.numel(), n);
@@ -207,10 +228,10 @@ void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
       parts[r] = std::move(all[r].tensors[0]);
     }
   }
-  absl::StatusOr<TensorBuilder> built =
-      TensorBuilder::Create(input.dtype(), input.shape());
+  absl::StatusOr<std::shared_ptr<TensorBuilder>> built =
+      Output(input, std::move(into));
   if (!built.ok()) return op.Fail(built.status());
-  auto out = std::make_shared<TensorBuilder>(*std::move(built));
+  std::shared_ptr<TensorBuilder> out = *std::move(built);
   char* at = out->data() + b * input.itemsize();
   ReduceInRankOrderTo(parts, reduce, at);
   if (reduce == ReduceOp::kAvg) FinishAverage(input.dtype(), at, e - b, n);
@@ -228,16 +249,19 @@ void ReduceSegment(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
       std::move(land));
 }
 
-void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
+void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce,
+          std::shared_ptr<TensorBuilder> into) {
   Op& op = result.op();
-  absl::StatusOr<TensorBuilder> out =
-      TensorBuilder::Create(input.dtype(), input.shape());
+  const bool in_place = InPlace(input, into);
+  absl::StatusOr<std::shared_ptr<TensorBuilder>> out =
+      Output(input, std::move(into));
   if (!out.ok()) return op.Fail(out.status());
   const int count = PiecesFor(op, static_cast<int64_t>(input.nbytes()));
   auto ring = std::make_shared<Ringing>();
   ring->input = std::move(input);
   ring->reduce = reduce;
-  ring->out = std::make_shared<TensorBuilder>(*std::move(out));
+  ring->in_place = in_place;
+  ring->out = *std::move(out);
   {
     absl::MutexLock lock(&ring->mu);
     ring->left = count;
@@ -249,7 +273,7 @@ void Ring(Result<Tensor> result, Tensor input, ReduceOp reduce) {
 // Every rank's header (and small input): the same op and input
 // everywhere, then the data reduced here, the split form or the ring.
 void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
-             Blocks all) {
+             std::shared_ptr<TensorBuilder> into, Blocks all) {
   Op& op = result.op();
   const int n = op.size();
   std::vector<std::string> ops, metas;
@@ -271,9 +295,10 @@ void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
   if (same.ok()) same = CheckSame(op, metas, "input");
   if (!same.ok()) return op.Fail(same);
   if (n > 1 && !(all_direct && (all_split || none_split))) {
-    return Ring(std::move(result), input, reduce);
+    return Ring(std::move(result), input, reduce, std::move(into));
   }
-  if (all_split) return Split(std::move(result), input, reduce);
+  if (all_split)
+    return Split(std::move(result), input, reduce, std::move(into));
   std::vector<Tensor> parts(n);
   for (int r = 0; r < n; ++r) {
     if (r == op.rank()) {
@@ -285,9 +310,26 @@ void Compare(Result<Tensor> result, const Tensor& input, ReduceOp reduce,
       parts[r] = std::move(all[r].tensors[0]);
     }
   }
-  absl::StatusOr<Tensor> sum = ReduceInRankOrder(parts, input, reduce);
-  if (!sum.ok()) return op.Fail(sum.status());
-  std::move(result).Set(reduce == ReduceOp::kAvg ? Averaged(*sum, n) : *sum);
+  if (into == nullptr) {
+    absl::StatusOr<Tensor> sum = ReduceInRankOrder(parts, input, reduce);
+    if (!sum.ok()) return op.Fail(sum.status());
+    return std::move(result).Set(reduce == ReduceOp::kAvg ? Averaged(*sum, n)
+                                                          : *sum);
+  }
+  // Into the caller's memory; if that is the input, only once the others
+  // have it (it was sent from there).
+  const bool in_place = InPlace(input, into);
+  auto write = [result = std::move(result), parts = std::move(parts), reduce,
+                into = std::move(into)]() mutable {
+    ReduceInRankOrderTo(parts, reduce, into->data());
+    if (reduce == ReduceOp::kAvg) {
+      FinishAverage(into->dtype(), into->data(), into->numel(),
+                    result.op().size());
+    }
+    std::move(result).Set(HeldBy(into));
+  };
+  if (!in_place) return write();
+  op.WhenSent(std::move(write));
 }
 
 }  // namespace
@@ -296,6 +338,8 @@ void AllReduce(Result<Tensor> result, AllReduceArgs args) {
   Op& op = result.op();
   absl::Status applies = CheckReduceOp(args.op, args.input.dtype());
   if (!applies.ok()) return op.Fail(op.BadInput(applies.message()));
+  absl::Status fits = CheckInto(op, args.into, args.input, "output");
+  if (!fits.ok()) return op.Fail(fits);
   proto::AllReduceHeader header;
   *header.mutable_input() = MetaOf(args.input);
   header.set_op(std::string(ReduceOpName(args.op)));
@@ -307,11 +351,13 @@ void AllReduce(Result<Tensor> result, AllReduceArgs args) {
   Message mine = Message::Of(header);
   // The split form sends its segments after the headers (Split).
   if (header.direct() && !header.split()) mine.tensors = {args.input};
-  GatherAll(op, std::move(mine),
-            [result = std::move(result), input = std::move(args.input),
-             reduce = args.op](Blocks all) mutable {
-              Compare(std::move(result), input, reduce, std::move(all));
-            });
+  GatherAll(
+      op, std::move(mine),
+      [result = std::move(result), input = std::move(args.input),
+       reduce = args.op, into = std::move(args.into)](Blocks all) mutable {
+        Compare(std::move(result), input, reduce, std::move(into),
+                std::move(all));
+      });
 }
 
 }  // namespace algorithms

@@ -60,6 +60,20 @@ absl::Status SplitRows(const Op& op, AllToAllSingleArgs& a) {
   return absl::OkStatus();
 }
 
+// The caller's output, if any, against output_splits (when given).
+absl::Status CheckOutputRows(const Op& op, const AllToAllSingleArgs& a) {
+  if (a.into == nullptr || a.output_splits.empty()) return absl::OkStatus();
+  Shape shape = a.input.shape();
+  shape[0] = 0;
+  for (int64_t rows : a.output_splits) {
+    if (rows > op.limits().max_tensor_dim - shape[0]) {
+      return op.BadInput("output_splits add up to more than --max_tensor_dim");
+    }
+    shape[0] += rows;
+  }
+  return CheckInto(op, a.into, a.input.dtype(), shape, "output");
+}
+
 // "int64 [3]": a block's dtype and the shape of its rows.
 std::string RowMeta(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), " ",
@@ -115,11 +129,12 @@ int64_t RowNumel(const Tensor& t) {
   return n;
 }
 
-// The output, allocated before the blocks arrive so that they are received
-// in place: rows from rank r at [offsets[r], offsets[r+1]). Sized by
-// output_splits, or, without them, by guessing that each rank sends this
-// one as many rows as it sends that rank (true of the even split of equal
-// inputs); a wrong guess only costs the copy it meant to save.
+// The output, allocated before the blocks arrive (or the caller's, `into`)
+// so that they are received in place: rows from rank r at [offsets[r],
+// offsets[r+1]). Sized by output_splits, or, without them, by guessing
+// that each rank sends this one as many rows as it sends that rank (true
+// of the even split of equal inputs); a wrong guess only costs the copy
+// it meant to save.
 struct Assembly {
   std::shared_ptr<TensorBuilder> out;
   std::vector<int64_t> offsets;
@@ -127,7 +142,7 @@ struct Assembly {
 };
 
 std::optional<Assembly> Assemble(const Op& op, const AllToAllSingleArgs& a) {
-  if (op.size() == 1) return std::nullopt;
+  if (op.size() == 1 && a.into == nullptr) return std::nullopt;
   const std::vector<int64_t>& rows =
       a.output_splits.empty() ? a.input_splits : a.output_splits;
   Assembly as;
@@ -140,15 +155,23 @@ std::optional<Assembly> Assemble(const Op& op, const AllToAllSingleArgs& a) {
   }
   Shape shape = a.input.shape();
   shape[0] = as.offsets.back();
-  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, a.input.itemsize());
-  if (!numel.ok() || *numel > op.limits().max_alloc_bytes /
-                                  static_cast<int64_t>(a.input.itemsize())) {
-    return std::nullopt;
+  if (a.into != nullptr) {
+    if (a.into->dtype() != a.input.dtype() || a.into->shape() != shape) {
+      return std::nullopt;  // A wrong guess: Place copies, or refuses.
+    }
+    as.out = a.into;
+  } else {
+    absl::StatusOr<int64_t> numel =
+        CheckedNumElements(shape, a.input.itemsize());
+    if (!numel.ok() || *numel > op.limits().max_alloc_bytes /
+                                    static_cast<int64_t>(a.input.itemsize())) {
+      return std::nullopt;
+    }
+    absl::StatusOr<TensorBuilder> out =
+        TensorBuilder::Create(a.input.dtype(), std::move(shape));
+    if (!out.ok()) return std::nullopt;
+    as.out = std::make_shared<TensorBuilder>(*std::move(out));
   }
-  absl::StatusOr<TensorBuilder> out =
-      TensorBuilder::Create(a.input.dtype(), std::move(shape));
-  if (!out.ok()) return std::nullopt;
-  as.out = std::make_shared<TensorBuilder>(*std::move(out));
   const int64_t row = RowNumel(a.input);
   as.land.resize(op.size());
   for (int r = 0; r < op.size(); ++r) {
@@ -170,15 +193,15 @@ std::optional<Tensor> Assembled(const Op& op, std::optional<Assembly>& as,
     if (r != op.rank() && !as->land[r]->Holds(rows[r])) return std::nullopt;
   }
   const Tensor& mine = rows[op.rank()];
-  if (mine.nbytes() > 0) {
-    std::memcpy(as->out->data() +
-                    as->offsets[op.rank()] * RowNumel(mine) * mine.itemsize(),
-                mine.data(), mine.nbytes());
+  char* at = as->out->data() +
+             as->offsets[op.rank()] * RowNumel(mine) * mine.itemsize();
+  if (mine.nbytes() > 0 && at != mine.data()) {
+    std::memcpy(at, mine.data(), mine.nbytes());
   }
-  return std::move(*as->out).Build();
+  return HeldBy(as->out);
 }
 
-void Received(Result<Tensor> result, std::optional<Assembly> as,
+void Received(Result<Tensor> result, std::optional<Assembly> as, TensorOut into,
               std::vector<Message> got) {
   Op& op = result.op();
   const int n = op.size();
@@ -198,19 +221,52 @@ void Received(Result<Tensor> result, std::optional<Assembly> as,
     return std::move(result).Set(*std::move(out));
   }
   absl::StatusOr<Tensor> out = Concat(rows, 0);
+  if (out.ok()) out = Place(op, into, *out, "output");
   if (!out.ok()) return op.Fail(out.status());
   std::move(result).Set(*std::move(out));
 }
 
+// Each rank's tensor for this one, in `into` where given.
+absl::StatusOr<std::vector<Tensor>> PlaceAll(const Op& op,
+                                             const std::vector<TensorOut>& into,
+                                             std::vector<Tensor> got) {
+  if (into.empty()) return got;
+  for (int r = 0; r < op.size(); ++r) {
+    absl::StatusOr<Tensor> placed =
+        Place(op, into[r], got[r], absl::StrCat("output[", r, "]"));
+    if (!placed.ok()) return placed.status();
+    got[r] = *std::move(placed);
+  }
+  return got;
+}
+
+// Where each other rank's tensor is received (none without `into`).
+Op::Landings LandingsOf(const Op& op, const std::vector<TensorOut>& into) {
+  Op::Landings land;
+  if (into.empty()) return land;
+  land.resize(op.size());
+  for (int r = 0; r < op.size(); ++r) {
+    if (r != op.rank()) land[r] = LandingOf(into[r]);
+  }
+  return land;
+}
+
 }  // namespace
 
-void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs) {
+void AllToAll(Result<std::vector<Tensor>> result, AllToAllArgs args) {
   Op& op = result.op();
-  absl::Status ok = CheckTensorList(op, inputs, "input");
+  absl::Status ok = CheckTensorList(op, args.inputs, "input");
+  if (ok.ok() && !args.into.empty() &&
+      static_cast<int>(args.into.size()) != op.size()) {
+    ok = op.BadInput(absl::StrCat("output must be a list of ", op.size(),
+                                  " tensors, got ", args.into.size()));
+  }
   if (!ok.ok()) return op.Fail(ok);
+  Op::Landings land = LandingsOf(op, args.into);
   op.ExchangeEach(
-      0, [&](int to) { return Message::OfTensors({inputs[to]}); },
-      [result = std::move(result)](std::vector<Message> got) mutable {
+      0, [&](int to) { return Message::OfTensors({args.inputs[to]}); },
+      [result = std::move(result),
+       into = std::move(args.into)](std::vector<Message> got) mutable {
         Op& op = result.op();
         std::vector<std::string> dtypes;
         std::vector<Tensor> out;
@@ -222,14 +278,23 @@ void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs) {
         }
         absl::Status same = CheckSame(op, dtypes, "dtype");
         if (!same.ok()) return op.Fail(same);
-        std::move(result).Set(std::move(out));
-      });
+        absl::StatusOr<std::vector<Tensor>> placed =
+            PlaceAll(op, into, std::move(out));
+        if (!placed.ok()) return op.Fail(placed.status());
+        std::move(result).Set(*std::move(placed));
+      },
+      std::move(land));
+}
+
+void AllToAll(Result<std::vector<Tensor>> result, std::vector<Tensor> inputs) {
+  AllToAll(std::move(result), AllToAllArgs{std::move(inputs), {}});
 }
 
 void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
   Op& op = result.op();
   absl::Status ok = SplitRows(op, a);
   if (ok.ok()) ok = CheckSplits(op, a.output_splits, "output_splits");
+  if (ok.ok()) ok = CheckOutputRows(op, a);
   if (!ok.ok()) return op.Fail(ok);
   proto::AllToAllSingleHeader header;
   for (int64_t s : a.input_splits) header.add_input_splits(s);
@@ -248,9 +313,10 @@ void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
         return Message{
             head, {*a.input.Rows(offsets[to], offsets[to + 1])}, Value()};
       },
-      [result = std::move(result),
-       as = std::move(as)](std::vector<Message> got) mutable {
-        Received(std::move(result), std::move(as), std::move(got));
+      [result = std::move(result), as = std::move(as),
+       into = std::move(a.into)](std::vector<Message> got) mutable {
+        Received(std::move(result), std::move(as), std::move(into),
+                 std::move(got));
       },
       std::move(land));
 }

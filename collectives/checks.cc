@@ -1,5 +1,7 @@
 #include "collectives/checks.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "rpc/value/dtype.h"
 
@@ -44,6 +46,41 @@ absl::Status CheckRankParam(const Op& op, int r, absl::string_view what) {
   return op.BadInput(absl::StrCat("\"", what, "\" ", r,
                                   " is not a rank of the group (size ",
                                   op.size(), ")"));
+}
+
+absl::Status CheckInto(const Op& op, const TensorOut& into, DType dtype,
+                       const Shape& shape, absl::string_view what) {
+  if (into == nullptr) return absl::OkStatus();
+  if (into->dtype() == dtype && into->shape() == shape) return absl::OkStatus();
+  return op.BadInput(absl::StrCat(
+      what, " is ", DTypeName(into->dtype()), " ", ShapeString(into->shape()),
+      " but the result is ", DTypeName(dtype), " ", ShapeString(shape)));
+}
+
+absl::Status CheckInto(const Op& op, const TensorOut& into, const Tensor& like,
+                       absl::string_view what) {
+  return CheckInto(op, into, like.dtype(), like.shape(), what);
+}
+
+std::optional<TensorLanding> LandingOf(const TensorOut& into) {
+  if (into == nullptr) return std::nullopt;
+  return into->Landing(0, into->numel());
+}
+
+Tensor HeldBy(const TensorOut& into) {
+  // The builder's shape is valid and its numel is the view's.
+  return *into->View(0, into->numel()).Reshape(into->shape());
+}
+
+absl::StatusOr<Tensor> Place(const Op& op, const TensorOut& into,
+                             const Tensor& got, absl::string_view what) {
+  if (into == nullptr) return got;
+  absl::Status fits = CheckInto(op, into, got, what);
+  if (!fits.ok()) return fits;
+  if (got.nbytes() > 0 && got.data() != into->data()) {
+    std::memcpy(into->data(), got.data(), got.nbytes());
+  }
+  return HeldBy(into);
 }
 
 proto::TensorMeta MetaOf(const Tensor& t) {

@@ -8,12 +8,15 @@
 #define FERRY_COLLECTIVES_CHECKS_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "collectives/op.h"
+#include "collectives/tensor_out.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
@@ -35,6 +38,24 @@ absl::Status CheckSplits(const Op& op, const std::vector<int64_t>& splits,
 // A group rank parameter (src, dst): "\"src\" 7 is not a rank of the group
 // (size 3)".
 absl::Status CheckRankParam(const Op& op, int r, absl::string_view what);
+
+// ---- Outputs (tensor_out.h) ----
+
+// A caller's output (null passes) for a result of `dtype` and `shape`:
+// "output is float32 [3] but the result is float32 [2]".
+absl::Status CheckInto(const Op& op, const TensorOut& into, DType dtype,
+                       const Shape& shape, absl::string_view what);
+absl::Status CheckInto(const Op& op, const TensorOut& into, const Tensor& like,
+                       absl::string_view what);
+// Where a tensor for `into` is received (nullopt for none).
+std::optional<TensorLanding> LandingOf(const TensorOut& into);
+// The tensor `into` holds, sharing it (its shape).
+Tensor HeldBy(const TensorOut& into);
+// The result `got` in `into`: `got` itself without one; else `into`'s
+// tensor, with `got` copied there unless it was received there.
+// INVALID_ARGUMENT (CheckInto) if `got` is not of `into`'s dtype and shape.
+absl::StatusOr<Tensor> Place(const Op& op, const TensorOut& into,
+                             const Tensor& got, absl::string_view what);
 
 // ---- Metadata ----
 

@@ -1,6 +1,5 @@
 #include "collectives/client_collective.h"
 
-#include <atomic>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,12 +19,6 @@ namespace {
 // Beyond the op's own deadline, what the workers get to report it: a rank
 // that timed out first asks the others who joined (a couple of seconds).
 constexpr absl::Duration kReportMargin = absl::Seconds(5);
-
-// Unique in the job: the master numbers clients once per job.
-std::string NewOpId(const RpcClient& client) {
-  static std::atomic<uint64_t> next{0};
-  return absl::StrCat(client.name(), ".", next.fetch_add(1));
-}
 
 struct Parsed {
   std::vector<Value> inputs;
@@ -105,7 +98,8 @@ absl::StatusOr<Value> RunCollectiveFromClient(RpcClient& client,
                                               const Value& request) {
   absl::StatusOr<Parsed> p = Parse(client, op, request);
   if (!p.ok()) return p.status();
-  const std::string op_id = NewOpId(client);
+  // Unpredictable, and the workers run it only for this client.
+  const std::string op_id = NewClientOpId(client.node());
   absl::Duration timeout = p->timeout_ms > 0 ? absl::Milliseconds(p->timeout_ms)
                                              : client.default_timeout();
   if (timeout <= absl::ZeroDuration()) timeout = absl::Seconds(60);

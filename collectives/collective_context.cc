@@ -1,5 +1,7 @@
 #include "collectives/collective_context.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <optional>
 #include <utility>
@@ -40,6 +42,35 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
        .doc = "whether this worker began collective op `op`",
        .run_inline = true});
   (void)s;  // A fixed, valid, unique name.
+  // ... and which op: a program calling collectives in a different order
+  // here is named, not only timed out.
+  s = agent->registry().Register(
+      "ferry.collective_op",
+      [weak](const std::string& key) {
+        auto c = weak.lock();
+        return c == nullptr ? std::string() : c->OpAt(key);
+      },
+      {.params = {"op_key"},
+       .doc = "the collective this worker began as op `op_key` (\"\": none)",
+       .run_inline = true});
+  (void)s;
+  s = agent->registry().Register(
+      "ferry.flight_recorder",
+      [weak]() {
+        auto c = weak.lock();
+        return c == nullptr ? Value() : c->FlightDump("on demand");
+      },
+      {.doc = "this worker's flight recorder: its recent collectives, as "
+              "torch's flight recorder dumps them (ferryctl dump)"});
+  (void)s;
+  if (!config.dump_dir.empty()) {
+    context->dumps_ = std::make_shared<FlightDumps>(
+        config.dump_dir, agent->name(), &agent->executor(),
+        [weak](const std::string& reason) {
+          auto c = weak.lock();
+          return c == nullptr ? Value() : c->FlightDump(reason);
+        });
+  }
   context->ScheduleSweep();
   return context;
 }
@@ -56,7 +87,10 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
                             .standing_bytes = config.standing_bytes,
                             .world_size = agent->world_size(),
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
-                            .authenticator = &agent->authenticator()})) {}
+                            .authenticator = &agent->authenticator(),
+                            .open_streams = agent->open_streams()})),
+      recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}) {
+}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
 
@@ -124,13 +158,13 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::ClientGroup(
 }
 
 void CollectiveContext::Began(const std::string& key, std::string label,
-                              std::vector<int> members) {
+                              std::vector<int> members, const RunningOp* op) {
   bool stopping;
   {
     absl::MutexLock lock(&mu_);
     stopping = stopping_;
-    running_[key] = Running{label, members};
-    if (joined_.insert(key).second) {
+    running_[key] = Running{label, members, op, clock_->Now()};
+    if (joined_.emplace(key, op != nullptr ? op->op_name() : label).second) {
       joined_order_.push_back(key);
       if (joined_order_.size() > kJoinedMemory) {
         joined_.erase(joined_order_.front());
@@ -197,6 +231,31 @@ bool CollectiveContext::Joined(const std::string& key) const {
   return joined_.contains(key);
 }
 
+std::string CollectiveContext::OpAt(const std::string& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = joined_.find(key);
+  return it == joined_.end() ? std::string() : it->second;
+}
+
+void CollectiveContext::OpEnded(uint64_t id, const absl::Status& status) {
+  recorder_.Ended(id, status);
+  // A worker stopping fails what runs: that is no finding to dump.
+  if (status.ok() || dumps_ == nullptr || stopping()) return;
+  dumps_->Request(std::string(status.message()));
+}
+
+Value CollectiveContext::FlightDump(const std::string& reason) const {
+  return DumpValue(recorder_.Snapshot(), recorder_.Progress(),
+                   {.worker = agent_->name(),
+                    .rank = agent_->rank(),
+                    .world_size = agent_->world_size(),
+                    .pid = static_cast<int64_t>(getpid()),
+                    .reason = reason,
+                    .wall_now = absl::Now(),
+                    .capacity = recorder_.capacity(),
+                    .recorded = recorder_.recorded()});
+}
+
 void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
   if (!IsWorkerNode(node)) return;
   const int dead = static_cast<int>(node);
@@ -254,11 +313,49 @@ void CollectiveContext::Stop() {
 }
 
 void CollectiveContext::FillStatus(proto::WorkerStatus* status) const {
-  {
-    absl::MutexLock lock(&mu_);
-    status->set_collectives_inflight(static_cast<int64_t>(running_.size()));
+  absl::flat_hash_map<std::string, proto::GroupProgress*> groups;
+  for (const GroupProgress& g : recorder_.Progress()) {
+    proto::GroupProgress* p = status->add_groups();
+    p->set_group(g.group);
+    p->set_last_scheduled_seq(g.last_scheduled);
+    p->set_last_scheduled_op(g.last_scheduled_op);
+    p->set_last_completed_seq(g.last_completed);
+    p->set_last_completed_op(g.last_completed_op);
+    p->set_last_failed(g.last_failed);
+    groups[g.group] = p;
   }
+  FillWaits(groups, status);
   status->set_mailbox_bytes(mailbox_.held_bytes());
+}
+
+void CollectiveContext::FillWaits(
+    const absl::flat_hash_map<std::string, proto::GroupProgress*>& groups,
+    proto::WorkerStatus* status) const {
+  absl::MutexLock lock(&mu_);
+  status->set_collectives_inflight(static_cast<int64_t>(running_.size()));
+  const absl::Time now = clock_->Now();
+  for (const auto& [key, op] : running_) {
+    const std::string group = key.substr(0, key.find('/'));
+    auto it = groups.find(group);
+    if (it == groups.end()) continue;  // Tagged-only groups: not tracked.
+    proto::GroupProgress* p = it->second;
+    p->set_running(p->running() + 1);
+    const int64_t seq = SequenceOfOp(key).value_or(-1);
+    const bool older = p->waiting().op().empty() || seq < p->waiting().seq();
+    if (!older || op.op == nullptr) continue;
+    proto::WaitingIn* w = p->mutable_waiting();
+    w->Clear();
+    w->set_op(op.op->op_name());
+    w->set_key(key);
+    w->set_seq(seq);
+    w->set_waiting_ms(absl::ToInt64Milliseconds(now - op.began));
+    // The op stays valid while it is in running_ (Ended needs mu_).
+    for (int r : op.op->WaitingFor()) {
+      const int global = op.members[r];
+      w->add_waiting_for_ranks(global);
+      w->add_waiting_for(agent_->directory().at(global).name);
+    }
+  }
 }
 
 }  // namespace ferry

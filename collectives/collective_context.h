@@ -18,6 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "collectives/config.h"
 #include "collectives/exchange.h"
+#include "collectives/flight_dumps.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/mailbox.h"
 #include "collectives/process_group.h"
 #include "rpc/agent.h"
@@ -25,6 +27,15 @@
 #include "rpc/base/timers.h"
 
 namespace ferry {
+
+// What a running op tells status and stacks (op.h's Op is one).
+class RunningOp {
+ public:
+  virtual ~RunningOp() = default;
+  virtual const std::string& op_name() const = 0;  // "all_reduce"
+  // The group ranks whose messages it waits for now.
+  virtual std::vector<int> WaitingFor() const = 0;
+};
 
 class CollectiveContext final
     : public AgentExtension,
@@ -59,10 +70,21 @@ class CollectiveContext final
   uint64_t Epoch(const std::vector<int>& members) const;
   // Op `key` (members: global ranks) runs here from now until Ended. It
   // fails at once (UNAVAILABLE) if a member is gone, or if it is named
-  // after an epoch already past (a member was replaced meanwhile).
+  // after an epoch already past (a member was replaced meanwhile). `op`
+  // (optional) must stay valid until Ended: status reads what it waits for.
   void Began(const std::string& key, std::string label,
-             std::vector<int> members) ABSL_LOCKS_EXCLUDED(mu_);
+             std::vector<int> members, const RunningOp* op = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Ended(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // The ops and point-to-point ops of this worker (flight_recorder.h).
+  FlightRecorder& recorder() { return recorder_; }
+  // Flight record `id` ended with `status`; a failure writes a dump into
+  // CollectiveConfig::dump_dir (if set).
+  void OpEnded(uint64_t id, const absl::Status& status);
+  // The flight recorder's dump now (flight_recorder.h's DumpValue).
+  Value FlightDump(const std::string& reason) const;
+  // The op this worker began under `key` ("" if none, or forgotten).
+  std::string OpAt(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether Stop was called (ops fail at once from then on).
   bool stopping() const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether this worker began op `key` (recently).
@@ -80,6 +102,8 @@ class CollectiveContext final
   struct Running {
     std::string label;  // "all_reduce op 17"
     std::vector<int> members;
+    const RunningOp* op = nullptr;
+    absl::Time began;
   };
   void OnNodeDown(uint64_t node, const absl::Status& reason)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -91,6 +115,10 @@ class CollectiveContext final
   absl::Status Stopping() const;
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
+  // Each group's oldest running op and whom it waits for, into `groups`.
+  void FillWaits(
+      const absl::flat_hash_map<std::string, proto::GroupProgress*>& groups,
+      proto::WorkerStatus* status) const ABSL_LOCKS_EXCLUDED(mu_);
   // Runs ExpireStale every so often until Stop.
   void ScheduleSweep() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -99,12 +127,15 @@ class CollectiveContext final
   Clock* const clock_;
   Mailbox mailbox_;
   std::unique_ptr<Exchange> exchange_;
+  FlightRecorder recorder_;
+  std::shared_ptr<FlightDumps> dumps_;  // Null without a dump_dir.
 
   mutable absl::Mutex mu_;
   std::shared_ptr<ProcessGroup> world_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> groups_made_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Running> running_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> joined_ ABSL_GUARDED_BY(mu_);
+  // Ops begun here (recently): key → op name.
+  absl::flat_hash_map<std::string, std::string> joined_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
   Timers::TimerId sweep_ ABSL_GUARDED_BY(mu_) = 0;

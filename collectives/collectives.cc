@@ -12,17 +12,21 @@ namespace ferry {
 
 namespace {
 
+// `inputs`: this rank's input, for the flight recorder.
 template <typename T>
 absl::StatusOr<T> Run(ProcessGroup& group, absl::string_view name,
-                      const CollectiveOptions& options,
-                      Algorithm<T> algorithm) {
-  return RunOp<T>(group, name, options, std::move(algorithm));
+                      const CollectiveOptions& options, Algorithm<T> algorithm,
+                      std::vector<TensorSummary> inputs = {}) {
+  return RunOp<T>(group, name, options, std::move(algorithm),
+                  std::move(inputs));
 }
 
 template <typename T>
 Work<T> Start(ProcessGroup& group, absl::string_view name,
-              const CollectiveOptions& options, Algorithm<T> algorithm) {
-  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm)));
+              const CollectiveOptions& options, Algorithm<T> algorithm,
+              std::vector<TensorSummary> inputs = {}) {
+  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm),
+                               std::move(inputs)));
 }
 
 Algorithm<std::vector<Tensor>> AllToAllOf(const std::vector<Tensor>& inputs) {
@@ -57,6 +61,11 @@ Algorithm<Tensor> ReduceScatterOf(const std::vector<Tensor>& inputs,
                                   ReduceOp op) {
   return [inputs, op](Result<Tensor> r) {
     algorithms::ReduceScatter(std::move(r), {inputs, op});
+  };
+}
+Algorithm<Tensor> ReduceOf(const Tensor& input, int dst, ReduceOp op) {
+  return [input, dst, op](Result<Tensor> r) {
+    algorithms::Reduce(std::move(r), {input, dst, op, nullptr});
   };
 }
 Algorithm<Value> BroadcastOf(const Value& value, int src) {
@@ -94,7 +103,8 @@ absl::StatusOr<Value> RunCollective(ProcessGroup& group, absl::string_view name,
                                     const CollectiveOptions& options) {
   by_name::Runner run = by_name::Find(name);
   if (run == nullptr) return UnknownCollective(name);
-  return Run<Value>(group, name, options, ByNameOf(run, input, params));
+  return Run<Value>(group, name, options, ByNameOf(run, input, params),
+                    Summarize(input));
 }
 
 Work<Value> RunCollectiveAsync(ProcessGroup& group, absl::string_view name,
@@ -103,19 +113,23 @@ Work<Value> RunCollectiveAsync(ProcessGroup& group, absl::string_view name,
   by_name::Runner run = by_name::Find(name);
   if (run == nullptr)
     return Work<Value>(Future<Value>::Ready(UnknownCollective(name)));
+  std::vector<TensorSummary> inputs = Summarize(input);
   return Start<Value>(group, name, options,
-                      ByNameOf(run, std::move(input), std::move(params)));
+                      ByNameOf(run, std::move(input), std::move(params)),
+                      std::move(inputs));
 }
 
 absl::StatusOr<std::vector<Tensor>> AllToAll(ProcessGroup& group,
                                              const std::vector<Tensor>& inputs,
                                              const CollectiveOptions& options) {
-  return Run(group, "all_to_all", options, AllToAllOf(inputs));
+  return Run(group, "all_to_all", options, AllToAllOf(inputs),
+             Summarize(inputs));
 }
 Work<std::vector<Tensor>> AllToAllAsync(ProcessGroup& group,
                                         const std::vector<Tensor>& inputs,
                                         const CollectiveOptions& options) {
-  return Start(group, "all_to_all", options, AllToAllOf(inputs));
+  return Start(group, "all_to_all", options, AllToAllOf(inputs),
+               Summarize(inputs));
 }
 
 absl::StatusOr<Tensor> AllToAllSingle(ProcessGroup& group, const Tensor& input,
@@ -123,87 +137,111 @@ absl::StatusOr<Tensor> AllToAllSingle(ProcessGroup& group, const Tensor& input,
                                       const std::vector<int64_t>& input_splits,
                                       const CollectiveOptions& options) {
   return Run(group, "all_to_all_single", options,
-             AllToAllSingleOf(input, output_splits, input_splits));
+             AllToAllSingleOf(input, output_splits, input_splits),
+             Summarize(input));
 }
 Work<Tensor> AllToAllSingleAsync(ProcessGroup& group, const Tensor& input,
                                  const std::vector<int64_t>& output_splits,
                                  const std::vector<int64_t>& input_splits,
                                  const CollectiveOptions& options) {
   return Start(group, "all_to_all_single", options,
-               AllToAllSingleOf(input, output_splits, input_splits));
+               AllToAllSingleOf(input, output_splits, input_splits),
+               Summarize(input));
 }
 
 absl::StatusOr<std::vector<Tensor>> AllGather(
     ProcessGroup& group, const Tensor& input,
     const CollectiveOptions& options) {
-  return Run(group, "all_gather", options, AllGatherOf(input));
+  return Run(group, "all_gather", options, AllGatherOf(input),
+             Summarize(input));
 }
 Work<std::vector<Tensor>> AllGatherAsync(ProcessGroup& group,
                                          const Tensor& input,
                                          const CollectiveOptions& options) {
-  return Start(group, "all_gather", options, AllGatherOf(input));
+  return Start(group, "all_gather", options, AllGatherOf(input),
+               Summarize(input));
 }
 
 absl::StatusOr<Value> AllGather(ProcessGroup& group, const Value& value,
                                 int64_t axis,
                                 const CollectiveOptions& options) {
-  return Run(group, "all_gather", options, AllGatherAxisOf(value, axis));
+  return Run(group, "all_gather", options, AllGatherAxisOf(value, axis),
+             Summarize(value));
 }
 Work<Value> AllGatherAsync(ProcessGroup& group, const Value& value,
                            int64_t axis, const CollectiveOptions& options) {
-  return Start(group, "all_gather", options, AllGatherAxisOf(value, axis));
+  return Start(group, "all_gather", options, AllGatherAxisOf(value, axis),
+               Summarize(value));
 }
 
 absl::StatusOr<Tensor> AllReduce(ProcessGroup& group, const Tensor& input,
                                  ReduceOp op,
                                  const CollectiveOptions& options) {
-  return Run(group, "all_reduce", options, AllReduceOf(input, op));
+  return Run(group, "all_reduce", options, AllReduceOf(input, op),
+             Summarize(input));
 }
 Work<Tensor> AllReduceAsync(ProcessGroup& group, const Tensor& input,
                             ReduceOp op, const CollectiveOptions& options) {
-  return Start(group, "all_reduce", options, AllReduceOf(input, op));
+  return Start(group, "all_reduce", options, AllReduceOf(input, op),
+               Summarize(input));
 }
 
 absl::StatusOr<Tensor> ReduceScatter(ProcessGroup& group,
                                      const std::vector<Tensor>& inputs,
                                      ReduceOp op,
                                      const CollectiveOptions& options) {
-  return Run(group, "reduce_scatter", options, ReduceScatterOf(inputs, op));
+  return Run(group, "reduce_scatter", options, ReduceScatterOf(inputs, op),
+             Summarize(inputs));
 }
 Work<Tensor> ReduceScatterAsync(ProcessGroup& group,
                                 const std::vector<Tensor>& inputs, ReduceOp op,
                                 const CollectiveOptions& options) {
-  return Start(group, "reduce_scatter", options, ReduceScatterOf(inputs, op));
+  return Start(group, "reduce_scatter", options, ReduceScatterOf(inputs, op),
+               Summarize(inputs));
+}
+
+absl::StatusOr<Tensor> Reduce(ProcessGroup& group, const Tensor& input, int dst,
+                              ReduceOp op, const CollectiveOptions& options) {
+  return Run(group, "reduce", options, ReduceOf(input, dst, op));
+}
+Work<Tensor> ReduceAsync(ProcessGroup& group, const Tensor& input, int dst,
+                         ReduceOp op, const CollectiveOptions& options) {
+  return Start(group, "reduce", options, ReduceOf(input, dst, op));
 }
 
 absl::StatusOr<Value> Broadcast(ProcessGroup& group, const Value& value,
                                 int src, const CollectiveOptions& options) {
-  return Run(group, "broadcast", options, BroadcastOf(value, src));
+  return Run(group, "broadcast", options, BroadcastOf(value, src),
+             Summarize(value));
 }
 Work<Value> BroadcastAsync(ProcessGroup& group, const Value& value, int src,
                            const CollectiveOptions& options) {
-  return Start(group, "broadcast", options, BroadcastOf(value, src));
+  return Start(group, "broadcast", options, BroadcastOf(value, src),
+               Summarize(value));
 }
 
 absl::StatusOr<Value> Scatter(ProcessGroup& group,
                               const std::vector<Value>& values, int src,
                               const CollectiveOptions& options) {
-  return Run(group, "scatter", options, ScatterOf(values, src));
+  return Run(group, "scatter", options, ScatterOf(values, src),
+             Summarize(values));
 }
 Work<Value> ScatterAsync(ProcessGroup& group, const std::vector<Value>& values,
                          int src, const CollectiveOptions& options) {
-  return Start(group, "scatter", options, ScatterOf(values, src));
+  return Start(group, "scatter", options, ScatterOf(values, src),
+               Summarize(values));
 }
 
 absl::StatusOr<std::vector<Value>> Gather(ProcessGroup& group,
                                           const Value& value, int dst,
                                           const CollectiveOptions& options) {
-  return Run(group, "gather", options, GatherOf(value, dst));
+  return Run(group, "gather", options, GatherOf(value, dst), Summarize(value));
 }
 Work<std::vector<Value>> GatherAsync(ProcessGroup& group, const Value& value,
                                      int dst,
                                      const CollectiveOptions& options) {
-  return Start(group, "gather", options, GatherOf(value, dst));
+  return Start(group, "gather", options, GatherOf(value, dst),
+               Summarize(value));
 }
 
 absl::Status Barrier(ProcessGroup& group, const CollectiveOptions& options) {

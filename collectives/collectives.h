@@ -8,6 +8,8 @@
 //   absl::StatusOr<Tensor> mine = AllToAllSingle(world, ids,
 //   /*output_splits=*/{}, splits);
 //
+// Forms writing into the caller's tensors: into.h; point-to-point: p2p.h.
+//
 // Async forms hold no thread while they wait for their peers (each step
 // goes on from the arrival of its messages), so any number of them
 // progress at once; they keep the group alive until they finish. A sync
@@ -92,6 +94,15 @@ Work<Tensor> ReduceScatterAsync(ProcessGroup& group,
                                 const std::vector<Tensor>& inputs,
                                 ReduceOp op = ReduceOp::kSum,
                                 const CollectiveOptions& options = {});
+
+// The reduction of every rank's `input` on rank dst (elsewhere the result
+// is the input itself).
+absl::StatusOr<Tensor> Reduce(ProcessGroup& group, const Tensor& input, int dst,
+                              ReduceOp op = ReduceOp::kSum,
+                              const CollectiveOptions& options = {});
+Work<Tensor> ReduceAsync(ProcessGroup& group, const Tensor& input, int dst,
+                         ReduceOp op = ReduceOp::kSum,
+                         const CollectiveOptions& options = {});
 
 // Rank src's `value` (any value) on every rank; others' `value` is ignored.
 absl::StatusOr<Value> Broadcast(ProcessGroup& group, const Value& value,

@@ -7,6 +7,7 @@
 #define FERRY_COLLECTIVES_CONFIG_H_
 
 #include <cstdint>
+#include <string>
 
 namespace ferry {
 
@@ -41,6 +42,12 @@ struct CollectiveConfig {
   // pieces of about this size (kMaxRingPieces at most), each its own ring,
   // so one piece's transfer overlaps another's reduction. 0: one ring.
   int64_t ring_piece_bytes = 0;
+  // The flight recorder (flight_recorder.h): how many recent ops it keeps
+  // (0: none; the groups' watermarks are kept anyway), and where the
+  // worker writes its dump when an op fails or times out (empty: nowhere;
+  // `ferryctl up` gives its job directory's flight_recorder/).
+  int64_t flight_recorder_entries = 2000;
+  std::string dump_dir;
 };
 
 // Most pieces of one pipelined ring (bounds the steps a peer may send).

@@ -11,6 +11,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
+#include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_writer.h"
 
@@ -48,6 +49,7 @@ struct Exchange::Outgoing {
   int64_t bytes = 0;  // Of the payload.
   std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames;
   absl::Time deadline;
+  TraceContext trace;
   Promise<Done> done;
 };
 
@@ -117,7 +119,8 @@ void Exchange::Stop() {
 }
 
 Future<Done> Exchange::Send(int dst, const MessageKey& key,
-                            const Value& message, absl::Time deadline) {
+                            const Value& message, absl::Time deadline,
+                            const TraceContext& trace) {
   const WorkerInfo& peer = directory_->at(dst);
   if (stopped_)
     return Future<Done>::Ready(absl::UnavailableError("collectives stopped"));
@@ -148,6 +151,7 @@ Future<Done> Exchange::Send(int dst, const MessageKey& key,
   out->frames = std::make_shared<const std::vector<grpc::ByteBuffer>>(
       MakeFrames(header, *payload, options_.chunk_bytes));
   out->deadline = deadline;
+  out->trace = trace;
   Future<Done> done = out->done.future();
   Attempt(std::move(out), 0);
   return done;
@@ -248,6 +252,7 @@ absl::Status Exchange::StandingEnded(int dst, const StandingSender* sender,
 void Exchange::AttemptOwn(std::shared_ptr<Outgoing> out, int attempt) {
   auto context = std::make_shared<grpc::ClientContext>();
   context->set_deadline(WallDeadline(*timers_->clock(), out->deadline));
+  AddTraceparent(context.get(), out->trace);
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
   auto* stream = new SendStream(
       out->frames, context,
@@ -325,6 +330,9 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
 
   void OnDone() override {
     exchange_->RemoveInbound(id_);
+    if (exchange_->options_.open_streams != nullptr) {
+      exchange_->options_.open_streams->Give();
+    }
     delete this;
   }
 
@@ -430,7 +438,14 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                      absl::StrCat("unknown method ", context->method())));
   }
-  return new ReceiveStream(this, context);
+  const std::shared_ptr<Quota>& open = options_.open_streams;
+  if (open != nullptr && !open->TryTake()) {
+    return new Refusal(ToGrpcStatus(
+        OverLimit(absl::StrCat(open->used(), " streams are open here"),
+                  absl::StrCat(open->max(), " streams"), "max_open_streams",
+                  open->max())));
+  }
+  return new ReceiveStream(this, context);  // Gives the place back.
 }
 
 }  // namespace ferry

@@ -35,7 +35,9 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/future.h"
+#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/channels.h"
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
@@ -60,6 +62,10 @@ class Exchange final : public grpc::CallbackGenericService {
     // Optional: who a stream is. Then frames come only from workers, each
     // under its own rank (Inbound's sender).
     const Authenticator* authenticator = nullptr;
+    // Optional: streams open at once (--max_open_streams), shared with the
+    // worker's other streaming services; one past it is refused at once
+    // (RESOURCE_EXHAUSTED naming the flag).
+    std::shared_ptr<Quota> open_streams;
   };
 
   // `directory` must be filled (the worker started) before the first Send.
@@ -68,10 +74,11 @@ class Exchange final : public grpc::CallbackGenericService {
            Options options);
   ~Exchange() override;
 
-  // Sends `message` to global rank `dst` under `key`. Deadlines are on the
-  // timers' clock.
+  // Sends `message` to global rank `dst` under `key`, carrying `trace` (if
+  // valid) as its stream's traceparent. Deadlines are on the timers' clock.
   Future<Done> Send(int dst, const MessageKey& key, const Value& message,
-                    absl::Time deadline);
+                    absl::Time deadline,
+                    const TraceContext& trace = TraceContext());
   // Tells `dst` that `op` failed with `status` (best effort).
   void SendAbort(int dst, const std::string& op, const absl::Status& status,
                  absl::Time deadline);

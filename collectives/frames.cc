@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/bounded_parse.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {
@@ -126,7 +127,11 @@ absl::StatusOr<Frame> ParseFrame(const grpc::ByteBuffer& frame) {
   std::string head;
   if (!in.Take(length, &head)) return Bad("truncated header");
   Frame out;
-  if (!out.header.ParseFromString(head)) return Bad("unparsable header");
+  if (absl::Status parsed =
+          BoundedParse(head, DefaultLimits(), "header", &out.header);
+      !parsed.ok()) {
+    return Bad(absl::StrCat("unparsable header (", parsed.message(), ")"));
+  }
   out.payload = in.Rest(&out.payload_bytes);
   return out;
 }

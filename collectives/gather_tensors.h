@@ -25,9 +25,12 @@ using Gathered =
     absl::AnyInvocable<void(std::vector<proto::AllGatherHeader> headers,
                             std::vector<std::vector<Tensor>> tensors) &&>;
 
-// `header`'s `direct` is set here.
+// `header`'s `direct` is set here. `land[r]`, if given, is where rank r's
+// first tensor is received (Op::Landings) when it goes around the ring;
+// direct ones arrive packed with other ranks' and are not landed.
 void GatherTensors(Op& op, proto::AllGatherHeader header,
-                   std::vector<Tensor> mine, CheckHeaders check, Gathered then);
+                   std::vector<Tensor> mine, CheckHeaders check, Gathered then,
+                   Op::Landings land = {});
 
 }  // namespace ferry
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/op_key.h"
 #include "rpc/base/status_util.h"
+#include "rpc/wire_cursor.h"
 #include "rpc/wire_reader.h"
 
 namespace ferry {
@@ -23,6 +24,11 @@ absl::Status Bad(absl::string_view why) {
 absl::StatusCode PeerCode(int code) {
   return code > 0 && code <= 16 ? static_cast<absl::StatusCode>(code)
                                 : absl::StatusCode::kUnknown;
+}
+
+absl::Status LongerThan(int64_t total) {
+  return Bad(absl::StrCat("the message is longer than its announced ", total,
+                          " bytes"));
 }
 
 // Later frames carry a default header: anything else is a second message
@@ -76,6 +82,8 @@ absl::StatusOr<Inbound::Next> Inbound::Start(Frame frame) {
   }
   if (h.kind() != proto::ChunkHeader::DATA)
     return Refuse(Bad(absl::StrCat("unknown kind ", h.kind())));
+  // Before anything is admitted or placed (Append checks every frame).
+  if (frame.payload_bytes > h.total()) return Refuse(LongerThan(h.total()));
   const MessageKey key{h.op(), h.step(), h.src()};
   // Admit first: no byte is held before it is counted.
   absl::Status admitted = mailbox_->Admit(key, h.total());
@@ -97,25 +105,50 @@ absl::StatusOr<Inbound::Next> Inbound::Start(Frame frame) {
   return Append(std::move(frame), /*first=*/true);
 }
 
+namespace {
+
+// Where message byte `offset` (not in the landing) goes in the buffer: the
+// bytes after the landed tensor move up by its length.
+uint64_t FlatOffset(uint64_t offset, bool landed, uint64_t land_begin,
+                    uint64_t land_end) {
+  if (!landed || offset < land_begin) return offset;
+  return offset >= land_end ? offset - (land_end - land_begin) : land_begin;
+}
+
+}  // namespace
+
 absl::StatusOr<Inbound::Layout> Inbound::Plan(
     const MessageKey& key, int64_t total,
     const std::vector<grpc::Slice>& first) {
   // Malloc's alignment: a tensor placed on it may be referenced.
   constexpr size_t kAlign = 16;
+  const std::string from =
+      absl::StrCat("op ", key.op, ": the message from rank ", key.src);
   Layout at;
+  at.total = static_cast<uint64_t>(total);  // Admitted: 0 <= total.
+  absl::StatusOr<std::vector<TensorPlace>> found =
+      FindTensorData(first, at.total);
+  if (!found.ok()) return Annotate(found.status(), from);
+  const std::vector<TensorPlace>& places = *found;
+  // Inside the message by FindTensorData's construction; checked again
+  // here, where the bytes are written.
+  for (const TensorPlace& p : places) {
+    if (!RangeWithin(p.offset, p.length, at.total)) {
+      return Bad(absl::StrCat(from, ": a tensor of ", p.length,
+                              " bytes at byte ", p.offset, " is past its ",
+                              total, " bytes"));
+    }
+  }
   at.landing = mailbox_->TakeLanding(key);
-  const std::vector<TensorPlace> places =
-      FindTensorData(first, static_cast<uint64_t>(total));
-  uint64_t flat_bytes = static_cast<uint64_t>(total);
   size_t rest = 0;  // The tensors that go to the buffer: places[rest..].
   if (!places.empty() && at.landing.has_value() && places[0].length > 0 &&
       places[0].length == at.landing->nbytes) {
     at.landed = true;
     at.land_begin = places[0].offset;
     at.land_end = places[0].offset + places[0].length;
-    flat_bytes -= places[0].length;
     rest = 1;
   }
+  at.flat_size = at.total - (at.land_end - at.land_begin);
   // The largest of the others is aligned in the buffer, to be referenced.
   const TensorPlace* largest = nullptr;
   for (size_t i = rest; i < places.size(); ++i) {
@@ -124,11 +157,11 @@ absl::StatusOr<Inbound::Layout> Inbound::Plan(
   }
   if (largest != nullptr) {
     const uint64_t in_flat =
-        largest->offset - (at.landed ? at.land_end - at.land_begin : 0);
+        FlatOffset(largest->offset, at.landed, at.land_begin, at.land_end);
     at.shift = (kAlign - in_flat % kAlign) % kAlign;
   }
   // Counted against --max_mailbox_mb by Admit already.
-  char* flat = new (std::nothrow) char[at.shift + flat_bytes + 1];
+  char* flat = new (std::nothrow) char[at.shift + at.flat_size + 1];
   if (flat == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("op ", key.op, ": no memory for a message of ", total,
@@ -138,26 +171,37 @@ absl::StatusOr<Inbound::Layout> Inbound::Plan(
   return at;
 }
 
-void Inbound::Place(const Layout& at, uint64_t offset,
-                    const std::vector<grpc::Slice>& bytes) {
+absl::Status Inbound::Place(const Layout& at, uint64_t offset,
+                            const std::vector<grpc::Slice>& bytes) {
   for (const grpc::Slice& s : bytes) {
     const char* from = reinterpret_cast<const char*>(s.begin());
     uint64_t left = s.size();
+    if (!RangeWithin(offset, left, at.total)) {
+      return Bad(absl::StrCat("payload at byte ", offset,
+                              " past the message's ", at.total, " bytes"));
+    }
     while (left > 0) {
-      // The run of bytes from `offset` within one region.
+      // The run of bytes from `offset` within one region, checked to lie
+      // inside it.
       uint64_t run = left;
       char* to;
       if (at.landed && offset >= at.land_begin && offset < at.land_end) {
         run = std::min(run, at.land_end - offset);
-        to = at.landing->data + (offset - at.land_begin);
+        const uint64_t in_landing = offset - at.land_begin;
+        if (!RangeWithin(in_landing, run, at.landing->nbytes)) {
+          return Bad("payload past the tensor's landing");
+        }
+        to = at.landing->data + in_landing;
       } else {
-        uint64_t flat_offset = offset;
         if (at.landed && offset < at.land_begin) {
           run = std::min(run, at.land_begin - offset);
-        } else if (at.landed) {
-          flat_offset -= at.land_end - at.land_begin;
         }
-        to = at.flat.get() + at.shift + flat_offset;
+        const uint64_t in_flat =
+            FlatOffset(offset, at.landed, at.land_begin, at.land_end);
+        if (!RangeWithin(in_flat, run, at.flat_size)) {
+          return Bad("payload past the message's buffer");
+        }
+        to = at.flat.get() + at.shift + in_flat;
       }
       std::memcpy(to, from, run);
       from += run;
@@ -165,6 +209,7 @@ void Inbound::Place(const Layout& at, uint64_t offset,
       left -= run;
     }
   }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Inbound::Next> Inbound::ApplyAbort(const proto::ChunkHeader& h) {
@@ -182,6 +227,7 @@ absl::StatusOr<Inbound::Next> Inbound::ApplyAbort(const proto::ChunkHeader& h) {
 
 absl::StatusOr<Inbound::Next> Inbound::Append(Frame frame, bool first) {
   Layout at;
+  MessageKey key;
   uint64_t offset = 0;
   bool whole = false;
   absl::Status bad;
@@ -193,9 +239,9 @@ absl::StatusOr<Inbound::Next> Inbound::Append(Frame frame, bool first) {
     } else if (!first && frame.payload_bytes == 0) {
       bad = Bad("a later frame without payload");
     } else if (frame.payload_bytes > total_ - received_) {
-      bad = Bad(absl::StrCat("the message is longer than its announced ",
-                             total_, " bytes"));
+      bad = LongerThan(total_);
     } else {
+      key = key_;
       offset = static_cast<uint64_t>(received_);
       received_ += frame.payload_bytes;
       whole = received_ == total_;
@@ -207,7 +253,11 @@ absl::StatusOr<Inbound::Next> Inbound::Append(Frame frame, bool first) {
   if (!bad.ok()) return Refuse(bad);
   // Outside the lock: `at` keeps the buffers alive whatever happens to the
   // message meanwhile (it may expire), and only this stream writes them.
-  Place(at, offset, frame.payload);
+  if (absl::Status placed = Place(at, offset, frame.payload); !placed.ok()) {
+    return Refuse(Annotate(
+        placed,
+        absl::StrCat("op ", key.op, ": the message from rank ", key.src)));
+  }
   if (!whole) return Next::kMore;
   {
     absl::MutexLock lock(&mu_);

@@ -97,11 +97,15 @@ class Inbound {
     kExpired,
   };
 
-  // Where the payload's bytes go: [land_begin, land_end) into the
-  // landing, the others into `flat` from `shift` on, in order.
+  // Where the payload's `total` bytes go: [land_begin, land_end) into the
+  // landing (exactly its size), the others into `flat` (flat_size bytes
+  // from `shift` on), in order. Plan checks each region lies inside the
+  // message, and Place each write inside its region.
   struct Layout {
+    uint64_t total = 0;
     std::shared_ptr<char> flat;
     size_t shift = 0;
+    uint64_t flat_size = 0;
     std::optional<TensorLanding> landing;
     bool landed = false;  // The landing takes [land_begin, land_end).
     uint64_t land_begin = 0;
@@ -111,11 +115,15 @@ class Inbound {
   absl::StatusOr<Next> Start(Frame frame) ABSL_LOCKS_EXCLUDED(mu_);
   // The layout of the message `key` of `total` bytes beginning with
   // `first`, its buffer allocated (RESOURCE_EXHAUSTED if it cannot be).
+  // INVALID_ARGUMENT, naming op, sender and field, if `first` places a
+  // tensor no message could (FindTensorData).
   absl::StatusOr<Layout> Plan(const MessageKey& key, int64_t total,
                               const std::vector<grpc::Slice>& first);
-  // Copies payload bytes `bytes`, from `offset` on, where `at` puts them.
-  static void Place(const Layout& at, uint64_t offset,
-                    const std::vector<grpc::Slice>& bytes);
+  // Copies payload bytes `bytes`, from `offset` on, where `at` puts them;
+  // INVALID_ARGUMENT (nothing written past a region) if a byte would land
+  // outside the message, the landing or the buffer.
+  static absl::Status Place(const Layout& at, uint64_t offset,
+                            const std::vector<grpc::Slice>& bytes);
   absl::StatusOr<Next> ApplyAbort(const proto::ChunkHeader& header);
   absl::StatusOr<Next> Append(Frame frame, bool first) ABSL_LOCKS_EXCLUDED(mu_);
   // Decodes the whole payload and hands it to the mailbox.

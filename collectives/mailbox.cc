@@ -56,6 +56,21 @@ Future<Value> Mailbox::Receive(const MessageKey& key,
   return waiter.promise.future();
 }
 
+bool Mailbox::Withdraw(const MessageKey& key) {
+  Promise<Value> receiver;
+  {
+    absl::MutexLock lock(&mu_);
+    auto waiting = waiting_.find(key);
+    if (waiting == waiting_.end()) return false;
+    receiver = waiting->second.promise;
+    waiting_.erase(waiting);
+  }
+  receiver.Set(absl::CancelledError(
+      absl::StrCat("the receive of message ", key.step, " of op ", key.op,
+                   " from rank ", key.src, " was withdrawn")));
+  return true;
+}
+
 std::optional<TensorLanding> Mailbox::TakeLanding(const MessageKey& key) {
   absl::MutexLock lock(&mu_);
   auto waiting = waiting_.find(key);

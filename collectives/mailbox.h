@@ -91,6 +91,10 @@ class Mailbox {
   Future<Value> Receive(const MessageKey& key,
                         std::optional<TensorLanding> landing = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Withdraws the receive (made without a landing) waiting for `key`: its
+  // future fails CANCELLED, and the message, when it comes, is held as if
+  // nobody had asked. False if none was waiting (its message came).
+  bool Withdraw(const MessageKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // The landing a receiver waiting for `key` offered, handed out once: to
   // the transport about to decode that message.
   std::optional<TensorLanding> TakeLanding(const MessageKey& key)

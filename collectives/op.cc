@@ -1,11 +1,15 @@
 #include "collectives/op.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rpc/base/status_util.h"
+#include "rpc/metrics.h"
+#include "rpc/tracing.h"
 
 namespace ferry {
 
@@ -17,6 +21,32 @@ constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
 // How long after its deadline an op that succeeded here waits for its last
 // sends at most.
 constexpr absl::Duration kFlushGrace = absl::Seconds(1);
+
+// The op's trace: a child of the calling thread's (a function serving a
+// call), else a trace of its own.
+TraceContext OpTrace(CollectiveContext& context) {
+  if (!context.agent().tracing()) return TraceContext();
+  if (CurrentTrace().valid()) return CurrentTrace().Child();
+  return NewTrace(false);
+}
+
+// About the bytes of a message (its header and tensors), for the metrics.
+int64_t MessageBytes(const Message& m) {
+  int64_t bytes = static_cast<int64_t>(m.header.size());
+  for (const Tensor& t : m.tensors) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+uint64_t RecordBegin(ProcessGroup& group, const OpSpec& spec) {
+  return group.context().recorder().Record({.group = group.name(),
+                                            .group_ranks = group.members(),
+                                            .group_rank = group.rank(),
+                                            .key = spec.key,
+                                            .op = spec.name,
+                                            .sequence = spec.sequence,
+                                            .inputs = spec.inputs,
+                                            .timeout = spec.timeout});
+}
 }  // namespace
 
 std::shared_ptr<Op> Op::Begin(ProcessGroup& group, const OpSpec& spec,
@@ -41,8 +71,12 @@ Op::Op(ProcessGroup& group, const OpSpec& spec, Ended ended)
       label_(spec.label),
       timeout_(spec.timeout),
       deadline_(context_.agent().timers().clock()->Now() + spec.timeout),
+      record_id_(RecordBegin(group, spec)),
+      parent_span_(CurrentTrace().span_id),
+      trace_(OpTrace(context_)),
       ended_(std::move(ended)) {
-  context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members());
+  context_.Began(key_, absl::StrCat(name_, " op ", label_), group.members(),
+                 this);
 }
 
 Op::~Op() {
@@ -61,7 +95,9 @@ Op::~Op() {
   for (Timers::TimerId id : timers) context_.agent().timers().Cancel(id);
   context_.mailbox().Close(key_);
   context_.Ended(key_);
-  std::move(ended)(Error(absl::StatusCode::kInternal, "abandoned"));
+  absl::Status abandoned = Error(absl::StatusCode::kInternal, "abandoned");
+  context_.OpEnded(record_id_, abandoned);
+  std::move(ended)(std::move(abandoned));
 }
 
 std::string Op::Who(int r) const {
@@ -79,6 +115,15 @@ absl::Status Op::BadInput(absl::string_view message) const {
                absl::StrCat(Who(rank()), ": ", message));
 }
 
+absl::Status Op::Mismatched(int other, absl::string_view theirs) const {
+  // A peer's op name is printed bounded: it came off the wire.
+  return Error(
+      absl::StatusCode::kInvalidArgument,
+      absl::StrCat("collectives called in a different order: ", Who(other),
+                   " runs ", theirs.substr(0, 64), " as op ", key_, " where ",
+                   Who(rank()), " runs ", name_));
+}
+
 absl::Status Op::Malformed(int from, absl::string_view what) const {
   return Error(absl::StatusCode::kInternal,
                absl::StrCat("malformed message from ", Who(from), ": ", what));
@@ -93,7 +138,11 @@ void Op::Send(int to, int step, const Message& message) {
   }
   Future<Done> delivered =
       context_.exchange().Send(group_.global(to), {key_, step, context_.rank()},
-                               ToEnvelope(message), deadline_);
+                               ToEnvelope(message, name_), deadline_, trace_);
+  if (Metrics* metrics = context_.agent().metrics()) {
+    metrics->Sent(group_.global(to), Metrics::Traffic::kCollective,
+                  MessageBytes(message));
+  }
   {
     absl::MutexLock lock(&mu_);
     sends_.push_back({to, delivered});
@@ -145,7 +194,7 @@ void Op::Expect(int from, int step, std::optional<TensorLanding> at,
       .Then(
           [self = shared_from_this(), from, step, arrived = std::move(arrived)](
               const absl::StatusOr<Value>& message) mutable {
-            const bool running = self->Arrived(from, step);
+            const bool running = self->Arrived(from, step, message.ok());
             // Aborted: by a member, by a death, or by this worker stopping.
             if (!message.ok()) return self->Fail(message.status());
             if (running) std::move(arrived)(*message);
@@ -153,15 +202,36 @@ void Op::Expect(int from, int step, std::optional<TensorLanding> at,
   if (late) Probe(from);
 }
 
-bool Op::Arrived(int from, int step) {
-  absl::MutexLock lock(&mu_);
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
-    if (it->from == from && it->step == step) {
-      waiting_.erase(it);
-      break;
+bool Op::Arrived(int from, int step, bool message) {
+  bool first, running;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if (it->from == from && it->step == step) {
+        waiting_.erase(it);
+        break;
+      }
     }
+    first = message && !started_;
+    started_ = started_ || message;
+    running = phase_ == Phase::kRunning;
   }
-  return phase_ == Phase::kRunning;
+  if (first) context_.recorder().Started(record_id_);
+  return running;
+}
+
+std::vector<int> Op::WaitingFor() const {
+  std::vector<int> ranks;
+  absl::MutexLock lock(&mu_);
+  for (const Waiting& w : waiting_) {
+    if (std::find(ranks.begin(), ranks.end(), w.from) == ranks.end())
+      ranks.push_back(w.from);
+  }
+  return ranks;
+}
+
+void Op::RecordOutputs(std::vector<TensorSummary> outputs) {
+  context_.recorder().SetOutputs(record_id_, std::move(outputs));
 }
 
 void Op::Recv(int from, int step, OnMessage then,
@@ -172,6 +242,12 @@ void Op::Recv(int from, int step, OnMessage then,
            absl::StatusOr<Message> m = FromEnvelope(envelope);
            if (!m.ok())
              return self->Fail(self->Malformed(from, m.status().message()));
+           if (!m->op.empty() && m->op != self->name_)
+             return self->Fail(self->Mismatched(from, m->op));
+           if (Metrics* metrics = self->context_.agent().metrics()) {
+             metrics->Received(self->group_.global(from),
+                               Metrics::Traffic::kCollective, MessageBytes(*m));
+           }
            std::move(then)(*std::move(m));
          });
 }
@@ -222,6 +298,13 @@ void Op::RecvFrom(std::vector<int> from, int step, OnMessages then,
                absl::StatusOr<Message> m = FromEnvelope(got[r]);
                if (!m.ok())
                  return self->Fail(self->Malformed(r, m.status().message()));
+               if (!m->op.empty() && m->op != self->name_)
+                 return self->Fail(self->Mismatched(r, m->op));
+               if (Metrics* metrics = self->context_.agent().metrics()) {
+                 metrics->Received(self->group_.global(r),
+                                   Metrics::Traffic::kCollective,
+                                   MessageBytes(*m));
+               }
                messages[r] = *std::move(m);
              }
              std::move(g->then)(std::move(messages));
@@ -251,6 +334,44 @@ void Op::ExchangeAll(int step, const Message& mine, OnMessages then,
                      Landings at) {
   ExchangeEach(
       step, [&](int) { return mine; }, std::move(then), std::move(at));
+}
+
+void Op::WhenSent(absl::AnyInvocable<void() &&> then) {
+  std::vector<Sent> sends;
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    sends = sends_;
+  }
+  if (sends.empty()) return std::move(then)();
+  auto left = std::make_shared<std::atomic<size_t>>(sends.size());
+  auto next = std::make_shared<absl::AnyInvocable<void() &&>>(std::move(then));
+  for (const Sent& s : sends) {
+    s.delivered.Then([self = shared_from_this(), left, next,
+                      to = s.to](const absl::StatusOr<Done>& r) {
+      if (!r.ok()) return self->Unsent(r.status(), to);
+      if (left->fetch_sub(1) != 1) return;
+      {
+        absl::MutexLock lock(&self->mu_);
+        if (self->phase_ != Phase::kRunning) return;
+      }
+      std::move (*next)();
+    });
+  }
+}
+
+void Op::Unsent(absl::Status status, int to) {
+  // As a failed flush: nothing else would end an op that waits for no
+  // message (its deadline only times out receives).
+  {
+    absl::MutexLock lock(&mu_);
+    if (phase_ != Phase::kRunning) return;
+    phase_ = Phase::kProbing;
+  }
+  absl::Status aborted = context_.mailbox().AbortStatus(key_);
+  if (!aborted.ok()) return Fail(aborted);
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) return Probe(to);
+  Fail(FlushError(to, status));
 }
 
 // ---- Ending ----
@@ -349,48 +470,54 @@ void Op::OnDeadline() {
 
 namespace {
 
-// The answers of one probe, as they come in.
+// The answers of one probe, as they come in: the op each member runs
+// under the key ("" if none, or no answer).
 struct Asking {
-  Asking(std::vector<bool> j, int l) : joined(std::move(j)), left(l) {}
+  Asking(std::vector<std::string> o, int l) : ops(std::move(o)), left(l) {}
   absl::Mutex mu;
-  std::vector<bool> joined ABSL_GUARDED_BY(mu);
+  std::vector<std::string> ops ABSL_GUARDED_BY(mu);
   int left ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
 
 void Op::Probe(int waited_for) {
-  // Ask every member, at once and briefly, whether it began this op.
+  // Ask every member, at once and briefly, which op it began under this
+  // key (if any).
   const int n = size();
-  std::vector<bool> joined(n, false);
-  joined[rank()] = true;
-  if (n == 1) return Probed(waited_for, joined);
-  auto asking = std::make_shared<Asking>(std::move(joined), n - 1);
+  std::vector<std::string> ops(n);
+  ops[rank()] = name_;
+  if (n == 1) return Probed(waited_for, ops);
+  auto asking = std::make_shared<Asking>(std::move(ops), n - 1);
   for (int r = 0; r < n; ++r) {
     if (r == rank()) continue;
     context_.agent()
-        .RpcAsync(absl::StrCat(group_.global(r)), "ferry.collective_joined",
+        .RpcAsync(absl::StrCat(group_.global(r)), "ferry.collective_op",
                   {Value(key_)}, {.timeout = kProbe})
         .Then([self = shared_from_this(), asking, r,
                waited_for](const absl::StatusOr<Value>& answer) {
-          const bool yes =
-              answer.ok() && answer->is_bool() && answer->as_bool();
-          std::vector<bool> all;
+          std::string op = answer.ok() && answer->is_string()
+                               ? answer->as_string().substr(0, 64)
+                               : "";
+          std::vector<std::string> all;
           {
             absl::MutexLock lock(&asking->mu);
-            asking->joined[r] = yes;
+            asking->ops[r] = std::move(op);
             if (--asking->left > 0) return;
-            all = asking->joined;
+            all = asking->ops;
           }
           self->Probed(waited_for, all);
         });
   }
 }
 
-void Op::Probed(int waited_for, const std::vector<bool>& joined) {
+void Op::Probed(int waited_for, const std::vector<std::string>& ops) {
   std::vector<std::string> missing;  // "1 (worker1)"
   for (int r = 0; r < size(); ++r) {
-    if (!joined[r]) missing.push_back(Who(r).substr(5));
+    if (ops[r].empty()) missing.push_back(Who(r).substr(5));
+  }
+  for (int r = 0; r < size() && missing.empty(); ++r) {
+    if (ops[r] != name_) return Fail(Mismatched(r, ops[r]));
   }
   const int64_t ms = absl::ToInt64Milliseconds(timeout_);
   if (!missing.empty()) {
@@ -448,7 +575,27 @@ void Op::End(absl::Status status) {
   // Nothing of the op may linger: a message that still arrives is refused.
   context_.mailbox().Close(key_);
   context_.Ended(key_);
+  context_.OpEnded(record_id_, status);
+  Account(status);
   std::move(ended)(std::move(status));
+}
+
+void Op::Account(const absl::Status& status) {
+  const absl::Duration elapsed =
+      context_.agent().timers().clock()->Now() - (deadline_ - timeout_);
+  if (Metrics* metrics = context_.agent().metrics()) {
+    metrics->CollectiveEnded(name_, group_.name(), status.code(), elapsed);
+  }
+  Tracer* tracer = context_.agent().tracer();
+  if (tracer != nullptr && tracer->Records(trace_)) {
+    tracer->Record({.name = absl::StrCat(name_, " ", key_),
+                    .context = trace_,
+                    .parent_span_id = parent_span_,
+                    .start = absl::Now() - elapsed,
+                    .duration = elapsed,
+                    .status = StatusCodeName(status.code()),
+                    .kind = "internal"});
+  }
 }
 
 }  // namespace ferry

@@ -41,10 +41,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/collective_context.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/message.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
 #include "rpc/base/timers.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 
@@ -56,9 +58,12 @@ struct OpSpec {
   std::string key;    // "world/17", "g0,2#0/t:<tag>"
   std::string label;  // "17", or the tag
   absl::Duration timeout;
+  int64_t sequence = -1;  // The group's sequence number; -1 if tagged.
+  // This rank's input, for the flight recorder (flight_recorder.h).
+  std::vector<TensorSummary> inputs;
 };
 
-class Op : public std::enable_shared_from_this<Op> {
+class Op : public std::enable_shared_from_this<Op>, public RunningOp {
  public:
   using Ended = absl::AnyInvocable<void(absl::Status) &&>;
   using OnMessage = absl::AnyInvocable<void(Message) &&>;
@@ -127,12 +132,27 @@ class Op : public std::enable_shared_from_this<Op> {
   void ExchangeAll(int step, const Message& mine, OnMessages then,
                    Landings at = {});
 
+  // Runs `then` once every message this rank sent so far was delivered
+  // (at once if none): for an algorithm about to overwrite memory it sent
+  // from (a collective writing its result over its input). A send that
+  // fails fails the op instead; `then` never runs once the op ended.
+  void WhenSent(absl::AnyInvocable<void() &&> then) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The algorithm is done here: the op ends OK once every send was
   // delivered (or fails, if one was not).
   void Succeed() ABSL_LOCKS_EXCLUDED(mu_);
   // Fails the op on every member (once) with `status` — or with the status
   // another member failed it with first — and ends it here.
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // ---- Observing (flight_recorder.h, collective_context.h) ----
+  const std::string& op_name() const override { return name_; }
+  // Whether the flight recorder keeps this op (then record its outputs).
+  bool recorded() const { return record_id_ != 0; }
+  void RecordOutputs(std::vector<TensorSummary> outputs);
+  // The group ranks whose messages this op waits for now, in the order
+  // asked.
+  std::vector<int> WaitingFor() const override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   enum class Phase {
@@ -156,22 +176,31 @@ class Op : public std::enable_shared_from_this<Op> {
   void Expect(int from, int step, std::optional<TensorLanding> at,
               absl::AnyInvocable<void(Value) &&> arrived)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The message is in (or the op was aborted): whether the op still runs.
-  bool Arrived(int from, int step) ABSL_LOCKS_EXCLUDED(mu_);
+  // The message is in (`message`), or the op was aborted: whether the op
+  // still runs.
+  bool Arrived(int from, int step, bool message) ABSL_LOCKS_EXCLUDED(mu_);
   void OnDeadline() ABSL_LOCKS_EXCLUDED(mu_);
   // Ends a flush still waiting kFlushGrace after the deadline.
   void ArmFlushBackstop() ABSL_LOCKS_EXCLUDED(mu_);
   void OnFlushDeadline() ABSL_LOCKS_EXCLUDED(mu_);
   // Every send arrived (OK), or the send to `to` did not.
   void Flushed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
+  // The send to `to` that WhenSent waits for failed.
+  void Unsent(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
   // The send to `to` failed while the algorithm runs.
   void SendFailed(absl::Status status, int to) ABSL_LOCKS_EXCLUDED(mu_);
   // Asks every member whether it joined; then fails the op, naming those
   // that did not (or `waited_for` if all did).
   void Probe(int waited_for);
-  void Probed(int waited_for, const std::vector<bool>& joined);
+  // `ops[r]`: the op member r runs under this op's key ("" if none).
+  void Probed(int waited_for, const std::vector<std::string>& ops);
+  // INVALID_ARGUMENT: group rank `other` runs op `theirs` under this op's
+  // key (a program that calls collectives in a different order there).
+  absl::Status Mismatched(int other, absl::string_view theirs) const;
   // Ends the op here with `status`: exactly once.
   void End(absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Counts the op's end (metrics) and records its span (tracing).
+  void Account(const absl::Status& status);
   absl::Status FlushError(int to, const absl::Status& status) const;
 
   // Constant after construction.
@@ -183,11 +212,17 @@ class Op : public std::enable_shared_from_this<Op> {
   const std::string label_;
   const absl::Duration timeout_;
   const absl::Time deadline_;
+  const uint64_t record_id_;  // In the flight recorder; 0 if not kept.
+  // The op's span: in the trace of the call it runs in (if any); its
+  // messages carry it.
+  const uint64_t parent_span_;
+  const TraceContext trace_;
 
   mutable absl::Mutex mu_;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kRunning;
   bool deadline_passed_ ABSL_GUARDED_BY(mu_) = false;
   bool aborts_sent_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;  // A peer's message came.
   Ended ended_ ABSL_GUARDED_BY(mu_);
   // Receives asked for and not yet in, in the order asked (the first is
   // what a timed-out op names).
@@ -211,6 +246,7 @@ class Result {
 
   // `value` is the op's result here; the op ends once its sends arrived.
   void Set(T value) && {
+    if (op_->recorded()) op_->RecordOutputs(Summarize(value));
     std::move(store_)(std::move(value));
     op_->Succeed();
   }

@@ -1,6 +1,8 @@
 #include "collectives/op_key.h"
 
+#include <climits>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -73,7 +75,40 @@ absl::StatusOr<std::vector<int>> MembersOfGroup(absl::string_view key,
   return BadKey(key, "unknown group");
 }
 
+// A point-to-point label after "p:": SRC ">" DST ":" PTAG ":" SEQ ["@" E].
+struct PointToPoint {
+  int src = -1;
+  int dst = -1;
+};
+
+absl::StatusOr<PointToPoint> ParsePointToPoint(absl::string_view key,
+                                               absl::string_view label,
+                                               int world) {
+  std::vector<absl::string_view> parts = absl::StrSplit(label, ':');
+  if (parts.size() != 3) return BadKey(key, "a message is SRC>DST:TAG:SEQ");
+  std::vector<absl::string_view> ends = absl::StrSplit(parts[0], '>');
+  PointToPoint p;
+  if (ends.size() != 2 || !AllDigits(ends[0]) || !AllDigits(ends[1]) ||
+      !absl::SimpleAtoi(ends[0], &p.src) ||
+      !absl::SimpleAtoi(ends[1], &p.dst) || p.src >= world || p.dst >= world) {
+    return BadKey(key, absl::StrCat("no ranks of [0, ", world, ") in \"",
+                                    Shown(parts[0]), "\""));
+  }
+  absl::string_view tag = parts[1];
+  absl::ConsumePrefix(&tag, "-");
+  const size_t at = parts[2].find('@');
+  if (!AllDigits(tag) || !AllDigits(parts[2].substr(0, at)) ||
+      (at != absl::string_view::npos && !AllDigits(parts[2].substr(at + 1)))) {
+    return BadKey(key, "a message has an integer tag and a sequence number");
+  }
+  return p;
+}
+
 absl::Status CheckLabel(absl::string_view key, absl::string_view label) {
+  if (absl::ConsumePrefix(&label, "p:")) {
+    // Ranks are checked against the job by CheckSender.
+    return ParsePointToPoint(key, label, INT_MAX).status();
+  }
   if (absl::ConsumePrefix(&label, "t:")) {
     if (label.empty() || label.size() > kMaxOpTagBytes) {
       return BadKey(key, absl::StrCat("a tag has 1 to ", kMaxOpTagBytes,
@@ -94,6 +129,27 @@ bool Contains(const std::vector<int>& ranks, int r) {
     if (x == r) return true;
   }
   return false;
+}
+
+// A point-to-point message comes from its sender to its receiver, as its
+// only step. (Other keys pass.)
+absl::Status CheckPointToPoint(absl::string_view key, int step, int src,
+                               int self, int world) {
+  const size_t slash = key.find('/');
+  absl::string_view label = key.substr(slash + 1);
+  if (!absl::ConsumePrefix(&label, "p:")) return absl::OkStatus();
+  absl::StatusOr<PointToPoint> p = ParsePointToPoint(key, label, world);
+  if (!p.ok()) return p.status();
+  if (step != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a point-to-point message ", Shown(key), " has step ", step));
+  }
+  if (p->src != src || p->dst != self) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "a point-to-point message ", Shown(key), " from rank ", p->src,
+        " to rank ", p->dst, " came from rank ", src, " to rank ", self));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -136,6 +192,16 @@ std::optional<uint64_t> EpochOfOp(absl::string_view key) {
   return epoch;
 }
 
+std::optional<int64_t> SequenceOfOp(absl::string_view key) {
+  if (!EpochOfOp(key).has_value()) return std::nullopt;
+  absl::string_view label = key.substr(key.find('/') + 1);
+  int64_t sequence = 0;
+  if (!absl::SimpleAtoi(label.substr(0, label.find('@')), &sequence)) {
+    return std::nullopt;
+  }
+  return sequence;
+}
+
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
                                         absl::string_view tag) {
   if (tag.empty() || tag.size() > kMaxOpTagBytes) {
@@ -143,6 +209,12 @@ absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
         "an op tag has 1 to ", kMaxOpTagBytes, " bytes, not ", tag.size()));
   }
   return absl::StrCat(group, "/t:", tag);
+}
+
+std::string PointToPointKey(absl::string_view group, int src, int dst,
+                            int64_t tag, uint64_t sequence, uint64_t epoch) {
+  return absl::StrCat(group, "/p:", src, ">", dst, ":", tag, ":",
+                      SequencedOpLabel(sequence, epoch));
 }
 
 absl::StatusOr<std::vector<int>> MembersOfOp(absl::string_view key,
@@ -193,7 +265,7 @@ absl::Status CheckSender(absl::string_view key, int step, int src, int self,
         absl::StrCat("a frame of op ", Shown(key), " claims to come from rank ",
                      src, ", not a member of its group"));
   }
-  return absl::OkStatus();
+  return CheckPointToPoint(key, step, src, self, world_size);
 }
 
 }  // namespace ferry

@@ -7,6 +7,12 @@
 //                                           not written, until a member
 //                                           was replaced)
 //            | GROUP "/t:" TAG              an op named by the caller
+//            | GROUP "/p:" SRC ">" DST ":" PTAG ":" SEQ ["@" EPOCH]
+//                                           point-to-point message SEQ
+//                                           from global rank SRC to DST
+//                                           with the caller's tag PTAG
+//                                           (an integer), in the pair's
+//                                           membership epoch (p2p.h)
 //   GROUP   := "world"                      every rank of the job
 //            | "g" RANKS "#" N              NewGroup's N-th group of RANKS
 //            | "c" RANKS                    a client's op on RANKS
@@ -58,9 +64,16 @@ std::string SequencedOpKey(absl::string_view group, uint64_t sequence,
 std::string SequencedOpLabel(uint64_t sequence, uint64_t epoch);
 // The epoch of a sequenced op key; nullopt for a tagged (or bad) one.
 std::optional<uint64_t> EpochOfOp(absl::string_view key);
+// The sequence number of a sequenced op key; nullopt for a tagged (or
+// bad) one.
+std::optional<int64_t> SequenceOfOp(absl::string_view key);
 // INVALID_ARGUMENT for an empty tag or one over kMaxOpTagBytes.
 absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
                                         absl::string_view tag);
+// Point-to-point message `sequence` from global rank `src` to `dst` with
+// `tag` in the pair's membership `epoch`: "world/p:1>0:7:3".
+std::string PointToPointKey(absl::string_view group, int src, int dst,
+                            int64_t tag, uint64_t sequence, uint64_t epoch);
 
 // The members of op `key`'s group (global ranks, in group order) in a job
 // of `world_size` ranks. INVALID_ARGUMENT if `key` is no op key of such a
@@ -80,7 +93,8 @@ inline constexpr int kMaxGatherRounds = 32;
 // May rank `self` take message `step` of op `key` from rank `src`?
 // INVALID_ARGUMENT for a key, step or rank no peer of this job could send;
 // PERMISSION_DENIED if `self` or `src` is not a member of the op's group,
-// or `src` is `self`.
+// or `src` is `self` — or, for a point-to-point message, if `src` is not
+// its sender or `self` not its receiver.
 absl::Status CheckSender(absl::string_view key, int step, int src, int self,
                          int world_size);
 

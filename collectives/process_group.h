@@ -20,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "collectives/p2p_book.h"
 
 namespace ferry {
 
@@ -56,6 +57,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   };
   OpNumber NextOp() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // This rank's point-to-point bookkeeping in the group (p2p.h).
+  P2pBook& p2p() { return p2p_; }
+
  private:
   CollectiveContext* const context_;
   const std::string name_;
@@ -63,6 +67,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const int rank_;
   absl::Mutex mu_;
   OpNumber next_ ABSL_GUARDED_BY(mu_);
+  P2pBook p2p_;
 };
 
 }  // namespace ferry

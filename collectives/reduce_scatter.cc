@@ -49,6 +49,34 @@ absl::Status CheckHeaders(const Op& op, const Blocks& got,
   return same;
 }
 
+// This rank's block summed (from the ring, or `parts` if it went direct),
+// averaged for avg, in the caller's output if there is one.
+void Finish(Result<Tensor> result, const ReduceScatterArgs& args,
+            const std::vector<Tensor>& parts, bool direct, Tensor ringed) {
+  Op& op = result.op();
+  const Tensor& like = args.blocks[op.rank()];
+  Tensor out = std::move(ringed);
+  if (direct && args.into != nullptr) {
+    ReduceInRankOrderTo(parts, args.op, args.into->data());
+    out = HeldBy(args.into);
+  } else if (direct) {
+    absl::StatusOr<Tensor> sum = ReduceInRankOrder(parts, like, args.op);
+    if (!sum.ok()) return op.Fail(sum.status());
+    out = *std::move(sum);
+  } else if (args.into != nullptr) {
+    // From the ring: there already, but for a group of one.
+    absl::StatusOr<Tensor> placed = Place(op, args.into, out, "output");
+    if (!placed.ok()) return op.Fail(placed.status());
+    out = *std::move(placed);
+  }
+  if (args.op != ReduceOp::kAvg) return std::move(result).Set(std::move(out));
+  if (args.into == nullptr) {
+    return std::move(result).Set(Averaged(out, op.size()));
+  }
+  FinishAverage(out.dtype(), args.into->data(), out.numel(), op.size());
+  std::move(result).Set(std::move(out));
+}
+
 void Compare(Result<Tensor> result, ReduceScatterArgs args, Blocks got) {
   Op& op = result.op();
   const int n = op.size(), me = op.rank();
@@ -74,21 +102,13 @@ void Compare(Result<Tensor> result, ReduceScatterArgs args, Blocks got) {
   rs.blocks = args.blocks;
   rs.skip = skip;
   rs.reduce = args.op;
+  rs.own_into = args.into;
   RingReduceScatter(
       op, std::move(rs),
       [result = std::move(result), args = std::move(args),
        parts = std::move(parts),
        direct = static_cast<bool>(skip[me])](Tensor ringed) mutable {
-        Op& op = result.op();
-        Tensor out = std::move(ringed);
-        if (direct) {
-          absl::StatusOr<Tensor> sum =
-              ReduceInRankOrder(parts, args.blocks[op.rank()], args.op);
-          if (!sum.ok()) return op.Fail(sum.status());
-          out = *std::move(sum);
-        }
-        std::move(result).Set(
-            args.op == ReduceOp::kAvg ? Averaged(out, op.size()) : out);
+        Finish(std::move(result), args, parts, direct, std::move(ringed));
       });
 }
 
@@ -101,6 +121,9 @@ void ReduceScatter(Result<Tensor> result, ReduceScatterArgs args) {
   if (!ok.ok()) return op.Fail(ok);
   absl::Status applies = CheckReduceOp(args.op, args.blocks[0].dtype());
   if (!applies.ok()) return op.Fail(op.BadInput(applies.message()));
+  absl::Status fits =
+      CheckInto(op, args.into, args.blocks[op.rank()], "output");
+  if (!fits.ok()) return op.Fail(fits);
   proto::ReduceScatterHeader header;
   std::vector<bool> direct(n);
   for (int b = 0; b < n; ++b) {

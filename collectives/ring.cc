@@ -1,5 +1,6 @@
 #include "collectives/ring.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -55,33 +56,50 @@ struct Reducing {
 
 // Where this rank's sum of block b goes: its region of args.into, or a
 // new buffer. The partial from the previous rank is received there, so
-// Combine reduces in place (the same operands in the same order).
+// Combine reduces in place (the same operands in the same order) — or,
+// when args.into is the blocks' own memory, into a buffer of its own.
 struct Target {
-  std::shared_ptr<TensorBuilder> fresh;  // Null: in args.into.
-  Tensor view;                           // The region of args.into.
+  std::shared_ptr<TensorBuilder> fresh;    // Null: in args.into.
+  Tensor view;                             // The region of args.into.
+  char* out = nullptr;                     // Where the sum is written.
+  std::shared_ptr<TensorBuilder> scratch;  // Where the partial lands, if apart.
   TensorLanding landing;
 };
 
-absl::StatusOr<Target> TargetFor(RingReduce& args, int b) {
+absl::StatusOr<Target> TargetFor(RingReduce& args, int b, bool own) {
   const Tensor& mine = args.blocks[b];
   Target t;
+  if (own && args.own_into != nullptr) {
+    t.view = *args.own_into->View(0, mine.numel()).Reshape(mine.shape());
+    t.landing = args.own_into->Landing(0, mine.numel());
+    t.out = t.landing.data;
+    return t;
+  }
   if (args.into != nullptr) {
     const int64_t begin = args.offsets[b], end = begin + mine.numel();
     t.view = args.into->View(begin, end);
     t.landing = args.into->Landing(begin, end);
+    t.out = t.landing.data;
+    if (!args.into_is_input) return t;
+    FERRY_ASSIGN_OR_RETURN(TensorBuilder scratch,
+                           TensorBuilder::Create(mine.dtype(), mine.shape()));
+    t.scratch = std::make_shared<TensorBuilder>(std::move(scratch));
+    t.landing = t.scratch->Landing(0, mine.numel());
     return t;
   }
   FERRY_ASSIGN_OR_RETURN(TensorBuilder fresh,
                          TensorBuilder::Create(mine.dtype(), mine.shape()));
   t.fresh = std::make_shared<TensorBuilder>(std::move(fresh));
   t.landing = t.fresh->Landing(0, mine.numel());
+  t.out = t.landing.data;
   return t;
 }
 
-// `mine` ⊕ `theirs` into `t`.
+// `mine` ⊕ `theirs` into `t` (`theirs` may be where it lands, `mine` may
+// be `t`'s region itself: ReduceTo allows either).
 Tensor Combine(ReduceOp reduce, const Tensor& mine, const Tensor& theirs,
                Target t) {
-  ReduceTo(reduce, mine.dtype(), t.landing.data, mine.data(), theirs.data(),
+  ReduceTo(reduce, mine.dtype(), t.out, mine.data(), theirs.data(),
            mine.numel());
   return t.fresh != nullptr ? std::move(*t.fresh).Build() : t.view;
 }
@@ -102,7 +120,7 @@ void ReduceFrom(std::unique_ptr<Reducing> st, int s) {
     }
     if (a.skip[in]) continue;
     const int step = a.first_step + s;
-    absl::StatusOr<Target> target = TargetFor(st->args, in);
+    absl::StatusOr<Target> target = TargetFor(st->args, in, in == r);
     if (!target.ok()) return op.Fail(target.status());
     TensorLanding at = target->landing;
     op.Recv(
@@ -166,13 +184,47 @@ bool Like(const Tensor& t, const Tensor& like) {
   return t.dtype() == like.dtype() && t.numel() == like.numel();
 }
 
+namespace {
+
+// Elements folded at once when `out` is one of the parts.
+constexpr int64_t kFoldBytes = 64 << 10;
+
+// The rank-order fold when `out` is parts[k] for some k >= 2 (writing
+// p0 ⊕ p1 there first would lose parts[k]): block by block through a
+// small buffer, so each part's block is read before `out`'s is written.
+void FoldInBlocks(const std::vector<Tensor>& parts, ReduceOp reduce,
+                  char* out) {
+  const Tensor& first = parts[0];
+  const int64_t item = static_cast<int64_t>(first.itemsize());
+  const int64_t block = std::max<int64_t>(1, kFoldBytes / item);
+  std::vector<char> buffer(std::min(block, first.numel()) * item);
+  for (int64_t at = 0; at < first.numel(); at += block) {
+    const int64_t count = std::min(block, first.numel() - at);
+    const int64_t offset = at * item;
+    ReduceTo(reduce, first.dtype(), buffer.data(), parts[0].data() + offset,
+             parts[1].data() + offset, count);
+    for (size_t r = 2; r < parts.size(); ++r) {
+      ReduceInto(reduce, first.dtype(), buffer.data(), parts[r].data() + offset,
+                 count);
+    }
+    std::memcpy(out + offset, buffer.data(), count * item);
+  }
+}
+
+}  // namespace
+
 void ReduceInRankOrderTo(const std::vector<Tensor>& parts, ReduceOp reduce,
                          char* out) {
   if (parts.empty() || parts[0].nbytes() == 0) return;
   const Tensor& first = parts[0];
   if (parts.size() == 1) {
-    std::memcpy(out, first.data(), first.nbytes());
+    if (first.data() != out) std::memcpy(out, first.data(), first.nbytes());
     return;
+  }
+  // out = p0 ⊕ p1 is elementwise, so `out` may be p0 or p1; a later part
+  // would be overwritten before it is read.
+  for (size_t r = 2; r < parts.size(); ++r) {
+    if (parts[r].data() == out) return FoldInBlocks(parts, reduce, out);
   }
   ReduceTo(reduce, first.dtype(), out, first.data(), parts[1].data(),
            first.numel());

@@ -20,6 +20,7 @@
 #include "collectives/message.h"
 #include "collectives/op.h"
 #include "collectives/reduce.h"
+#include "collectives/tensor_out.h"
 #include "rpc/value/tensor.h"
 
 namespace ferry {
@@ -52,6 +53,13 @@ struct RingReduce {
   // offsets[b] on (all_reduce: its output), instead of a new tensor each.
   std::shared_ptr<TensorBuilder> into;
   std::vector<int64_t> offsets;
+  // `into` is the blocks' own memory (an all_reduce in place): the
+  // partials from the previous rank are then received into a buffer of
+  // their own, not over the contribution they are added to.
+  bool into_is_input = false;
+  // Optional: where the sum of this rank's own block goes (reduce_scatter's
+  // output), instead of `into` or a new tensor.
+  TensorOut own_into;
 };
 // `then` gets the reduction over ranks of block `rank` (an empty tensor if
 // it is skipped; averages left as sums).
@@ -66,7 +74,8 @@ bool Like(const Tensor& t, const Tensor& like);
 // `like`; averages left as sums.
 absl::StatusOr<Tensor> ReduceInRankOrder(const std::vector<Tensor>& parts,
                                          const Tensor& like, ReduceOp reduce);
-// The same into `out` (room for one part, overlapping none).
+// The same into `out`: room for one part, overlapping none, or exactly
+// one of the parts (a reduction in place).
 void ReduceInRankOrderTo(const std::vector<Tensor>& parts, ReduceOp reduce,
                          char* out);
 

@@ -15,6 +15,7 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
     const ProcessGroup::OpNumber op = group.NextOp();
     spec.label = SequencedOpLabel(op.sequence, op.epoch);
     spec.key = SequencedOpKey(group.name(), op.sequence, op.epoch);
+    spec.sequence = static_cast<int64_t>(op.sequence);
   } else {
     absl::StatusOr<std::string> key = TaggedOpKey(group.name(), options.tag);
     if (!key.ok()) return key.status();

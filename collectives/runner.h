@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,7 @@
 #include "collectives/options.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
+#include "rpc/stacks.h"
 
 namespace ferry {
 
@@ -61,12 +63,15 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
 template <typename T>
 using Algorithm = absl::AnyInvocable<void(Result<T>) &&>;
 
-// Prepares op `name` and starts `algorithm` on it.
+// Prepares op `name` and starts `algorithm` on it. `inputs` describe this
+// rank's input for the flight recorder (flight_recorder.h's Summarize).
 template <typename T>
 Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
-                     const CollectiveOptions& options, Algorithm<T> algorithm) {
+                     const CollectiveOptions& options, Algorithm<T> algorithm,
+                     std::vector<TensorSummary> inputs = {}) {
   absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
   if (!spec.ok()) return Future<T>::Ready(spec.status());
+  spec->inputs = std::move(inputs);
   return StartOp<T>(group, *spec, std::move(algorithm));
 }
 
@@ -76,11 +81,16 @@ Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
 template <typename T>
 absl::StatusOr<T> RunOp(ProcessGroup& group, absl::string_view name,
                         const CollectiveOptions& options,
-                        Algorithm<T> algorithm) {
+                        Algorithm<T> algorithm,
+                        std::vector<TensorSummary> inputs = {}) {
   absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
   if (!spec.ok()) return spec.status();
-  return StartOp<T>(group, *spec, std::move(algorithm))
-      .Wait(spec->timeout + absl::Seconds(10));
+  spec->inputs = std::move(inputs);
+  Future<T> result = StartOp<T>(group, *spec, std::move(algorithm));
+  WaitNote note(absl::StrCat(spec->name, " op ", spec->key,
+                             " (whom it waits for: the collectives "
+                             "waiting here)"));
+  return result.Wait(spec->timeout + absl::Seconds(10));
 }
 
 }  // namespace ferry

@@ -6,12 +6,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/by_name.h"
 #include "collectives/collectives.h"
 #include "collectives/op_key.h"
 #include "collectives/runner.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 
@@ -145,16 +149,42 @@ Future<Value> RunClientOp(CollectiveContext& context, ClientOp op,
 
 }  // namespace
 
+std::string NewClientOpId(uint64_t client) {
+  return absl::StrCat(client, ".", absl::Hex(RandomU64(), absl::kZeroPad16),
+                      absl::Hex(RandomU64(), absl::kZeroPad16));
+}
+
+absl::Status CheckClientOpId(absl::string_view op_id, uint64_t caller) {
+  const std::string mine = absl::StrCat(caller, ".");
+  if (absl::StartsWith(op_id, mine)) return absl::OkStatus();
+  // Whose it is, if it names a node at all.
+  uint64_t owner = 0;
+  const size_t dot = op_id.find('.');
+  const bool named = dot != absl::string_view::npos &&
+                     absl::SimpleAtoi(op_id.substr(0, dot), &owner);
+  return absl::PermissionDeniedError(absl::StrCat(
+      "op_id '", op_id.substr(0, 64), "' ",
+      named ? absl::StrCat("belongs to ", IdentityLabel(owner))
+            : std::string("names no node"),
+      ", not to the caller, ", IdentityLabel(caller),
+      ": a client's op ids are its own (\"<its node>.<random>\")"));
+}
+
 absl::Status RegisterCollectiveFunctions(
     const std::shared_ptr<CollectiveContext>& context) {
   std::weak_ptr<CollectiveContext> weak = context;
   auto ops = std::make_shared<ClientOps>();
   return context->agent().registry().RegisterAsync(
       kCollectiveFunction,
-      [weak, ops](const CallContext&,
+      [weak, ops](const CallContext& call,
                   std::vector<Value> args) -> Future<Value> {
         absl::StatusOr<ClientOp> op = ParseArgs(std::move(args));
         if (!op.ok()) return Future<Value>::Ready(op.status());
+        // Before anything runs under the id: another's is refused here.
+        if (absl::Status mine = CheckClientOpId(op->op_id, call.caller_node);
+            !mine.ok()) {
+          return Future<Value>::Ready(mine);
+        }
         std::shared_ptr<CollectiveContext> c = weak.lock();
         if (c == nullptr)
           return Future<Value>::Ready(absl::UnavailableError("stopping"));

@@ -13,6 +13,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -26,6 +27,8 @@
 #include "rpc/builtins.h"
 #include "rpc/membership/embedded_backend.h"
 #include "rpc/net_util.h"
+#include "rpc/node_key.h"
+#include "rpc/stacks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own
@@ -72,9 +75,11 @@ void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
 }
 
 uint64_t RandomIncarnation() {
-  absl::BitGen gen;
-  return absl::Uniform<uint64_t>(gen) | 1;  // Never 0.
+  return RandomU64() | 1;  // Never 0.
 }
+
+// How often a worker logs clients leaving (rpc/churn_log.h).
+constexpr absl::Duration kChurnLogInterval = absl::Seconds(10);
 
 // gRPC's standard health service on every server; reflection (which
 // gRPC can only turn on for every server the process builds) when asked.
@@ -114,6 +119,7 @@ RpcAgent::RpcAgent(AgentOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
       incarnation_(RandomIncarnation()),
+      key_(NodeKey::Generate()),
       started_(Clock::Real()->Now()),
       owned_timers_(options_.timers == nullptr
                         ? std::unique_ptr<Timers>(new ThreadTimers())
@@ -122,26 +128,48 @@ RpcAgent::RpcAgent(AgentOptions options)
                                          : owned_timers_.get()),
       executor_(std::make_unique<Executor>(options_.executor_threads,
                                            options_.limits.max_queued_tasks)),
-      channels_(std::make_unique<ChannelPool>(security_, options_.channels)),
+      channels_(
+          std::make_unique<ChannelPool>(security_, options_.channels, key_)),
+      open_streams_(std::make_shared<Quota>(options_.limits.max_open_streams)),
+      prejoin_calls_(
+          std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{
           .token = security_->token(),
-          // Where secrets travel, every node sends its credential (the
-          // embedded master issues it; on etcd each node makes its own).
+          // Where secrets travel, every node sends its credential.
           .require_identity = !security_->token().empty() ||
                               (security_->tls() && !security_->insecure()),
-          // On etcd, newcomers' credentials arrive by the watch.
+          // On etcd, newcomers' keys arrive by the watch.
           .late_admits = !embedded(),
           .cert_identity = security_->cert_identity(),
           .processes_metadata = !security_->insecure(),
-      })) {
+          .prejoin_calls = prejoin_calls_,
+          .prejoin_wait = absl::Milliseconds(options_.limits.prejoin_wait_ms),
+          .name = options_.name.empty() ? absl::StrCat("worker", options_.rank)
+                                        : options_.name,
+          .master_announces_clients = embedded(),
+          .self = WorkerNode(options_.rank),
+          .key = key_,
+      })),
+      metrics_(std::make_shared<Metrics>(
+          Metrics::Options{.worker = options_.name.empty()
+                                         ? absl::StrCat("worker", options_.rank)
+                                         : options_.name,
+                           .world_size = options_.world_size})) {
   if (options_.name.empty())
     options_.name = absl::StrCat("worker", options_.rank);
   caller_ = std::make_unique<Caller>(
       channels_.get(), &membership_,
       CallerIdentity{WorkerNode(options_.rank), options_.name},
       options_.limits);
+  caller_->SetTelemetry({.metrics = metrics(),
+                         .tracing = options_.telemetry.tracing,
+                         .sample_new = !options_.telemetry.trace_file.empty()});
   absl::Status s = RegisterBuiltins(&registry_, timers_);
   (void)s;  // Built-in names are valid and unique.
+  churn_ = std::make_unique<ChurnLog>(
+      timers_, kChurnLogInterval,
+      [this](absl::string_view line) { ReportEvent("peer_down", line); });
+  RegisterTelemetryBuiltins();
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     OnNodeDown(node, reason);
   });
@@ -157,7 +185,7 @@ RpcAgent::~RpcAgent() {
   if (t.joinable()) t.join();
 }
 
-void RpcAgent::AddService(grpc::Service* service) {
+void RpcAgent::AddService(BoundedServiceBase* service) {
   services_.push_back(service);
 }
 void RpcAgent::SetGenericService(grpc::CallbackGenericService* service) {
@@ -251,6 +279,7 @@ absl::Status RpcAgent::StartServer() {
   }
   FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
   FERRY_RETURN_IF_ERROR(security_->CheckServe(bind.host));
+  FERRY_RETURN_IF_ERROR(StartTelemetry());
 
   EnableStandardServices(options_.reflection);
   call_service_ = std::make_unique<CallService>(CallService::Options{
@@ -266,32 +295,37 @@ absl::Status RpcAgent::StartServer() {
       .authenticator = authenticator_.get(),
       // Calls need the directory: served once the job formed (Start).
       .start_closed = true,
+      .prejoin_calls = prejoin_calls_,
+      .timers = timers_,
+      .metrics = metrics(),
+      .tracer = tracer_.get(),
+      .tracing = options_.telemetry.tracing,
   });
   grpc::ServerBuilder builder;
   int port = 0;
-  // An authenticator with no token to check and no newcomers to wait for
-  // has nothing to do before a call's body is read: handlers resolve
-  // credentials themselves (CallerNode).
-  std::shared_ptr<grpc::AuthMetadataProcessor> processor;
-  if (authenticator_->checks_metadata()) processor = authenticator_;
   builder.AddListeningPort(
-      listen, security_->ServerCredentials(listen, processor), &port);
+      listen, security_->ServerCredentials(listen, authenticator_), &port);
   std::string local;
   if (options_.local_socket && !security_->tls()) {
     absl::BitGen gen;
     local = absl::StrFormat("unix-abstract:ferry-%d-%s-%016x", getpid(),
                             options_.name, absl::Uniform<uint64_t>(gen));
-    builder.AddListeningPort(local,
-                             security_->ServerCredentials(local, processor));
+    builder.AddListeningPort(
+        local, security_->ServerCredentials(local, authenticator_));
   }
   ApplyServerLimits(options_.limits, &builder);
   if (!options_.reflection) {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
-  builder.RegisterService(call_service_.get());
-  call_stream_service_ =
-      std::make_unique<CallStreamService>(call_service_.get());
-  builder.RegisterService(call_stream_service_.get());
+  // Every service parses every request within the limits
+  // (rpc/bounded_service.h): one that does not is a programming error.
+  std::vector<BoundedServiceBase*> services = services_;
+  services.push_back(call_service_.get());
+  call_stream_service_ = std::make_unique<CallStreamService>(
+      call_service_.get(),
+      CallStreamService::Options{.timers = timers_,
+                                 .open_streams = open_streams_});
+  services.push_back(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(
         RendezvousOptions{
@@ -299,16 +333,27 @@ absl::Status RpcAgent::StartServer() {
             .heartbeat_timeout = options_.heartbeat_timeout,
             .limits = options_.limits,
             .require_identity = authenticator_->require_identity(),
-            .cert_identity = security_->cert_identity()},
+            .cert_identity = security_->cert_identity(),
+            .key = key_},
         timers_);
-    builder.RegisterService(rendezvous_.get());
+    services.push_back(rendezvous_.get());
   } else {
     // Any worker but the embedded master answers clients from its
     // directory (on etcd, rank 0 too: no rank is special there).
-    directory_service_ = std::make_unique<DirectoryService>(options_.rank);
-    builder.RegisterService(directory_service_.get());
+    directory_service_ =
+        std::make_unique<DirectoryService>(options_.rank, key_,
+                                           options_.limits);
+    services.push_back(directory_service_.get());
   }
-  for (grpc::Service* s : services_) builder.RegisterService(s);
+  for (BoundedServiceBase* service : services) {
+    if (std::vector<std::string> loose = service->UnboundedMethods();
+        !loose.empty()) {
+      return absl::InternalError(
+          absl::StrCat(options_.name, ": ", absl::StrJoin(loose, ", "),
+                       " would parse requests without bounds"));
+    }
+    builder.RegisterService(service->grpc_service());
+  }
   if (generic_service_ != nullptr) {
     builder.RegisterCallbackGenericService(generic_service_);
   }
@@ -347,24 +392,27 @@ absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcAgent::MakeBackend() {
 
 absl::Status RpcAgent::JoinAndWatch() {
   FERRY_ASSIGN_OR_RETURN(backend_, MakeBackend());
-  JoinSpec spec{.self = {options_.name, options_.rank, address_,
-                         self_local_address_, LocalHostName(), getpid()},
-                .world_size = options_.world_size,
-                .incarnation = incarnation_};
+  JoinSpec spec{
+      .self = {options_.name, options_.rank, address_, self_local_address_,
+               LocalHostName(), getpid(), key_->public_key()},
+      .world_size = options_.world_size,
+      .incarnation = incarnation_};
   FERRY_ASSIGN_OR_RETURN(directory_,
                          backend_->Join(spec, options_.startup_timeout));
   // From now on this worker's calls say who sent them, and it knows every
-  // worker's credential (the directory's digests) and clients' (the key).
-  const NodeIdentity identity = backend_->identity();
-  channels_->SetCredential(identity.credential);
+  // worker's key (the directory's); clients' come with membership.
+  channels_->secrets().SetIdentity(WorkerNode(options_.rank));
+  if (backend_->rank0_is_master()) {
+    channels_->secrets().SetMaster(directory_.at(0));
+  }
   for (const WorkerInfo& w : directory_.workers()) {
-    if (!w.credential_digest.empty()) {
-      authenticator_->Admit(WorkerNode(w.rank), w.credential_digest);
+    if (!w.public_key.empty()) {
+      authenticator_->Admit(WorkerNode(w.rank), w.public_key);
     }
   }
-  authenticator_->SetClientKey(identity.client_key);
+  authenticator_->SetLearned();
   if (directory_service_ != nullptr)
-    directory_service_->SetDirectory(directory_, identity.client_key);
+    directory_service_->SetDirectory(directory_);
   // Registered last, so the layers above (collectives, RRefs) have failed
   // their work naming worker0 before this listener starts the stop.
   if (backend_->rank0_is_master()) {
@@ -372,17 +420,115 @@ absl::Status RpcAgent::JoinAndWatch() {
       if (node == WorkerNode(0) && options_.rank != 0) OnMasterLost(reason);
     });
   }
-  backend_->Follow(&membership_,
-                   {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
-                    .on_rejoined =
-                        [this](const WorkerInfo& w, uint64_t incarnation) {
-                          OnRejoined(w, incarnation);
-                        },
-                    .on_credential =
-                        [this](uint64_t node, const std::string& digest) {
-                          authenticator_->Admit(node, digest);
-                        }});
+  backend_->Follow(
+      &membership_,
+      {.on_fenced = [this](const absl::Status& s) { OnFenced(s); },
+       .on_rejoined = [this](
+                          const WorkerInfo& w,
+                          uint64_t incarnation) { OnRejoined(w, incarnation); },
+       .on_client =
+           [this](uint64_t node, const std::string& key) {
+             authenticator_->Admit(node, key);
+           },
+       .on_clients_end =
+           [this](uint64_t end) { authenticator_->SetClientsEnd(end); }});
+  StartHeartbeatProbe();
   return absl::OkStatus();
+}
+
+void RpcAgent::RegisterTelemetryBuiltins() {
+  metrics_->SetSources([this] { return Status(); },
+                       [this](int rank) {
+                         return rank < directory_.world_size()
+                                    ? directory_.at(rank).name
+                                    : absl::StrCat("worker", rank);
+                       });
+  absl::Status s = registry_.Register(
+      "ferry.metrics", [this]() { return metrics_->Text(); },
+      {.doc = "this worker's metrics in Prometheus' text format (what "
+              "--metrics_listen serves at /metrics)"});
+  (void)s;  // Fixed, valid, unique names.
+  s = registry_.Register(
+      "ferry.trace",
+      [this](const std::string& trace_id) -> absl::StatusOr<Value> {
+        auto id = ParseTraceId(trace_id);
+        if (!id) {
+          return absl::InvalidArgumentError(
+              "trace_id: expected 32 lower-case hex digits");
+        }
+        Value::List spans;
+        if (tracer_ != nullptr) {
+          for (const Span& span : tracer_->SpansOf(id->first, id->second))
+            spans.push_back(SpanToValue(span));
+        }
+        return Value(std::move(spans));
+      },
+      {.params = {"trace_id"},
+       .doc = "the spans of a sampled trace this worker recorded "
+              "(ferryctl call --trace)"});
+  (void)s;
+  s = registry_.Register(
+      "ferry.stacks", [this]() { return StacksValue(); },
+      {.doc = "every thread's stack, what each waits for, the calls "
+              "executing and the collectives waiting here (ferryctl stacks)"});
+  (void)s;
+}
+
+Value RpcAgent::StacksValue() const {
+  Value::List threads, calls, collectives;
+  for (const ThreadStack& t : CaptureStacks()) {
+    Value::Map m{
+        {"tid", t.tid},
+        {"name", t.name},
+        {"captured", t.captured},
+        {"frames", Value(Value::List(t.frames.begin(), t.frames.end()))}};
+    if (!t.waiting.empty()) m.emplace("waiting", t.waiting);
+    threads.push_back(Value(std::move(m)));
+  }
+  if (call_service_ != nullptr) {
+    for (const CallService::Executing& c : call_service_->executing()) {
+      calls.push_back(Value(
+          Value::Map{{"function", c.function},
+                     {"caller", c.caller},
+                     {"running_ms", absl::ToInt64Milliseconds(c.running)}}));
+    }
+  }
+  const proto::WorkerStatus status = Status();  // Outlives the loop.
+  for (const proto::GroupProgress& g : status.groups()) {
+    if (g.waiting().op().empty()) continue;
+    const proto::WaitingIn& w = g.waiting();
+    collectives.push_back(Value(Value::Map{
+        {"group", g.group()},
+        {"op", w.op()},
+        {"key", w.key()},
+        {"waiting_for",
+         Value(Value::List(w.waiting_for().begin(), w.waiting_for().end()))},
+        {"waiting_ms", w.waiting_ms()}}));
+  }
+  return Value(Value::Map{{"worker", options_.name},
+                          {"pid", static_cast<int64_t>(getpid())},
+                          {"threads", std::move(threads)},
+                          {"calls", std::move(calls)},
+                          {"collectives", std::move(collectives)}});
+}
+
+absl::Status RpcAgent::StartTelemetry() {
+  FERRY_ASSIGN_OR_RETURN(
+      tracer_, Tracer::Open({.worker = options_.name,
+                             .trace_file = options_.telemetry.trace_file}));
+  if (!options_.telemetry.metrics_listen.empty()) {
+    FERRY_ASSIGN_OR_RETURN(
+        metrics_server_,
+        MetricsServer::Start(options_.telemetry.metrics_listen, metrics_));
+  }
+  return absl::OkStatus();
+}
+
+void RpcAgent::StartHeartbeatProbe() {
+  // The master has no heartbeat to itself; etcd's is etcd's.
+  if (!embedded() || options_.rank == 0) return;
+  heartbeat_probe_ = HeartbeatProbe::Start(
+      channels_->ForMembership(master_address_), timers_, metrics_);
 }
 
 void RpcAgent::ReportEvent(absl::string_view event,
@@ -395,18 +541,25 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   // calls are refused.
   authenticator_->Forget(node);
   if (caller_ != nullptr) caller_->FailNode(node, reason);
-  ReportEvent("peer_down",
-              absl::StrCat(NodeLabel(node), ": ", reason.message()));
+  const std::string line =
+      absl::StrCat(NodeLabel(node), ": ", reason.message());
+  // Workers are few and each matters; clients may come and go by the
+  // thousand, so their departures are summarized.
+  if (IsWorkerNode(node)) {
+    ReportEvent("peer_down", line);
+  } else {
+    churn_->Departed(line);
+  }
 }
 
 void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   // The layers above hold this directory: calls, RRefs and collectives
   // reach the new incarnation's address from now on.
   absl::Status replaced = directory_.Replace(worker);
-  // Its calls present a fresh credential; the old one's stays forgotten
-  // (it was when the old incarnation went down).
-  if (replaced.ok() && !worker.credential_digest.empty()) {
-    authenticator_->Admit(WorkerNode(worker.rank), worker.credential_digest);
+  // Its calls present credentials checked with its new key; the old
+  // one's name nobody (forgotten when the old incarnation went down).
+  if (replaced.ok() && !worker.public_key.empty()) {
+    authenticator_->Admit(WorkerNode(worker.rank), worker.public_key);
   }
   ReportEvent("peer_rejoined",
               replaced.ok()
@@ -458,6 +611,7 @@ absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
 
 CallOptions NestedIn(const CallContext& ctx, CallOptions options) {
   options.cancellation = ctx.cancellation;
+  if (!options.trace.valid()) options.trace = ctx.trace;
   options.deadline = std::min(options.deadline, ctx.deadline);
   return options;
 }
@@ -474,15 +628,17 @@ Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation);
+                       options.create_rref, options.cancellation,
+                       options.trace);
 }
 
 absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
                                         const std::string& fn,
                                         std::vector<Value> args,
                                         CallOptions options) {
-  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
-                   Resolve(options));
+  Future<Value> call = RpcAsync(to, fn, std::move(args), options);
+  WaitNote note(absl::StrCat("call ", fn, " on ", to));
+  return AwaitCall(call, Resolve(options));
 }
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {
@@ -605,6 +761,8 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
     state_ = State::kStopping;
   }
   if (backend_ != nullptr) backend_->Stop();
+  churn_->Stop();
+  if (heartbeat_probe_ != nullptr) heartbeat_probe_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);
   if (rendezvous_ != nullptr) rendezvous_->Shutdown();
@@ -672,6 +830,11 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_inflight_outgoing(out);
   s.set_calls_served(call_service_ ? call_service_->served() : 0);
   s.set_functions(registry_.size());
+  if (call_stream_service_ != nullptr) {
+    s.set_stream_bytes(call_stream_service_->budget().used());
+  }
+  s.set_open_streams(open_streams_->used());
+  s.set_prejoin_calls(prejoin_calls_->used());
   for (uint64_t node : membership_.DownNodes()) {
     if (IsWorkerNode(node)) s.add_dead_peers(NodeLabel(node));
   }
@@ -684,6 +847,8 @@ proto::WorkerStatus RpcAgent::Status() const {
   for (const auto& [flag, value] : options_.limits.AsFlags()) {
     (*s.mutable_limits())[flag] = value;
   }
+  if (metrics_server_ != nullptr)
+    s.set_metrics_address(metrics_server_->address());
   for (const AgentExtension* e : extensions_) e->FillStatus(&s);
   return s;
 }

@@ -36,19 +36,28 @@
 #include "rpc/base/executor.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
 #include "rpc/call_stream_service.h"
 #include "rpc/caller.h"
 #include "rpc/channels.h"
+#include "rpc/churn_log.h"
+#include "rpc/heartbeat_probe.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/directory_service.h"
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_backend.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
+#include "rpc/node_key.h"
+#include "rpc/metrics.h"
+#include "rpc/metrics_server.h"
 #include "rpc/registry.h"
 #include "rpc/security.h"
+#include "rpc/telemetry_options.h"
+#include "rpc/tracing.h"
 
 namespace ferry {
 
@@ -99,6 +108,8 @@ struct AgentOptions {
   // whichever thread the event happens; must be quick and thread-safe.
   std::function<void(absl::string_view event, absl::string_view detail)>
       on_event;
+  // Metrics and traces (README "Observing a job").
+  TelemetryOptions telemetry;
 };
 
 // A layer above RPC that lives inside the agent (RRefs, collectives).
@@ -121,6 +132,7 @@ class AgentExtension {
 //   registry.RegisterAsync("relay", [&](const CallContext& ctx, auto args) {
 //     return agent.RpcAsync("worker2", "slow", args, NestedIn(ctx));
 //   }, …);
+// It continues the function's trace, too.
 CallOptions NestedIn(const CallContext& ctx, CallOptions options = {});
 
 class RpcAgent {
@@ -134,7 +146,9 @@ class RpcAgent {
 
   // ---- Before Start ----
   Registry& registry() { return registry_; }
-  void AddService(grpc::Service* service);
+  // A service whose every request is parsed within the limits
+  // (rpc/bounded_service.h); Start refuses one with a method that is not.
+  void AddService(BoundedServiceBase* service);
   // The server's one generic (raw bytes) service, for streams whose framing
   // is not protobuf's (collectives).
   void SetGenericService(grpc::CallbackGenericService* service);
@@ -209,9 +223,21 @@ class RpcAgent {
   const std::shared_ptr<const Security>& security() const { return security_; }
   // Who a call is: its handlers check the identities messages claim.
   const Authenticator& authenticator() const { return *authenticator_; }
+  // This incarnation's key pair (its public half is in the directory).
+  const NodeKey& key() const { return *key_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }
+  // Streams open here at once (--max_open_streams): every streaming
+  // service counts its incoming streams in it.
+  const std::shared_ptr<Quota>& open_streams() const { return open_streams_; }
+  // Where layers count (null when TelemetryOptions::metrics is off) and
+  // record spans (rpc/tracing.h; set once the server started).
+  Metrics* metrics() const {
+    return options_.telemetry.metrics ? metrics_.get() : nullptr;
+  }
+  Tracer* tracer() const { return tracer_.get(); }
+  bool tracing() const { return options_.telemetry.tracing; }
 
  private:
   absl::Status StartServer();
@@ -237,12 +263,21 @@ class RpcAgent {
   // UNAVAILABLE "<name> stopped".
   absl::Status StoppedStatus() const;
   absl::Duration Resolve(const CallOptions& options) const;
+  // Metrics and tracing: the builtins ferry.metrics and ferry.trace, the
+  // /metrics server, the heartbeat probe.
+  void RegisterTelemetryBuiltins();
+  absl::Status StartTelemetry();
+  void StartHeartbeatProbe();
+  // What ferry.stacks answers.
+  Value StacksValue() const;
   // A node's name for messages: "worker2", "client3".
   std::string NodeLabel(uint64_t node) const;
 
   AgentOptions options_;
   std::shared_ptr<const Security> security_;
   const uint64_t incarnation_;
+  // This incarnation's identity (rpc/node_key.h).
+  const std::shared_ptr<const NodeKey> key_;
   const absl::Time started_;
 
   Registry registry_;
@@ -251,20 +286,30 @@ class RpcAgent {
   Timers* const timers_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<ChannelPool> channels_;
+  // Streams open (--max_open_streams); calls waiting for the job to form
+  // (--max_prejoin_calls: the call service's and the authenticator's).
+  const std::shared_ptr<Quota> open_streams_;
+  const std::shared_ptr<Quota> prejoin_calls_;
   // Checks every call's token and credential before its body is read.
   std::shared_ptr<Authenticator> authenticator_;
   std::unique_ptr<Caller> caller_;
+  // Clients' departures, at most a line per interval (rpc/churn_log.h).
+  std::unique_ptr<ChurnLog> churn_;
   std::unique_ptr<CallService> call_service_;
   std::unique_ptr<CallStreamService> call_stream_service_;
   std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.
   std::unique_ptr<DirectoryService> directory_service_;  // Other ranks.
   std::unique_ptr<MembershipBackend> backend_;
   std::unique_ptr<grpc::Server> server_;
-  std::vector<grpc::Service*> services_;
+  std::vector<BoundedServiceBase*> services_;
   grpc::CallbackGenericService* generic_service_ = nullptr;
   std::vector<AgentExtension*> extensions_;
   CodecFactory* codecs_ = nullptr;
   RemoteHandler* remote_ = nullptr;
+  // Always made (scrape-time gauges); counted into when telemetry.metrics.
+  const std::shared_ptr<Metrics> metrics_;
+  std::unique_ptr<Tracer> tracer_;  // Set by StartTelemetry.
+  std::shared_ptr<HeartbeatProbe> heartbeat_probe_;
 
   // Set by Start, then constant (but for entries a replacement worker
   // takes over: Directory::Replace is thread-safe).
@@ -281,6 +326,8 @@ class RpcAgent {
   // A Shutdown asked for while joining: its timeout, run once running.
   std::optional<absl::Duration> deferred_shutdown_ ABSL_GUARDED_BY(mu_);
   absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
+  // Last: destroyed first, so no scrape reads the agent while it goes.
+  std::unique_ptr<MetricsServer> metrics_server_;
 };
 
 }  // namespace ferry

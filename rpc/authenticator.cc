@@ -1,17 +1,11 @@
 #include "rpc/authenticator.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/cert_identity.h"
 
@@ -23,13 +17,12 @@ constexpr char kAuthorization[] = "authorization";
 // Probes (load balancers, orchestrators) ask without the job's secret.
 constexpr char kHealthPrefix[] = "/grpc.health.v1.Health/";
 
-// Compares without leaking the position of the first difference.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
-  return diff == 0;
-}
+constexpr uint64_t kFirstClient = uint64_t{1} << 32;
+// Client ids are issued in ranges of 2^32: the master's is the first,
+// worker k's read-only range the (k+1)th; etcd's start at 2^52
+// (rpc/membership/etcd_job_keys.h), above every issuer's.
+constexpr int kRangeBits = 32;
+constexpr uint64_t kIssuedLimit = uint64_t{1} << 52;
 
 absl::string_view Find(const grpc::AuthMetadataProcessor::InputMetadata& md,
                        absl::string_view key) {
@@ -38,59 +31,28 @@ absl::string_view Find(const grpc::AuthMetadataProcessor::InputMetadata& md,
   return absl::string_view(it->second.data(), it->second.size());
 }
 
-constexpr uint64_t kFirstClient = uint64_t{1} << 32;
+// How a departed client's credential is remembered among the gone.
+std::string ClientMark(uint64_t node) { return absl::StrCat("c", node); }
 
-std::string ClientMac(const std::string& key, uint64_t node) {
-  const std::string message = absl::StrCat("ferry client ", node);
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
-       mac, &size);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(mac), size));
-}
+bool IsWorker(uint64_t node) { return node < kFirstClient; }
 
-// The node a client credential ("c<node>.<mac>") claims, if well formed.
-std::optional<uint64_t> ClaimedClient(absl::string_view credential) {
-  if (!absl::ConsumePrefix(&credential, "c")) return std::nullopt;
-  size_t dot = credential.find('.');
-  uint64_t node = 0;
-  if (dot == absl::string_view::npos ||
-      !absl::SimpleAtoi(credential.substr(0, dot), &node) ||
-      node < kFirstClient) {
-    return std::nullopt;
-  }
-  return node;
+absl::Status Unauthenticated(absl::string_view why) {
+  return absl::UnauthenticatedError(absl::StrCat(
+      "the call's node credential ", why,
+      " (it left, was declared dead or replaced, or the credential is "
+      "forged or was made for another node)"));
 }
 
 }  // namespace
-
-std::string ClientCredential(const std::string& key, uint64_t node) {
-  return absl::StrCat("c", node, ".", ClientMac(key, node));
-}
 
 std::string IdentityLabel(uint64_t node) {
   return node < kFirstClient ? absl::StrCat("worker", node)
                              : absl::StrCat("client node ", node);
 }
 
-std::string CredentialDigest(const std::string& credential) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  EVP_Digest(credential.data(), credential.size(), digest, &size, EVP_sha256(),
-             nullptr);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), size));
-}
-
-std::string NewCredential() {
-  unsigned char bytes[32];
-  // OpenSSL's generator is seeded from the kernel; it fails only if the
-  // kernel has no entropy to give, when a credential cannot be made.
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) std::abort();
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+std::optional<uint64_t> ClientIssuer(uint64_t node) {
+  if (node < kFirstClient || node >= kIssuedLimit) return std::nullopt;
+  return (node >> kRangeBits) - 1;
 }
 
 Authenticator::Authenticator(AuthenticatorOptions options)
@@ -99,7 +61,14 @@ Authenticator::Authenticator(AuthenticatorOptions options)
       require_identity_(options.require_identity),
       late_admits_(options.late_admits),
       cert_identity_(options.cert_identity),
-      processes_metadata_(options.processes_metadata) {}
+      processes_metadata_(options.processes_metadata),
+      prejoin_calls_(std::move(options.prejoin_calls)),
+      prejoin_wait_(options.prejoin_wait),
+      name_(std::move(options.name)),
+      master_announces_clients_(options.master_announces_clients),
+      self_(options.self),
+      key_(options.key != nullptr ? options.key : NodeKey::Generate()),
+      clients_end_(kFirstClient) {}
 
 grpc::Status Authenticator::Process(const InputMetadata& metadata,
                                     grpc::AuthContext* /*context*/,
@@ -116,125 +85,222 @@ grpc::Status Authenticator::Process(const InputMetadata& metadata,
     // Handlers never see the secret.
     consumed->insert({kAuthorization, expected_});
   }
-  if (late_admits_) return AwaitNewcomer(Find(metadata, kCredentialHeader));
+  const absl::string_view credential = Find(metadata, kCredentialHeader);
+  // A credential means nothing here before the Join answer: wait for it
+  // (here, off the callback threads), so no handler has to.
+  if (!credential.empty() && !joined_.load()) {
+    if (grpc::Status s = AwaitJoin(); !s.ok()) return s;
+  }
+  if (late_admits_) return AwaitNewcomer(credential);
   return grpc::Status::OK;
 }
 
-grpc::Status Authenticator::AwaitNewcomer(absl::string_view credential) const {
-  if (credential.empty()) return grpc::Status::OK;
+grpc::Status Authenticator::AwaitJoin() const {
+  const int64_t wait_ms = absl::ToInt64Milliseconds(prejoin_wait_);
+  if (prejoin_calls_ != nullptr && !prejoin_calls_->TryTake()) {
+    const int64_t max = prejoin_calls_->max();
+    return grpc::Status(
+        grpc::StatusCode::UNAVAILABLE,
+        absl::StrCat(
+            name_, ": this worker has not joined the job yet and ",
+            prejoin_calls_->used(), " calls already wait for it, ",
+            LimitNote(absl::StrCat(max, " calls"), "max_prejoin_calls", max),
+            "; retry"));
+  }
+  bool joined;
+  {
+    // The wait is for a real event a moment away (the job forming): real
+    // time, like gRPC's own deadlines.
+    absl::MutexLock lock(&mu_);
+    joined = mu_.AwaitWithTimeout(absl::Condition(&learned_), prejoin_wait_);
+  }
+  if (prejoin_calls_ != nullptr) prejoin_calls_->Give();
+  if (joined) return grpc::Status::OK;
+  return grpc::Status(
+      grpc::StatusCode::UNAVAILABLE,
+      absl::StrCat(
+          name_, ": this worker did not join the job within ", wait_ms,
+          " ms of the call's arrival, ",
+          LimitNote(absl::StrCat(wait_ms, " ms"), "prejoin_wait_ms", wait_ms),
+          "; retry"));
+}
+
+grpc::Status Authenticator::AwaitNewcomer(absl::string_view header) const {
+  if (header.empty()) return grpc::Status::OK;
   // A newcomer's first calls may overtake the watch event that admits it.
   // This runs on gRPC's auth thread pool (IsBlocking), which grows: the
   // wait never holds a thread that runs callbacks, such as the watch's
-  // that brings the credential. (Waiting in a handler did: a few such
-  // calls took every callback thread, and the credential never came.)
-  const std::string digest = CredentialDigest(std::string(credential));
-  absl::MutexLock lock(&mu_);
-  if (ResolveLocked(credential, digest).has_value() ||
-      AwaitLocked(credential, digest).has_value()) {
+  // that brings the key. (Waiting in a handler did: a few such calls took
+  // every callback thread, and the key never came.)
+  std::optional<PresentedCredential> c = ParseCredential(header);
+  if (c.has_value() && Resolve(*c, /*wait=*/true).has_value()) {
     return grpc::Status::OK;
   }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "the call's node credential names no live node of this "
-                      "job (it left, was declared dead, or is forged)");
+  return grpc::Status(
+      grpc::StatusCode::UNAUTHENTICATED,
+      std::string(
+          Unauthenticated(c.has_value() ? "names no live node" : "is malformed")
+              .message()));
 }
 
-void Authenticator::Admit(uint64_t node, const std::string& digest) {
+std::optional<Authenticator::Peer> Authenticator::MakePeer(
+    uint64_t node, const std::string& public_key) const {
+  absl::StatusOr<std::string> secret = key_->Agree(public_key);
+  if (!secret.ok()) return std::nullopt;
+  Peer peer{public_key, *secret, ""};
+  peer.expected =
+      CallToken(*secret, {node, public_key}, {self_, key_->public_key()});
+  return peer;
+}
+
+void Authenticator::Admit(uint64_t node, const std::string& public_key) {
+  // The pair secret is an ECDH: made here, off the calls' path and lock.
+  std::optional<Peer> peer = MakePeer(node, public_key);
+  if (!peer.has_value()) return;
   absl::MutexLock lock(&mu_);
-  auto old = digests_.find(node);
-  if (old != digests_.end() && old->second != digest) {
-    nodes_.erase(old->second);
-    RetireLocked(old->second);
+  auto [it, fresh] = peers_.try_emplace(node);
+  if (!fresh && it->second.public_key != public_key) {
+    // A client is one key for life (a record rewritten later moves no
+    // identity); a worker's new incarnation replaces the old one's.
+    if (!IsWorker(node)) return;
+    RetireLocked(it->second.expected);
   }
-  digests_[node] = digest;
-  nodes_[digest] = node;
+  it->second = *std::move(peer);
+  vouched_.erase(node);
+  if (master_announces_clients_ && ClientIssuer(node) == uint64_t{0}) {
+    clients_end_ = std::max(clients_end_, node + 1);
+  }
   for (LateWait* wait : late_waits_) {
-    if (*wait->digest == digest) wait->arrived = true;
+    if (wait->node == node) wait->arrived = true;
   }
 }
 
 void Authenticator::Forget(uint64_t node) {
   absl::MutexLock lock(&mu_);
-  auto it = digests_.find(node);
-  if (it != digests_.end()) {
-    nodes_.erase(it->second);
-    RetireLocked(std::move(it->second));
-    digests_.erase(it);
+  auto it = peers_.find(node);
+  if (it != peers_.end()) {
+    RetireLocked(it->second.expected);
+    peers_.erase(it);
   }
-  if (node < kFirstClient) return;
-  // Client credentials the master issued are checked by their MAC, which
-  // stays valid: remember the departed.
-  if (!revoked_.insert(node).second) return;
-  revoked_order_.push_back(node);
-  if (revoked_order_.size() > kRevokedClients) {
-    revoked_.erase(revoked_order_.front());
-    revoked_order_.pop_front();
-  }
+  vouched_.erase(node);
+  if (!IsWorker(node)) RetireLocked(ClientMark(node));
 }
 
-void Authenticator::RetireLocked(std::string digest) {
-  if (!gone_.insert(digest).second) return;
-  gone_order_.push_back(std::move(digest));
-  if (gone_order_.size() > kRevokedClients) {
+void Authenticator::SetClientsEnd(uint64_t end) {
+  absl::MutexLock lock(&mu_);
+  clients_end_ = std::max(clients_end_, end);
+}
+
+void Authenticator::RetireLocked(std::string mark) {
+  if (!gone_.insert(mark).second) return;
+  gone_order_.push_back(std::move(mark));
+  if (gone_order_.size() > kRememberedGone) {
     gone_.erase(gone_order_.front());
     gone_order_.pop_front();
   }
 }
 
-void Authenticator::SetClientKey(std::string key) {
+bool Authenticator::RetiredLocked(const PresentedCredential& c) const {
+  return gone_.contains(c.token) ||
+         (!IsWorker(c.node) && gone_.contains(ClientMark(c.node)));
+}
+
+void Authenticator::SetLearned() {
   absl::MutexLock lock(&mu_);
-  client_key_ = std::move(key);
   learned_ = true;
+  joined_.store(true);
 }
 
-std::optional<uint64_t> Authenticator::ResolveLocked(
-    absl::string_view credential, const std::string& digest) const {
-  if (std::optional<uint64_t> client = ClaimedClient(credential)) {
-    if (client_key_.empty() || revoked_.contains(*client)) return std::nullopt;
-    if (!ConstantTimeEquals(credential,
-                            ClientCredential(client_key_, *client))) {
-      return std::nullopt;
-    }
-    return client;
+bool Authenticator::VouchedLocked(const PresentedCredential& c) const {
+  std::optional<uint64_t> issuer = ClientIssuer(c.node);
+  if (!issuer.has_value() || c.voucher.empty()) return false;
+  auto it = peers_.find(*issuer);
+  if (it == peers_.end()) return false;
+  const std::string tag =
+      VoucherTag(it->second.secret, {*issuer, it->second.public_key},
+                 {self_, key_->public_key()}, {c.node, c.public_key});
+  return ConstantTimeEquals(tag, c.voucher);
+}
+
+Authenticator::Lookup Authenticator::LookupLocked(
+    const PresentedCredential& c) const {
+  const Peer* known = nullptr;
+  if (auto it = peers_.find(c.node); it != peers_.end()) {
+    known = &it->second;
+  } else if (auto v = vouched_.find(c.node); v != vouched_.end()) {
+    known = &v->second;
   }
-  auto node = nodes_.find(digest);
-  if (node == nodes_.end()) return std::nullopt;
-  return node->second;
+  if (known != nullptr) {
+    if (ConstantTimeEquals(known->expected, c.token)) return Lookup::kKnown;
+    return RetiredLocked(c) ? Lookup::kGone : Lookup::kWrong;
+  }
+  if (RetiredLocked(c)) return Lookup::kGone;
+  // The master announces its clients in order: an id below the last one
+  // announced that is not known left (or never was issued).
+  if (master_announces_clients_ && ClientIssuer(c.node) == uint64_t{0} &&
+      c.node < clients_end_) {
+    return Lookup::kGone;
+  }
+  if (VouchedLocked(c)) return Lookup::kVouched;
+  return Lookup::kUnknown;
 }
 
-const std::string* Authenticator::MemoLocked(
-    absl::string_view credential) const {
-  auto it = memo_.find(credential);
-  return it == memo_.end() ? nullptr : &it->second;
+bool Authenticator::AwaitLocked(uint64_t node, Lookup lookup) const {
+  // Before joining, Process waited already (AwaitJoin): handlers never
+  // wait for the job to form. The wait is for a real event a moment away,
+  // so it is short and in real time.
+  if (!learned_) return false;
+  const absl::Time deadline = absl::Now() + kLearnWait;
+  // A newcomer's first call may overtake the watch event that admits it: a
+  // node not known, or a worker rank whose new incarnation is not.
+  const bool newcomer = lookup == Lookup::kUnknown ||
+                        (lookup == Lookup::kWrong && IsWorker(node));
+  if (!late_admits_ || !newcomer || late_waits_.size() >= kMaxLateWaits) {
+    return false;
+  }
+  LateWait wait{node};
+  late_waits_.push_back(&wait);
+  mu_.AwaitWithDeadline(absl::Condition(&wait.arrived), deadline);
+  late_waits_.erase(std::find(late_waits_.begin(), late_waits_.end(), &wait));
+  return wait.arrived;
+}
+
+std::optional<uint64_t> Authenticator::Resolve(const PresentedCredential& c,
+                                               bool wait) const {
+  {
+    absl::MutexLock lock(&mu_);
+    Lookup lookup = LookupLocked(c);
+    if (wait && (lookup == Lookup::kUnknown || lookup == Lookup::kWrong) &&
+        AwaitLocked(c.node, lookup)) {
+      lookup = LookupLocked(c);
+    }
+    if (lookup == Lookup::kKnown) return c.node;
+    if (lookup != Lookup::kVouched) return std::nullopt;
+  }
+  // A client its issuer vouches for, not announced here yet: its pair
+  // secret (an ECDH) outside the lock, then it is known.
+  std::optional<Peer> peer = MakePeer(c.node, c.public_key);
+  if (!peer.has_value() || !ConstantTimeEquals(peer->expected, c.token)) {
+    return std::nullopt;
+  }
+  absl::MutexLock lock(&mu_);
+  // It may have left meanwhile.
+  if (LookupLocked(c) != Lookup::kVouched) return std::nullopt;
+  const bool announced =
+      master_announces_clients_ && ClientIssuer(c.node) == uint64_t{0};
+  if (announced) {
+    peers_[c.node] = *std::move(peer);
+  } else {
+    // Never announced, never leaving: kept in a bounded cache only.
+    if (vouched_.size() >= kMaxVouched) vouched_.clear();
+    vouched_[c.node] = *std::move(peer);
+  }
+  return c.node;
 }
 
 size_t Authenticator::late_waits() const {
   absl::MutexLock lock(&mu_);
   return late_waits_.size();
-}
-
-std::optional<uint64_t> Authenticator::AwaitLocked(
-    absl::string_view credential, const std::string& digest) const {
-  // Both waits are for real events a moment away, so they are short and in
-  // real time.
-  const absl::Time deadline = absl::Now() + kLearnWait;
-  if (!learned_) {
-    // The job forms for every worker at once: a peer may call before this
-    // worker has read the Join answer that names its credential.
-    mu_.AwaitWithDeadline(absl::Condition(&learned_), deadline);
-    std::optional<uint64_t> node = ResolveLocked(credential, digest);
-    if (node.has_value()) return node;
-  }
-  // A newcomer's first call may overtake the watch event that admits it;
-  // a departed node's late call is no newcomer's.
-  if (!learned_ || !late_admits_ || late_waits_.size() >= kMaxLateWaits ||
-      gone_.contains(digest)) {
-    return std::nullopt;
-  }
-  LateWait wait{&digest};
-  late_waits_.push_back(&wait);
-  mu_.AwaitWithDeadline(absl::Condition(&wait.arrived), deadline);
-  late_waits_.erase(std::find(late_waits_.begin(), late_waits_.end(), &wait));
-  return ResolveLocked(credential, digest);
 }
 
 std::optional<uint64_t> Authenticator::NodeOf(
@@ -249,39 +315,32 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   const auto& metadata = call.client_metadata();
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::optional<uint64_t>();
-  absl::string_view credential(it->second.data(), it->second.size());
-  std::optional<uint64_t> node;
-  {
-    absl::MutexLock lock(&mu_);
-    if (const std::string* digest = MemoLocked(credential)) {
-      node = ResolveLocked(credential, *digest);
-    }
-  }
+  std::optional<PresentedCredential> c =
+      ParseCredential(absl::string_view(it->second.data(), it->second.size()));
+  if (!c.has_value()) return Unauthenticated("is malformed");
+  // With late_admits, Process waited already.
+  std::optional<uint64_t> node = Resolve(*c, /*wait=*/!late_admits_);
   if (!node.has_value()) {
-    const std::string digest = CredentialDigest(std::string(credential));
     absl::MutexLock lock(&mu_);
-    node = ResolveLocked(credential, digest);
-    if (!node.has_value() && !late_admits_) {
-      node = AwaitLocked(credential, digest);
-    } else if (!node.has_value() && !processes_metadata_ &&
-               !gone_.contains(digest)) {
-      // An --insecure job on etcd: a credential not learned yet proves
-      // nobody, and claims are believed there anyway (one of a departed
-      // node is still refused). With Process, it waited already.
+    if (!learned_) {
+      // Not joined yet: no key is known here. Process waited for the Join
+      // answer (or refused the call); without Process (an --insecure job)
+      // claims are believed, and nothing waits.
+      if (!processes_metadata_) return std::optional<uint64_t>();
+      return absl::UnavailableError(
+          "this worker has not joined the job yet, so it knows no node "
+          "key; retry");
+    }
+    // An --insecure job on etcd: a sender not learned yet proves nobody,
+    // and claims are believed there anyway (one known gone is refused).
+    if (late_admits_ && !processes_metadata_ &&
+        LookupLocked(*c) == Lookup::kUnknown) {
       return std::optional<uint64_t>();
     }
-    if (node.has_value() && *node < kFirstClient) {
-      if (memo_.size() >= kMaxMemo) memo_.clear();
-      memo_.emplace(credential, digest);
-    }
   }
-  if (!node.has_value()) {
-    return absl::UnauthenticatedError(
-        "the call's node credential names no live node of this job (it "
-        "left, was declared dead, or the credential is forged)");
-  }
+  if (!node.has_value()) return Unauthenticated("names no live node");
   // A worker's credential counts only with its rank's certificate.
-  if (cert_identity_ && *node < kFirstClient) {
+  if (cert_identity_ && IsWorker(*node)) {
     FERRY_RETURN_IF_ERROR(
         CheckWorkerCert(PeerCertNames(call), *node, "node credential"));
   }

@@ -82,10 +82,27 @@ struct CallService::ActiveCall {
   std::string peer_label;
   bool admitted = false;
   std::atomic<bool> claimed{false};
+  // Telemetry.
+  CallMetrics* metrics = nullptr;
+  absl::Time started;  // On the real monotonic clock.
+  int64_t request_bytes = 0;
+  uint64_t parent_span = 0;  // The caller's span.
 };
 
 CallService::CallService(Options options)
-    : options_(std::move(options)), open_(!options_.start_closed) {}
+    : WorkerServiceBase(ServiceOf<proto::CallRequest>("Worker"), options.limits,
+                        options.worker_name),
+      options_(std::move(options)),
+      prejoin_(
+          options_.prejoin_calls != nullptr
+              ? options_.prejoin_calls
+              : std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
+      open_(!options_.start_closed) {
+  ReadsRaw("Call");
+  Bound(&CallService::GetStatus, "GetStatus");
+  Bound(&CallService::ListFunctions, "ListFunctions");
+  Bound(&CallService::Shutdown, "Shutdown");
+}
 
 CallService::~CallService() {
   Abort(absl::UnavailableError(
@@ -107,6 +124,12 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   }
   call->context.function = header.function;
   call->function = options_.registry->Find(header.function);
+  StartTrace(context, call.get());
+  if (options_.metrics != nullptr) {
+    // Unregistered names are the caller's to choose: not a label each.
+    call->metrics = options_.metrics->ServerStarted(
+        call->function != nullptr ? header.function : "(unknown)");
+  }
   if (call->function == nullptr) {
     return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
@@ -155,11 +178,7 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
     return absl::UnavailableError(
         absl::StrCat(options_.worker_name, " is shutting down"));
   }
-  if (!open_) {
-    return absl::UnavailableError(
-        absl::StrCat(options_.worker_name, " has not joined the job yet and ",
-                     parked_.size(), " calls already wait for it; retry"));
-  }
+  if (!open_) return TooManyWaiting(prejoin_->used());
   int64_t& count = per_peer_[call->peer];
   if (count >= max) {
     if (count == 0) per_peer_.erase(call->peer);
@@ -181,35 +200,110 @@ grpc::ServerUnaryReactor* CallService::Call(
   return reactor;
 }
 
+absl::Status CallService::TooManyWaiting(int64_t waiting) const {
+  const int64_t max = prejoin_->max();
+  return absl::UnavailableError(absl::StrCat(
+      "this worker has not joined the job yet and ", waiting,
+      " calls already wait for it, ",
+      LimitNote(absl::StrCat(max, " calls"), "max_prejoin_calls", max),
+      "; retry"));
+}
+
 bool CallService::Park(grpc::CallbackServerContext* context,
                        const grpc::ByteBuffer& request,
-                       CallResponder* responder) {
-  absl::MutexLock lock(&mu_);
-  // Not accepting: Prepare refuses it. Too many waiting: the excess is
-  // refused rather than held.
-  if (open_ || !accepting_ || parked_.size() >= kMaxParked) return false;
-  // A shallow copy: the bytes are shared, not copied.
-  parked_.push_back({context, request, responder});
+                       CallResponder* responder, absl::Status* refusal) {
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    // Not accepting: Prepare refuses it.
+    if (open_ || !accepting_) return false;
+    // Too many waiting: the excess is refused rather than held.
+    if (!prejoin_->TryTake()) {
+      *refusal = TooManyWaiting(prejoin_->used());
+      return false;
+    }
+    id = next_parked_++;
+    // A shallow copy: the bytes are shared, not copied.
+    parked_.emplace(id, Parked{context, request, responder});
+  }
+  // Outside the lock: either may answer the call at once.
+  responder->OnCancelled([this, id] {
+    Unpark(id, absl::CancelledError("the caller went away or its deadline "
+                                    "passed while waiting for the job to "
+                                    "form"));
+  });
+  if (options_.timers == nullptr) return true;
+  const int64_t wait_ms = options_.limits.prejoin_wait_ms;
+  const Timers::TimerId timer = options_.timers->RunAfter(
+      absl::Milliseconds(wait_ms), [this, id, wait_ms] {
+        Unpark(id, absl::UnavailableError(
+                       absl::StrCat("this worker did not join the job within ",
+                                    wait_ms, " ms of the call's arrival, ",
+                                    LimitNote(absl::StrCat(wait_ms, " ms"),
+                                              "prejoin_wait_ms", wait_ms),
+                                    "; retry")));
+      });
+  bool kept;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = parked_.find(id);
+    kept = it != parked_.end();
+    if (kept) it->second.timer = timer;
+  }
+  if (!kept) options_.timers->Cancel(timer);  // Answered or served already.
   return true;
 }
 
+void CallService::Unpark(uint64_t id, const absl::Status& status) {
+  Parked p;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = parked_.find(id);
+    if (it == parked_.end()) return;  // Served, answered, or aborted.
+    p = std::move(it->second);
+    parked_.erase(it);
+  }
+  prejoin_->Give();
+  if (p.timer != 0) options_.timers->Cancel(p.timer);
+  p.responder->Respond(nullptr,
+                       ToGrpcStatus(Annotate(status, options_.worker_name)));
+}
+
+std::vector<CallService::Parked> CallService::TakeParked() {
+  std::vector<Parked> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [id, p] : parked_) out.push_back(std::move(p));
+    parked_.clear();
+  }
+  for (const Parked& p : out) {
+    prejoin_->Give();
+    if (p.timer != 0) options_.timers->Cancel(p.timer);
+  }
+  return out;
+}
+
 void CallService::Open() {
-  std::vector<Parked> parked;
   {
     absl::MutexLock lock(&mu_);
     open_ = true;
-    parked.swap(parked_);
   }
-  for (Parked& p : parked) Serve(p.context, p.request, p.responder);
+  for (Parked& p : TakeParked()) Serve(p.context, p.request, p.responder);
 }
 
 void CallService::Serve(grpc::CallbackServerContext* context,
                         const grpc::ByteBuffer& request,
                         CallResponder* responder) {
-  if (Park(context, request, responder)) return;
+  absl::Status refusal;
+  if (Park(context, request, responder, &refusal)) return;
   auto call = std::make_shared<ActiveCall>();
   call->responder = responder;
-  absl::Status prepared = Prepare(context, request, call);
+  call->started = Clock::Real()->Now();
+  if (options_.metrics != nullptr) {
+    call->request_bytes = static_cast<int64_t>(request.Length());
+  }
+  absl::Status prepared =
+      refusal.ok() ? Prepare(context, request, call) : refusal;
   if (!prepared.ok()) {
     Refuse(call, prepared);
     return;
@@ -230,6 +324,8 @@ void CallService::Run(std::shared_ptr<ActiveCall> call) {
   auto execute = [this, call]() {
     // Cancelled while queued: already answered, nobody wants the work.
     if (call->context.IsCancelled()) return;
+    // Calls the function makes on this thread continue the call's trace.
+    ScopedTrace trace(call->context.trace);
     Future<Value> result =
         InvokeFunction(*call->function, call->context, std::move(call->args));
     result.Then(
@@ -273,7 +369,47 @@ void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
       call->reply = grpc::ByteBuffer(&empty, 1);
     }
   }
+  // Before the answer leaves: a caller that has it finds the span.
+  Account(call, status);
   call->responder->Respond(&call->reply, ToGrpcStatus(named));
+}
+
+void CallService::StartTrace(grpc::CallbackServerContext* context,
+                             ActiveCall* call) {
+  std::optional<TraceContext> incoming;
+  if (options_.tracing) incoming = TraceparentOf(*context);
+  if (incoming.has_value()) {
+    call->parent_span = incoming->span_id;
+    call->context.trace = incoming->Child();
+  } else {
+    call->context.trace =
+        NewTrace(options_.tracer != nullptr && options_.tracer->samples_new());
+  }
+}
+
+void CallService::Account(ActiveCall* call, const absl::Status& status) {
+  if (call->metrics == nullptr && options_.tracer == nullptr) return;
+  const absl::Duration elapsed = Clock::Real()->Now() - call->started;
+  if (call->metrics != nullptr) {
+    call->metrics->Finished(status.code(), elapsed);
+    options_.metrics->Received(call->peer, Metrics::Traffic::kCall,
+                               call->request_bytes);
+    if (status.ok()) {
+      options_.metrics->Sent(call->peer, Metrics::Traffic::kCall,
+                             static_cast<int64_t>(call->reply.Length()));
+    }
+  }
+  if (options_.tracer != nullptr &&
+      options_.tracer->Records(call->context.trace)) {
+    options_.tracer->Record({.name = call->context.function,
+                             .context = call->context.trace,
+                             .parent_span_id = call->parent_span,
+                             .start = absl::Now() - elapsed,
+                             .duration = elapsed,
+                             .status = StatusCodeName(status.code()),
+                             .peer = call->peer_label,
+                             .kind = "server"});
+  }
 }
 
 absl::Status CallService::Encode(ActiveCall* call, const Value& result) {
@@ -347,14 +483,12 @@ void CallService::StopAccepting() {
 
 void CallService::Abort(const absl::Status& status) {
   std::vector<std::shared_ptr<ActiveCall>> calls;
-  std::vector<Parked> parked;
   {
     absl::MutexLock lock(&mu_);
     accepting_ = false;
     calls.assign(active_.begin(), active_.end());
-    parked.swap(parked_);
   }
-  for (Parked& p : parked) {
+  for (Parked& p : TakeParked()) {
     p.responder->Respond(nullptr,
                          ToGrpcStatus(Annotate(status, options_.worker_name)));
   }
@@ -373,6 +507,17 @@ bool CallService::WaitIdle(absl::Duration timeout) {
     return active_.empty();
   };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+std::vector<CallService::Executing> CallService::executing() const {
+  const absl::Time now = Clock::Real()->Now();
+  std::vector<Executing> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& call : active_) {
+    out.push_back(
+        {call->context.function, call->peer_label, now - call->started});
+  }
+  return out;
 }
 
 int64_t CallService::inflight() const {

@@ -15,8 +15,11 @@
 // A worker serves calls once it has joined the job (Open()): it needs the
 // directory to read the RRefs in arguments. Calls that arrive earlier (a
 // peer or client that saw the job form a moment before this worker did)
-// wait, holding no thread, at most kMaxParked of them; Abort() answers
-// them too.
+// wait, holding no thread: at most --max_prejoin_calls at once (counted
+// with the authenticator's waits for the job's credentials), each at most
+// --prejoin_wait_ms; past either the call is answered UNAVAILABLE naming
+// the flag (retry: the job is forming). A waiting call whose caller goes
+// away leaves at once; Abort() answers the others.
 //
 // Admission: a caller (by the node its requests name) may have at most
 // --max_inflight_per_peer calls here, executing or queued; beyond that,
@@ -28,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,7 +47,12 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/quota.h"
+#include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
+#include "rpc/metrics.h"
 #include "rpc/registry.h"
+#include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire_reader.h"
 
@@ -79,12 +88,14 @@ class CallResponder {
   virtual void OnCancelled(std::function<void()> f) = 0;
 };
 
-// The Worker service with Call taking raw bytes (no protobuf parse).
-using WorkerServiceBase = proto::Worker::WithRawCallbackMethod_Call<
-    proto::Worker::WithCallbackMethod_GetStatus<
-        proto::Worker::WithCallbackMethod_ListFunctions<
-            proto::Worker::WithCallbackMethod_Shutdown<
-                proto::Worker::Service>>>>;
+// The Worker service with Call taking raw bytes (read by the limit-checked
+// CallRequestReader), the others parsed through BoundedParse.
+using WorkerServiceBase =
+    BoundedService<proto::Worker::WithRawCallbackMethod_Call<
+        proto::Worker::WithCallbackMethod_GetStatus<
+            proto::Worker::WithCallbackMethod_ListFunctions<
+                proto::Worker::WithCallbackMethod_Shutdown<
+                    proto::Worker::Service>>>>>;
 
 class CallService final : public WorkerServiceBase {
  public:
@@ -104,10 +115,20 @@ class CallService final : public WorkerServiceBase {
     const Authenticator* authenticator = nullptr;
     // Calls wait for Open() (else they are served from the start).
     bool start_closed = false;
+    // Calls waiting for Open() at once (--max_prejoin_calls), shared with
+    // the authenticator's; null: a count of the service's own, bounded by
+    // limits.max_prejoin_calls.
+    std::shared_ptr<Quota> prejoin_calls;
+    // A call waiting for Open() is answered UNAVAILABLE after
+    // limits.prejoin_wait_ms on these; null: it waits for Open() only.
+    Timers* timers = nullptr;
+    // Optional: calls counted (rpc/metrics.h) and spans recorded
+    // (rpc/tracing.h); both must outlive the service.
+    Metrics* metrics = nullptr;
+    Tracer* tracer = nullptr;
+    // Read the caller's traceparent (else every call starts a trace).
+    bool tracing = true;
   };
-
-  // Calls that may wait for Open() at once; beyond, UNAVAILABLE.
-  static constexpr size_t kMaxParked = 1024;
 
   explicit CallService(Options options);
   ~CallService() override;
@@ -135,6 +156,8 @@ class CallService final : public WorkerServiceBase {
 
   const std::string& worker_name() const { return options_.worker_name; }
   const Limits& limits() const { return options_.limits; }
+  // Who calls are (null: claims are not checked).
+  const Authenticator* authenticator() const { return options_.authenticator; }
 
   // Calls are served from now on: those that waited run now.
   void Open() ABSL_LOCKS_EXCLUDED(mu_);
@@ -147,22 +170,38 @@ class CallService final : public WorkerServiceBase {
   bool WaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_);
 
   int64_t inflight() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The calls executing (or queued) here now: for `ferryctl stacks`.
+  struct Executing {
+    std::string function;
+    std::string caller;
+    absl::Duration running;
+  };
+  std::vector<Executing> executing() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t served() const { return served_.load(); }
 
  private:
   struct ActiveCall;
   // A call that arrived before Open().
   struct Parked {
-    grpc::CallbackServerContext* context;
+    grpc::CallbackServerContext* context = nullptr;
     grpc::ByteBuffer request;
-    CallResponder* responder;
+    CallResponder* responder = nullptr;
+    Timers::TimerId timer = 0;  // Its --prejoin_wait_ms, if any.
   };
 
-  // Keeps the call for Open() if the service is not open yet; false if it
-  // may be served now (or must be refused: Prepare says why).
+  // Keeps the call for Open() if the service is not open yet (true);
+  // false if it may be served now, or must be refused: then `*refusal`
+  // says why (too many wait already), or Prepare will.
   bool Park(grpc::CallbackServerContext* context,
-            const grpc::ByteBuffer& request, CallResponder* responder)
-      ABSL_LOCKS_EXCLUDED(mu_);
+            const grpc::ByteBuffer& request, CallResponder* responder,
+            absl::Status* refusal) ABSL_LOCKS_EXCLUDED(mu_);
+  // Answers parked call `id` with `status`, if it still waits.
+  void Unpark(uint64_t id, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Every parked call, in arrival order, removed (their timers cancelled
+  // and their places given back).
+  std::vector<Parked> TakeParked() ABSL_LOCKS_EXCLUDED(mu_);
+  // UNAVAILABLE: `waiting` calls already wait for Open().
+  absl::Status TooManyWaiting(int64_t waiting) const;
 
   // Reads and admits the request into `call`; the error answers the call.
   absl::Status Prepare(grpc::CallbackServerContext* context,
@@ -190,14 +229,22 @@ class CallService final : public WorkerServiceBase {
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes a claimed call with `status`, naming worker and function.
   void FinishClaimed(ActiveCall* call, const absl::Status& status);
+  // The call's trace: the caller's traceparent continued, or a new one.
+  void StartTrace(grpc::CallbackServerContext* context, ActiveCall* call);
+  // Counts the call's end and records its span (metrics, tracer).
+  void Account(ActiveCall* call, const absl::Status& status);
 
   const Options options_;
+  // Places for calls waiting for Open() (options_.prejoin_calls or ours).
+  const std::shared_ptr<Quota> prejoin_;
   std::atomic<int64_t> served_{0};
 
   mutable absl::Mutex mu_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool open_ ABSL_GUARDED_BY(mu_);
-  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  // By arrival (ids count up), so Open() serves them in order.
+  std::map<uint64_t, Parked> parked_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_parked_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_set<std::shared_ptr<ActiveCall>> active_ ABSL_GUARDED_BY(mu_);
   // Calls in active_ by the node that made them.
   absl::flat_hash_map<uint64_t, int64_t> per_peer_ ABSL_GUARDED_BY(mu_);

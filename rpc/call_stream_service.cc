@@ -1,13 +1,18 @@
 #include "rpc/call_stream_service.h"
 
+#include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/chunked_message.h"
 #include "rpc/grpc_status.h"
@@ -16,25 +21,37 @@ namespace ferry {
 
 namespace {
 
+// What a stream's expiry timer may look at, even after the stream is gone:
+// whoever sets `finished` (first) calls Finish, and only then may gRPC
+// delete the stream, so the timer touches the stream only if it claimed
+// the finish itself.
+struct Guard {
+  absl::Mutex mu;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  bool received ABSL_GUARDED_BY(mu) = false;  // The request came whole.
+};
+
 // One streamed call at the server: assembles the request, hands it to the
 // CallService, streams the reply back.
 class ServerStream final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
       public CallResponder {
  public:
-  ServerStream(CallService* calls, grpc::CallbackServerContext* context,
-               std::shared_ptr<ReceiveBudget> budget)
-      : calls_(calls),
-        context_(context),
-        request_("request", calls->limits().max_message_bytes,
-                 std::move(budget)) {
-    StartRead(&in_);
-  }
+  struct Setup {
+    CallService* calls;
+    grpc::CallbackServerContext* context;
+    std::shared_ptr<ReceiveBudget> budget;
+    std::string peer;
+    Timers* timers;
+    std::shared_ptr<Quota> open_streams;  // One taken for this stream.
+  };
+
+  explicit ServerStream(Setup setup);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
-  void OnDone() override { delete this; }
+  void OnDone() override;
 
   void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) override;
   void OnCancelled(std::function<void()> f) override;
@@ -45,35 +62,99 @@ class ServerStream final
   void FinishWith(const absl::Status& status) {
     FinishOnce(ToGrpcStatus(Annotate(status, calls_->worker_name())));
   }
+  // The expiry timer's: ends `stream` if its request is still not whole
+  // and nobody finished it. `guard` is the stream's, and outlives it.
+  static void Expire(ServerStream* stream, const std::shared_ptr<Guard>& guard);
+  absl::Status Expired() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_->mu);
   void WriteNext();
 
   CallService* const calls_;
   grpc::CallbackServerContext* const context_;
-  ChunkAssembler request_;
+  Timers* const timers_;
+  const std::shared_ptr<Quota> open_streams_;
+  const int64_t ttl_ms_;
+  const std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
+  // Read by the timer (under guard_->mu) and the reads.
+  ChunkAssembler request_ ABSL_GUARDED_BY(guard_->mu);
   grpc::ByteBuffer in_;
   ChunkWriter reply_;
+  // Set after the first read started (which may complete before).
+  std::atomic<Timers::TimerId> expiry_{0};
 
   absl::Mutex mu_;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
+ServerStream::ServerStream(Setup setup)
+    : calls_(setup.calls),
+      context_(setup.context),
+      timers_(setup.timers),
+      open_streams_(std::move(setup.open_streams)),
+      ttl_ms_(setup.calls->limits().stream_ttl_ms),
+      request_("request", setup.calls->limits().max_message_bytes,
+               std::move(setup.budget), std::move(setup.peer)) {
+  StartRead(&in_);
+  // From the stream's start: a stream that never sends its head expires
+  // too.
+  expiry_ = timers_->RunAfter(absl::Milliseconds(ttl_ms_),
+                              [this, guard = guard_] { Expire(this, guard); });
+}
+
+absl::Status ServerStream::Expired() const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      request_.Progress(), " within ", ttl_ms_,
+      " ms of the stream's start; the rest never came, ",
+      LimitNote(absl::StrCat(ttl_ms_, " ms"), "stream_ttl_ms", ttl_ms_)));
+}
+
+// The stream may be gone (finished by its call, deleted by gRPC): it is
+// touched only while `guard` shows nobody finished it, and then claimed, so
+// gRPC keeps it until this Finish. (The analysis cannot see that `guard` is
+// stream->guard_.)
+void ServerStream::Expire(ServerStream* stream,
+                          const std::shared_ptr<Guard>& guard)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  absl::Status expired;
+  {
+    absl::MutexLock lock(&guard->mu);
+    if (guard->finished || guard->received) return;
+    guard->finished = true;
+    expired = stream->Expired();
+  }
+  stream->Finish(
+      ToGrpcStatus(Annotate(expired, stream->calls_->worker_name())));
+}
+
 void ServerStream::OnReadDone(bool ok) {
-  if (!ok) {  // The caller half-closed early, or went away.
-    FinishWith(absl::InvalidArgumentError(
-        absl::StrCat(request_.Progress(), " when the stream ended")));
+  absl::Status added;
+  bool complete = false;
+  {
+    absl::MutexLock lock(&guard_->mu);
+    if (guard_->finished) return;  // Expired: the stream is over.
+    if (!ok) {  // The caller half-closed early, or went away.
+      added = absl::InvalidArgumentError(
+          absl::StrCat(request_.Progress(), " when the stream ended"));
+    } else {
+      added = request_.Add(&in_);
+      complete = added.ok() && request_.complete();
+      guard_->received = complete;
+    }
+  }
+  if (!added.ok()) {
+    FinishWith(added);
     return;
   }
-  if (absl::Status s = request_.Add(&in_); !s.ok()) {
-    FinishWith(s);
-    return;
-  }
-  if (!request_.complete()) {
+  if (!complete) {
     StartRead(&in_);
     return;
   }
-  grpc::ByteBuffer request = request_.Take();
+  timers_->Cancel(expiry_);
+  grpc::ByteBuffer request;
+  {
+    absl::MutexLock lock(&guard_->mu);
+    request = request_.Take();
+  }
   calls_->Serve(context_, request, this);
 }
 
@@ -127,20 +208,77 @@ void ServerStream::OnCancelled(std::function<void()> f) {
   f();  // Already cancelled: now, outside the lock.
 }
 
+void ServerStream::OnDone() {
+  timers_->Cancel(expiry_);
+  if (open_streams_ != nullptr) open_streams_->Give();
+  delete this;
+}
+
 void ServerStream::FinishOnce(const grpc::Status& status) {
   {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    finished_ = true;
+    absl::MutexLock lock(&guard_->mu);
+    if (guard_->finished) return;
+    guard_->finished = true;
   }
   Finish(status);
 }
 
+// Answers a stream it will not serve, at once.
+class Refusal final
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  explicit Refusal(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+// Who the stream's bytes are counted against: the node its credential
+// proves, or (no credential) its connection. A credential that proves
+// nobody refuses the stream before it sends a byte.
+absl::StatusOr<std::string> PeerOf(const CallService& calls,
+                                   const grpc::CallbackServerContext& context) {
+  if (const Authenticator* auth = calls.authenticator(); auth != nullptr) {
+    FERRY_ASSIGN_OR_RETURN(std::optional<uint64_t> node,
+                           auth->CallerNode(context));
+    if (node.has_value()) return IdentityLabel(*node);
+  }
+  return absl::StrCat("the caller at ", context.peer());
+}
+
 }  // namespace
+
+CallStreamService::CallStreamService(CallService* calls, Options options)
+    : BoundedService(ServiceOf<proto::Chunk>("CallStream"), calls->limits(),
+                     calls->worker_name()),
+      calls_(calls),
+      options_(std::move(options)),
+      budget_(std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+          .max_bytes = calls->limits().grpc_memory_bytes,
+          .max_bytes_per_peer = calls->limits().max_stream_bytes_per_peer})) {
+  ReadsRaw("Call");
+}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CallStreamService::Call(grpc::CallbackServerContext* context) {
-  return new ServerStream(calls_, context, budget_);
+  const std::shared_ptr<Quota>& open = options_.open_streams;
+  if (open != nullptr && !open->TryTake()) {
+    return new Refusal(ToGrpcStatus(
+        Annotate(OverLimit(absl::StrCat(open->used(), " streams are open here"),
+                           absl::StrCat(open->max(), " streams"),
+                           "max_open_streams", open->max()),
+                 calls_->worker_name())));
+  }
+  absl::StatusOr<std::string> peer = PeerOf(*calls_, *context);
+  if (!peer.ok()) {
+    if (open != nullptr) open->Give();
+    return new Refusal(
+        ToGrpcStatus(Annotate(peer.status(), calls_->worker_name())));
+  }
+  return new ServerStream({.calls = calls_,
+                           .context = context,
+                           .budget = budget_,
+                           .peer = *std::move(peer),
+                           .timers = options_.timers,
+                           .open_streams = open});
 }
 
 }  // namespace ferry

@@ -1,8 +1,8 @@
 // The server side of calls sent as streams (proto/call_stream.proto): a
-// large request arrives as chunks into one pre-sized buffer
-// (rpc/chunked_message.h), is served by the CallService like any unary
-// call (the same bytes, limits, admission, errors and cancellation), and
-// its reply goes back as chunks.
+// large request arrives as chunks into one buffer (rpc/chunked_message.h),
+// is served by the CallService like any unary call (the same bytes,
+// limits, admission, errors and cancellation), and its reply goes back as
+// chunks.
 //
 // Why: a unary message is delivered only once all of it arrived, as ~64 KiB
 // slices long out of the cache, and a tensor's bytes must then be copied
@@ -11,6 +11,23 @@
 // being received) and freed at once, and the tensors decoded from the
 // buffer reference it: one pass over the payload and about its size in
 // memory.
+//
+// What one peer can hold open here is bounded (rpc/base/limits.h), each
+// bound named in its error:
+//   - a request's buffer grows with the bytes that arrived, never with
+//     what its head announces, and is taken from a ReceiveBudget: at most
+//     --max_stream_mb_per_peer for one peer (the node its credential
+//     proves, or its connection), --grpc_memory_mb for all
+//     (RESOURCE_EXHAUSTED);
+//   - a request must arrive whole within --stream_ttl_ms of its stream's
+//     start, or the stream ends DEADLINE_EXCEEDED and its buffer is freed
+//     (an idle or half-sent stream holds nothing for long);
+//   - streams open at once, all connections together, share
+//     --max_open_streams with the collectives' Exchange streams
+//     (RESOURCE_EXHAUSTED at once for one past it).
+// A request over --max_message_mb is refused on its head; a malformed
+// stream (a bad head, more bytes than announced, an early end) is
+// INVALID_ARGUMENT.
 #ifndef FERRY_RPC_CALL_STREAM_SERVICE_H_
 #define FERRY_RPC_CALL_STREAM_SERVICE_H_
 
@@ -18,31 +35,40 @@
 
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/call_stream.grpc.pb.h"
+#include "rpc/base/quota.h"
+#include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
-#include "rpc/chunked_message.h"
+#include "rpc/receive_budget.h"
 
 namespace ferry {
 
-// Serves CallStream.Call through `calls` (which must outlive it), within
-// its limits: a request over --max_message_mb, or one that would make the
-// requests received as streams (and the values still referencing them)
-// hold more than --grpc_memory_mb, is refused (RESOURCE_EXHAUSTED) before
-// it is allocated; a malformed stream (a bad head, more bytes than
-// announced, an early end) is INVALID_ARGUMENT.
 class CallStreamService final
-    : public proto::CallStream::WithRawCallbackMethod_Call<
-          proto::CallStream::Service> {
+    : public BoundedService<proto::CallStream::WithRawCallbackMethod_Call<
+          proto::CallStream::Service>> {
  public:
-  explicit CallStreamService(CallService* calls)
-      : calls_(calls),
-        budget_(std::make_shared<ReceiveBudget>(
-            calls->limits().grpc_memory_bytes)) {}
+  struct Options {
+    // Partial requests expire on these (--stream_ttl_ms). Required.
+    Timers* timers = nullptr;
+    // Streams open at once (--max_open_streams), shared with the other
+    // streaming services; null: not counted.
+    std::shared_ptr<Quota> open_streams;
+  };
+
+  // Serves through `calls`, which must outlive this, with its limits and
+  // authenticator. Its one method takes raw chunks, assembled by
+  // ChunkAssembler and read by CallService's CallRequestReader.
+  CallStreamService(CallService* calls, Options options);
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Call(
       grpc::CallbackServerContext* context) override;
 
+  // What the requests received as streams hold now.
+  const ReceiveBudget& budget() const { return *budget_; }
+
  private:
   CallService* const calls_;
+  const Options options_;
   const std::shared_ptr<ReceiveBudget> budget_;
 };
 

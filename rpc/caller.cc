@@ -11,6 +11,7 @@
 #include "rpc/chunked_message.h"
 #include "rpc/grpc_status.h"
 #include "rpc/stream_call.h"
+#include "rpc/tracing.h"
 #include "rpc/wire_reader.h"
 #include "rpc/wire_writer.h"
 
@@ -35,6 +36,8 @@ struct Caller::Pending {
   absl::Duration timeout;
   LazyCodec codec;
   InflightCalls::Token token = 0;
+  CallMetrics* metrics = nullptr;  // Null: not counted.
+  absl::Time started;              // On the real monotonic clock.
   // The calling function's cancellation, and our callback there.
   std::shared_ptr<Cancellation> parent;
   Cancellation::Id parent_id = 0;
@@ -85,7 +88,8 @@ absl::Status CallError(const std::string& peer, const std::string& function,
 Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
                            std::vector<Value> args, absl::Duration timeout,
                            std::optional<proto::RRefHandle> create_rref,
-                           std::shared_ptr<Cancellation> cancellation) {
+                           std::shared_ptr<Cancellation> cancellation,
+                           const TraceContext& trace) {
   if (auto down = membership_->DownReason(WorkerNode(to.rank))) {
     return Future<Value>::Ready(CallError(to.name, function, *down, timeout));
   }
@@ -108,6 +112,14 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   call->request_bytes = *std::move(bytes);
   if (timeout != absl::InfiniteDuration()) {
     call->context->set_deadline(WallDeadlineIn(timeout));
+  }
+  if (telemetry_.tracing) {
+    AddTraceparent(call->context.get(),
+                   OutgoingTrace(trace, telemetry_.sample_new));
+  }
+  if (telemetry_.metrics != nullptr) {
+    call->metrics = telemetry_.metrics->ClientStarted(function);
+    call->started = Clock::Real()->Now();
   }
   Future<Value> result = call->promise.future();
   call->token = inflight_.Add(WorkerNode(to.rank), call->context);
@@ -162,9 +174,23 @@ void Caller::Fail(const std::shared_ptr<Pending>& call,
   absl::Status failure = inflight_.Remove(call->token);
   call->codec.Abandon();
   call->codec.Release();
+  Account(call.get(), failure.ok() ? status.code() : failure.code());
   call->promise.Set(CallError(call->to.name, call->request.function(),
                               failure.ok() ? status : failure, call->timeout));
   inflight_.Finished();
+}
+
+void Caller::Account(Pending* call, absl::StatusCode code) {
+  if (call->metrics == nullptr) return;
+  call->metrics->Finished(code, Clock::Real()->Now() - call->started);
+  const uint64_t node = WorkerNode(call->to.rank);
+  telemetry_.metrics->Sent(node, Metrics::Traffic::kCall,
+                           static_cast<int64_t>(call->request_bytes.Length()));
+  if (code == absl::StatusCode::kOk) {
+    telemetry_.metrics->Received(
+        node, Metrics::Traffic::kCall,
+        static_cast<int64_t>(call->response_bytes.Length()));
+  }
 }
 
 absl::StatusOr<Value> Caller::DecodeReply(Pending* call) {
@@ -204,6 +230,7 @@ void Caller::Complete(const std::shared_ptr<Pending>& call,
   // Copies lent for the call are returned now, not whenever gRPC drops
   // the completion callback.
   call->codec.Release();
+  Account(call.get(), result.status().code());
   if (!result.ok()) {
     call->promise.Set(CallError(call->to.name, call->request.function(),
                                 result.status(), call->timeout));

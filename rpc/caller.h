@@ -21,11 +21,13 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/channels.h"
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/metrics.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
 
@@ -51,6 +53,16 @@ struct CallOptions {
   // clock (its timers').
   std::shared_ptr<Cancellation> cancellation;
   absl::Time deadline = absl::InfiniteFuture();
+  // The trace the call continues (its traceparent); unset: the calling
+  // thread's current one, else a new trace.
+  TraceContext trace;
+};
+
+// What a Caller tells about its calls (rpc/metrics.h, rpc/tracing.h).
+struct CallerTelemetry {
+  Metrics* metrics = nullptr;  // Null: not counted.
+  bool tracing = true;         // Carry a traceparent.
+  bool sample_new = false;     // Traces it starts are sampled.
 };
 
 class Caller {
@@ -70,11 +82,13 @@ class Caller {
   //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within
   //   N ms";
   //   `cancellation` fired: CANCELLED with its reason.
+  // The call carries `trace` (or the thread's current one; OutgoingTrace).
   Future<Value> Call(
       const WorkerInfo& to, const std::string& function,
       std::vector<Value> args, absl::Duration timeout,
       std::optional<proto::RRefHandle> create_rref = std::nullopt,
-      std::shared_ptr<Cancellation> cancellation = nullptr);
+      std::shared_ptr<Cancellation> cancellation = nullptr,
+      const TraceContext& trace = TraceContext());
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).
   void FailNode(uint64_t node, const absl::Status& reason) {
@@ -91,6 +105,8 @@ class Caller {
   // How RRefs in values are sent and received (null: as bare descriptors).
   // Set before calls start; must outlive them.
   void SetCodecs(CodecFactory* codecs) { codecs_.store(codecs); }
+  // Set before calls start; the metrics must outlive the calls.
+  void SetTelemetry(CallerTelemetry telemetry) { telemetry_ = telemetry; }
 
  private:
   struct Pending;
@@ -99,6 +115,8 @@ class Caller {
   void Complete(const std::shared_ptr<Pending>& call,
                 const grpc::Status& status);
   void Fail(const std::shared_ptr<Pending>& call, const absl::Status& status);
+  // Counts the call's end (metrics) with `code`.
+  void Account(Pending* call, absl::StatusCode code);
   absl::StatusOr<Value> DecodeReply(Pending* call);
 
   // Ties a call to its parent's cancellation (until it completes).
@@ -109,6 +127,7 @@ class Caller {
   const CallerIdentity self_;
   const Limits limits_;
   std::atomic<CodecFactory*> codecs_{nullptr};
+  CallerTelemetry telemetry_;  // Constant once calls start.
   InflightCalls inflight_;
   GenericStubs stubs_;
 };

@@ -1,13 +1,14 @@
 #include "rpc/chunked_message.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 
@@ -91,19 +92,24 @@ grpc::ByteBuffer* ChunkWriter::Next() {
   return next_ < chunks_.size() ? &chunks_[next_++] : nullptr;
 }
 
-bool ReceiveBudget::TryTake(int64_t n) {
-  int64_t used = used_.load();
-  do {
-    if (n > max_ - used) return false;
-  } while (!used_.compare_exchange_weak(used, used + n));
-  return true;
-}
-
 ChunkAssembler::ChunkAssembler(std::string what, int64_t max_bytes,
-                               std::shared_ptr<ReceiveBudget> budget)
+                               std::shared_ptr<ReceiveBudget> budget,
+                               std::string peer)
     : what_(std::move(what)),
       max_bytes_(max_bytes),
-      budget_(std::move(budget)) {}
+      budget_(std::move(budget)),
+      peer_(std::move(peer)) {}
+
+ChunkAssembler::~ChunkAssembler() { Release(); }
+
+void ChunkAssembler::Release() {
+  if (base_ == nullptr) return;
+  std::free(base_);
+  base_ = nullptr;
+  data_ = nullptr;
+  if (budget_ != nullptr) budget_->Give(peer_, capacity_);
+  capacity_ = 0;
+}
 
 absl::Status ChunkAssembler::Head(const grpc::ByteBuffer& head) {
   if (head.Length() != kHeadBytes) {
@@ -123,41 +129,58 @@ absl::Status ChunkAssembler::Head(const grpc::ByteBuffer& head) {
     return absl::InvalidArgumentError(
         absl::StrCat(what_, ": stream alignment ", align, " is not below 64"));
   }
-  // Bounded before anything is allocated.
+  // Bounded before anything is allocated, so the sums below cannot wrap.
   if (total > static_cast<uint64_t>(max_bytes_)) {
     return OverLimit(absl::StrCat(what_, ": a message of ", total, " bytes"),
                      HumanBytes(max_bytes_), "max_message_mb",
                      max_bytes_ / Limits::kMiB);
   }
-  return Allocate(total, align);
+  // A message no budget could ever hold is refused now, not half-way.
+  if (budget_ != nullptr) {
+    absl::Status fits =
+        budget_->CheckFits(static_cast<int64_t>(total + 2 * kAlign));
+    if (!fits.ok()) return Annotate(fits, what_);
+  }
+  started_ = true;
+  total_ = total;
+  align_ = align;
+  return absl::OkStatus();
 }
 
-absl::Status ChunkAssembler::Allocate(uint64_t total, uint64_t align) {
-  const int64_t size = static_cast<int64_t>(total + 2 * kAlign);
-  if (budget_ != nullptr && !budget_->TryTake(size)) {
-    return OverLimit(absl::StrCat(what_, ": a message of ", total,
-                                  " bytes while ", HumanBytes(budget_->used()),
-                                  " are held for incoming streams"),
-                     HumanBytes(budget_->max()), "grpc_memory_mb",
-                     budget_->max() / Limits::kMiB);
+absl::Status ChunkAssembler::Reserve(uint64_t bytes) {
+  const uint64_t room = capacity_ == 0 ? 0 : capacity_ - 2 * kAlign;
+  if (bytes <= room) return absl::OkStatus();
+  // At least double (so the moves add up to about one message), at most
+  // the whole message; a first buffer of what arrived.
+  const uint64_t want = std::min(total_, std::max(bytes, 2 * room));
+  const int64_t capacity = static_cast<int64_t>(want + 2 * kAlign);
+  const int64_t more = capacity - capacity_;
+  if (budget_ != nullptr) {
+    absl::Status taken = budget_->Take(peer_, more);
+    if (!taken.ok()) {
+      return Annotate(taken, absl::StrCat(what_, ": ", received_, " of ",
+                                          total_, " bytes received"));
+    }
   }
-  std::shared_ptr<ReceiveBudget> budget = budget_;
-  auto release = [budget, size](char* p) {
-    delete[] p;
-    if (budget != nullptr) budget->Give(size);
-  };
-  try {
-    buffer_ = std::shared_ptr<char>(new char[size], release);
-  } catch (const std::bad_alloc&) {
-    if (budget != nullptr) budget->Give(size);
-    return absl::ResourceExhaustedError(absl::StrCat(
-        what_, ": out of memory for a message of ", total, " bytes"));
+  const size_t old_offset = base_ == nullptr ? 0 : data_ - base_;
+  char* grown = static_cast<char*>(std::realloc(base_, capacity));
+  if (grown == nullptr) {
+    if (budget_ != nullptr) budget_->Give(peer_, more);
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what_, ": out of memory for ", want, " of a message of ",
+                     total_, " bytes"));
   }
-  // The message starts so that byte `align` of it is 64-byte aligned.
-  const uintptr_t base = reinterpret_cast<uintptr_t>(buffer_.get());
-  data_ = buffer_.get() + (kAlign - base % kAlign) % kAlign +
-          (kAlign - align) % kAlign;
-  total_ = total;
+  base_ = grown;
+  capacity_ = capacity;
+  // The message starts so that byte `align_` of it is 64-byte aligned; a
+  // moved buffer may need what arrived moved within it.
+  const uintptr_t at = reinterpret_cast<uintptr_t>(base_);
+  const size_t offset =
+      (kAlign - at % kAlign) % kAlign + (kAlign - align_) % kAlign;
+  if (offset != old_offset && received_ > 0) {
+    std::memmove(base_ + offset, base_ + old_offset, received_);
+  }
+  data_ = base_ + offset;
   return absl::OkStatus();
 }
 
@@ -173,6 +196,8 @@ absl::Status ChunkAssembler::Add(grpc::ByteBuffer* message) {
         absl::StrCat(what_, ": a chunk of ", n, " bytes after ", received_,
                      " of ", total_, " announced"));
   }
+  if (n == 0) return absl::OkStatus();
+  if (absl::Status s = Reserve(received_ + n); !s.ok()) return s;
   for (const grpc::Slice& s : SlicesOf(*message)) {
     std::memcpy(data_ + received_, s.begin(), s.size());
     received_ += s.size();
@@ -188,9 +213,20 @@ std::string ChunkAssembler::Progress() const {
 }
 
 grpc::ByteBuffer ChunkAssembler::Take() {
-  auto* holder = new std::shared_ptr<char>(std::move(buffer_));
+  if (base_ == nullptr) {  // An empty message: nothing was allocated.
+    grpc::Slice empty;
+    return grpc::ByteBuffer(&empty, 1);
+  }
+  std::shared_ptr<ReceiveBudget> budget = budget_;
+  auto release = [budget, peer = peer_, capacity = capacity_](char* p) {
+    std::free(p);
+    if (budget != nullptr) budget->Give(peer, capacity);
+  };
+  auto* holder = new std::shared_ptr<char>(base_, std::move(release));
   grpc::Slice whole(data_, total_, ReleaseBuffer, holder);
+  base_ = nullptr;
   data_ = nullptr;
+  capacity_ = 0;
   return grpc::ByteBuffer(&whole, 1);
 }
 

@@ -1,5 +1,5 @@
 // Large call messages as a stream of chunks (rpc/call_stream.h), received
-// straight into one pre-sized buffer.
+// straight into one buffer.
 //
 // On the wire, one message of N bytes is: a head of exactly 16 bytes (N,
 // then `align`, both little-endian uint64), followed by the message's bytes
@@ -10,7 +10,6 @@
 #ifndef FERRY_RPC_CHUNKED_MESSAGE_H_
 #define FERRY_RPC_CHUNKED_MESSAGE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "rpc/receive_budget.h"
 
 namespace ferry {
 
@@ -29,25 +29,6 @@ constexpr size_t kChunkBytes = size_t{1} << 20;
 // The head and chunks of `message`, referencing its slices (no copy).
 std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
                                               size_t chunk_bytes);
-
-// Bytes that chunked messages being received, and the values decoded from
-// them (which reference their buffers), may hold at once: incoming streams
-// are buffered outside gRPC's own memory quota, so they get one of their
-// own (--grpc_memory_mb, like gRPC's). Thread-safe.
-class ReceiveBudget {
- public:
-  explicit ReceiveBudget(int64_t max_bytes) : max_(max_bytes) {}
-
-  // Takes `n` bytes if they fit; false (taking nothing) if not.
-  bool TryTake(int64_t n);
-  void Give(int64_t n) { used_.fetch_sub(n); }
-  int64_t max() const { return max_; }
-  int64_t used() const { return used_.load(); }
-
- private:
-  const int64_t max_;
-  std::atomic<int64_t> used_{0};
-};
 
 // Sends one chunked message: its chunks one after another (gRPC takes one
 // write at a time), each chunk's references dropped once it was sent.
@@ -65,43 +46,64 @@ class ChunkWriter {
   size_t next_ = 0;
 };
 
-// Receives one chunked message. Each chunk is copied into the destination
-// as it arrives and its buffers are freed at once, so a message costs about
-// its own size. Not thread-safe (one stream's reads are sequential).
+// Receives one chunked message into one buffer. Each chunk is copied into
+// the buffer as it arrives and its gRPC buffers are freed at once, so a
+// message costs about its own size. The buffer grows with what arrived
+// (doubling, so a message is moved at most about once in all), never with
+// what the head announced: a head, or a stream that stops sending, holds
+// about what was sent. Not thread-safe (one stream's reads are sequential).
 class ChunkAssembler {
  public:
-  // `what` names the message in errors ("request", "reply"); messages over
-  // `max_bytes` (--max_message_mb), or over what `budget` (if any) has
-  // left, are refused before anything is allocated. The buffer's bytes
-  // stay taken from `budget` until the buffer is freed.
+  // `what` names the message in errors ("request", "reply"). A head
+  // announcing more than `max_bytes` (--max_message_mb), or more than
+  // `budget` (if any) could ever hold, is refused before anything is
+  // allocated; the buffer's bytes are taken from `budget` for `peer` as it
+  // grows, and stay taken until the buffer is freed (after Take(): when
+  // the last value referencing it goes).
   ChunkAssembler(std::string what, int64_t max_bytes,
-                 std::shared_ptr<ReceiveBudget> budget = nullptr);
+                 std::shared_ptr<ReceiveBudget> budget = nullptr,
+                 std::string peer = "");
+  ~ChunkAssembler();
+  ChunkAssembler(const ChunkAssembler&) = delete;
+  ChunkAssembler& operator=(const ChunkAssembler&) = delete;
 
   // Takes the stream's next message (and empties it). Errors:
-  //   a head that is not 16 bytes, `align` ≥ 64, a chunk past the announced
-  //   length, a chunk after the last                      INVALID_ARGUMENT
-  //   an announced length over max_bytes or the budget (naming
-  //   --max_message_mb, --grpc_memory_mb), or no memory   RESOURCE_EXHAUSTED
+  //   a head that is not 16 bytes, `align` >= 64, a chunk past the
+  //   announced length                                    INVALID_ARGUMENT
+  //   an announced length over max_bytes or what the budget could ever
+  //   hold, a buffer the budget cannot grow into now (naming
+  //   --max_message_mb, --max_stream_mb_per_peer, --grpc_memory_mb), or
+  //   no memory                                           RESOURCE_EXHAUSTED
   absl::Status Add(grpc::ByteBuffer* message);
 
-  bool started() const { return buffer_ != nullptr; }
-  bool complete() const { return started() && received_ == total_; }
+  bool started() const { return started_; }
+  bool complete() const { return started_ && received_ == total_; }
   // "request: 5 of 9 bytes received": why an ended stream is short.
   std::string Progress() const;
+  // Bytes allocated for the message so far (what the budget holds for it).
+  int64_t reserved() const { return capacity_; }
 
-  // The whole message as one slice over the buffer (complete() only).
+  // The whole message as one slice over the buffer (complete() only); the
+  // assembler no longer owns the buffer.
   grpc::ByteBuffer Take();
 
  private:
   absl::Status Head(const grpc::ByteBuffer& head);
-
-  absl::Status Allocate(uint64_t total, uint64_t align);
+  // Grows the buffer (and what the budget holds) to hold `bytes` of the
+  // message, keeping what arrived.
+  absl::Status Reserve(uint64_t bytes);
+  // Frees the buffer and gives its bytes back (if not taken).
+  void Release();
 
   const std::string what_;
   const int64_t max_bytes_;
   const std::shared_ptr<ReceiveBudget> budget_;
-  std::shared_ptr<char> buffer_;  // Holds the allocation.
-  char* data_ = nullptr;          // Where the message starts in it.
+  const std::string peer_;
+  bool started_ = false;
+  char* base_ = nullptr;  // The allocation (malloc'd), until taken.
+  int64_t capacity_ = 0;  // Its size, all of it taken from budget_.
+  char* data_ = nullptr;  // Where the message starts in it.
+  uint64_t align_ = 0;    // Byte `align_` of the message is 64-aligned.
   uint64_t total_ = 0;
   uint64_t received_ = 0;
 };

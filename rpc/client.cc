@@ -39,14 +39,21 @@ absl::StatusOr<std::unique_ptr<RpcClient>> RpcClient::Connect(
     RpcClientOptions options) {
   auto client = std::unique_ptr<RpcClient>(new RpcClient(std::move(options)));
   FERRY_ASSIGN_OR_RETURN(client->backend_, client->MakeBackend());
+  NodeSecrets& secrets = client->channels_->secrets();
   FERRY_ASSIGN_OR_RETURN(
       ClientRegistration registered,
       client->backend_->RegisterClient(client->options_.description,
+                                       secrets.key().public_key(),
                                        client->options_.connect_timeout));
   client->directory_ = std::move(registered.directory);
   client->node_ = registered.node;
-  // Every later call says which client sent it.
-  client->channels_->SetCredential(client->backend_->identity().credential);
+  // Every later call says which client sent it (with its issuer's voucher
+  // until the worker heard of it).
+  secrets.SetIdentity(registered.node, std::move(registered.vouchers));
+  if (client->backend_->rank0_is_master() && !registered.read_only &&
+      client->directory_.world_size() > 0) {
+    secrets.SetMaster(client->directory_.at(0));
+  }
   client->name_ = absl::StrCat("client", registered.node - kFirstClientNode);
   client->caller_ =
       std::make_unique<Caller>(client->channels_.get(), &client->membership_,
@@ -100,7 +107,8 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation);
+                       options.create_rref, options.cancellation,
+                       options.trace);
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,

@@ -7,7 +7,7 @@ namespace ferry {
 grpc::GenericStub* GenericStubs::For(const WorkerInfo& worker,
                                      grpc::ClientContext* context) {
   const Entry* e = Find(worker);
-  if (e->secrets) channels_->AddSecrets(context);
+  if (e->credential != nullptr) e->credential->AddTo(context);
   return e->stub.get();
 }
 
@@ -35,8 +35,9 @@ std::unique_ptr<GenericStubs::Entry> GenericStubs::Make(
   auto e = std::make_unique<Entry>();
   e->rank = worker.rank;
   e->generation = worker.generation;
-  e->stub = std::make_unique<grpc::GenericStub>(
-      channels_->ForWorkerStamped(worker, &e->secrets));
+  ChannelPool::Stamped stamped = channels_->ForWorkerStamped(worker);
+  e->stub = std::make_unique<grpc::GenericStub>(std::move(stamped.channel));
+  e->credential = stamped.credential;
   return e;
 }
 

@@ -1,8 +1,9 @@
 // One generic stub per worker incarnation (rank and generation), made on
 // first use and found without a lock afterwards (every call looks one up).
 // Its channels carry no interceptor: the stub is handed out only with the
-// call's context, which gets the node's secrets then (ChannelPool::
-// ForWorkerStamped), so no call through it can go without them.
+// call's context, which gets the node's secrets then — the credential made
+// for that incarnation only (ChannelPool::ForWorkerStamped) — so no call
+// through it can go without them, or with another destination's.
 // A replacement of a rank (a later generation, at a new address) gets a
 // stub of its own; the old one's stays until this object goes (calls may
 // still use it; replacements are few: Directory::kMaxReplacements).
@@ -36,7 +37,9 @@ class GenericStubs {
     int rank = -1;
     uint64_t generation = 0;
     std::unique_ptr<grpc::GenericStub> stub;
-    bool secrets = false;  // Its calls carry the secrets.
+    // What its calls carry: the secrets made for this incarnation (null:
+    // none may go there). Owned by the pool.
+    const DestinationCredential* credential = nullptr;
   };
   // The entry of `worker`'s incarnation.
   const Entry* Find(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);

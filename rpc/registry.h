@@ -29,6 +29,7 @@
 #include "rpc/base/cancellation.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -52,6 +53,10 @@ struct CallContext {
   // --max_* flags); the call service points it at the worker's limits.
   // Never null.
   const Limits* limits = &DefaultLimits();
+  // The call's trace (rpc/base/trace_context.h): its span here. Calls the
+  // function makes continue it (NestedIn passes it; calls made on the
+  // invoking thread pick it up as CurrentTrace()).
+  TraceContext trace;
 
   bool IsCancelled() const {
     return cancellation != nullptr && cancellation->cancelled();

@@ -141,11 +141,6 @@ std::shared_ptr<grpc::ServerCredentials> Security::ServerCredentials(
     std::shared_ptr<grpc::AuthMetadataProcessor> processor) const {
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (insecure_) return grpc::InsecureServerCredentials();
-  // Local credentials serve only to run a processor (plaintext credentials
-  // cannot): without one, the plaintext kind serves the same callers (a
-  // unix socket, or a loopback address: CheckServe refuses others) and
-  // spares every call the security filters' work.
-  if (processor == nullptr && !tls()) return grpc::InsecureServerCredentials();
   if (IsUnixTarget(address)) {
     // Local credentials: only this host's processes can connect. (The
     // plaintext kind cannot run an auth processor.)

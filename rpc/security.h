@@ -50,8 +50,7 @@ class Security {
 
   // Credentials for a listening `address` ("host:port" or "unix…:name"),
   // with `processor` deciding on each call before its body is read (not in
-  // insecure mode, which checks nothing). Without a processor or TLS they
-  // are plaintext.
+  // insecure mode, which checks nothing).
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials(
       absl::string_view address,
       std::shared_ptr<grpc::AuthMetadataProcessor> processor) const;

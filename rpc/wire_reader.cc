@@ -6,157 +6,55 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/worker.pb.h"
 #include "rpc/base/status_util.h"
+#include "rpc/bounded_parse.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/utf8.h"
+#include "rpc/wire_cursor.h"
 
 namespace ferry {
 
 namespace {
 
-constexpr int kVarint = 0;
-constexpr int kFixed64 = 1;
-constexpr int kLength = 2;
-constexpr int kFixed32 = 5;
+using WireType = WireCursor::WireType;
+constexpr WireType kVarint = WireType::WIRETYPE_VARINT;
+constexpr WireType kFixed64 = WireType::WIRETYPE_FIXED64;
+constexpr WireType kLength = WireType::WIRETYPE_LENGTH_DELIMITED;
+
+// Field numbers, from the generated code.
+using PV = proto::Value;
+using PT = proto::Tensor;
+using PC = proto::CallRequest;
+// A map entry's key and value (protobuf's layout of every map).
+constexpr int kMapKey = 1;
+constexpr int kMapValue = 2;
+
+// The tags this reader acts on.
+constexpr WireCursor::Tag kListItemTag =
+    WireCursor::MakeTag(proto::ValueList::kItemsFieldNumber, kLength);
+constexpr WireCursor::Tag kMapEntryTag =
+    WireCursor::MakeTag(proto::ValueMap::kEntriesFieldNumber, kLength);
+constexpr WireCursor::Tag kMapKeyTag = WireCursor::MakeTag(kMapKey, kLength);
+constexpr WireCursor::Tag kMapValueTag =
+    WireCursor::MakeTag(kMapValue, kLength);
+constexpr WireCursor::Tag kDTypeTag =
+    WireCursor::MakeTag(PT::kDtypeFieldNumber, kVarint);
+constexpr WireCursor::Tag kShapeTag =
+    WireCursor::MakeTag(PT::kShapeFieldNumber, kVarint);
+constexpr WireCursor::Tag kPackedShapeTag =
+    WireCursor::MakeTag(PT::kShapeFieldNumber, kLength);
+constexpr WireCursor::Tag kDataTag =
+    WireCursor::MakeTag(PT::kDataFieldNumber, kLength);
+constexpr WireCursor::Tag kResultTag =
+    WireCursor::MakeTag(proto::CallResponse::kResultFieldNumber, kLength);
 
 // Tensors at least this long may reference the received bytes (smaller
 // ones are copied, so they never keep a whole message alive).
 constexpr uint64_t kAliasMin = 4096;
 
-// A read position in a message held as gRPC slices, bounded by the end of
-// the (sub)message being read. Copies are cheap (a few words), so a
-// position can be kept and returned to.
-class Cursor {
- public:
-  Cursor() = default;
-  explicit Cursor(const std::vector<grpc::Slice>* slices) : slices_(slices) {
-    for (const grpc::Slice& s : *slices) end_ += s.size();
-  }
-
-  bool done() const { return pos_ >= end_; }
-  uint64_t pos() const { return pos_; }
-  uint64_t left() const { return end_ - pos_; }
-
-  bool Byte(uint8_t* b) {
-    if (pos_ >= end_) return false;
-    if (p_ == stop_) Next();
-    *b = *p_++;
-    ++pos_;
-    return true;
-  }
-
-  // A base-128 varint of at most 10 bytes (bits past 64 dropped, as
-  // protobuf does).
-  bool Varint(uint64_t* v) {
-    uint64_t result = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      result |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) {
-        *v = result;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  bool Fixed(int bytes, uint64_t* v) {
-    uint64_t result = 0;
-    for (int i = 0; i < bytes; ++i) {
-      uint8_t b;
-      if (!Byte(&b)) return false;
-      result |= uint64_t{b} << (8 * i);
-    }
-    *v = result;
-    return true;
-  }
-
-  bool Skip(uint64_t n) {
-    if (n > left()) return false;
-    while (n > 0) {
-      if (p_ == stop_) Next();
-      uint64_t chunk = std::min<uint64_t>(n, stop_ - p_);
-      p_ += chunk;
-      pos_ += chunk;
-      n -= chunk;
-    }
-    return true;
-  }
-
-  // Copies `n` bytes (n <= left()) to `out` and moves past them.
-  void Copy(uint64_t n, char* out) {
-    while (n > 0) {
-      if (p_ == stop_) Next();
-      uint64_t chunk = std::min<uint64_t>(n, stop_ - p_);
-      std::memcpy(out, p_, chunk);
-      out += chunk;
-      p_ += chunk;
-      pos_ += chunk;
-      n -= chunk;
-    }
-  }
-
-  // The next `n` bytes (0 < n <= left()) if they lie in one slice, with
-  // that slice; nullptr otherwise. Does not move.
-  const char* Contiguous(uint64_t n, const grpc::Slice** slice) {
-    if (p_ == stop_) Next();
-    if (n > static_cast<uint64_t>(stop_ - p_)) return nullptr;
-    *slice = &(*slices_)[current_];
-    return reinterpret_cast<const char*>(p_);
-  }
-
-  // Narrows the end to `n` bytes from here (n <= left()); returns the old
-  // end for Widen.
-  uint64_t Narrow(uint64_t n) {
-    uint64_t old = end_;
-    end_ = pos_ + n;
-    return old;
-  }
-  void Widen(uint64_t old_end) { end_ = old_end; }
-
- private:
-  // Enters the next non-empty slice; only called with bytes left.
-  void Next() {
-    while (next_ < slices_->size()) {
-      const grpc::Slice& s = (*slices_)[next_++];
-      if (s.size() == 0) continue;
-      current_ = next_ - 1;
-      p_ = s.begin();
-      stop_ = s.end();
-      return;
-    }
-  }
-
-  const std::vector<grpc::Slice>* slices_ = nullptr;
-  size_t next_ = 0;     // The slice to enter next.
-  size_t current_ = 0;  // The slice p_ points into.
-  const uint8_t* p_ = nullptr;
-  const uint8_t* stop_ = nullptr;
-  uint64_t pos_ = 0;
-  uint64_t end_ = 0;
-};
-
-// Where a value sits ("args[1].shape[0]"), built only for an error: a
-// chain of nodes on the parser's stack.
-struct Path {
-  const Path* parent = nullptr;
-  absl::string_view text;  // A root ("args"), a key or a field name.
-  int64_t index = -1;      // "[index]" if >= 0 (after text, for a root).
-
-  std::string Render() const {
-    std::string out = parent != nullptr ? parent->Render() : "";
-    if (parent != nullptr && !text.empty()) absl::StrAppend(&out, ".");
-    absl::StrAppend(&out, text);
-    if (index >= 0) absl::StrAppend(&out, "[", index, "]");
-    return out;
-  }
-  Path Item(int64_t i) const { return Path{this, "", i}; }
-  // ".key" or ".field".
-  Path Key(absl::string_view key) const { return Path{this, key, -1}; }
-  Path Field(absl::string_view name) const { return Path{this, name, -1}; }
-};
+using Path = WirePath;
 
 // CheckValueString, the path rendered only for the error (every string of
 // every message is checked).
@@ -170,14 +68,17 @@ absl::Status Malformed(const Path& path, absl::string_view what) {
       absl::StrCat(path.Render(), ": malformed message (", what, ")"));
 }
 
+// The error for a cursor whose read failed: what it met, where.
+absl::Status Broken(const WireCursor& in, const Path& path) {
+  return Malformed(path, in.what());
+}
+
 // A tensor as its fields arrive (fields may come in any order, and a
 // repeated tensor field merges into it, as protobuf does).
 struct PendingTensor {
   int32_t dtype = 0;
   Shape shape;
-  bool has_data = false;
-  Cursor data;
-  uint64_t nbytes = 0;
+  WireBytes data;  // Empty if the data field is absent.
 };
 
 // A Value message as its fields arrive: the oneof member set last wins.
@@ -188,24 +89,12 @@ struct PendingValue {
   proto::RRefHandle rref;
 };
 
-enum ValueField {
-  kBool = 1,
-  kInt,
-  kDouble,
-  kString,
-  kBytes,
-  kTensor,
-  kList,
-  kMap,
-  kRRef
-};
-
-int WireTypeOf(int value_field) {
+WireType WireTypeOf(int value_field) {
   switch (value_field) {
-    case kBool:
-    case kInt:
+    case PV::kBoolValueFieldNumber:
+    case PV::kIntValueFieldNumber:
       return kVarint;
-    case kDouble:
+    case PV::kDoubleValueFieldNumber:
       return kFixed64;
     default:
       return kLength;
@@ -222,7 +111,7 @@ std::shared_ptr<const char> EmptyBytes() {
 // Parses the Values of one message against one Limits budget.
 class ValueParser {
  public:
-  ValueParser(Cursor* in, const Limits& limits, RRefCodec* codec,
+  ValueParser(WireCursor* in, const Limits& limits, RRefCodec* codec,
               TensorLanding* landing = nullptr, bool landed = false)
       : in_(in),
         limits_(limits),
@@ -230,37 +119,37 @@ class ValueParser {
         landing_(landing),
         landed_(landed) {}
 
-  // Reads a Value message of `len` bytes at the cursor into `out`.
-  absl::Status Message(uint64_t len, int depth, const Path& path,
-                       PendingValue* out);
+  // Reads the Value message that fills the cursor's limit into `out`.
+  absl::Status Message(int depth, const Path& path, PendingValue* out);
+  // Reads the length-delimited Value message at the cursor into `out`.
+  absl::Status Nested(int depth, const Path& path, PendingValue* out);
   // The value `pending` describes.
   absl::StatusOr<Value> Finish(PendingValue* pending, const Path& path);
 
-  // A length-delimited field's length, checked against what is left.
-  absl::Status Length(const Path& path, uint64_t* len);
-  absl::Status SkipField(int wire_type, const Path& path);
-  // A string or bytes field of `len` bytes, within --max_string_mb.
+  // A string or bytes field of `len` bytes (its length read), within
+  // --max_string_mb.
   absl::Status ReadString(uint64_t len, const Path& path, std::string* out);
 
  private:
   absl::Status Body(int depth, const Path& path, PendingValue* out);
   absl::Status Field(int field, int depth, const Path& path, PendingValue* out);
-  // The entries (field 1) of the list or map of `len` bytes at the
-  // cursor; RESOURCE_EXHAUSTED if more than the values left in the budget.
-  absl::Status CountEntries(uint64_t len, const Path& path, int64_t* count);
-  absl::Status List(uint64_t len, int depth, const Path& path,
-                    Value::List* out);
-  absl::Status Map(uint64_t len, int depth, const Path& path, Value::Map* out);
+  // The entries (`tag`) of the list or map the cursor is in;
+  // RESOURCE_EXHAUSTED if more than the values left in the budget.
+  absl::Status CountEntries(WireCursor::Tag tag, const Path& path,
+                            int64_t* count);
+  absl::Status List(int depth, const Path& path, Value::List* out);
+  absl::Status Map(int depth, const Path& path, Value::Map* out);
   absl::Status MapEntry(int depth, const Path& path, Value::Map* out);
-  absl::Status TensorFields(uint64_t len, const Path& path, PendingTensor* out);
+  absl::Status TensorFields(const Path& path, PendingTensor* out);
   absl::Status ShapeDim(uint64_t dim, const Path& path, Shape* shape);
+  absl::Status RRefField(uint64_t len, const Path& path, PendingValue* out);
   absl::StatusOr<Tensor> FinishTensor(PendingTensor* t, const Path& path);
   absl::Status CheckDims(const Shape& shape, const Path& path) const;
   absl::StatusOr<Tensor> TensorBytes(DType dtype, Shape shape,
                                      PendingTensor* t);
   absl::Status TakeItem(const Path& path);
 
-  Cursor* const in_;
+  WireCursor* const in_;
   const Limits& limits_;
   RRefCodec* const codec_;
   // Where the first tensor met goes, if its size fits; null after it.
@@ -271,34 +160,6 @@ class ValueParser {
   int64_t items_ = 0;
 };
 
-absl::Status ValueParser::Length(const Path& path, uint64_t* len) {
-  if (!in_->Varint(len)) return Malformed(path, "truncated length");
-  if (*len > in_->left()) return Malformed(path, "length past the end");
-  return absl::OkStatus();
-}
-
-absl::Status ValueParser::SkipField(int wire_type, const Path& path) {
-  uint64_t n = 0;
-  switch (wire_type) {
-    case kVarint:
-      if (!in_->Varint(&n)) return Malformed(path, "truncated varint");
-      return absl::OkStatus();
-    case kFixed64:
-      n = 8;
-      break;
-    case kFixed32:
-      n = 4;
-      break;
-    case kLength:
-      FERRY_RETURN_IF_ERROR(Length(path, &n));
-      break;
-    default:
-      return Malformed(path, absl::StrCat("wire type ", wire_type));
-  }
-  if (!in_->Skip(n)) return Malformed(path, "truncated field");
-  return absl::OkStatus();
-}
-
 absl::Status ValueParser::ReadString(uint64_t len, const Path& path,
                                      std::string* out) {
   if (len > static_cast<uint64_t>(limits_.max_string_bytes)) {
@@ -308,7 +169,7 @@ absl::Status ValueParser::ReadString(uint64_t len, const Path& path,
         limits_.max_string_bytes / Limits::kMiB);
   }
   out->resize(len);
-  in_->Copy(len, out->data());
+  if (!in_->Copy(len, out->data())) return Broken(*in_, path);
   return absl::OkStatus();
 }
 
@@ -323,105 +184,112 @@ absl::Status ValueParser::TakeItem(const Path& path) {
                    limits_.max_items);
 }
 
-absl::Status ValueParser::Message(uint64_t len, int depth, const Path& path,
+absl::Status ValueParser::Message(int depth, const Path& path,
                                   PendingValue* out) {
   FERRY_RETURN_IF_ERROR(TakeItem(path));
-  uint64_t outer = in_->Narrow(len);
-  absl::Status s = Body(depth, path, out);
-  in_->Widen(outer);
-  return s;
+  return Body(depth, path, out);
+}
+
+absl::Status ValueParser::Nested(int depth, const Path& path,
+                                 PendingValue* out) {
+  uint64_t outer;
+  if (!in_->EnterLength(&outer)) return Broken(*in_, path);
+  FERRY_RETURN_IF_ERROR(Message(depth, path, out));
+  in_->Leave(outer);
+  return absl::OkStatus();
 }
 
 absl::Status ValueParser::Body(int depth, const Path& path, PendingValue* out) {
-  while (!in_->done()) {
-    uint64_t key;
-    if (!in_->Varint(&key)) return Malformed(path, "truncated key");
-    const uint64_t field = key >> 3;
-    const int wire_type = static_cast<int>(key & 7);
-    if (field == 0) return Malformed(path, "field number 0");
-    if (field > kRRef || WireTypeOf(static_cast<int>(field)) != wire_type) {
-      FERRY_RETURN_IF_ERROR(SkipField(wire_type, path));  // Unknown.
+  WireCursor::Tag tag;
+  while (in_->ReadTag(&tag)) {
+    const int field = WireCursor::FieldOf(tag);
+    if (field > PV::kRrefFieldNumber ||
+        WireCursor::TypeOf(tag) != WireTypeOf(field)) {
+      if (!in_->SkipField(tag)) break;  // Unknown.
       continue;
     }
-    if (out->field != static_cast<int>(field)) {
+    if (out->field != field) {
       *out = PendingValue();  // Another oneof member: the old one goes.
-      out->field = static_cast<int>(field);
+      out->field = field;
     }
-    FERRY_RETURN_IF_ERROR(Field(static_cast<int>(field), depth, path, out));
+    FERRY_RETURN_IF_ERROR(Field(field, depth, path, out));
   }
-  return absl::OkStatus();
+  return in_->failed() ? Broken(*in_, path) : absl::OkStatus();
 }
 
 absl::Status ValueParser::Field(int field, int depth, const Path& path,
                                 PendingValue* out) {
   uint64_t v = 0;
-  if (field == kBool || field == kInt) {
-    if (!in_->Varint(&v)) return Malformed(path, "truncated varint");
-    out->value =
-        field == kBool ? Value(v != 0) : Value(static_cast<int64_t>(v));
-    return absl::OkStatus();
-  }
-  if (field == kDouble) {
-    if (!in_->Fixed(8, &v)) return Malformed(path, "truncated double");
-    double d;
-    std::memcpy(&d, &v, sizeof(d));
-    out->value = Value(d);
-    return absl::OkStatus();
-  }
-  uint64_t len;
-  FERRY_RETURN_IF_ERROR(Length(path, &len));
   switch (field) {
-    case kString:
-    case kBytes: {
-      std::string text;
-      FERRY_RETURN_IF_ERROR(ReadString(len, path, &text));
-      if (field == kBytes) {
-        out->value = Value(Bytes{std::move(text)});
-        return absl::OkStatus();
-      }
-      FERRY_RETURN_IF_ERROR(CheckString(text, path));
-      out->value = Value(std::move(text));
+    case PV::kBoolValueFieldNumber:
+    case PV::kIntValueFieldNumber:
+      if (!in_->ReadVarint(&v)) return Broken(*in_, path);
+      out->value = field == PV::kBoolValueFieldNumber
+                       ? Value(v != 0)
+                       : Value(static_cast<int64_t>(v));
+      return absl::OkStatus();
+    case PV::kDoubleValueFieldNumber: {
+      if (!in_->ReadFixed64(&v)) return Broken(*in_, path);
+      double d;
+      std::memcpy(&d, &v, sizeof(d));
+      out->value = Value(d);
       return absl::OkStatus();
     }
-    case kTensor:
-      return TensorFields(len, path, &out->tensor);
-    case kList:
-    case kMap:
+    case PV::kTensorFieldNumber:
+      return TensorFields(path, &out->tensor);
+    case PV::kListFieldNumber:
+    case PV::kMapFieldNumber:
       if (depth >= kMaxValueDepth) return ValueDepthError(path.Render());
-      if (field == kList) {
+      if (field == PV::kListFieldNumber) {
         if (!out->value.is_list()) out->value = Value(Value::List());
-        return List(len, depth, path, &out->value.as_list());
+        return List(depth, path, &out->value.as_list());
       }
       if (!out->value.is_map()) out->value = Value(Value::Map());
-      return Map(len, depth, path, &out->value.as_map());
-    default: {  // kRRef
-      std::string bytes;
-      FERRY_RETURN_IF_ERROR(ReadString(len, path, &bytes));
-      if (!out->rref.MergeFromString(bytes)) {
-        return Malformed(path, "rref handle");
-      }
-      return absl::OkStatus();
-    }
+      return Map(depth, path, &out->value.as_map());
+    default:
+      break;
   }
+  uint64_t len;
+  if (!in_->ReadLength(&len)) return Broken(*in_, path);
+  if (field == PV::kRrefFieldNumber) return RRefField(len, path, out);
+  std::string text;
+  FERRY_RETURN_IF_ERROR(ReadString(len, path, &text));
+  if (field == PV::kBytesValueFieldNumber) {
+    out->value = Value(Bytes{std::move(text)});
+    return absl::OkStatus();
+  }
+  FERRY_RETURN_IF_ERROR(CheckString(text, path));
+  out->value = Value(std::move(text));
+  return absl::OkStatus();
 }
 
-absl::Status ValueParser::CountEntries(uint64_t len, const Path& path,
+// An RRef handle: generated code parses it, behind the bounded check
+// (rpc/bounded_parse.h); a repeated field merges, as protobuf does.
+absl::Status ValueParser::RRefField(uint64_t len, const Path& path,
+                                    PendingValue* out) {
+  std::string bytes;
+  FERRY_RETURN_IF_ERROR(ReadString(len, path, &bytes));
+  proto::RRefHandle handle;
+  FERRY_RETURN_IF_ERROR(BoundedParse(bytes, limits_, path.Render(), &handle));
+  out->rref.MergeFrom(handle);
+  return absl::OkStatus();
+}
+
+absl::Status ValueParser::CountEntries(WireCursor::Tag entry, const Path& path,
                                        int64_t* count) {
   // A copy of the cursor walks the entries (skipping their bodies), so a
   // list or map of more values than the budget allows fails before any is
   // built, and a list is allocated once.
-  Cursor scan = *in_;
-  ValueParser counter(&scan, limits_, nullptr);
-  scan.Narrow(len);
+  WireCursor scan = *in_;
   *count = 0;
   const int64_t budget = limits_.max_items - items_;
   // Stops one past the budget: the walk costs at most what building would.
-  while (!scan.done() && *count <= budget) {
-    uint64_t key;
-    if (!scan.Varint(&key)) return Malformed(path, "truncated key");
-    if (key == ((1 << 3) | kLength)) ++*count;
-    FERRY_RETURN_IF_ERROR(counter.SkipField(static_cast<int>(key & 7), path));
+  WireCursor::Tag tag;
+  while (*count <= budget && scan.ReadTag(&tag)) {
+    if (tag == entry) ++*count;
+    if (!scan.SkipField(tag)) break;
   }
+  if (scan.failed()) return Broken(scan, path);
   if (*count > budget) {
     return OverLimit(absl::StrCat(path.Render(), ": more than ",
                                   limits_.max_items, " values in one message"),
@@ -431,57 +299,48 @@ absl::Status ValueParser::CountEntries(uint64_t len, const Path& path,
   return absl::OkStatus();
 }
 
-absl::Status ValueParser::List(uint64_t len, int depth, const Path& path,
-                               Value::List* out) {
+absl::Status ValueParser::List(int depth, const Path& path, Value::List* out) {
+  uint64_t outer;
+  if (!in_->EnterLength(&outer)) return Broken(*in_, path);
   int64_t count = 0;
-  FERRY_RETURN_IF_ERROR(CountEntries(len, path, &count));
+  FERRY_RETURN_IF_ERROR(CountEntries(kListItemTag, path, &count));
   out->reserve(out->size() + static_cast<size_t>(count));
-  uint64_t outer = in_->Narrow(len);
-  absl::Status s;
-  while (s.ok() && !in_->done()) {
-    uint64_t key, item_len;
-    if (!in_->Varint(&key)) {
-      s = Malformed(path, "truncated key");
-    } else if (key != ((1 << 3) | kLength)) {
-      s = SkipField(static_cast<int>(key & 7), path);
-    } else if (s = Length(path, &item_len); s.ok()) {
-      const Path item = path.Item(static_cast<int64_t>(out->size()));
-      PendingValue pending;
-      s = Message(item_len, depth + 1, item, &pending);
-      if (s.ok()) {
-        absl::StatusOr<Value> v = Finish(&pending, item);
-        if (v.ok()) {
-          out->push_back(*std::move(v));
-        } else {
-          s = v.status();
-        }
-      }
+  WireCursor::Tag tag;
+  while (in_->ReadTag(&tag)) {
+    if (tag != kListItemTag) {
+      if (!in_->SkipField(tag)) break;
+      continue;
     }
+    const Path item = path.Item(static_cast<int64_t>(out->size()));
+    PendingValue pending;
+    FERRY_RETURN_IF_ERROR(Nested(depth + 1, item, &pending));
+    FERRY_ASSIGN_OR_RETURN(Value v, Finish(&pending, item));
+    out->push_back(std::move(v));
   }
-  in_->Widen(outer);
-  return s;
+  if (in_->failed()) return Broken(*in_, path);
+  in_->Leave(outer);
+  return absl::OkStatus();
 }
 
-absl::Status ValueParser::Map(uint64_t len, int depth, const Path& path,
-                              Value::Map* out) {
+absl::Status ValueParser::Map(int depth, const Path& path, Value::Map* out) {
+  uint64_t outer;
+  if (!in_->EnterLength(&outer)) return Broken(*in_, path);
   int64_t count = 0;
-  FERRY_RETURN_IF_ERROR(CountEntries(len, path, &count));
-  uint64_t outer = in_->Narrow(len);
-  absl::Status s;
-  while (s.ok() && !in_->done()) {
-    uint64_t key, entry_len;
-    if (!in_->Varint(&key)) {
-      s = Malformed(path, "truncated key");
-    } else if (key != ((1 << 3) | kLength)) {
-      s = SkipField(static_cast<int>(key & 7), path);
-    } else if (s = Length(path, &entry_len); s.ok()) {
-      uint64_t entry_end = in_->Narrow(entry_len);
-      s = MapEntry(depth, path, out);
-      in_->Widen(entry_end);
+  FERRY_RETURN_IF_ERROR(CountEntries(kMapEntryTag, path, &count));
+  WireCursor::Tag tag;
+  while (in_->ReadTag(&tag)) {
+    if (tag != kMapEntryTag) {
+      if (!in_->SkipField(tag)) break;
+      continue;
     }
+    uint64_t entry_end;
+    if (!in_->EnterLength(&entry_end)) break;
+    FERRY_RETURN_IF_ERROR(MapEntry(depth, path, out));
+    in_->Leave(entry_end);
   }
-  in_->Widen(outer);
-  return s;
+  if (in_->failed()) return Broken(*in_, path);
+  in_->Leave(outer);
+  return absl::OkStatus();
 }
 
 // One map entry: key = 1 (string), value = 2 (Value); a later duplicate
@@ -491,22 +350,21 @@ absl::Status ValueParser::MapEntry(int depth, const Path& path,
   std::string key;
   PendingValue value;
   bool has_value = false;
-  while (!in_->done()) {
-    uint64_t tag, len;
-    if (!in_->Varint(&tag)) return Malformed(path, "truncated key");
-    if (tag != ((1 << 3) | kLength) && tag != ((2 << 3) | kLength)) {
-      FERRY_RETURN_IF_ERROR(SkipField(static_cast<int>(tag & 7), path));
-      continue;
-    }
-    FERRY_RETURN_IF_ERROR(Length(path, &len));
-    if ((tag >> 3) == 1) {
+  WireCursor::Tag tag;
+  while (in_->ReadTag(&tag)) {
+    if (tag == kMapKeyTag) {
+      uint64_t len;
+      if (!in_->ReadLength(&len)) break;
       FERRY_RETURN_IF_ERROR(ReadString(len, path, &key));
       FERRY_RETURN_IF_ERROR(CheckString(key, path));
-    } else {
-      FERRY_RETURN_IF_ERROR(Message(len, depth + 1, path.Key(key), &value));
+    } else if (tag == kMapValueTag) {
+      FERRY_RETURN_IF_ERROR(Nested(depth + 1, path.Key(key), &value));
       has_value = true;
+    } else if (!in_->SkipField(tag)) {
+      break;
     }
   }
+  if (in_->failed()) return Broken(*in_, path);
   if (!has_value) FERRY_RETURN_IF_ERROR(TakeItem(path.Key(key)));
   const Path at = path.Key(key);
   FERRY_ASSIGN_OR_RETURN(Value v, Finish(&value, at));
@@ -527,42 +385,36 @@ absl::Status ValueParser::ShapeDim(uint64_t dim, const Path& path,
   return absl::OkStatus();
 }
 
-// Tensor fields: dtype = 1, shape = 2 (packed or not), data = 3. The data
-// is only located here; its bytes are taken once the shape is checked.
-absl::Status ValueParser::TensorFields(uint64_t len, const Path& path,
-                                       PendingTensor* out) {
-  uint64_t outer = in_->Narrow(len);
-  absl::Status s;
-  while (s.ok() && !in_->done()) {
-    uint64_t key, v, n;
-    if (!in_->Varint(&key)) {
-      s = Malformed(path, "truncated key");
-    } else if (key == ((1 << 3) | kVarint)) {
-      if (!in_->Varint(&v)) s = Malformed(path, "truncated dtype");
-      out->dtype = static_cast<int32_t>(v);
-    } else if (key == ((2 << 3) | kVarint)) {
-      s = in_->Varint(&v) ? ShapeDim(v, path, &out->shape)
-                          : Malformed(path, "truncated shape");
-    } else if (key == ((2 << 3) | kLength)) {
-      if (s = Length(path, &n); !s.ok()) break;
-      uint64_t packed_end = in_->Narrow(n);
-      while (s.ok() && !in_->done()) {
-        s = in_->Varint(&v) ? ShapeDim(v, path, &out->shape)
-                            : Malformed(path, "truncated shape");
+// Tensor fields: dtype, shape (packed or not), data. The data is only
+// located here; its bytes are taken once the shape is checked.
+absl::Status ValueParser::TensorFields(const Path& path, PendingTensor* out) {
+  uint64_t outer;
+  if (!in_->EnterLength(&outer)) return Broken(*in_, path);
+  WireCursor::Tag tag;
+  uint64_t v, n;
+  while (in_->ReadTag(&tag)) {
+    if (tag == kDTypeTag) {
+      if (in_->ReadVarint(&v)) out->dtype = static_cast<int32_t>(v);
+    } else if (tag == kShapeTag) {
+      if (in_->ReadVarint(&v)) {
+        FERRY_RETURN_IF_ERROR(ShapeDim(v, path, &out->shape));
       }
-      in_->Widen(packed_end);
-    } else if (key == ((3 << 3) | kLength)) {
-      if (s = Length(path, &n); !s.ok()) break;
-      out->has_data = true;
-      out->data = *in_;
-      out->nbytes = n;
-      in_->Skip(n);
+    } else if (tag == kPackedShapeTag) {
+      uint64_t packed_end;
+      if (!in_->EnterLength(&packed_end)) break;
+      while (in_->left() > 0 && in_->ReadVarint(&v)) {
+        FERRY_RETURN_IF_ERROR(ShapeDim(v, path, &out->shape));
+      }
+      in_->Leave(packed_end);
+    } else if (tag == kDataTag) {
+      if (in_->ReadLength(&n)) in_->Take(n, &out->data);
     } else {
-      s = SkipField(static_cast<int>(key & 7), path);
+      in_->SkipField(tag);
     }
   }
-  in_->Widen(outer);
-  return s;
+  if (in_->failed()) return Broken(*in_, path);
+  in_->Leave(outer);
+  return absl::OkStatus();
 }
 
 absl::Status ValueParser::CheckDims(const Shape& shape,
@@ -606,7 +458,7 @@ absl::StatusOr<Tensor> ValueParser::FinishTensor(PendingTensor* t,
   absl::StatusOr<int64_t> numel = CheckedNumElements(t->shape, ItemSize(dtype));
   if (!numel.ok()) return Annotate(numel.status(), path.Render());
   const uint64_t expected = static_cast<uint64_t>(*numel) * ItemSize(dtype);
-  const uint64_t got = t->has_data ? t->nbytes : 0;
+  const uint64_t got = t->data.size();
   if (got != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         path.Render(), ": data: ", got, " bytes, but ", DTypeName(dtype),
@@ -623,11 +475,11 @@ absl::StatusOr<Tensor> ValueParser::FinishTensor(PendingTensor* t,
 // one copy.
 absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
                                                 PendingTensor* t) {
-  const uint64_t n = t->nbytes;
+  const uint64_t n = t->data.size();
+  const grpc::Slice* slice = nullptr;
   if (landing_ != nullptr && landed_) {
     TensorLanding* at = std::exchange(landing_, nullptr);
-    const grpc::Slice* slice = nullptr;
-    if (n != at->nbytes || n == 0 || t->data.Contiguous(n, &slice) != at->data)
+    if (n != at->nbytes || n == 0 || t->data.Contiguous(&slice) != at->data)
       return absl::InvalidArgumentError(
           "malformed message (the first tensor is not where its prefix put "
           "it)");
@@ -636,7 +488,7 @@ absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
   if (landing_ != nullptr) {
     TensorLanding* at = std::exchange(landing_, nullptr);
     if (n == at->nbytes && n > 0) {
-      t->data.Copy(n, at->data);
+      t->data.CopyTo(at->data);
       return Tensor::FromShared(dtype, std::move(shape), at->owner, at->data,
                                 n);
     }
@@ -646,15 +498,14 @@ absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
                               EmptyBytes().get(), 0);
   }
   const size_t align = std::min<size_t>(ItemSize(dtype), 8);
-  const grpc::Slice* slice = nullptr;
-  const char* bytes = n >= kAliasMin ? t->data.Contiguous(n, &slice) : nullptr;
+  const char* bytes = n >= kAliasMin ? t->data.Contiguous(&slice) : nullptr;
   if (bytes != nullptr && reinterpret_cast<uintptr_t>(bytes) % align == 0) {
     auto owner = std::make_shared<grpc::Slice>(*slice);  // A reference.
     return Tensor::FromShared(dtype, std::move(shape), std::move(owner), bytes,
                               n);
   }
   std::shared_ptr<char> copy(new char[n], std::default_delete<char[]>());
-  t->data.Copy(n, copy.get());
+  t->data.CopyTo(copy.get());
   const char* data = copy.get();
   return Tensor::FromShared(dtype, std::move(shape), std::move(copy), data, n);
 }
@@ -662,11 +513,11 @@ absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
 absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
                                           const Path& path) {
   switch (pending->field) {
-    case kTensor: {
+    case PV::kTensorFieldNumber: {
       FERRY_ASSIGN_OR_RETURN(Tensor t, FinishTensor(&pending->tensor, path));
       return Value(std::move(t));
     }
-    case kRRef: {
+    case PV::kRrefFieldNumber: {
       if (codec_ == nullptr) {
         return Value(std::make_shared<const RRefBase>(
             DescriptorFromProto(pending->rref)));
@@ -680,66 +531,75 @@ absl::StatusOr<Value> ValueParser::Finish(PendingValue* pending,
   }
 }
 
-// The fields of the message ending at `end`: visit(field, len) for each
-// length-delimited one, with the cursor at its bytes (visit moves past
-// them); others are skipped. False once the bytes end, on a malformed
-// field, or when visit returns false.
+// ---- Where the tensors' bytes lie, from a prefix of the message ----
+
+// The fields of the message filling the cursor's limit: visit(field) for
+// each length-delimited one, the cursor entered into it (what visit leaves
+// unread is skipped); others are skipped. An error for malformed bytes; OK
+// at the limit, or where the bytes end (the cursor then stays stopped
+// kTruncated, so every enclosing walk ends too).
 template <typename Visit>
-bool EachLengthField(Cursor* in, uint64_t end, Visit visit) {
-  while (in->pos() < end) {
-    uint64_t key, n;
-    if (!in->Varint(&key)) return false;
-    const int type = static_cast<int>(key & 7);
-    const bool read =
-        type == kVarint    ? in->Varint(&n)
-        : type == kFixed64 ? in->Skip(8)
-        : type == kFixed32 ? in->Skip(4)
-        : type == kLength
-            ? in->Varint(&n) && n <= end - in->pos() && visit(key >> 3, n)
-            : false;
-    if (!read) return false;
+absl::Status EachLengthField(WireCursor* in, const Path& path, Visit visit) {
+  WireCursor::Tag tag;
+  while (in->ReadTag(&tag)) {
+    if (WireCursor::TypeOf(tag) != kLength) {
+      if (!in->SkipField(tag)) break;
+      continue;
+    }
+    uint64_t outer;
+    if (!in->EnterLength(&outer)) break;
+    FERRY_RETURN_IF_ERROR(visit(WireCursor::FieldOf(tag)));
+    if (!in->SkipToLimit()) break;
+    in->Leave(outer);
   }
-  return true;
+  if (in->stop() == WireStop::kMalformed) return Broken(*in, path);
+  return absl::OkStatus();
 }
 
-// Depth first through the Value message of `len` bytes at `in`: the
-// tensors' data fields, appended to `out` in order. False once the bytes
-// end (or are malformed): nothing after that is placed. `len` may run past
-// the bytes there are: reading stops where they end.
-bool FindTensorData(Cursor* in, uint64_t len, int depth,
-                    std::vector<TensorPlace>* out) {
-  if (depth > kMaxValueDepth) return false;
-  // A Value in a list entry (field 1) or a map entry's value (field 2).
-  auto value_in = [&](int wanted) {
-    return [in, depth, out, wanted](uint64_t field, uint64_t n) {
-      return field == static_cast<uint64_t>(wanted)
-                 ? FindTensorData(in, n, depth + 1, out)
-                 : in->Skip(n);
+// Depth first through the Value message filling the cursor's limit: the
+// tensors' data fields, appended to `out` in order (each inside the fields
+// that hold it, by the cursor's construction).
+absl::Status FindTensors(WireCursor* in, int depth, const Path& path,
+                         std::vector<TensorPlace>* out) {
+  auto nested = [&](int wanted, const Path& at) {
+    return [in, depth, out, wanted, &at](int field) {
+      return field == wanted ? FindTensors(in, depth + 1, at, out)
+                             : absl::OkStatus();
     };
   };
-  return EachLengthField(in, in->pos() + len, [&](uint64_t field, uint64_t n) {
-    const uint64_t end = in->pos() + n;
+  return EachLengthField(in, path, [&](int field) -> absl::Status {
     switch (field) {
-      case kTensor:
-        return EachLengthField(in, end, [&](uint64_t f, uint64_t data) {
-          if (f == 3) out->push_back(TensorPlace{in->pos(), data});
-          return in->Skip(data);
+      case PV::kTensorFieldNumber: {
+        const Path tensor = path.Field("tensor");
+        return EachLengthField(in, tensor, [&](int f) {
+          if (f == PT::kDataFieldNumber) {
+            out->push_back(TensorPlace{in->position(), in->left()});
+          }
+          return absl::OkStatus();
         });
-      case kList:
-        return EachLengthField(in, end, value_in(1));
-      case kMap:
-        return EachLengthField(in, end, [&](uint64_t f, uint64_t entry) {
-          return f == 1 ? EachLengthField(in, in->pos() + entry, value_in(2))
-                        : in->Skip(entry);
+      }
+      case PV::kListFieldNumber: {
+        if (depth >= kMaxValueDepth) return ValueDepthError(path.Render());
+        const Path item = path.Field("list");
+        return EachLengthField(
+            in, item, nested(proto::ValueList::kItemsFieldNumber, item));
+      }
+      case PV::kMapFieldNumber: {
+        if (depth >= kMaxValueDepth) return ValueDepthError(path.Render());
+        const Path entry = path.Field("map");
+        return EachLengthField(in, entry, [&](int f) {
+          return f == proto::ValueMap::kEntriesFieldNumber
+                     ? EachLengthField(in, entry, nested(kMapValue, entry))
+                     : absl::OkStatus();
         });
+      }
       default:
-        return in->Skip(n);
+        return absl::OkStatus();
     }
   });
 }
 
-// CallRequest fields (proto/worker.proto).
-enum CallField { kFunction = 1, kArgs, kCallerNode, kCallerName, kCreateRRef };
+// ---- Call requests ----
 
 std::vector<grpc::Slice> SlicesOf(const grpc::ByteBuffer& bytes) {
   std::vector<grpc::Slice> slices;
@@ -748,34 +608,38 @@ std::vector<grpc::Slice> SlicesOf(const grpc::ByteBuffer& bytes) {
   return slices;
 }
 
-// The header of a CallRequest, and where each argument lies.
+// The header of a CallRequest, and each argument: a cursor entered into
+// it.
 struct CallRequestScan {
   CallHeader header;
-  std::vector<std::pair<Cursor, uint64_t>> args;  // (start, length)
+  std::vector<WireCursor> args;
   absl::Status args_error;
 };
 
-absl::Status ScanCallField(uint64_t key, ValueParser* parser, Cursor* in,
-                           const Limits& limits, CallRequestScan* scan) {
+absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
+                           WireCursor* in, const Limits& limits,
+                           CallRequestScan* scan) {
   static const Path kRoot{nullptr, "request", -1};
-  const uint64_t field = key >> 3;
-  const int wire_type = static_cast<int>(key & 7);
+  const int field = WireCursor::FieldOf(tag);
   CallHeader& h = scan->header;
-  uint64_t len = 0;
-  if (field == kCallerNode && wire_type == kVarint) {
-    if (!in->Varint(&h.caller_node)) return Malformed(kRoot, "caller_node");
+  if (tag == WireCursor::MakeTag(PC::kCallerNodeFieldNumber, kVarint)) {
+    if (!in->ReadVarint(&h.caller_node)) {
+      return Broken(*in, kRoot.Field("caller_node"));
+    }
     return absl::OkStatus();
   }
-  if (field < kFunction || field > kCreateRRef || field == kCallerNode ||
-      wire_type != kLength) {
-    return parser->SkipField(wire_type, kRoot);
+  if (WireCursor::TypeOf(tag) != kLength ||
+      (field != PC::kFunctionFieldNumber && field != PC::kArgsFieldNumber &&
+       field != PC::kCallerNameFieldNumber &&
+       field != PC::kCreateRrefFieldNumber)) {
+    return in->SkipField(tag) ? absl::OkStatus() : Broken(*in, kRoot);
   }
-  const Path at = kRoot.Field(field == kFunction     ? "function"
-                              : field == kCallerName ? "caller_name"
-                              : field == kArgs       ? "args"
-                                                     : "create_rref");
-  FERRY_RETURN_IF_ERROR(parser->Length(at, &len));
-  if (field == kArgs) {
+  const Path at =
+      kRoot.Field(field == PC::kFunctionFieldNumber     ? "function"
+                  : field == PC::kCallerNameFieldNumber ? "caller_name"
+                  : field == PC::kArgsFieldNumber       ? "args"
+                                                        : "create_rref");
+  if (field == PC::kArgsFieldNumber) {
     if (static_cast<int64_t>(scan->args.size()) >= limits.max_args) {
       scan->args_error = OverLimit(
           absl::StrCat("args: more than ", limits.max_args, " arguments"),
@@ -783,36 +647,40 @@ absl::Status ScanCallField(uint64_t key, ValueParser* parser, Cursor* in,
           limits.max_args);
       return absl::OkStatus();
     }
-    scan->args.emplace_back(*in, len);
-    in->Skip(len);
+    uint64_t outer;
+    if (!in->EnterLength(&outer)) return Broken(*in, at);
+    scan->args.push_back(*in);
+    if (!in->SkipToLimit()) return Broken(*in, at);
+    in->Leave(outer);
     return absl::OkStatus();
   }
+  uint64_t len;
+  if (!in->ReadLength(&len)) return Broken(*in, at);
   std::string text;
   FERRY_RETURN_IF_ERROR(parser->ReadString(len, at, &text));
-  if (field == kCreateRRef) {
+  if (field == PC::kCreateRrefFieldNumber) {
+    proto::RRefHandle handle;
+    FERRY_RETURN_IF_ERROR(BoundedParse(text, limits, at.Render(), &handle));
     if (!h.create_rref) h.create_rref.emplace();
-    if (!h.create_rref->MergeFromString(text)) {
-      return Malformed(at, "rref handle");
-    }
+    h.create_rref->MergeFrom(handle);
     return absl::OkStatus();
   }
   FERRY_RETURN_IF_ERROR(CheckString(text, at));
-  (field == kFunction ? h.function : h.caller_name) = std::move(text);
+  (field == PC::kFunctionFieldNumber ? h.function : h.caller_name) =
+      std::move(text);
   return absl::OkStatus();
 }
 
-absl::Status ScanCallRequest(Cursor in, const Limits& limits,
+absl::Status ScanCallRequest(WireCursor in, const Limits& limits,
                              CallRequestScan* scan) {
   ValueParser parser(&in, limits, nullptr);
   // Stops at the first argument past --max_args: nothing after it is
   // needed to refuse the call.
-  while (!in.done() && scan->args_error.ok()) {
-    uint64_t key;
-    if (!in.Varint(&key)) {
-      return Malformed(Path{nullptr, "request", -1}, "truncated key");
-    }
-    FERRY_RETURN_IF_ERROR(ScanCallField(key, &parser, &in, limits, scan));
+  WireCursor::Tag tag;
+  while (scan->args_error.ok() && in.ReadTag(&tag)) {
+    FERRY_RETURN_IF_ERROR(ScanCallField(tag, &parser, &in, limits, scan));
   }
+  if (in.failed()) return Broken(in, Path{nullptr, "request", -1});
   return absl::OkStatus();
 }
 
@@ -825,7 +693,7 @@ absl::StatusOr<CallRequestReader> CallRequestReader::Open(
   // stays put when the reader is moved; Args() re-creates them anyway.
   CallRequestScan scan;
   FERRY_RETURN_IF_ERROR(
-      ScanCallRequest(Cursor(&reader.slices_), limits, &scan));
+      ScanCallRequest(WireCursor(&reader.slices_), limits, &scan));
   reader.header_ = std::move(scan.header);
   reader.args_error_ = scan.args_error;
   return reader;
@@ -834,18 +702,17 @@ absl::StatusOr<CallRequestReader> CallRequestReader::Open(
 absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
   FERRY_RETURN_IF_ERROR(args_error_);
   CallRequestScan scan;
-  FERRY_RETURN_IF_ERROR(ScanCallRequest(Cursor(&slices_), limits_, &scan));
+  FERRY_RETURN_IF_ERROR(ScanCallRequest(WireCursor(&slices_), limits_, &scan));
   std::vector<Value> args;
   args.reserve(scan.args.size());
   // One parser for every argument: --max_items counts the whole message.
-  Cursor in;
+  WireCursor in;
   ValueParser parser(&in, limits_, codec);
   for (size_t i = 0; i < scan.args.size(); ++i) {
-    in = scan.args[i].first;
+    in = scan.args[i];
     const Path path{nullptr, "args", static_cast<int64_t>(i)};
     PendingValue pending;
-    FERRY_RETURN_IF_ERROR(
-        parser.Message(scan.args[i].second, 0, path, &pending));
+    FERRY_RETURN_IF_ERROR(parser.Message(0, path, &pending));
     FERRY_ASSIGN_OR_RETURN(Value v, parser.Finish(&pending, path));
     args.push_back(std::move(v));
   }
@@ -855,40 +722,40 @@ absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
 absl::StatusOr<Value> ReadValue(const std::vector<grpc::Slice>& slices,
                                 const Limits& limits, absl::string_view path,
                                 TensorLanding* landing, bool landed) {
-  Cursor in(&slices);
+  WireCursor in(&slices);
   ValueParser parser(&in, limits, nullptr, landing, landed);
   const Path root{nullptr, path, -1};
   PendingValue pending;
-  FERRY_RETURN_IF_ERROR(parser.Message(in.left(), 0, root, &pending));
+  FERRY_RETURN_IF_ERROR(parser.Message(0, root, &pending));
   return parser.Finish(&pending, root);
 }
 
-std::vector<TensorPlace> FindTensorData(const std::vector<grpc::Slice>& slices,
-                                        uint64_t total) {
-  Cursor in(&slices);
+absl::StatusOr<std::vector<TensorPlace>> FindTensorData(
+    const std::vector<grpc::Slice>& slices, uint64_t total) {
+  WireCursor in(&slices, total);
   std::vector<TensorPlace> places;
-  FindTensorData(&in, total, 0, &places);
+  FERRY_RETURN_IF_ERROR(
+      FindTensors(&in, 0, Path{nullptr, "message", -1}, &places));
   return places;
 }
 
 absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,
                                        const Limits& limits, RRefCodec* codec) {
   std::vector<grpc::Slice> slices = SlicesOf(bytes);
-  Cursor in(&slices);
+  WireCursor in(&slices);
   ValueParser parser(&in, limits, codec);
   const Path path{nullptr, "result", -1};
   PendingValue pending;
-  while (!in.done()) {
-    uint64_t key, len;
-    if (!in.Varint(&key)) return Malformed(path, "truncated key");
-    if (key != ((1 << 3) | kLength)) {
-      FERRY_RETURN_IF_ERROR(parser.SkipField(static_cast<int>(key & 7), path));
+  WireCursor::Tag tag;
+  while (in.ReadTag(&tag)) {
+    if (tag != kResultTag) {
+      if (!in.SkipField(tag)) break;
       continue;
     }
-    FERRY_RETURN_IF_ERROR(parser.Length(path, &len));
     // A repeated result field merges into one value, as protobuf does.
-    FERRY_RETURN_IF_ERROR(parser.Message(len, 0, path, &pending));
+    FERRY_RETURN_IF_ERROR(parser.Nested(0, path, &pending));
   }
+  if (in.failed()) return Broken(in, path);
   return parser.Finish(&pending, path);
 }
 

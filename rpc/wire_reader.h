@@ -110,8 +110,12 @@ struct TensorPlace {
 // `total` bytes of which `slices` are the first, as far as those bytes
 // tell: a tensor is placed as soon as the bytes up to its data are there,
 // so a receiver can write what follows where it belongs as it arrives.
-std::vector<TensorPlace> FindTensorData(const std::vector<grpc::Slice>& slices,
-                                        uint64_t total);
+// Each place lies inside the fields that hold it, hence inside `total`.
+// INVALID_ARGUMENT, naming where ("message.list.tensor: …"), for bytes no
+// message could begin with: a length past the end of its field, a bad tag,
+// nesting deeper than kMaxValueDepth.
+absl::StatusOr<std::vector<TensorPlace>> FindTensorData(
+    const std::vector<grpc::Slice>& slices, uint64_t total);
 
 // The result of a CallResponse (null if absent), decoded as above; paths
 // "result…".

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "rpc/grpc_status.h"
+#include "rpc/tracing.h"
 
 namespace ferry {
 
@@ -91,6 +92,9 @@ Future<Response> OwnerClient::Unary(int owner, const std::string& what,
     Clock& clock = *timers_->clock();
     call->context->set_deadline(WallDeadline(clock, clock.Now() + timeout));
   }
+  // RRef messages (a fetch, a fork) continue the trace of the call that
+  // sends them.
+  AddTraceparent(call->context.get(), OutgoingTrace(TraceContext(), false));
   call->token = inflight_.Add(WorkerNode(owner), call->context);
   Future<Response> result = call->promise.future();
   // The callback holds no reference to this client (see ChannelPool); Stop()

@@ -54,13 +54,16 @@ absl::Status OwnerTable::RegisterForkLocked(GlobalId rref, Entry& entry,
   // call): the fork is already gone. The entry stays without it and is
   // freed when it resolves.
   if (early_deletes_.erase({rref, fork}) > 0) return absl::OkStatus();
-  int64_t& count = forks_per_holder_[holder];
-  if (count >= options_.max_forks_per_holder) {
+  absl::flat_hash_set<ForkKey>& held = by_holder_[holder];
+  if (static_cast<int64_t>(held.size()) >= options_.max_forks_per_holder) {
+    const size_t count = held.size();
+    if (held.empty()) by_holder_.erase(holder);
     return absl::ResourceExhaustedError(absl::StrCat(
         Name(holder), " already holds ", count, " rrefs here (limit ",
         options_.max_forks_per_holder, "); release some first"));
   }
-  ++count;
+  held.insert({rref, fork});
+  if (!confirmed) unconfirmed_.insert({rref, fork});
   Fork f;
   f.holder = holder;
   f.confirmed = confirmed;
@@ -75,12 +78,27 @@ void OwnerTable::RemoveForkLocked(GlobalId rref, Entry& entry, GlobalId fork,
                                   Deferred* later) {
   auto it = entry.forks.find(fork);
   if (it == entry.forks.end()) return;
-  auto count = forks_per_holder_.find(it->second.holder);
-  if (count != forks_per_holder_.end() && --count->second <= 0) {
-    forks_per_holder_.erase(count);
+  const ForkKey key{rref, fork};
+  auto held = by_holder_.find(it->second.holder);
+  if (held != by_holder_.end()) {
+    held->second.erase(key);
+    if (held->second.empty()) by_holder_.erase(held);
   }
+  unconfirmed_.erase(key);
   entry.forks.erase(it);
   MaybeFreeLocked(rref, later);
+}
+
+void OwnerTable::ConfirmLocked(const ForkKey& key, Fork& fork) {
+  fork.confirmed = true;
+  unconfirmed_.erase(key);
+}
+
+OwnerTable::Fork* OwnerTable::FindForkLocked(const ForkKey& key) {
+  auto it = entries_.find(key.first);
+  if (it == entries_.end()) return nullptr;
+  auto f = it->second.forks.find(key.second);
+  return f == it->second.forks.end() ? nullptr : &f->second;
 }
 
 void OwnerTable::MaybeFreeLocked(GlobalId rref, Deferred* later) {
@@ -147,17 +165,32 @@ void OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
 }
 
 absl::Status OwnerTable::AddLocal(GlobalId rref, GlobalId fork, Value value) {
-  absl::MutexLock lock(&mu_);
-  auto [it, inserted] = entries_.try_emplace(rref);
-  if (!inserted) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("rref ", GlobalIdString(rref), " already exists"));
+  Deferred later;
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = entries_.try_emplace(rref);
+    if (!inserted) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("rref ", GlobalIdString(rref), " already exists"));
+    }
+    it->second.state = State::kReady;
+    it->second.value = std::move(value);
+    it->second.creator = self_;
+    it->second.created = clock_->Now();
+    status = RegisterForkLocked(rref, it->second, fork, self_, true);
+    if (!status.ok()) {
+      later.push_back(
+          [v = std::move(it->second.value)]() mutable { v = Value(); });
+      entries_.erase(it);
+    } else {
+      // Its fork's delete came first (lease_rounds_fuzz found the value
+      // kept forever): nobody holds it, so it goes now.
+      MaybeFreeLocked(rref, &later);
+    }
   }
-  it->second.state = State::kReady;
-  it->second.value = std::move(value);
-  it->second.creator = self_;
-  it->second.created = clock_->Now();
-  return RegisterForkLocked(rref, it->second, fork, self_, true);
+  Run(later);
+  return status;
 }
 
 OwnerTable::WaitId OwnerTable::ParkLocked(Wait wait) {
@@ -215,7 +248,7 @@ absl::Status OwnerTable::ConfirmFork(GlobalId rref, GlobalId fork,
   }
   // The holder has it: an abandon that came first is void (the sender's
   // call failed, but only after the fork reached its holder).
-  f->second.confirmed = true;
+  ConfirmLocked({rref, fork}, f->second);
   f->second.abandoned = false;
   if (round > 0 &&
       (f->second.confirm_round == 0 || round < f->second.confirm_round)) {
@@ -402,7 +435,7 @@ bool OwnerTable::ApplyListingLocked(uint64_t holder,
     if (it == entries_.end()) continue;
     auto f = it->second.forks.find(fork);
     if (f == it->second.forks.end() || f->second.holder != holder) continue;
-    f->second.confirmed = true;
+    ConfirmLocked({rref, fork}, f->second);
     f->second.abandoned = false;
     f->second.listed_round = std::max(f->second.listed_round, listing.round);
   }
@@ -435,21 +468,24 @@ bool OwnerTable::ApplyListingLocked(uint64_t holder,
 void OwnerTable::ReconcileLocked(uint64_t holder, uint64_t round,
                                  uint64_t epoch, Deferred* later) {
   if (holder == self_) return;
+  auto held = by_holder_.find(holder);
+  if (held == by_holder_.end()) return;
+  // The holder's own forks only: a round costs what the holder has here.
+  forks_walked_ += static_cast<int64_t>(held->second.size());
   std::vector<ForkKey> victims;
-  for (const auto& [rref, e] : entries_) {
-    for (const auto& [fork, f] : e.forks) {
-      if (f.holder != holder || f.listed_round >= round) continue;
-      // A confirmed fork the holder listed before, or confirmed as part of
-      // an earlier round, and not now: released, its delete lost or late.
-      bool released =
-          f.confirmed && (f.listed_round > 0 ||
-                          (f.confirm_round > 0 && f.confirm_round <= round));
-      // Abandoned before the holder took this round's snapshot, and not in
-      // it: the holder never got it.
-      bool never_arrived =
-          !f.confirmed && f.abandoned && f.abandon_epoch <= epoch;
-      if (released || never_arrived) victims.emplace_back(rref, fork);
-    }
+  for (const ForkKey& key : held->second) {
+    const Fork* f = FindForkLocked(key);
+    if (f == nullptr || f->listed_round >= round) continue;
+    // A confirmed fork the holder listed before, or confirmed as part of
+    // an earlier round, and not now: released, its delete lost or late.
+    bool released =
+        f->confirmed && (f->listed_round > 0 ||
+                         (f->confirm_round > 0 && f->confirm_round <= round));
+    // Abandoned before the holder took this round's snapshot, and not in
+    // it: the holder never got it.
+    bool never_arrived =
+        !f->confirmed && f->abandoned && f->abandon_epoch <= epoch;
+    if (released || never_arrived) victims.push_back(key);
   }
   RemoveForksLocked(victims, later);
 }
@@ -480,13 +516,13 @@ void OwnerTable::DropHolder(uint64_t holder) {
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
-    std::vector<std::pair<GlobalId, GlobalId>> victims;
-    for (const auto& [rref, e] : entries_) {
-      for (const auto& [fork, f] : e.forks) {
-        if (f.holder == holder) victims.emplace_back(rref, fork);
-      }
+    auto held = by_holder_.find(holder);
+    if (held != by_holder_.end()) {
+      const std::vector<ForkKey> victims(held->second.begin(),
+                                         held->second.end());
+      forks_walked_ += static_cast<int64_t>(victims.size());
+      RemoveForksLocked(victims, &later);
     }
-    RemoveForksLocked(victims, &later);
     holders_.erase(holder);
   }
   Run(later);
@@ -497,30 +533,36 @@ void OwnerTable::Sweep() {
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    std::vector<std::pair<GlobalId, GlobalId>> victims;
-    for (const auto& [rref, e] : entries_) {
-      for (const auto& [fork, f] : e.forks) {
-        if (f.holder == self_) continue;
-        auto lease = holders_.find(f.holder);
-        // A holder's lease covers the forks it confirmed; an unconfirmed
-        // fork is on its sender's clock (vouched for while its call is in
-        // flight), an abandoned one waits one lease for its holder's word.
-        bool lease_gone = f.confirmed && (lease == holders_.end() ||
-                                          lease->second.lease_expiry < now);
-        bool never_confirmed =
-            !f.confirmed && !f.abandoned && f.vouched + options_.lease < now;
-        bool abandoned = !f.confirmed && f.abandoned &&
-                         f.abandoned_at + options_.lease < now;
-        if (lease_gone || never_confirmed || abandoned) {
-          victims.emplace_back(rref, fork);
-        }
+    std::vector<ForkKey> victims;
+    // A holder's lease covers the forks it confirmed: those of holders
+    // whose lease ran out go (walking only those holders' forks).
+    for (const auto& [holder, held] : by_holder_) {
+      if (holder == self_) continue;
+      auto lease = holders_.find(holder);
+      if (lease != holders_.end() && lease->second.lease_expiry >= now) {
+        continue;
       }
+      forks_walked_ += static_cast<int64_t>(held.size());
+      for (const ForkKey& key : held) {
+        const Fork* f = FindForkLocked(key);
+        if (f != nullptr && f->confirmed) victims.push_back(key);
+      }
+    }
+    forks_walked_ += static_cast<int64_t>(unconfirmed_.size());
+    // An unconfirmed fork is on its sender's clock (vouched for while its
+    // call is in flight), an abandoned one waits one lease for its
+    // holder's word.
+    for (const ForkKey& key : unconfirmed_) {
+      const Fork* f = FindForkLocked(key);
+      if (f == nullptr || f->holder == self_) continue;
+      bool never_confirmed = !f->abandoned && f->vouched + options_.lease < now;
+      bool abandoned = f->abandoned && f->abandoned_at + options_.lease < now;
+      if (never_confirmed || abandoned) victims.push_back(key);
     }
     RemoveForksLocked(victims, &later);
     for (auto it = holders_.begin(); it != holders_.end();) {
       auto next = std::next(it);
-      if (it->second.lease_expiry < now &&
-          !forks_per_holder_.contains(it->first)) {
+      if (it->second.lease_expiry < now && !by_holder_.contains(it->first)) {
         holders_.erase(it);
       }
       it = next;
@@ -577,6 +619,7 @@ OwnerStats OwnerTable::stats() const {
   }
   s.parked = static_cast<int64_t>(waits_.size());
   s.early_deletes = static_cast<int64_t>(early_deletes_.size());
+  s.forks_walked = forks_walked_;
   return s;
 }
 

@@ -24,6 +24,12 @@
 // arrived yet, and Fetch for a value still being computed, park a callback
 // until then or until their deadline (checked by Sweep()).
 //
+// What a peer's message costs is its own share of the table, never the
+// whole of it: forks are indexed by holder, so a listing round, a holder's
+// death or its lease running out touches that holder's forks only, and a
+// sweep touches only what may have expired (holders whose lease ran out,
+// unconfirmed forks). A holder that floods rounds slows only itself.
+//
 // Thread-safe. Callbacks run after the table's lock is released, on the
 // thread of the call that completed them. Time comes from the Clock, so
 // tests step it instead of sleeping.
@@ -88,6 +94,10 @@ struct OwnerStats {
   int64_t parked = 0;         // Requests waiting (AddFork, Fetch).
   int64_t abandoned = 0;      // Unconfirmed forks whose sender gave up.
   int64_t early_deletes = 0;  // Deletes remembered for forks not registered.
+  // Forks examined for lease rounds, holder drops and sweeps, since the
+  // table was made: the work peers' lease traffic has cost (a round costs
+  // its holder's own forks).
+  int64_t forks_walked = 0;
 };
 
 class OwnerTable {
@@ -240,6 +250,11 @@ class OwnerTable {
   Holder& HolderLocked(uint64_t holder) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RememberDeleteLocked(GlobalId rref, GlobalId fork)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fork becomes confirmed (and leaves the unconfirmed index).
+  void ConfirmLocked(const ForkKey& key, Fork& fork)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The fork at `key`, if registered.
+  Fork* FindForkLocked(const ForkKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Applies one chunk's listing; true if it completed its round.
   bool ApplyListingLocked(uint64_t holder, const LeaseListing& listing)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -280,7 +295,13 @@ class OwnerTable {
   absl::flat_hash_map<GlobalId, std::vector<WaitId>> parked_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Holder> holders_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, int64_t> forks_per_holder_ ABSL_GUARDED_BY(mu_);
+  // Every registered fork by its holder (a holder with none has no entry):
+  // what a round, a drop or an expired lease of one holder walks.
+  absl::flat_hash_map<uint64_t, absl::flat_hash_set<ForkKey>> by_holder_
+      ABSL_GUARDED_BY(mu_);
+  // Registered forks not confirmed yet: what a sweep checks for expiry
+  // besides the holders whose lease ran out.
+  absl::flat_hash_set<ForkKey> unconfirmed_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GlobalId, absl::Time> tombstones_ ABSL_GUARDED_BY(mu_);
   // Deletes of forks not registered, in arrival (so expiry) order.
   absl::flat_hash_set<ForkKey> early_deletes_ ABSL_GUARDED_BY(mu_);
@@ -288,6 +309,7 @@ class OwnerTable {
       ABSL_GUARDED_BY(mu_);
   // Abandons so far (all holders): orders an abandon against listings.
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t forks_walked_ ABSL_GUARDED_BY(mu_) = 0;  // OwnerStats.
   WaitId next_wait_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

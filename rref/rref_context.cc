@@ -66,12 +66,13 @@ std::shared_ptr<RRefContext> RRefContext::ForWorker(RpcAgent* agent,
   h.caller = &agent->caller();
   h.registry = &agent->registry();
   h.authenticator = &agent->authenticator();
+  h.limits = agent->limits();
   h.default_timeout = agent->default_timeout();
   h.log = [agent](absl::string_view e, absl::string_view d) {
     agent->ReportEvent(e, d);
   };
   std::shared_ptr<RRefContext> context = ForOwner(std::move(h), options);
-  agent->AddService(context->service());
+  agent->AddService(context->bounded_service());
   agent->AddExtension(context.get());
   agent->SetCodecs(context.get());
   agent->SetRemoteHandler(context.get());
@@ -124,6 +125,7 @@ std::shared_ptr<RRefContext> RRefContext::ForUser(Host host,
 }
 
 grpc::Service* RRefContext::service() { return service_.get(); }
+BoundedServiceBase* RRefContext::bounded_service() { return service_.get(); }
 
 void RRefContext::Attach() {
   std::weak_ptr<RRefContext> weak = weak_from_this();
@@ -675,6 +677,7 @@ void RRefContext::FillStatus(proto::WorkerStatus* status) const {
   status->set_pending_forks(s.unconfirmed);
   status->set_pending_deletes(pending_messages());
   status->set_parked_requests(s.parked);
+  status->set_rref_forks_walked(s.forks_walked);
 }
 
 }  // namespace ferry

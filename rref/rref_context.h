@@ -38,6 +38,8 @@
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
 #include "rpc/authenticator.h"
+#include "rpc/base/limits.h"
+#include "rpc/bounded_service.h"
 #include "rpc/client.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
@@ -132,6 +134,8 @@ class RRefContext final : public RRefCore,
     // Owners only, optional: who each request is (its credential), so the
     // service can hold it to the rules of rref_service.h.
     const Authenticator* authenticator = nullptr;
+    // Owners: what one request may make the service build (--max_items …).
+    Limits limits;
   };
   RRefContext(Host host, RRefOptions options);
 
@@ -143,6 +147,7 @@ class RRefContext final : public RRefCore,
   static std::shared_ptr<RRefContext> ForUser(Host host, RRefOptions options);
   // The RRefs gRPC service of an owner's context; null on a user's.
   grpc::Service* service();
+  BoundedServiceBase* bounded_service();
 
   GlobalId NewId() { return GlobalId{host_.node, ++counter_}; }
   Clock* clock() const { return host_.timers->clock(); }

@@ -66,7 +66,17 @@ std::pair<GlobalId, GlobalId> PairOf(const proto::RRefHandle& h) {
 
 }  // namespace
 
-RRefService::RRefService(RRefContext* context) : context_(context) {}
+RRefService::RRefService(RRefContext* context)
+    : BoundedService(ServiceOf<proto::ForkRequest>("RRefs"),
+                     context->host().limits, context->host().name),
+      context_(context) {
+  Bound(&RRefService::AddFork, "AddFork");
+  Bound(&RRefService::ConfirmFork, "ConfirmFork");
+  Bound(&RRefService::DeleteFork, "DeleteFork");
+  Bound(&RRefService::Fetch, "Fetch");
+  Bound(&RRefService::RenewLease, "RenewLease");
+  Bound(&RRefService::ListOwned, "ListOwned");
+}
 
 absl::StatusOr<std::optional<uint64_t>> RRefService::Caller(
     const grpc::CallbackServerContext& context) const {

@@ -33,12 +33,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/rref.grpc.pb.h"
+#include "rpc/bounded_service.h"
 
 namespace ferry {
 
 class RRefContext;
 
-class RRefService final : public proto::RRefs::CallbackService {
+// Every request is parsed through BoundedParse within the host's limits.
+class RRefService final : public BoundedService<proto::RRefs::CallbackService> {
  public:
   explicit RRefService(RRefContext* context);
 

@@ -224,17 +224,15 @@ TEST(ReadmeTest, CppExampleIsTheFileAndRuns) {
             "\"data\":[0,1,2,3,4]}\n");
 }
 
-TEST(ReadmeTest, CheatSheetRuns) {
-  std::vector<Block> sheet = BlocksOf("cheatsheet");
-  ASSERT_EQ(sheet.size(), 1u);
-  Sandbox box;
-  // `up` picks its port; the commands after it find the job there.
+// Replaces the sandbox's ferryctl with a script: `up` picks its port and
+// keeps the job in the sandbox, and the commands after it find the job.
+void UseJobOfUp(const Sandbox& box) {
   const std::string master_file = box.dir() + "/master";
   unlink((box.Bin() + "/ferryctl").c_str());  // The symlink: a script instead.
   constexpr char kWrapper[] = R"sh(#!/usr/bin/env bash
 real='REAL'
 if [ "$1" = up ]; then
-  out=$("$real" "$@" --port=0 --dir='DIR/job')
+  out=$("$real" up --port=0 --dir='DIR/job' "${@:2}")
   echo "$out"
   printf '%s' "$out" | sed -n 's/.*"master":"\([^"]*\)".*/\1/p' > 'MASTER'
   exit
@@ -247,6 +245,13 @@ exec "$real" "$@"
                                            {"DIR", box.dir()},
                                            {"MASTER", master_file}}),
             true);
+}
+
+TEST(ReadmeTest, CheatSheetRuns) {
+  std::vector<Block> sheet = BlocksOf("cheatsheet");
+  ASSERT_EQ(sheet.size(), 1u);
+  Sandbox box;
+  UseJobOfUp(box);
   ASSERT_OK_AND_ASSIGN(
       ProcessResult r,
       RunProcess(box.Bash(sheet[0].code), box.Options(), absl::Minutes(3)));
@@ -260,6 +265,24 @@ exec "$real" "$@"
   EXPECT_THAT(r.out, HasSubstr("demo: all 8 scenarios reproduced"));
   EXPECT_THAT(r.out, HasSubstr("\"stopped\""));              // down
   EXPECT_THAT(r.out, ::testing::EndsWith("\"worker1\"\n"));  // --local
+}
+
+TEST(ReadmeTest, ObserveBlockRuns) {
+  std::vector<Block> block = BlocksOf("observe");
+  ASSERT_EQ(block.size(), 1u);
+  Sandbox box;
+  UseJobOfUp(box);
+  ASSERT_OK_AND_ASSIGN(ProcessResult r,
+                       RunProcess(box.Bash(absl::StrCat("cd '", box.dir(),
+                                                        "'; ", block[0].code)),
+                                  box.Options(), absl::Minutes(3)));
+  EXPECT_EQ(r.exit_code, 0) << r.Describe();
+  EXPECT_THAT(r.out, HasSubstr("\"metrics_address\":\"127.0.0.1:"));  // status
+  EXPECT_THAT(r.out, HasSubstr("\"dumps/worker2.json\""));            // dump
+  EXPECT_THAT(r.out, HasSubstr("3 dumps: worker0 worker1 worker2"));  // analyze
+  EXPECT_THAT(r.out, HasSubstr("\"function\":\"ferry.stacks\""));     // stacks
+  EXPECT_THAT(r.out, HasSubstr("\"result\":3"));                      // --trace
+  EXPECT_THAT(r.out, HasSubstr("\"stopped\""));                       // down
 }
 
 // The master of a job `ferryctl up` started, from its output.

@@ -21,9 +21,15 @@ std::vector<std::pair<std::string, int64_t>> Limits::AsFlags() const {
       {"max_collective_timeout_ms", max_collective_timeout_ms},
       {"max_held_calls", max_held_calls},
       {"max_clients", max_clients},
+      {"max_clients_per_peer", max_clients_per_peer},
       {"max_barriers", max_barriers},
       {"max_concurrent_streams", max_concurrent_streams},
       {"grpc_memory_mb", grpc_memory_bytes / kMiB},
+      {"max_stream_mb_per_peer", max_stream_bytes_per_peer / kMiB},
+      {"stream_ttl_ms", stream_ttl_ms},
+      {"max_open_streams", max_open_streams},
+      {"max_prejoin_calls", max_prejoin_calls},
+      {"prejoin_wait_ms", prejoin_wait_ms},
   };
 }
 

@@ -68,12 +68,32 @@ struct Limits {
   int64_t max_held_calls = 4096;
   int64_t max_clients = 4096;
   int64_t max_barriers = 1024;
+  // Live clients registered over one connection (--max_clients_per_peer):
+  // one token holder cannot take every client slot from one connection.
+  int64_t max_clients_per_peer = 16;
 
   // ---- gRPC server ----
   // Concurrent streams per connection (--max_concurrent_streams) and the
   // memory gRPC may use for buffers (--grpc_memory_mb).
   int64_t max_concurrent_streams = 1024;
   int64_t grpc_memory_bytes = 2048 * kMiB;
+
+  // ---- What a peer may hold open ----
+  // Bytes of streamed requests (rpc/call_stream_service.h) one peer may
+  // have arriving, or held by the values decoded from them, here at once
+  // (--max_stream_mb_per_peer); all peers together share --grpc_memory_mb.
+  int64_t max_stream_bytes_per_peer = 1100 * kMiB;
+  // How long a streamed request may take to arrive whole, counted from
+  // its stream's start (--stream_ttl_ms).
+  int64_t stream_ttl_ms = 60000;
+  // Streams (CallStream, Collectives/Exchange) open here at once, across
+  // all connections (--max_open_streams).
+  int64_t max_open_streams = 4096;
+  // Calls that may wait at once for this worker to join the job (parked
+  // until it formed, or waiting for the job's credentials)
+  // (--max_prejoin_calls), and how long each may wait (--prejoin_wait_ms).
+  int64_t max_prejoin_calls = 256;
+  int64_t prejoin_wait_ms = 5000;
 
   // (flag name without "--", value in the flag's unit), for status.
   std::vector<std::pair<std::string, int64_t>> AsFlags() const;

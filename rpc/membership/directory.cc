@@ -16,7 +16,7 @@ WorkerInfo WorkerInfoFromProto(const proto::WorkerInfo& p) {
   w.local_address = p.local_address();
   w.host = p.host();
   w.pid = p.pid();
-  w.credential_digest = p.credential_digest();
+  w.public_key = p.public_key();
   w.generation = p.generation();
   return w;
 }
@@ -29,7 +29,7 @@ proto::WorkerInfo WorkerInfoToProto(const WorkerInfo& w) {
   p.set_local_address(w.local_address);
   p.set_host(w.host);
   p.set_pid(w.pid);
-  p.set_credential_digest(w.credential_digest);
+  p.set_public_key(w.public_key);
   p.set_generation(w.generation);
   return p;
 }

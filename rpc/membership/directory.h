@@ -26,8 +26,10 @@ struct WorkerInfo {
   std::string local_address;  // unix-abstract:… for same-host peers, or "".
   std::string host;
   int64_t pid = 0;
-  // SHA-256 (hex) of its credential: what calls from it must present.
-  std::string credential_digest;
+  // Its incarnation's X25519 public key (rpc/node_key.h): calls from it
+  // present credentials checked with it, calls to it credentials made
+  // for it.
+  std::string public_key;
   // How many incarnations held this rank before this one (0: the first);
   // the same on every node (the membership backend numbers them).
   uint64_t generation = 0;

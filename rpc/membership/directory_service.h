@@ -7,32 +7,42 @@
 // A client registered here is told `read_only`: it does not poll (no
 // membership is kept for it). Its node id comes from a range of this
 // worker's own, (rank + 1) << 32 onwards, so it never equals an id the
-// master or another worker hands out; its credential is MAC'd with the
-// job's client key like the master's (rpc/authenticator.h), so every
-// worker knows it at once.
+// master or another worker hands out. Its answer carries, for each worker,
+// what this worker vouches for it there (rpc/node_key.h: its id and public
+// key, under the pair secret of this worker and that one), so every worker
+// knows it at once; no worker can vouch for ids outside its own range.
 #ifndef FERRY_RPC_MEMBERSHIP_DIRECTORY_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_DIRECTORY_SERVICE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/base/limits.h"
+#include "rpc/bounded_service.h"
 #include "rpc/membership/directory.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 
-class DirectoryService final : public proto::Rendezvous::CallbackService {
+// Every request (Join, Poll and Barrier too, answered UNIMPLEMENTED) is
+// parsed through BoundedParse within `limits`.
+class DirectoryService final
+    : public BoundedService<proto::Rendezvous::CallbackService> {
  public:
-  // Serves for the worker of rank `rank` (>= 1).
-  explicit DirectoryService(int rank);
+  // Serves for the worker of rank `rank` (>= 0), holding `key`.
+  DirectoryService(int rank, std::shared_ptr<const NodeKey> key,
+                   const Limits& limits = DefaultLimits());
 
-  // The job's directory and client key, once this worker joined. Before
-  // that RegisterClient is UNAVAILABLE (the caller retries).
-  void SetDirectory(Directory directory, std::string client_key)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The job's directory, once this worker joined. Before that
+  // RegisterClient is UNAVAILABLE (the caller retries).
+  void SetDirectory(Directory directory) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* RegisterClient(
       grpc::CallbackServerContext* context,
@@ -41,11 +51,22 @@ class DirectoryService final : public proto::Rendezvous::CallbackService {
       ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The pair secret with `worker` (cached per incarnation: an ECDH).
+  std::string SecretWith(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);
+  // The answer for a new client holding `public_key`; UNAVAILABLE before
+  // the job formed.
+  grpc::Status Register(const std::string& public_key,
+                        proto::RegisterClientResponse* response)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   const int rank_;
+  const std::shared_ptr<const NodeKey> key_;
   absl::Mutex mu_;
   std::optional<Directory> directory_ ABSL_GUARDED_BY(mu_);
-  std::string client_key_ ABSL_GUARDED_BY(mu_);
   uint64_t next_client_ ABSL_GUARDED_BY(mu_) = 1;
+  // By rank: the key a secret was made with, and the secret.
+  absl::flat_hash_map<int, std::pair<std::string, std::string>> secrets_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -33,17 +33,19 @@ absl::StatusOr<Directory> EmbeddedBackend::Join(const JoinSpec& spec,
   absl::MutexLock lock(&mu_);
   node_ = WorkerNode(spec.self.rank);
   incarnation_ = spec.incarnation;
-  identity_ = {job->credential, job->client_key};
   gone_ = std::move(job->gone);
   events_end_ = job->events_end;
+  clients_ = std::move(job->clients);
+  clients_end_ = job->clients_end;
   return Directory(std::move(job->workers));
 }
 
 absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
-    const std::string& description, absl::Duration timeout) {
+    const std::string& description, const std::string& public_key,
+    absl::Duration timeout) {
   absl::StatusOr<proto::RegisterClientResponse> registered =
       ferry::RegisterClient(options_.master, options_.master_address,
-                            description, timeout, *options_.timers);
+                            description, public_key, timeout, *options_.timers);
   if (!registered.ok()) return registered.status();
   std::vector<WorkerInfo> workers;
   for (const auto& w : registered->workers())
@@ -52,25 +54,20 @@ absl::StatusOr<ClientRegistration> EmbeddedBackend::RegisterClient(
   node_ = registered->node();
   // The master chose it (random): polls and barriers are bound to it.
   incarnation_ = registered->incarnation();
-  identity_ = {registered->credential(), ""};
   gone_ = GoneNodes(registered->gone());
   events_end_ = registered->events_end();
   return ClientRegistration{registered->node(), Directory(std::move(workers)),
-                            registered->read_only()};
-}
-
-NodeIdentity EmbeddedBackend::identity() const {
-  absl::MutexLock lock(&mu_);
-  return identity_;
+                            registered->read_only(), VouchersOf(*registered)};
 }
 
 void EmbeddedBackend::Follow(Membership* membership,
                              FollowCallbacks callbacks) {
   auto client = MembershipClient::Create(options_.master, membership,
                                          options_.timers, options_.membership);
-  uint64_t node, incarnation;
+  uint64_t node, incarnation, clients_end;
   int64_t since;
   std::vector<std::pair<uint64_t, absl::Status>> gone;
+  std::vector<std::pair<uint64_t, std::string>> clients;
   {
     absl::MutexLock lock(&mu_);
     client_ = client;
@@ -78,12 +75,21 @@ void EmbeddedBackend::Follow(Membership* membership,
     incarnation = incarnation_;
     since = events_end_;
     gone = std::move(gone_);
+    clients = std::move(clients_);
+    clients_end = clients_end_;
   }
   // Their events came before `since`: the polls will not bring them.
   for (const auto& [who, why] : gone) membership->MarkDown(who, why);
+  if (callbacks.on_client) {
+    for (const auto& [who, key] : clients) callbacks.on_client(who, key);
+  }
+  if (callbacks.on_clients_end && clients_end != 0) {
+    callbacks.on_clients_end(clients_end);
+  }
   client->Start(
       node, incarnation, since,
-      {std::move(callbacks.on_fenced), std::move(callbacks.on_rejoined)});
+      {std::move(callbacks.on_fenced), std::move(callbacks.on_rejoined),
+       std::move(callbacks.on_client)});
 }
 
 std::shared_ptr<MembershipClient> EmbeddedBackend::client() const {

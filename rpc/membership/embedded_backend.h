@@ -41,10 +41,11 @@ class EmbeddedBackend final : public MembershipBackend {
                                  absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ClientRegistration> RegisterClient(
-      const std::string& description, absl::Duration timeout) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+      const std::string& description, const std::string& public_key,
+      absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   // First publishes the workers the Join or registration answer said were
-  // gone (a replacement's, or a late client's view of the job).
+  // gone (a replacement's, or a late client's view of the job), and the
+  // clients the Join answer listed.
   void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Barrier(const std::string& name, absl::Duration timeout) override
@@ -52,7 +53,6 @@ class EmbeddedBackend final : public MembershipBackend {
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  NodeIdentity identity() const override ABSL_LOCKS_EXCLUDED(mu_);
   bool rank0_is_master() const override { return true; }
   bool rank_is_assignable() const override { return false; }
   std::string description() const override;
@@ -64,10 +64,11 @@ class EmbeddedBackend final : public MembershipBackend {
   mutable absl::Mutex mu_;
   uint64_t node_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;
-  NodeIdentity identity_ ABSL_GUARDED_BY(mu_);
   // From the Join or registration answer, for Follow.
   std::vector<std::pair<uint64_t, absl::Status>> gone_ ABSL_GUARDED_BY(mu_);
   int64_t events_end_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::pair<uint64_t, std::string>> clients_ ABSL_GUARDED_BY(mu_);
+  uint64_t clients_end_ ABSL_GUARDED_BY(mu_) = 0;
   // Set by Follow.
   std::shared_ptr<MembershipClient> client_ ABSL_GUARDED_BY(mu_);
 };

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rpc/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
+#include "rpc/bounded_parse.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/value/value.h"
 
@@ -51,8 +51,7 @@ EtcdBackend::EtcdBackend(EtcdBackendOptions options,
                          std::unique_ptr<EtcdClient> etcd)
     : options_(std::move(options)),
       keys_(options_.job),
-      etcd_(std::move(etcd)),
-      credential_(NewCredential()) {}
+      etcd_(std::move(etcd)) {}
 
 EtcdBackend::~EtcdBackend() { Stop(); }
 
@@ -209,7 +208,6 @@ proto::RankRecord EtcdBackend::RecordFor(const JoinSpec& spec, int rank,
   if (spec.self.rank < 0) {
     record.mutable_worker()->set_name(absl::StrCat("worker", rank));
   }
-  record.mutable_worker()->set_credential_digest(CredentialDigest(credential_));
   auto last = snapshot.history.find(rank);
   record.mutable_worker()->set_generation(
       last == snapshot.history.end() ? 0
@@ -330,8 +328,6 @@ absl::Status EtcdBackend::Publish(const JoinSpec& spec, absl::Time deadline) {
   const uint64_t generation = record.worker().generation();
   *record.mutable_worker() = WorkerInfoToProto(spec.self);
   record.mutable_worker()->set_generation(generation);
-  // What its calls present (spec.self has no digest: RecordFor adds it).
-  record.mutable_worker()->set_credential_digest(CredentialDigest(credential_));
   record.set_incarnation(spec.incarnation);
   const std::string key = keys_.rank(rank);
   const std::string value = Serialize(record);
@@ -410,7 +406,7 @@ void EtcdBackend::Remember(const JobSnapshot& snapshot) {
     holders_[rank] = HolderOf(record);
   }
   for (uint64_t node : snapshot.clients) clients_[node] = false;
-  client_digests_ = snapshot.client_digests;
+  client_keys_ = snapshot.client_keys;
   if (world_size_ == 0) world_size_ = AgreedWorldSize(snapshot).value_or(0);
 }
 
@@ -470,10 +466,16 @@ void EtcdBackend::RememberGone(const JobSnapshot& snapshot, int world_size) {
 }
 
 absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
-    const std::string& description, absl::Duration timeout) {
+    const std::string& description, const std::string& public_key,
+    absl::Duration timeout) {
   const absl::Time deadline = Now() + timeout;
   FERRY_RETURN_IF_ERROR(StartLease(deadline));
-  absl::StatusOr<uint64_t> node = PublishClient(description, deadline);
+  {
+    absl::MutexLock lock(&mu_);
+    self_key_ = public_key;
+  }
+  absl::StatusOr<uint64_t> node =
+      PublishClient(description, public_key, deadline);
   absl::StatusOr<JobSnapshot> formed =
       node.ok() ? WaitFormed(0, deadline, timeout) : node.status();
   if (!formed.ok()) {
@@ -491,7 +493,8 @@ absl::StatusOr<ClientRegistration> EtcdBackend::RegisterClient(
 }
 
 absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
-    const std::string& description, absl::Time deadline) {
+    const std::string& description, const std::string& public_key,
+    absl::Time deadline) {
   // The store's revision is unique and grows: a client id is never reused
   // (a lost answer only skips one).
   FERRY_ASSIGN_OR_RETURN(
@@ -501,7 +504,7 @@ absl::StatusOr<uint64_t> EtcdBackend::PublishClient(
   const uint64_t node = kEtcdClientBase + static_cast<uint64_t>(seq);
   proto::ClientRecord record;
   record.set_description(description);
-  record.set_credential_digest(CredentialDigest(credential_));
+  record.set_public_key(public_key);
   const std::string key = keys_.client(node);
   const std::string value = Serialize(record);
   const int64_t lease = lease_id();
@@ -528,7 +531,7 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
     callbacks_ = callbacks;
     from = revision_ + 1;
     gone = std::move(gone_);
-    clients.swap(client_digests_);
+    clients.swap(client_keys_);
   }
   // Dead before this node joined: the watch will not say so.
   for (const auto& [node, why] : gone) membership->MarkDown(node, why);
@@ -539,10 +542,8 @@ void EtcdBackend::Follow(Membership* membership, FollowCallbacks callbacks) {
   }
   // Clients registered before the snapshot Join read; later ones come with
   // the watch, which starts after it.
-  if (callbacks.on_credential) {
-    for (const auto& [node, digest] : clients) {
-      callbacks.on_credential(node, digest);
-    }
+  if (callbacks.on_client) {
+    for (const auto& [node, key] : clients) callbacks.on_client(node, key);
   }
   std::unique_ptr<EtcdWatch> watch = etcd_->WatchPrefix(
       keys_.prefix(), from,
@@ -607,15 +608,15 @@ void EtcdBackend::Apply(const EtcdEvent& e, std::vector<Change>* changes) {
   if (key.kind != EtcdJobKeys::Parsed::Kind::kClient) return;
   if (put) {
     proto::ClientRecord record;
-    const bool parsed = record.ParseFromString(e.kv.value);
+    const bool parsed =
+        BoundedParse(e.kv.value, DefaultLimits(), "", &record).ok();
     const bool known = clients_.count(key.node) > 0;
     clients_[key.node] = parsed && record.leaving();
     // A client node is registered once (its id is a store revision): only
-    // the first record's digest names it.
+    // the first record's key names it.
     if (!known && key.node != self_node_ && parsed &&
-        !record.credential_digest().empty()) {
-      changes->push_back(
-          {.node = key.node, .digest = record.credential_digest()});
+        !record.public_key().empty()) {
+      changes->push_back({.node = key.node, .public_key = record.public_key()});
     }
     return;
   }
@@ -637,13 +638,13 @@ void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
   std::optional<absl::Status> fence;
   Membership* membership;
   RejoinedCallback on_rejoined;
-  CredentialCallback on_credential;
+  ClientCallback on_client;
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return;
     membership = membership_;
     on_rejoined = callbacks_.on_rejoined;
-    on_credential = callbacks_.on_credential;
+    on_client = callbacks_.on_client;
     const std::string own =
         self_rank_ >= 0 ? keys_.rank(self_rank_) : keys_.client(self_node_);
     for (const EtcdEvent& e : events) {
@@ -658,7 +659,7 @@ void EtcdBackend::OnEvents(std::vector<EtcdEvent> events) {
   // RRefs, update the directory). A replacement's entry is in the
   // directory before its rank counts as alive again.
   for (Change& c : changes) {
-    if (!c.digest.empty() && on_credential) on_credential(c.node, c.digest);
+    if (!c.public_key.empty() && on_client) on_client(c.node, c.public_key);
     if (c.gone.has_value()) membership->MarkDown(c.node, *c.gone);
     if (c.rejoined.has_value()) {
       if (on_rejoined) on_rejoined(*c.rejoined, c.incarnation);
@@ -785,7 +786,7 @@ absl::Status EtcdBackend::Leave(absl::Duration timeout) {
     } else {
       proto::ClientRecord record;
       record.set_leaving(true);
-      record.set_credential_digest(CredentialDigest(credential_));
+      record.set_public_key(self_key_);
       key = keys_.client(self_node_);
       value = Serialize(record);
     }

@@ -18,10 +18,10 @@
 //   client key deleted is that node's death (or departure, if its record
 //   said it was leaving).
 // - Clients read the ranks the same way and register under their own lease.
-// - Identities: each node makes its own random credential and publishes
-//   its digest in its record (RankRecord.worker, ClientRecord); the
+// - Identities: each node publishes the public key of its key pair
+//   (rpc/node_key.h) in its record (RankRecord.worker, ClientRecord); the
 //   directory carries the workers', Follow reports the clients' (the first
-//   digest seen for a client node; a later different one is ignored, so a
+//   key seen for a client node; a later different one is ignored, so a
 //   rewritten record cannot take over a client's identity).
 #ifndef FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
 #define FERRY_RPC_MEMBERSHIP_ETCD_BACKEND_H_
@@ -69,8 +69,8 @@ class EtcdBackend final : public MembershipBackend {
                                   absl::Duration timeout) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<ClientRegistration> RegisterClient(
-      const std::string& description, absl::Duration timeout) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+      const std::string& description, const std::string& public_key,
+      absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Follow(Membership* membership, FollowCallbacks callbacks) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Barrier(const std::string& name, absl::Duration timeout) override
@@ -78,9 +78,6 @@ class EtcdBackend final : public MembershipBackend {
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The credential this node made for itself (no client key: on etcd,
-  // client credentials are digests in the clients' records too).
-  NodeIdentity identity() const override { return {credential_, ""}; }
   bool rank0_is_master() const override { return false; }
   bool rank_is_assignable() const override { return true; }
   std::string description() const override;
@@ -141,8 +138,10 @@ class EtcdBackend final : public MembershipBackend {
   // The ranks nobody serves in a formed job, as gone (for Follow).
   void RememberGone(const JobSnapshot& snapshot, int world_size)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Numbers this client and publishes its key under the lease.
+  // Numbers this client and publishes its record (its public key) under
+  // the lease.
   absl::StatusOr<uint64_t> PublishClient(const std::string& description,
+                                         const std::string& public_key,
                                          absl::Time deadline);
   absl::Status RankTaken(int rank, absl::Time deadline) const;
   // Until every rank of the job is held; world_size 0: learnt from the
@@ -157,7 +156,7 @@ class EtcdBackend final : public MembershipBackend {
     std::optional<absl::Status> gone;    // It died or left, and why.
     std::optional<WorkerInfo> rejoined;  // A new incarnation holds it.
     uint64_t incarnation = 0;
-    std::string digest;  // A client's credential digest, to admit.
+    std::string public_key;  // A client's key, to admit.
   };
   void OnEvents(std::vector<EtcdEvent> events) ABSL_LOCKS_EXCLUDED(mu_);
   void Apply(const EtcdEvent& e, std::vector<Change>* changes)
@@ -172,8 +171,6 @@ class EtcdBackend final : public MembershipBackend {
   const EtcdBackendOptions options_;
   const EtcdJobKeys keys_;
   const std::unique_ptr<EtcdClient> etcd_;
-  // This node's (a secret); its digest goes into its record.
-  const std::string credential_;
 
   mutable absl::Mutex mu_;
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
@@ -191,8 +188,10 @@ class EtcdBackend final : public MembershipBackend {
   int64_t revision_ ABSL_GUARDED_BY(mu_) = 0;  // Of the last snapshot.
   std::map<int, Holder> holders_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, bool> clients_ ABSL_GUARDED_BY(mu_);  // → leaving.
-  // Clients' digests read at Join, reported when Follow starts.
-  std::map<uint64_t, std::string> client_digests_ ABSL_GUARDED_BY(mu_);
+  // Clients' keys read at Join, reported when Follow starts.
+  std::map<uint64_t, std::string> client_keys_ ABSL_GUARDED_BY(mu_);
+  // This client's public key (its record says it again when it leaves).
+  std::string self_key_ ABSL_GUARDED_BY(mu_);
   Membership* membership_ ABSL_GUARDED_BY(mu_) = nullptr;
   FollowCallbacks callbacks_ ABSL_GUARDED_BY(mu_);
   // Set once the lease was lost before Follow gave a callback.

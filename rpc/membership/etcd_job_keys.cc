@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "rpc/base/limits.h"
+#include "rpc/bounded_parse.h"
 
 namespace ferry {
 
@@ -87,7 +89,9 @@ EtcdJobKeys::Parsed EtcdJobKeys::Parse(absl::string_view key) const {
 std::optional<proto::RankRecord> ParseRankRecord(const EtcdKeyValue& kv,
                                                  int rank) {
   proto::RankRecord record;
-  if (!record.ParseFromString(kv.value)) return std::nullopt;
+  if (!BoundedParse(kv.value, DefaultLimits(), "", &record).ok()) {
+    return std::nullopt;
+  }
   if (record.worker().rank() != rank || record.world_size() < 1 ||
       record.world_size() > kMaxEtcdWorldSize || rank >= record.world_size() ||
       record.worker().generation() > kMaxEtcdGeneration) {
@@ -126,9 +130,9 @@ JobSnapshot ReadSnapshot(const EtcdJobKeys& keys, const EtcdRange& range) {
       case EtcdJobKeys::Parsed::Kind::kClient: {
         snapshot.clients.insert(p.node);
         proto::ClientRecord record;
-        if (record.ParseFromString(kv.value) &&
-            !record.credential_digest().empty()) {
-          snapshot.client_digests[p.node] = record.credential_digest();
+        if (BoundedParse(kv.value, DefaultLimits(), "", &record).ok() &&
+            !record.public_key().empty()) {
+          snapshot.client_keys[p.node] = record.public_key();
         }
         break;
       }

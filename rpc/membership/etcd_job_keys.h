@@ -82,8 +82,8 @@ struct JobSnapshot {
   std::map<int, proto::RankRecord> history;
   std::map<int, int64_t> history_revisions;
   std::set<uint64_t> clients;
-  // Their credential digests, where their records carry one.
-  std::map<uint64_t, std::string> client_digests;
+  // Their public keys, where their records carry one.
+  std::map<uint64_t, std::string> client_keys;
   std::map<std::string, std::set<int>> barriers;
   std::vector<std::string> problems;  // Malformed records, for messages.
 };

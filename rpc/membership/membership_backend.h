@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -24,27 +25,19 @@
 #include "absl/time/time.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 
 // A worker joining: who it is, what it expects of the job.
 struct JoinSpec {
-  // name, address, local_address, host, pid; rank: the rank wanted, or -1
+  // name, address, local_address, host, pid, public_key (its key pair's,
+  // rpc/node_key.h: published for peers); rank: the rank wanted, or -1
   // for the first free one (only backends with rank_is_assignable()).
   WorkerInfo self;
   int world_size = 1;
   // Distinguishes this process from earlier holders of the same rank.
   uint64_t incarnation = 0;
-};
-
-// Who this node is, once it joined or registered: the credential its calls
-// carry (a secret) and, from the embedded master, the key that checks
-// clients' credentials (workers only). The embedded master issues the
-// credential; on etcd each node makes its own and publishes its digest in
-// its record, so peers learn it from their watch.
-struct NodeIdentity {
-  std::string credential;
-  std::string client_key;
 };
 
 // A client registered: its node id and the job's workers.
@@ -54,6 +47,10 @@ struct ClientRegistration {
   // No membership is kept for this client (it learns of deaths only by
   // failed calls): Follow() must not be called.
   bool read_only = false;
+  // What the node that registered it vouches for it to each worker, until
+  // that worker heard of it (the embedded master, a worker for its
+  // read-only clients; none on etcd, whose workers read client records).
+  std::vector<Voucher> vouchers;
 };
 
 class MembershipBackend {
@@ -66,16 +63,22 @@ class MembershipBackend {
   // revived in the Membership right after.
   using RejoinedCallback =
       std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
-  // Called when the credential digest of a node that registered after the
-  // Join (a client) becomes known, on backends where nodes make their own
-  // credentials (etcd): calls presenting it are that node's. Workers'
-  // digests come in the directory and in `on_rejoined`'s entry.
-  using CredentialCallback =
-      std::function<void(uint64_t node, const std::string& digest)>;
+  // Called with the public key of a client (rpc/node_key.h): one live
+  // when this node joined, or one that registered since (the embedded
+  // master's announcements, etcd's client records; a client's first key
+  // only). Calls whose credential it checks are that client's. Workers'
+  // keys come in the directory and in `on_rejoined`'s entry.
+  using ClientCallback =
+      std::function<void(uint64_t node, const std::string& public_key)>;
+  // Called (the embedded master) with one past the last client id the
+  // master had issued when this node joined: the clients below it not
+  // given to on_client left.
+  using ClientsEndCallback = std::function<void(uint64_t end)>;
   struct FollowCallbacks {
     FencedCallback on_fenced;
-    RejoinedCallback on_rejoined;      // May be empty.
-    CredentialCallback on_credential;  // May be empty.
+    RejoinedCallback on_rejoined;       // May be empty.
+    ClientCallback on_client;           // May be empty.
+    ClientsEndCallback on_clients_end;  // May be empty.
   };
 
   virtual ~MembershipBackend() = default;
@@ -105,15 +108,18 @@ class MembershipBackend {
         absl::StrCat(description(), " cannot pick a rank: set --rank"));
   }
 
-  // Registers a client (no rank) once the job is formed, within `timeout`.
+  // Registers a client (no rank) holding `public_key` (its key pair's)
+  // once the job is formed, within `timeout`.
   virtual absl::StatusOr<ClientRegistration> RegisterClient(
-      const std::string& description, absl::Duration timeout) = 0;
+      const std::string& description, const std::string& public_key,
+      absl::Duration timeout) = 0;
 
   // After Join or RegisterClient: keeps this node alive and publishes every
   // other node's death or departure to `membership` (once each; first the
-  // workers already gone when this node joined), and replacements' arrival
-  // (on_rejoined, then Membership::Revive), until Stop(). Callbacks run on
-  // a backend thread, never under its locks.
+  // workers already gone when this node joined), replacements' arrival
+  // (on_rejoined, then Membership::Revive) and clients' keys (first those
+  // live when it joined), until Stop(). Callbacks run on a backend thread,
+  // never under its locks.
   virtual void Follow(Membership* membership, FollowCallbacks callbacks) = 0;
 
   // Waits until every live worker reached barrier `name`.
@@ -127,9 +133,6 @@ class MembershipBackend {
   // Stops keeping this node alive and following; bounded; idempotent.
   // After it returns no callback runs.
   virtual void Stop() = 0;
-
-  // This node's identity, once Join or RegisterClient succeeded.
-  virtual NodeIdentity identity() const = 0;
 
   // Whether rank 0 hosts the membership itself, so that its death ends the
   // job for everyone (the embedded master).

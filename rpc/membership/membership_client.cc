@@ -34,8 +34,12 @@ absl::StatusOr<Response> RetryWhileUnavailable(Timers& timers,
   const absl::Time deadline = clock.Now() + timeout;
   absl::Status last;
   while (true) {
+    // No attempt without time left (its call would end at once, with a
+    // bare DEADLINE_EXCEEDED that names nobody).
+    const absl::Duration left = deadline - clock.Now();
+    if (left <= absl::ZeroDuration()) break;
     Response response;
-    absl::Status s = attempt(deadline - clock.Now(), &response);
+    absl::Status s = attempt(left, &response);
     if (s.ok()) return response;
     if (s.code() != absl::StatusCode::kUnavailable) return s;
     last = s;
@@ -68,10 +72,12 @@ absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
   JoinedJob job;
   for (const auto& w : response->workers())
     job.workers.push_back(WorkerInfoFromProto(w));
-  job.credential = response->credential();
-  job.client_key = response->client_key();
   job.gone = GoneNodes(response->gone());
   job.events_end = response->events_end();
+  for (const proto::ClientKey& c : response->clients()) {
+    job.clients.emplace_back(c.node(), c.public_key());
+  }
+  job.clients_end = response->clients_end();
   return job;
 }
 
@@ -79,7 +85,10 @@ std::vector<std::pair<uint64_t, absl::Status>> GoneNodes(
     const google::protobuf::RepeatedPtrField<proto::NodeEvent>& events) {
   std::vector<std::pair<uint64_t, absl::Status>> gone;
   for (const proto::NodeEvent& e : events) {
-    if (e.kind() == proto::NodeEvent::REJOINED) continue;
+    if (e.kind() == proto::NodeEvent::REJOINED ||
+        e.kind() == proto::NodeEvent::REGISTERED) {
+      continue;
+    }
     gone.emplace_back(e.node(), MembershipClient::EventStatus(e));
   }
   return gone;
@@ -88,7 +97,7 @@ std::vector<std::pair<uint64_t, absl::Status>> GoneNodes(
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const std::string& description,
-    absl::Duration timeout, Timers& timers) {
+    const std::string& public_key, absl::Duration timeout, Timers& timers) {
   auto stub = proto::Rendezvous::NewStub(master);
   return RetryWhileUnavailable<proto::RegisterClientResponse>(
       timers, master_address, timeout,
@@ -97,8 +106,18 @@ absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
         SetDeadline(&context, std::max(left, absl::Milliseconds(1)));
         proto::RegisterClientRequest r;
         r.set_description(description);
+        r.set_public_key(public_key);
         return FromGrpcStatus(stub->RegisterClient(&context, r, out));
       });
+}
+
+std::vector<Voucher> VouchersOf(const proto::RegisterClientResponse& r) {
+  std::vector<Voucher> vouchers;
+  for (int rank = 0; rank < r.vouchers_size() && rank < r.workers_size();
+       ++rank) {
+    vouchers.push_back({rank, r.workers(rank).public_key(), r.vouchers(rank)});
+  }
+  return vouchers;
 }
 
 struct MembershipClient::PollCall {
@@ -148,8 +167,13 @@ void MembershipClient::Start(uint64_t node, uint64_t incarnation, int64_t since,
 
 void MembershipClient::WatchMasterLocked() {
   if (options_.master_timeout == absl::InfiniteDuration()) return;
+  ArmWatchLocked(last_ok_ + options_.master_timeout);
+}
+
+void MembershipClient::ArmWatchLocked(absl::Time due) {
+  watch_due_ = due;
   std::weak_ptr<MembershipClient> weak = weak_from_this();
-  watch_timer_ = timers_->RunAt(last_ok_ + options_.master_timeout, [weak] {
+  watch_timer_ = timers_->RunAt(due, [weak] {
     if (auto self = weak.lock()) self->CheckMaster();
   });
 }
@@ -161,8 +185,17 @@ void MembershipClient::CheckMaster() {
     absl::MutexLock lock(&mu_);
     watch_timer_ = 0;
     if (stopped_) return;
-    if (clock().Now() - last_ok_ < options_.master_timeout) {
+    const absl::Time now = clock().Now();
+    if (now - last_ok_ < options_.master_timeout) {
       WatchMasterLocked();  // A poll succeeded since: check again later.
+      return;
+    }
+    // Due long ago: this process did not run for a while (stopped, or
+    // starved), and what the master said meanwhile may be waiting unread
+    // (that this incarnation was replaced, say). Its polls get a fresh
+    // chance before the master is blamed for this process's own pause.
+    if (now - watch_due_ > options_.master_timeout / 2) {
+      ArmWatchLocked(now + options_.master_timeout / 2);
       return;
     }
     stopped_ = true;
@@ -210,13 +243,14 @@ void MembershipClient::IssuePoll() {
 void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
                                   const grpc::Status& status) {
   FencedCallback fenced;
-  RejoinedCallback rejoined;
+  Callbacks callbacks;
   uint64_t self;
   {
     absl::MutexLock lock(&mu_);
     if (current_ == call) current_ = nullptr;
     if (stopped_) return;
-    rejoined = callbacks_.on_rejoined;
+    callbacks.on_rejoined = callbacks_.on_rejoined;
+    callbacks.on_registered = callbacks_.on_registered;
     self = node_;
     if (status.ok()) {
       last_ok_ = clock().Now();
@@ -235,7 +269,7 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
   }
   // Publishing runs listeners (which fail pending work); no lock held.
   for (const proto::NodeEvent& e : call->response.events()) {
-    Apply(e, self, rejoined);
+    Apply(e, self, callbacks);
   }
   if (fenced) {
     fenced(FromGrpcStatus(status));
@@ -247,7 +281,13 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
 }
 
 void MembershipClient::Apply(const proto::NodeEvent& e, uint64_t self,
-                             const RejoinedCallback& rejoined) {
+                             const Callbacks& callbacks) {
+  if (e.kind() == proto::NodeEvent::REGISTERED) {
+    if (callbacks.on_registered && !IsWorkerNode(e.node())) {
+      callbacks.on_registered(e.node(), e.public_key());
+    }
+    return;
+  }
   if (e.kind() != proto::NodeEvent::REJOINED) {
     membership_->MarkDown(e.node(), EventStatus(e));
     return;
@@ -259,7 +299,9 @@ void MembershipClient::Apply(const proto::NodeEvent& e, uint64_t self,
     return;
   }
   // Its entry first, then alive: whoever sees it alive reaches the new one.
-  if (rejoined) rejoined(WorkerInfoFromProto(e.worker()), e.incarnation());
+  if (callbacks.on_rejoined) {
+    callbacks.on_rejoined(WorkerInfoFromProto(e.worker()), e.incarnation());
+  }
   membership_->Revive(e.node());
 }
 

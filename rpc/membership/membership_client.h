@@ -29,6 +29,7 @@
 #include "rpc/base/timers.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 
@@ -42,15 +43,17 @@ struct MembershipOptions {
   absl::Duration master_timeout = absl::Seconds(30);
 };
 
-// What a worker learns when the job forms.
+// What a worker learns when the job forms (nothing secret).
 struct JoinedJob {
   std::vector<WorkerInfo> workers;  // Indexed by rank.
-  std::string credential;           // This worker's (a secret).
-  std::string client_key;           // Checks clients' credentials.
   // A replacement's: the workers gone now (node, why), and the first
   // event its polls ask for.
   std::vector<std::pair<uint64_t, absl::Status>> gone;
   int64_t events_end = 0;
+  // The live clients (node, public key), and one past the last client id
+  // the master issued.
+  std::vector<std::pair<uint64_t, std::string>> clients;
+  uint64_t clients_end = 0;
 };
 
 // The workers a join or registration answer says are gone, as statuses.
@@ -66,12 +69,17 @@ absl::StatusOr<JoinedJob> JoinJob(const std::shared_ptr<grpc::Channel>& master,
                                   const proto::JoinRequest& request,
                                   absl::Duration timeout, Timers& timers);
 
-// Registers a client (not a rank): its node id and the directory. Retried
-// until the job is formed or `timeout` passes (as JoinJob).
+// Registers a client (not a rank) holding `public_key`: its node id and
+// the directory. Retried until the job is formed or `timeout` passes (as
+// JoinJob).
 absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
     const std::shared_ptr<grpc::Channel>& master,
     const std::string& master_address, const std::string& description,
-    absl::Duration timeout, Timers& timers);
+    const std::string& public_key, absl::Duration timeout, Timers& timers);
+
+// The vouchers of a registration answer, each with the key of the worker
+// it was made for.
+std::vector<Voucher> VouchersOf(const proto::RegisterClientResponse& r);
 
 class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
  public:
@@ -81,9 +89,13 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   // is revived in the Membership right after.
   using RejoinedCallback =
       std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
+  // Called when a client registered (its node and public key).
+  using RegisteredCallback =
+      std::function<void(uint64_t node, const std::string& public_key)>;
   struct Callbacks {
     FencedCallback on_fenced;
-    RejoinedCallback on_rejoined;  // May be empty.
+    RejoinedCallback on_rejoined;      // May be empty.
+    RegisteredCallback on_registered;  // May be empty.
   };
 
   static std::shared_ptr<MembershipClient> Create(
@@ -121,9 +133,10 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   void Retry() ABSL_LOCKS_EXCLUDED(mu_);
   // Publishes one event of a poll's answer to node `self`.
   void Apply(const proto::NodeEvent& event, uint64_t self,
-             const RejoinedCallback& rejoined);
+             const Callbacks& callbacks);
   // Arms the check that the master answered within master_timeout.
   void WatchMasterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmWatchLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckMaster() ABSL_LOCKS_EXCLUDED(mu_);
   Clock& clock() const { return *timers_->clock(); }
 
@@ -139,6 +152,8 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   int64_t since_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopped_ ABSL_GUARDED_BY(mu_) = true;
   absl::Time last_ok_ ABSL_GUARDED_BY(mu_);
+  // When the master watch is due next.
+  absl::Time watch_due_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<PollCall> current_ ABSL_GUARDED_BY(mu_);
   int polls_active_ ABSL_GUARDED_BY(mu_) = 0;  // Until their callback ends.
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -11,37 +10,26 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/cert_identity.h"
+#include "rpc/credential.h"
 #include "rpc/grpc_status.h"
 #include "rpc/membership/directory.h"
+#include "rpc/node_key.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
 
-class RendezvousService::Held final : public grpc::ServerUnaryReactor {
+// A gRPC call: the reactor is the held call; gRPC deletes it once done.
+class RendezvousService::GrpcHeld final : public Held,
+                                          public grpc::ServerUnaryReactor {
  public:
-  enum class Kind { kJoin, kPoll, kBarrier, kOther };
+  explicit GrpcHeld(RendezvousService* service) : service_(service) {}
 
-  Held(RendezvousService* service, Kind kind) : service_(service), kind(kind) {}
-
-  void OnCancel() override { service_->Cancelled(id); }
+  void Answer(const grpc::Status& status) override { Finish(status); }
+  void OnCancel() override { service_->Cancel(this); }
   void OnDone() override { delete this; }
 
+ private:
   RendezvousService* const service_;
-  const Kind kind;
-  // Written under the service's mu_ while the call is held.
-  uint64_t id = 0;
-  Timers::TimerId timer = 0;
-  int rank = -1;
-  uint64_t node = 0;
-  uint64_t incarnation = 0;
-  int64_t since = 0;  // Polls; a replacement's join: its event's number.
-  int64_t timeout_ms = 0;
-  // A join admitted as a replacement, held until every live worker has
-  // seen it arrive.
-  bool replacement = false;
-  std::string barrier;
-  proto::JoinResponse* join = nullptr;
-  proto::PollResponse* poll = nullptr;
 };
 
 namespace {
@@ -75,27 +63,32 @@ std::string Cut(const std::string& text) {
   return text.substr(0, n);
 }
 
-// The digest of the credential the call presented, if any.
-std::optional<std::string> PresentedDigest(
-    const grpc::CallbackServerContext& context) {
+// What the master sees of a gRPC call besides its message.
+RendezvousService::Caller CallerOf(const grpc::CallbackServerContext& context,
+                                   bool cert_identity) {
+  RendezvousService::Caller caller;
   const auto& metadata = context.client_metadata();
-  auto it = metadata.find(kCredentialHeader);
-  if (it == metadata.end()) return std::nullopt;
-  return CredentialDigest(std::string(it->second.data(), it->second.size()));
-}
-
-// The names the call's client certificate holds, if they are `checked`.
-std::vector<std::string> CertNames(bool checked,
-                                   const grpc::CallbackServerContext& context) {
-  return checked ? PeerCertNames(context) : std::vector<std::string>();
+  if (auto it = metadata.find(kCredentialHeader); it != metadata.end()) {
+    caller.credential.emplace(it->second.data(), it->second.size());
+  }
+  if (cert_identity) caller.cert_names = PeerCertNames(context);
+  caller.peer = context.peer();
+  return caller;
 }
 
 // A random incarnation for a client: its polls cannot be guessed.
-uint64_t RandomIncarnation() {
-  uint64_t incarnation = 0;
-  // NewCredential() is hex from the CSPRNG; 16 digits are 64 bits.
-  (void)absl::SimpleHexAtoi(NewCredential().substr(0, 16), &incarnation);
-  return incarnation;
+uint64_t RandomIncarnation() { return RandomU64() | 1; }
+
+// The pair secret of the master and the holder of `public_key` (an ECDH:
+// made before the lock is taken); INVALID_ARGUMENT naming `field` for a
+// key that yields none.
+absl::StatusOr<std::string> SecretWith(const NodeKey& key,
+                                       const std::string& public_key,
+                                       absl::string_view field) {
+  absl::StatusOr<std::string> secret = key.Agree(public_key);
+  if (secret.ok()) return secret;
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", secret.status().message()));
 }
 
 }  // namespace
@@ -103,7 +96,15 @@ uint64_t RandomIncarnation() {
 absl::Time RendezvousService::Now() const { return timers_->clock()->Now(); }
 
 RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
-    : options_(options), timers_(timers), client_key_(NewCredential()) {
+    : BoundedService(ServiceOf<proto::JoinRequest>("Rendezvous"),
+                     options.limits, "worker0"),
+      options_(options),
+      timers_(timers),
+      key_(options_.key != nullptr ? options_.key : NodeKey::Generate()) {
+  Bound(&RendezvousService::Join, "Join");
+  Bound(&RendezvousService::RegisterClient, "RegisterClient");
+  Bound(&RendezvousService::Poll, "Poll");
+  Bound(&RendezvousService::Barrier, "Barrier");
   absl::MutexLock lock(&mu_);
   slots_.resize(std::max(options_.world_size, 1));
   sweep_timer_ =
@@ -143,16 +144,16 @@ void RendezvousService::Shutdown() {
 void RendezvousService::FinishAll(Finishes finishes) {
   for (auto& [held, status] : finishes) {
     if (held->timer != 0) timers_->Cancel(held->timer);
-    held->Finish(status);
+    held->Answer(status);
   }
 }
 
-grpc::ServerUnaryReactor* RendezvousService::Start(
-    grpc::CallbackServerContext* /*context*/, Held* held,
-    const std::function<Finishes()>& admit) {
+void RendezvousService::Start(Held* held, Held::Kind kind,
+                              const std::function<Finishes()>& admit) {
   Finishes finishes;
   {
     absl::MutexLock lock(&mu_);
+    held->kind = kind;
     if (stopping_) {
       finishes.emplace_back(held, Error(grpc::StatusCode::UNAVAILABLE,
                                         "the master is shutting down"));
@@ -161,7 +162,15 @@ grpc::ServerUnaryReactor* RendezvousService::Start(
     }
   }
   FinishAll(std::move(finishes));
-  return held;
+}
+
+void RendezvousService::Cancel(Held* call) {
+  uint64_t id;
+  {
+    absl::MutexLock lock(&mu_);
+    id = call->id;
+  }
+  if (id != 0) Cancelled(id);
 }
 
 RendezvousService::Held* RendezvousService::Take(uint64_t id) {
@@ -220,22 +229,40 @@ void RendezvousService::Hold(Held* held, absl::Time until) {
 grpc::ServerUnaryReactor* RendezvousService::Join(
     grpc::CallbackServerContext* context, const proto::JoinRequest* request,
     proto::JoinResponse* response) {
-  auto* held = new Held(this, Held::Kind::kJoin);
+  auto* held = new GrpcHeld(this);
+  HandleJoin(held, *request, response,
+             CallerOf(*context, options_.cert_identity));
+  return held;
+}
+
+void RendezvousService::HandleJoin(Held* held, const proto::JoinRequest& r,
+                                   proto::JoinResponse* response,
+                                   const Caller& caller) {
   held->join = response;
   // Before the rank is taken: a certificate for another worker takes none.
   grpc::Status bound = grpc::Status::OK;
   if (options_.cert_identity) {
-    const int rank = request->worker().rank();
+    const int rank = r.worker().rank();
     absl::Status fits =
-        Annotate(CheckNameFitsRank(request->worker().name(), rank), "Join");
+        Annotate(CheckNameFitsRank(r.worker().name(), rank), "Join");
     if (fits.ok() && rank >= 0) {
-      fits = CheckWorkerCert(PeerCertNames(*context), WorkerNode(rank), "Join");
+      fits = CheckWorkerCert(caller.cert_names, WorkerNode(rank), "Join");
     }
     bound = ToGrpcStatus(fits);
   }
-  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return bound.ok() ? AdmitJoin(held, *request) : Finishes{{held, bound}};
+  const absl::StatusOr<std::string> secret =
+      SecretWith(*key_, r.worker().public_key(), "Join: worker.public_key");
+  Start(held, Held::Kind::kJoin, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!bound.ok()) return Finishes{{held, bound}};
+    if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
+    return AdmitJoin(held, r, *secret);
   });
+}
+
+bool RendezvousService::Holds(const Slot& slot, uint64_t incarnation,
+                              const std::string& public_key) {
+  return slot.joined && slot.incarnation == incarnation &&
+         slot.info.public_key() == public_key;
 }
 
 grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
@@ -255,8 +282,14 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   if (r.worker().name().empty()) {
     return Error(grpc::StatusCode::INVALID_ARGUMENT, "worker name is empty");
   }
+  // The master's own join: only the process that holds its key.
+  if (rank == 0 && r.worker().public_key() != key_->public_key()) {
+    return Error(grpc::StatusCode::PERMISSION_DENIED,
+                 "rank 0 is the master itself: its join must carry the "
+                 "master's own key");
+  }
   const Slot& slot = slots_[rank];
-  if (slot.joined && slot.incarnation != r.incarnation()) {
+  if (slot.joined && !Holds(slot, r.incarnation(), r.worker().public_key())) {
     if (!Replaceable(rank)) {
       return Error(
           grpc::StatusCode::ALREADY_EXISTS,
@@ -286,13 +319,26 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   return grpc::Status::OK;
 }
 
+RendezvousService::Slot RendezvousService::SlotFor(
+    const proto::JoinRequest& r, const std::string& secret) const {
+  return Slot{true, r.worker(), r.incarnation(), secret};
+}
+
+std::string RendezvousService::ExpectedFrom(uint64_t node,
+                                            const std::string& public_key,
+                                            const std::string& secret) const {
+  return CallToken(secret, {node, public_key},
+                   {WorkerNode(0), key_->public_key()});
+}
+
 RendezvousService::Finishes RendezvousService::AdmitJoin(
-    Held* held, const proto::JoinRequest& r) {
+    Held* held, const proto::JoinRequest& r, const std::string& secret) {
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};
   const int rank = r.worker().rank();
-  if (complete_ && slots_[rank].incarnation != r.incarnation()) {
-    return AdmitReplacement(held, r);
+  const std::string& key = r.worker().public_key();
+  if (complete_ && !Holds(slots_[rank], r.incarnation(), key)) {
+    return AdmitReplacement(held, r, secret);
   }
   // A join that completes the job is answered at once, never refused for
   // room (else held joins could keep the job from forming). Checked before
@@ -306,14 +352,12 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
     return {{held, room}};
   }
   Slot& slot = slots_[rank];
-  if (!slot.joined) {
-    slot = Slot{true, r.worker(), r.incarnation(), NewCredential()};
-    slot.info.set_credential_digest(CredentialDigest(slot.credential));
-  }
+  if (!slot.joined) slot = SlotFor(r, secret);
   held->rank = rank;
   held->incarnation = r.incarnation();
+  held->public_key = key;
   held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
-  if (complete_) {  // A retried join after completion.
+  if (complete_) {  // A retried join after completion (the holder's own).
     FillJoin(slot, held->join);
     return {{held, grpc::Status::OK}};
   }
@@ -323,14 +367,47 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
   return all ? CompleteRendezvous() : Finishes{};
 }
 
+RendezvousService::Finishes RendezvousService::ReleaseRank(Held* gone) {
+  Slot& slot = slots_[gone->rank];
+  // Only the holder's join frees the rank (the master's own stays).
+  if (gone->rank == 0 || !Holds(slot, gone->incarnation, gone->public_key)) {
+    return {};
+  }
+  slot = Slot{};
+  // Any other join held for the rank was the same incarnation's: answered
+  // now, it can never be answered as the rank's next holder (issue 25: a
+  // lingering twin of an expired join got the next holder's credential).
+  std::vector<uint64_t> twins;
+  for (const auto& [id, held] : held_) {
+    if (held->kind == Held::Kind::kJoin && !held->replacement &&
+        held->rank == gone->rank) {
+      twins.push_back(id);
+    }
+  }
+  Finishes finishes;
+  for (uint64_t id : twins) {
+    finishes.emplace_back(
+        Take(id),
+        Error(grpc::StatusCode::ABORTED,
+              absl::StrCat("rendezvous: another join of incarnation ",
+                           absl::Hex(gone->incarnation, absl::kZeroPad16),
+                           " for rank ", gone->rank,
+                           " gave the rank up (it expired or was "
+                           "cancelled); join again")));
+  }
+  return finishes;
+}
+
 RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
   complete_ = true;
   const absl::Time now = Now();
   for (const Slot& s : slots_) {
-    Node& n = nodes_[WorkerNode(s.info.rank())];
+    const uint64_t node = WorkerNode(s.info.rank());
+    Node& n = nodes_[node];
     n.name = s.info.name();
     n.incarnation = s.incarnation;
-    n.credential_digest = s.info.credential_digest();
+    n.public_key = s.info.public_key();
+    n.expected = ExpectedFrom(node, n.public_key, s.secret);
     n.last_seen = now;
   }
   Finishes finishes;
@@ -340,7 +417,16 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
   }
   for (uint64_t id : joins) {
     Held* held = Take(id);
-    FillJoin(slots_[held->rank], held->join);
+    const Slot& slot = slots_[held->rank];
+    // Only the incarnation holding the slot gets the job's answer.
+    if (!Holds(slot, held->incarnation, held->public_key)) {
+      finishes.emplace_back(
+          held, Error(grpc::StatusCode::ABORTED,
+                      absl::StrCat("rendezvous: rank ", held->rank,
+                                   " is held by another incarnation")));
+      continue;
+    }
+    FillJoin(slot, held->join);
     finishes.emplace_back(held, grpc::Status::OK);
   }
   return finishes;
@@ -353,7 +439,7 @@ bool RendezvousService::Replaceable(int rank) const {
 }
 
 RendezvousService::Finishes RendezvousService::AdmitReplacement(
-    Held* held, const proto::JoinRequest& r) {
+    Held* held, const proto::JoinRequest& r, const std::string& secret) {
   if (grpc::Status room = CheckRoomToWait(); !room.ok()) {
     return {{held, room}};
   }
@@ -361,15 +447,15 @@ RendezvousService::Finishes RendezvousService::AdmitReplacement(
   const uint64_t node = WorkerNode(rank);
   Slot& slot = slots_[rank];
   const uint64_t generation = slot.info.generation() + 1;
-  slot = Slot{true, r.worker(), r.incarnation(), NewCredential()};
-  slot.info.set_credential_digest(CredentialDigest(slot.credential));
+  slot = SlotFor(r, secret);
   slot.info.set_generation(generation);
-  // The old incarnation's state goes: a fresh credential, contact from now.
+  // The old incarnation's state goes: a new key, contact from now.
   Node& n = nodes_[node];
   n = Node{};
   n.name = slot.info.name();
   n.incarnation = slot.incarnation;
-  n.credential_digest = slot.info.credential_digest();
+  n.public_key = slot.info.public_key();
+  n.expected = ExpectedFrom(node, n.public_key, secret);
   n.last_seen = Now();
   proto::NodeEvent event;
   event.set_node(node);
@@ -382,10 +468,11 @@ RendezvousService::Finishes RendezvousService::AdmitReplacement(
   n.seen = EventsEnd();
   // Answered once every live worker has seen the event (its next poll
   // asks for what follows it): from then on every worker knows the new
-  // incarnation's address and credential, and counts it alive, so its
-  // first calls and collectives are not refused or named after the old one.
+  // incarnation's address and key, and counts it alive, so its first
+  // calls and collectives are not refused or named after the old one.
   held->rank = rank;
   held->incarnation = r.incarnation();
+  held->public_key = r.worker().public_key();
   held->replacement = true;
   held->since = EventsEnd() - 1;
   held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
@@ -419,7 +506,15 @@ RendezvousService::Finishes RendezvousService::CheckReplacements() {
   Finishes finishes;
   for (uint64_t id : ready) {
     Held* held = Take(id);
-    FillJoin(slots_[held->rank], held->join);
+    const Slot& slot = slots_[held->rank];
+    if (!Holds(slot, held->incarnation, held->public_key)) {
+      finishes.emplace_back(
+          held, Error(grpc::StatusCode::ABORTED,
+                      absl::StrCat("rendezvous: rank ", held->rank,
+                                   " was taken by another incarnation")));
+      continue;
+    }
+    FillJoin(slot, held->join);
     finishes.emplace_back(held, grpc::Status::OK);
   }
   return finishes;
@@ -443,11 +538,17 @@ void RendezvousService::FillGone(
 void RendezvousService::FillJoin(const Slot& slot,
                                  proto::JoinResponse* out) const {
   FillDirectory(out->mutable_workers());
-  out->set_credential(slot.credential);
-  out->set_client_key(client_key_);
   out->clear_gone();
   FillGone(WorkerNode(slot.info.rank()), out->mutable_gone());
   out->set_events_end(EventsEnd());
+  out->clear_clients();
+  for (const auto& [node, n] : nodes_) {
+    if (IsWorkerNode(node) || n.down) continue;
+    proto::ClientKey* c = out->add_clients();
+    c->set_node(node);
+    c->set_public_key(n.public_key);
+  }
+  out->set_clients_end(kFirstClientNode + next_client_);
 }
 
 void RendezvousService::FillDirectory(
@@ -471,39 +572,103 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
     grpc::CallbackServerContext* context,
     const proto::RegisterClientRequest* request,
     proto::RegisterClientResponse* response) {
-  auto* held = new Held(this, Held::Kind::kOther);
-  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS -> Finishes {
-    if (!complete_) {
-      return {
-          {held, Error(grpc::StatusCode::UNAVAILABLE,
-                       absl::StrCat("the job is not formed yet (waiting for ",
-                                    MissingRanks(), ")"))}};
-    }
-    if (ClientCount() >= options_.limits.max_clients) {
-      return {{held, Exhausted(absl::StrCat("the master already knows ",
-                                            ClientCount(), " clients"),
-                               "max_clients", options_.limits.max_clients)}};
-    }
-    uint64_t number = next_client_++;
-    uint64_t node = kFirstClientNode + number;
-    Node& n = nodes_[node];
-    n.name = absl::StrCat("client", number);
-    if (!request->description().empty()) {
-      absl::StrAppend(&n.name, " (", Cut(request->description()), ")");
-    }
-    n.last_seen = Now();
-    n.incarnation = RandomIncarnation();
-    const std::string credential = ClientCredential(client_key_, node);
-    n.credential_digest = CredentialDigest(credential);
-    response->set_node(node);
-    response->set_credential(credential);
-    response->set_incarnation(n.incarnation);
-    FillDirectory(response->mutable_workers());
-    FillGone(node, response->mutable_gone());
-    response->set_events_end(EventsEnd());
-    n.seen = EventsEnd();
-    return {{held, grpc::Status::OK}};
+  auto* held = new GrpcHeld(this);
+  HandleRegisterClient(held, *request, response,
+                       CallerOf(*context, options_.cert_identity));
+  return held;
+}
+
+void RendezvousService::HandleRegisterClient(
+    Held* held, const proto::RegisterClientRequest& r,
+    proto::RegisterClientResponse* response, const Caller& caller) {
+  const absl::StatusOr<std::string> secret =
+      SecretWith(*key_, r.public_key(), "RegisterClient: public_key");
+  Start(held, Held::Kind::kOther, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
+    return AdmitClient(held, r, *secret, caller.peer, response);
   });
+}
+
+// Who a "caller" is, for --max_clients_per_peer: the connection the
+// registration came over (gRPC's peer URI, its address and port). Not the
+// peer's host: on one machine every process is 127.0.0.1, and behind a NAT
+// or on a launcher host many honest clients share one address, so a
+// per-host bound would either be the job-wide one again or lock honest
+// clients out. Not a credential: a client registers before it has an
+// identity, so a registration presents none. A connection is what an
+// honest client registers over once (its membership channel is a
+// connection of its own), and what a token holder must pay for each
+// (a socket and a handshake, TLS included) to hold more.
+grpc::Status RendezvousService::CheckRoomForClient(
+    const std::string& peer) const {
+  if (ClientCount() >= options_.limits.max_clients) {
+    return Exhausted(
+        absl::StrCat("the master already knows ", ClientCount(), " clients"),
+        "max_clients", options_.limits.max_clients);
+  }
+  auto it = clients_by_peer_.find(peer);
+  const int64_t mine = it == clients_by_peer_.end() ? 0 : it->second;
+  if (mine >= options_.limits.max_clients_per_peer) {
+    return Exhausted(absl::StrCat(mine,
+                                  " live clients were registered over "
+                                  "this connection (",
+                                  Cut(peer), ") already"),
+                     "max_clients_per_peer",
+                     options_.limits.max_clients_per_peer);
+  }
+  return grpc::Status::OK;
+}
+
+RendezvousService::Finishes RendezvousService::AdmitClient(
+    Held* held, const proto::RegisterClientRequest& r,
+    const std::string& secret, const std::string& peer,
+    proto::RegisterClientResponse* out) {
+  if (!complete_) {
+    return {{held, Error(grpc::StatusCode::UNAVAILABLE,
+                         absl::StrCat("the job is not formed yet (waiting for ",
+                                      MissingRanks(), ")"))}};
+  }
+  if (grpc::Status room = CheckRoomForClient(peer); !room.ok()) {
+    return {{held, room}};
+  }
+  const uint64_t number = next_client_++;
+  const uint64_t node = kFirstClientNode + number;
+  Node& n = nodes_[node];
+  n.name = absl::StrCat("client", number);
+  if (!r.description().empty()) {
+    absl::StrAppend(&n.name, " (", Cut(r.description()), ")");
+  }
+  n.last_seen = Now();
+  n.incarnation = RandomIncarnation();
+  n.public_key = r.public_key();
+  n.expected = ExpectedFrom(node, n.public_key, secret);
+  n.peer = peer;
+  ++clients_by_peer_[peer];
+  out->set_node(node);
+  out->set_incarnation(n.incarnation);
+  FillDirectory(out->mutable_workers());
+  // What each worker may check it by until the announcement below reaches
+  // it: only the master and that worker can make it.
+  for (const Slot& s : slots_) {
+    out->add_vouchers(
+        VoucherTag(s.secret, {WorkerNode(0), key_->public_key()},
+                   {WorkerNode(s.info.rank()), s.info.public_key()},
+                   {node, n.public_key}));
+  }
+  FillGone(node, out->mutable_gone());
+  // Announced to every node (workers admit its key), in the order of ids.
+  proto::NodeEvent event;
+  event.set_node(node);
+  event.set_name(n.name);
+  event.set_kind(proto::NodeEvent::REGISTERED);
+  event.set_public_key(n.public_key);
+  events_.push_back(std::move(event));
+  // Its own announcement is in its answer already.
+  out->set_events_end(EventsEnd());
+  n.seen = EventsEnd();
+  Finishes finishes = ReleasePolls(/*workers_only=*/true);
+  finishes.emplace_back(held, grpc::Status::OK);
+  return finishes;
 }
 
 // ---- Poll ----
@@ -511,14 +676,19 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
 grpc::ServerUnaryReactor* RendezvousService::Poll(
     grpc::CallbackServerContext* context, const proto::PollRequest* request,
     proto::PollResponse* response) {
-  auto* held = new Held(this, Held::Kind::kPoll);
+  auto* held = new GrpcHeld(this);
+  HandlePoll(held, *request, response,
+             CallerOf(*context, options_.cert_identity));
+  return held;
+}
+
+void RendezvousService::HandlePoll(Held* held, const proto::PollRequest& r,
+                                   proto::PollResponse* response,
+                                   const Caller& caller) {
   held->poll = response;
-  const std::optional<std::string> presented = PresentedDigest(*context);
-  const std::vector<std::string> cert_names =
-      CertNames(options_.cert_identity, *context);
-  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    grpc::Status bound = CheckCertLocked("poll", request->node(), cert_names);
-    return bound.ok() ? AdmitPoll(held, *request, presented)
+  Start(held, Held::Kind::kPoll, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    grpc::Status bound = CheckCertLocked("poll", r.node(), caller.cert_names);
+    return bound.ok() ? AdmitPoll(held, r, caller.credential)
                       : Finishes{{held, bound}};
   });
 }
@@ -531,27 +701,62 @@ grpc::Status RendezvousService::CheckCertLocked(
   return ToGrpcStatus(CheckWorkerCert(cert_names, node, what));
 }
 
-grpc::Status RendezvousService::CheckCaller(
-    absl::string_view what, uint64_t node, const Node& n,
-    const std::optional<std::string>& presented) const {
-  if (presented.has_value() && *presented == n.credential_digest) {
-    return grpc::Status::OK;
+std::optional<uint64_t> RendezvousService::Presenter(
+    const std::string& presented) const {
+  std::optional<PresentedCredential> c = ParseCredential(presented);
+  if (!c.has_value()) return std::nullopt;
+  auto it = nodes_.find(c->node);
+  if (it == nodes_.end() || it->second.expected.empty() ||
+      !ConstantTimeEquals(it->second.expected, c->token)) {
+    return std::nullopt;
   }
+  return c->node;
+}
+
+grpc::Status RendezvousService::CheckCaller(
+    absl::string_view what, uint64_t node, const Node& /*n*/,
+    const std::optional<std::string>& presented) const {
   if (!presented.has_value() && !options_.require_identity) {
     return grpc::Status::OK;
   }
+  std::optional<uint64_t> who;
+  if (presented.has_value()) who = Presenter(*presented);
+  if (who == node) return grpc::Status::OK;
   std::string caller = "presented no node credential";
   if (presented.has_value()) {
-    caller = "presented a credential of no node of this job";
-    for (const auto& [other, o] : nodes_) {
-      if (o.credential_digest == *presented) {
-        caller = absl::StrCat("is ", IdentityLabel(other));
-      }
-    }
+    caller = who.has_value()
+                 ? absl::StrCat("is ", IdentityLabel(*who))
+                 : "presented a credential of no node of this job (made for "
+                   "another node, of a node gone, or forged)";
   }
   return Error(grpc::StatusCode::PERMISSION_DENIED,
                absl::StrCat(what, ": node claims ", IdentityLabel(node),
                             " but the call ", caller));
+}
+
+grpc::Status RendezvousService::CheckFenced(const Node& n, uint64_t node,
+                                            uint64_t incarnation) const {
+  if (n.incarnation != incarnation) {
+    if (!IsWorkerNode(node)) {
+      return Error(grpc::StatusCode::FAILED_PRECONDITION,
+                   absl::StrCat(n.name, ": stale incarnation"));
+    }
+    const proto::WorkerInfo& now = slots_[node].info;
+    return Error(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        absl::StrCat(n.name, ": this incarnation (",
+                     absl::Hex(incarnation, absl::kZeroPad16),
+                     ") was replaced: it was declared dead or left, and a new "
+                     "process (generation ",
+                     now.generation(), ", pid ", now.pid(), " at ",
+                     now.address(), ") holds the rank now"));
+  }
+  if (n.down) {
+    return Error(grpc::StatusCode::FAILED_PRECONDITION,
+                 absl::StrCat(n.name, " was declared gone by the master: ",
+                              n.down_reason));
+  }
+  return grpc::Status::OK;
 }
 
 RendezvousService::Finishes RendezvousService::AdmitPoll(
@@ -565,20 +770,20 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
                                      "the job is not formed yet")}};
   }
   Node& n = it->second;
+  // A worker's fencing first (issue 25): a replaced incarnation no longer
+  // has a credential that counts here, and must hear that it was replaced
+  // (and stop) rather than be refused as a stranger until it gives the
+  // master up. Telling it changes nothing here. (A client is never
+  // replaced: a wrong incarnation there is a guess, refused as a stranger
+  // first.)
+  const bool worker = IsWorkerNode(r.node());
+  grpc::Status fenced = CheckFenced(n, r.node(), r.incarnation());
+  if (worker && !fenced.ok()) return {{held, fenced}};
   if (grpc::Status who = CheckCaller("poll", r.node(), n, presented);
       !who.ok()) {
     return {{held, who}};
   }
-  if (n.incarnation != r.incarnation()) {
-    return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
-                         absl::StrCat(n.name, ": stale incarnation"))}};
-  }
-  if (n.down) {
-    return {
-        {held, Error(grpc::StatusCode::FAILED_PRECONDITION,
-                     absl::StrCat(n.name, " was declared gone by the master: ",
-                                  n.down_reason))}};
-  }
+  if (!fenced.ok()) return {{held, fenced}};
   n.last_seen = Now();
   held->node = r.node();
   held->since = std::max<int64_t>(r.since(), events_base_);
@@ -611,11 +816,13 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   return finishes;
 }
 
-RendezvousService::Finishes RendezvousService::ReleasePolls() {
+RendezvousService::Finishes RendezvousService::ReleasePolls(bool workers_only) {
   Finishes finishes;
   std::vector<uint64_t> polls;
   for (const auto& [node, n] : nodes_) {
-    if (n.held_poll != 0) polls.push_back(n.held_poll);
+    if (n.held_poll != 0 && (!workers_only || IsWorkerNode(node))) {
+      polls.push_back(n.held_poll);
+    }
   }
   for (uint64_t id : polls) {
     Held* held = Take(id);
@@ -642,7 +849,9 @@ void RendezvousService::TrimEvents() {
   // their event is trimmed.
   while (events_base_ < seen_by_all) {
     const proto::NodeEvent& e = events_.front();
-    if (!IsWorkerNode(e.node())) nodes_.erase(e.node());
+    if (!IsWorkerNode(e.node()) && e.kind() != proto::NodeEvent::REGISTERED) {
+      nodes_.erase(e.node());
+    }
     events_.pop_front();
     ++events_base_;
   }
@@ -655,6 +864,12 @@ RendezvousService::Finishes RendezvousService::MarkDown(
   n.down = true;
   n.down_kind = kind;
   n.down_reason = reason;
+  if (!n.peer.empty()) {  // A client: no longer counted for its connection.
+    auto peer = clients_by_peer_.find(n.peer);
+    if (peer != clients_by_peer_.end() && --peer->second <= 0) {
+      clients_by_peer_.erase(peer);
+    }
+  }
   proto::NodeEvent event;
   event.set_node(node);
   event.set_name(n.name);
@@ -702,14 +917,18 @@ void RendezvousService::Sweep() {
 grpc::ServerUnaryReactor* RendezvousService::Barrier(
     grpc::CallbackServerContext* context, const proto::BarrierRequest* request,
     proto::BarrierResponse*) {
-  auto* held = new Held(this, Held::Kind::kBarrier);
-  const std::optional<std::string> presented = PresentedDigest(*context);
-  const std::vector<std::string> cert_names =
-      CertNames(options_.cert_identity, *context);
-  return Start(context, held, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  auto* held = new GrpcHeld(this);
+  HandleBarrier(held, *request, CallerOf(*context, options_.cert_identity));
+  return held;
+}
+
+void RendezvousService::HandleBarrier(Held* held,
+                                      const proto::BarrierRequest& r,
+                                      const Caller& caller) {
+  Start(held, Held::Kind::kBarrier, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     grpc::Status bound =
-        CheckCertLocked("barrier", request->node(), cert_names);
-    return bound.ok() ? AdmitBarrier(held, *request, presented)
+        CheckCertLocked("barrier", r.node(), caller.cert_names);
+    return bound.ok() ? AdmitBarrier(held, r, caller.credential)
                       : Finishes{{held, bound}};
   });
 }
@@ -850,8 +1069,8 @@ void RendezvousService::Expire(uint64_t id) {
           grpc::StatusCode::DEADLINE_EXCEEDED,
           absl::StrCat("rendezvous: ", MissingRanks(), " of ", slots_.size(),
                        " did not join within ", held->timeout_ms, " ms"));
-      // Let a restarted process take the rank (the master's own stays).
-      if (held->rank != 0) slots_[held->rank] = Slot{};
+      // Let a restarted process take the rank.
+      finishes = ReleaseRank(held);
     } else if (held->kind == Held::Kind::kBarrier) {
       status = Error(
           grpc::StatusCode::DEADLINE_EXCEEDED,
@@ -871,7 +1090,7 @@ void RendezvousService::Cancelled(uint64_t id) {
     Held* held = Take(id);
     if (held == nullptr) return;
     if (held->kind == Held::Kind::kJoin && !complete_) {
-      slots_[held->rank] = Slot{};
+      finishes = ReleaseRank(held);
     }
     // A cancelled held poll (the poller's connection broke, or the poller
     // gave up on it) is only a suspicion: a loaded or briefly cut-off node

@@ -22,6 +22,7 @@
 //    nodes);
 //  - clients known, live or departed but not yet forgotten: --max_clients
 //    (a departed client is forgotten once every live node saw its event);
+//    live clients registered over one connection: --max_clients_per_peer;
 //  - barrier names: --max_barriers. A barrier nobody waits at is forgotten
 //    when room is needed, finished ones first (so only then does a late
 //    arrival at a finished barrier wait again instead of passing).
@@ -31,28 +32,39 @@
 // Replacements: once the job formed, a worker started for a rank whose
 // holder was declared dead or left (never rank 0, the master itself) joins
 // as a new incarnation of it, under the rank's name: the others hear of it
-// as a REJOINED event carrying its entry (its generation one more, a fresh
-// credential's digest), and its join is answered — with the directory, its
-// credential, the workers gone now and where its polls start — once every
-// live worker has seen that event (its next poll asks past it), within the
+// as a REJOINED event carrying its entry (its generation one more, its
+// public key), and its join is answered — with the directory, the workers
+// gone now, the live clients and where its polls start — once every live
+// worker has seen that event (its next poll asks past it), within the
 // join's timeout. A rank whose holder is alive is ALREADY_EXISTS.
 //
-// Identities (rpc/authenticator.h): each worker incarnation gets a random
-// credential in its Join answer (the directory carries every worker's
-// digest), each client one in its RegisterClient answer (MAC'd with the
-// job's client key, which only workers get), and a random incarnation.
-// Polls and barriers are accepted only from the node they name: a
-// presented credential must be that node's (PERMISSION_DENIED naming both),
-// and with require_identity one must be presented. With cert_identity a
-// worker's Join, polls and barriers must also come over a connection whose
-// client certificate names that worker (PERMISSION_DENIED before the rank
-// is taken: no squatting a rank before the job forms).
+// Identities (rpc/node_key.h, rpc/authenticator.h): every node makes its
+// own key pair; a worker's Join and a client's registration carry the
+// public half. Nothing secret is ever in an answer. A rank's slot is held
+// by one incarnation (its incarnation and key): a held join is answered
+// only for the incarnation holding the slot, and when a held join gives
+// the rank up (it expired or was cancelled before the job formed), every
+// other join held for that rank is answered ABORTED — so a join that
+// lingers cannot be answered as the rank's later holder. Rank 0 is the
+// master itself: its join must carry the master's own key. Each client
+// gets a random incarnation and node id; a REGISTERED event announces its
+// key to every worker, and its answer carries a voucher for each worker
+// (what it presents until that worker heard of it). Polls and barriers are
+// accepted only from the node they name: a presented credential must be
+// that node's, made for the master (PERMISSION_DENIED naming both), and
+// with require_identity one must be presented. A worker's fencing is
+// answered first: a poll of a worker incarnation that was declared dead or
+// replaced gets FAILED_PRECONDITION saying so, whatever it presents. With
+// cert_identity a worker's Join, polls and barriers must also come over a
+// connection whose client certificate names that worker (PERMISSION_DENIED
+// before the rank is taken: no squatting a rank before the job forms).
 #ifndef FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_RENDEZVOUS_SERVICE_H_
 
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,6 +79,8 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
+#include "rpc/bounded_service.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 
@@ -86,16 +100,79 @@ struct RendezvousOptions {
   // only over a connection whose TLS client certificate names the worker
   // (rpc/cert_identity.h).
   bool cert_identity = false;
+  // The master's key pair: worker0's (rank 0's Join must carry its public
+  // half). Null: a fresh one (tests).
+  std::shared_ptr<const NodeKey> key;
 };
 
-class RendezvousService final : public proto::Rendezvous::CallbackService {
+// Every request is parsed through BoundedParse within options.limits.
+class RendezvousService final
+    : public BoundedService<proto::Rendezvous::CallbackService> {
  public:
   static constexpr size_t kMaxNameBytes = 256;
   static constexpr int64_t kMaxHoldMs = int64_t{24} * 3600 * 1000;
 
+  // One call to the master, answered exactly once through Answer (maybe
+  // later: held), on whichever thread decides it, never under the
+  // master's lock. The gRPC methods make one per call; tests and the
+  // fuzzer make their own and drive the same state machine through the
+  // Handle* methods below.
+  class Held {
+   public:
+    virtual ~Held() = default;
+    virtual void Answer(const grpc::Status& status) = 0;
+
+   private:
+    friend class RendezvousService;
+    enum class Kind { kJoin, kPoll, kBarrier, kOther };
+    // Written under the service's mu_.
+    Kind kind = Kind::kOther;
+    uint64_t id = 0;  // While held; 0 if never held.
+    Timers::TimerId timer = 0;
+    int rank = -1;
+    uint64_t node = 0;
+    uint64_t incarnation = 0;
+    std::string public_key;  // A join's.
+    int64_t since = 0;       // Polls; a replacement's join: its event's number.
+    int64_t timeout_ms = 0;
+    // A join admitted as a replacement, held until every live worker has
+    // seen it arrive.
+    bool replacement = false;
+    std::string barrier;
+    proto::JoinResponse* join = nullptr;
+    proto::PollResponse* poll = nullptr;
+  };
+  // What the master knows of a call besides its message.
+  struct Caller {
+    // The "ferry-credential" header, if the call presented one.
+    std::optional<std::string> credential;
+    // The names of its TLS client certificate (used with cert_identity).
+    std::vector<std::string> cert_names;
+    // Its connection (gRPC's peer URI): client registrations are counted
+    // per connection (--max_clients_per_peer).
+    std::string peer;
+  };
+
   RendezvousService(RendezvousOptions options, Timers* timers);
   // Call Shutdown() first; the server must be shut down before destruction.
   ~RendezvousService() override;
+
+  // The state machine without gRPC. `call` must live until answered;
+  // responses are filled before Answer.
+  void HandleJoin(Held* call, const proto::JoinRequest& request,
+                  proto::JoinResponse* response, const Caller& caller)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleRegisterClient(Held* call,
+                            const proto::RegisterClientRequest& request,
+                            proto::RegisterClientResponse* response,
+                            const Caller& caller) ABSL_LOCKS_EXCLUDED(mu_);
+  void HandlePoll(Held* call, const proto::PollRequest& request,
+                  proto::PollResponse* response, const Caller& caller)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void HandleBarrier(Held* call, const proto::BarrierRequest& request,
+                     const Caller& caller) ABSL_LOCKS_EXCLUDED(mu_);
+  // The call's caller went away (gRPC's OnCancel).
+  void Cancel(Held* call) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerUnaryReactor* Join(grpc::CallbackServerContext* context,
                                  const proto::JoinRequest* request,
@@ -118,21 +195,29 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   int64_t held_waits() const ABSL_LOCKS_EXCLUDED(mu_);
   // Polls held now (one per node at most).
   int64_t held_polls() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The master's public key (what rank 0's Join must carry).
+  const std::string& public_key() const { return key_->public_key(); }
 
  private:
-  class Held;
+  class GrpcHeld;
   using Finishes = std::vector<std::pair<Held*, grpc::Status>>;
 
   struct Slot {
     bool joined = false;
-    proto::WorkerInfo info;  // info.generation numbers its incarnations.
+    // info.generation numbers its incarnations; info.public_key is its key.
+    proto::WorkerInfo info;
     uint64_t incarnation = 0;
-    std::string credential;
+    // Its pair secret with the master (rpc/node_key.h).
+    std::string secret;
   };
   struct Node {
     std::string name;
     uint64_t incarnation = 0;
-    std::string credential_digest;  // What its calls must present.
+    std::string public_key;
+    // The token its calls to the master present (rpc/credential.h).
+    std::string expected;
+    // A client's registering connection (Caller::peer).
+    std::string peer;
     absl::Time last_seen;
     bool down = false;
     proto::NodeEvent::Kind down_kind = proto::NodeEvent::DEAD;
@@ -147,15 +232,41 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   };
 
   // Each step runs under mu_ and returns the calls to finish after unlock.
+  // (The joiner's key was checked before: it yields a pair secret.)
   grpc::Status CheckJoin(const proto::JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Finishes AdmitJoin(Held* held, const proto::JoinRequest& r)
+  // `secret`: the joiner's pair secret with the master (made outside mu_).
+  Finishes AdmitJoin(Held* held, const proto::JoinRequest& r,
+                     const std::string& secret)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `slot` is held by the incarnation with this key.
+  static bool Holds(const Slot& slot, uint64_t incarnation,
+                    const std::string& public_key);
+  // A held join (not a replacement's) gave rank `gone->rank` up before the
+  // job formed: the slot is freed if `gone`'s incarnation held it, and
+  // every other join held for the rank is answered ABORTED.
+  Finishes ReleaseRank(Held* gone) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A slot's occupant from `r` and its pair secret with the master.
+  Slot SlotFor(const proto::JoinRequest& r, const std::string& secret) const;
+  // The token node `node` (holding `public_key`, with pair `secret`)
+  // presents to the master.
+  std::string ExpectedFrom(uint64_t node, const std::string& public_key,
+                           const std::string& secret) const;
   // Whether worker `rank`'s holder is gone, so a new incarnation may take
   // the rank (the job formed; never rank 0).
   bool Replaceable(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new incarnation takes rank r.worker().rank() (CheckJoin passed).
-  Finishes AdmitReplacement(Held* held, const proto::JoinRequest& r)
+  Finishes AdmitReplacement(Held* held, const proto::JoinRequest& r,
+                            const std::string& secret)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registers a client (node id, key, event, vouchers) into `out`.
+  Finishes AdmitClient(Held* held, const proto::RegisterClientRequest& r,
+                       const std::string& secret, const std::string& peer,
+                       proto::RegisterClientResponse* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK unless the master knows --max_clients clients, or `peer` registered
+  // --max_clients_per_peer live ones.
+  grpc::Status CheckRoomForClient(const std::string& peer) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Live workers but `except` that have not seen event number `event`.
   std::vector<std::string> NotSeenBy(int64_t event, uint64_t except) const
@@ -167,9 +278,14 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
                 google::protobuf::RepeatedPtrField<proto::NodeEvent>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CompleteRendezvous() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `presented`: the digest of the call's credential, if it sent one.
+  // `presented`: the call's credential header, if it sent one.
   Finishes AdmitPoll(Held* held, const proto::PollRequest& r,
                      const std::optional<std::string>& presented)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILED_PRECONDITION if a poll as (node `n`, `incarnation`) comes from
+  // an incarnation that was replaced or declared gone.
+  grpc::Status CheckFenced(const Node& n, uint64_t node,
+                           uint64_t incarnation) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes AdmitBarrier(Held* held, const proto::BarrierRequest& r,
                         const std::optional<std::string>& presented)
@@ -179,17 +295,25 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   grpc::Status CheckCaller(absl::string_view what, uint64_t node, const Node& n,
                            const std::optional<std::string>& presented) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node whose credential `presented` is (made for the master), if any.
+  std::optional<uint64_t> Presenter(const std::string& presented) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK unless cert_identity is on and `node` is a worker of this job whose
   // name the caller's certificate (`cert_names`) does not hold.
   grpc::Status CheckCertLocked(absl::string_view what, uint64_t node,
                                const std::vector<std::string>& cert_names) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A join's answer for the worker in `slot`: directory and secrets.
+  // A join's answer for the worker in `slot`: directory, the workers gone,
+  // the live clients (all public).
   void FillJoin(const Slot& slot, proto::JoinResponse* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes MarkDown(uint64_t node, proto::NodeEvent::Kind kind,
                     std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Finishes ReleasePolls() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the held polls (of workers only, if `workers_only`: news only
+  // they act on, such as a client's registration, reaches clients at
+  // their next poll instead of waking every one of them).
+  Finishes ReleasePolls(bool workers_only = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds events [since, end) to a poll reply.
   void FillEvents(int64_t since, proto::PollResponse* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -226,15 +350,12 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   // ABSL_NO_THREAD_SAFETY_ANALYSIS because the analysis cannot see that a
   // std::function is called with mu_ held; Start is the only caller, and
   // it holds mu_ for the whole call.
-  grpc::ServerUnaryReactor* Start(grpc::CallbackServerContext* context,
-                                  Held* held,
-                                  const std::function<Finishes()>& admit)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Start(Held* held, Held::Kind kind,
+             const std::function<Finishes()>& admit) ABSL_LOCKS_EXCLUDED(mu_);
 
   const RendezvousOptions options_;
   Timers* const timers_;
-  // Client credentials are MACs under it (rpc/authenticator.h).
-  const std::string client_key_;
+  const std::shared_ptr<const NodeKey> key_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
@@ -253,6 +374,9 @@ class RendezvousService final : public proto::Rendezvous::CallbackService {
   std::deque<proto::NodeEvent> events_ ABSL_GUARDED_BY(mu_);
   int64_t events_base_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
+  // Live clients by registering connection (--max_clients_per_peer).
+  absl::flat_hash_map<std::string, int64_t> clients_by_peer_
+      ABSL_GUARDED_BY(mu_);
   Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

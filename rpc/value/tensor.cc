@@ -216,6 +216,30 @@ absl::StatusOr<TensorBuilder> TensorBuilder::Create(DType dtype, Shape shape) {
                        static_cast<size_t>(*numel) * ItemSize(dtype));
 }
 
+absl::StatusOr<TensorBuilder> TensorBuilder::Over(DType dtype, Shape shape,
+                                                  std::shared_ptr<void> owner,
+                                                  char* data, size_t nbytes) {
+  absl::StatusOr<int64_t> numel = CheckedNumElements(shape, ItemSize(dtype));
+  if (!numel.ok()) return numel.status();
+  const size_t want = static_cast<size_t>(*numel) * ItemSize(dtype);
+  if (nbytes != want || (want > 0 && data == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output: ", nbytes, " bytes for a ", DTypeName(dtype), " ",
+                     ShapeString(shape), " tensor of ", want, " bytes"));
+  }
+  // Aliasing: the builder's buffer is `data`, its lifetime `owner`'s.
+  std::shared_ptr<char> at(std::move(owner), want > 0 ? data : nullptr);
+  return TensorBuilder(dtype, std::move(shape), *numel, want, std::move(at));
+}
+
+TensorBuilder::TensorBuilder(DType dtype, Shape shape, int64_t numel,
+                             size_t nbytes, std::shared_ptr<char> data)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      numel_(numel),
+      nbytes_(nbytes),
+      data_(std::move(data)) {}
+
 TensorBuilder::TensorBuilder(DType dtype, Shape shape, int64_t numel,
                              size_t nbytes)
     : dtype_(dtype),

@@ -170,6 +170,14 @@ class TensorBuilder {
  public:
   // INVALID_ARGUMENT for an invalid shape.
   static absl::StatusOr<TensorBuilder> Create(DType dtype, Shape shape);
+  // A builder over caller memory instead of a new buffer: `nbytes` at
+  // `data`, kept alive by `owner` (a collective's output argument, so its
+  // result is written where the caller wants it). The Tensor it builds
+  // shares that memory. INVALID_ARGUMENT for an invalid shape or if
+  // `nbytes` is not its size.
+  static absl::StatusOr<TensorBuilder> Over(DType dtype, Shape shape,
+                                            std::shared_ptr<void> owner,
+                                            char* data, size_t nbytes);
 
   TensorBuilder(TensorBuilder&&) = default;
   TensorBuilder& operator=(TensorBuilder&&) = default;
@@ -182,6 +190,7 @@ class TensorBuilder {
   size_t nbytes() const { return nbytes_; }
   int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
 
   // The finished tensor; the builder is left empty.
   Tensor Build() &&;
@@ -197,6 +206,8 @@ class TensorBuilder {
 
  private:
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);
+  TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes,
+                std::shared_ptr<char> data);
 
   DType dtype_;
   Shape shape_;

@@ -30,6 +30,7 @@ using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
 using ::ferry::testing::ToByteBuffer;
 using ::ferry::testing::ValueBytes;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr int kSelf = 0;
@@ -211,6 +212,40 @@ TEST_F(InboundTest, ATensorNotWhereItsPrefixSaidIsRefused) {
                        HasSubstr("not where its prefix put it")));
   EXPECT_FALSE(got.IsReady());
   EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+// Issue 25, F1: a first frame whose tensor field ends inside its own data
+// field, for an op awaiting a 64 KiB tensor. Before, the data's length was
+// read past the tensor's end, its place taken as inside the message, and
+// ~64 KiB of the sender's bytes copied past an 11-byte buffer (a heap
+// overflow). Now the frame is refused, naming op, sender and field, and
+// nothing is written anywhere.
+TEST_F(InboundTest, ATensorEndingInsideItsOwnDataFieldIsRefused) {
+  constexpr int64_t kLanding = 64 << 10;
+  ASSERT_OK_AND_ASSIGN(TensorBuilder out,
+                       TensorBuilder::Create(DType::kUInt8, {kLanding}));
+  std::memset(out.data(), 0, kLanding);
+  Future<Value> got =
+      box_.Receive({"world/10", 0, 1}, out.Landing(0, kLanding));
+  const std::string payload =
+      ferry::testing::TensorPastItsEndPayload(kLanding, kLanding);
+  const int64_t total = static_cast<int64_t>(payload.size());
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/10", 0, 1, total), payload)}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("op world/10"), HasSubstr("rank 1"),
+                             HasSubstr("message.tensor"))));
+  EXPECT_FALSE(got.IsReady());
+  EXPECT_EQ(box_.held_bytes(), 0);
+  EXPECT_EQ(std::string(out.data(), kLanding), std::string(kLanding, '\0'));
+  // The same with the tensor's length cut across two frames, and with a
+  // length that would run past the message only.
+  EXPECT_THAT(Feed({FrameBytes(DataHeader("world/10", 0, 1, total),
+                               payload.substr(0, payload.size() - 2)),
+                    FrameBytes(proto::ChunkHeader(),
+                               payload.substr(payload.size() - 2))}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(box_.held_bytes(), 0);
+  EXPECT_EQ(std::string(out.data(), kLanding), std::string(kLanding, '\0'));
 }
 
 // An aborted op lets go of the landings its receivers offered (they keep

@@ -97,6 +97,39 @@ TEST(OpKeyTest, CheckSender) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(OpKeyTest, PointToPointKeys) {
+  EXPECT_EQ(PointToPointKey("world", 1, 0, 7, 3, 0), "world/p:1>0:7:3");
+  EXPECT_EQ(PointToPointKey("g0,2#1", 2, 0, -5, 0, 4), "g0,2#1/p:2>0:-5:0@4");
+  EXPECT_OK(CheckSender("world/p:1>0:7:3", 0, 1, 0, 3));
+  EXPECT_OK(CheckSender("g0,2#1/p:2>0:-5:0@4", 0, 2, 0, 3));
+  EXPECT_FALSE(EpochOfOp("world/p:1>0:7:3").has_value());
+}
+
+// A frame of a point-to-point message is taken only from its sender, at
+// its receiver, as step 0: a member of the group cannot send in another's
+// name or deliver to a third.
+TEST(OpKeyTest, PointToPointFramesComeFromTheirSenderOnly) {
+  EXPECT_THAT(CheckSender("world/p:1>0:7:3", 0, 2, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("from rank 1 to rank 0 came from rank 2")));
+  EXPECT_THAT(CheckSender("world/p:1>2:7:3", 0, 1, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(
+      CheckSender("world/p:1>0:7:3", 1, 1, 0, 3),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has step 1")));
+  // Not members of the group.
+  EXPECT_THAT(CheckSender("g0,2#0/p:1>0:7:3", 0, 1, 0, 3),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  for (const char* bad :
+       {"world/p:1>0:7", "world/p:1>0:x:3", "world/p:1>:7:3", "world/p:9>0:7:3",
+        "world/p:1>0:7:3@", "world/p:1>0:--7:3", "world/p:1>0>2:7:3",
+        "world/p:99999999999999999999>0:7:3"}) {
+    EXPECT_THAT(CheckSender(bad, 0, 1, 0, 3),
+                StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+}
+
 // Every algorithm's steps are below MaxSteps: the ring all_reduce's last
 // is 2·(n-1), broadcast's tree uses step 2.
 TEST(OpKeyTest, MaxStepsCoversTheAlgorithms) {

@@ -17,6 +17,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "proto/collectives.pb.h"
+#include "rpc/grpc_status.h"
 #include "rpc/security.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/secret_files.h"
@@ -70,9 +71,13 @@ TEST(StandingStreamTest, EveryMessageIsAnsweredInOrderAndTheStreamGoesOn) {
       RawExchangeStream::Open(channel, kBound, "", kStandingMethod);
   // Delivered: held for an op not begun here.
   EXPECT_OK(Exchange(*stream, Message("world/t:kept", 0, 0)));
-  // A message of more than one frame.
+  // A message of more than one frame: the first 8 bytes of a well-formed
+  // value of 1 KiB (its structure whole so far, its string cut).
+  const std::string two = ValueBytes(Value(Bytes{std::string(1024, 'x')}));
   EXPECT_THAT(
-      Exchange(*stream, FrameBytes(DataHeader("world/t:two", 0, 0, 9), "four")),
+      Exchange(*stream, FrameBytes(DataHeader("world/t:two", 0, 0,
+                                              static_cast<int64_t>(two.size())),
+                                   two.substr(0, 8))),
       ::ferry::testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                  HasSubstr("must be one frame")));
   // From the receiver itself, and over --max_mailbox_mb.
@@ -90,7 +95,7 @@ TEST(StandingStreamTest, EveryMessageIsAnsweredInOrderAndTheStreamGoesOn) {
   // Still serving: a second message is delivered too.
   EXPECT_OK(Exchange(*stream, Message("world/t:kept", 1, 0)));
   EXPECT_EQ(job->worker(1).collectives().mailbox().held_messages(), 2);
-  EXPECT_OK(stream->Finish());
+  EXPECT_OK(FromGrpcStatus(stream->Finish()));
   // What was refused left nothing behind.
   job->worker(1)
       .collectives()
@@ -133,7 +138,7 @@ TEST(StandingStreamTest, OnlyWorkersUnderTheirOwnRank) {
                   HasSubstr("the frame claims src rank 1 but the stream's "
                             "credential is worker0")));
   EXPECT_OK(Exchange(*stream, Message("world/t:honest", 0, 0)));
-  EXPECT_OK(stream->Finish());
+  EXPECT_OK(FromGrpcStatus(stream->Finish()));
   EXPECT_EQ(job->worker(2).collectives().mailbox().held_messages(), 1);
 }
 

@@ -232,8 +232,11 @@ TEST_F(CertIdentityTest, NoRankIsTakenWithAnotherWorkersCertificate) {
 // refused.
 TEST_F(CertIdentityTest, AWorkersCredentialNeedsItsCertificate) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job, StartJob());
+  // What worker1 presents to worker0 (and to the master, worker0's).
   const std::string credential =
-      job->worker(1).rpc().membership_backend().identity().credential;
+      job->worker(1).rpc().channels().secrets().CredentialFor(
+          0, job->worker(1).rpc().directory().at(0).public_key);
+  ASSERT_FALSE(credential.empty());
   const std::string worker0 = job->worker(0).rpc().address();
   const std::string call =
       wire::CallRequest("echo", {wire::Int(1)}, 1, "worker1");

@@ -14,6 +14,7 @@ namespace ferry {
 namespace {
 
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string Flat(const grpc::ByteBuffer& b) {
@@ -130,27 +131,147 @@ TEST(ChunkedMessageTest, BytesPastTheAnnouncedLengthAreInvalid) {
   EXPECT_FALSE(in.complete());
 }
 
+TEST(ChunkedMessageTest, ChunksLandAlignedAcrossTheBufferGrowing) {
+  // Small chunks: the buffer grows (and may move) several times.
+  std::string big(100000, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 13);
+  const grpc::ByteBuffer message = Buffer({"ab", big, "cdef"});
+  std::vector<grpc::ByteBuffer> chunks = SplitIntoChunks(message, 1000);
+  ChunkAssembler in("request", 1 << 20);
+  int64_t grew = 0, last = 0;
+  for (grpc::ByteBuffer& c : chunks) {
+    ASSERT_OK(in.Add(&c));
+    if (in.reserved() != last) ++grew;
+    last = in.reserved();
+  }
+  EXPECT_GE(grew, 5);
+  ASSERT_TRUE(in.complete());
+  grpc::ByteBuffer whole = in.Take();
+  EXPECT_EQ(Flat(whole), "ab" + big + "cdef");
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(whole.Dump(&slices).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(slices[0].begin() + 2) % 64, 0u);
+}
+
+// Issue 25 (F5): a head alone reserved all it announced, so two 16-byte
+// heads held the whole budget until their senders left.
+TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
+  auto budget = std::make_shared<ReceiveBudget>(
+      ReceiveBudget::Options{.max_bytes = 1 << 20});
+  ChunkAssembler first("request", 1 << 20, budget, "a");
+  ChunkAssembler second("request", 1 << 20, budget, "b");
+  grpc::ByteBuffer head = Head(1000000, 0);
+  ASSERT_OK(first.Add(&head));
+  head = Head(1000000, 0);
+  ASSERT_OK(second.Add(&head));
+  EXPECT_EQ(budget->used(), 0);
+  // What arrives is what is held (at most twice it, and the alignment's).
+  grpc::ByteBuffer some = Buffer({std::string(5000, 'x')});
+  ASSERT_OK(first.Add(&some));
+  EXPECT_GE(budget->used(), 5000);
+  EXPECT_LE(budget->used(), 2 * 5000 + 128);
+  EXPECT_EQ(budget->used(), first.reserved());
+  EXPECT_EQ(budget->used_by("a"), first.reserved());
+}
+
+TEST(ChunkedMessageTest, TheReservationGrowsAtMostTwiceWhatArrived) {
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  ChunkAssembler in("request", 1 << 24, budget, "a");
+  grpc::ByteBuffer head = Head(1 << 23, 0);
+  ASSERT_OK(in.Add(&head));
+  int64_t received = 0;
+  for (int i = 0; i < 40; ++i) {
+    grpc::ByteBuffer chunk = Buffer({std::string(4096 + i, 'y')});
+    received += 4096 + i;
+    ASSERT_OK(in.Add(&chunk));
+    EXPECT_LE(in.reserved(), 2 * received + 128) << "after " << received;
+  }
+}
+
+TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+      .max_bytes = 100 << 20, .max_bytes_per_peer = 1 << 20});
+  ChunkAssembler a1("request", 8 << 20, budget, "client node 7");
+  grpc::ByteBuffer head = Head(900000, 0);
+  ASSERT_OK(a1.Add(&head));
+  grpc::ByteBuffer body = Buffer({std::string(600000, 'x')});
+  ASSERT_OK(a1.Add(&body));
+  // The same peer's second stream cannot take what is left of its share
+  // and more...
+  ChunkAssembler a2("request", 8 << 20, budget, "client node 7");
+  head = Head(900000, 0);
+  ASSERT_OK(a2.Add(&head));
+  body = Buffer({std::string(600000, 'x')});
+  EXPECT_THAT(a2.Add(&body),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("request: 0 of 900000 bytes received"),
+                             HasSubstr("client node 7 would hold"),
+                             HasSubstr("(--max_stream_mb_per_peer=1)"))));
+  // ...while another peer's can.
+  ChunkAssembler b("request", 8 << 20, budget, "worker3");
+  head = Head(900000, 0);
+  ASSERT_OK(b.Add(&head));
+  body = Buffer({std::string(900000, 'x')});
+  ASSERT_OK(b.Add(&body));
+  EXPECT_TRUE(b.complete());
+}
+
+TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+      .max_bytes = 4 << 20, .max_bytes_per_peer = 1 << 20});
+  ChunkAssembler in("request", 8 << 20, budget, "worker1");
+  grpc::ByteBuffer head = Head(2 << 20, 0);
+  EXPECT_THAT(in.Add(&head),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(--max_stream_mb_per_peer=1)")));
+  EXPECT_FALSE(in.started());
+  auto small = std::make_shared<ReceiveBudget>(
+      ReceiveBudget::Options{.max_bytes = 1 << 20});
+  ChunkAssembler other("request", 8 << 20, small, "worker1");
+  head = Head(2 << 20, 0);
+  EXPECT_THAT(other.Add(&head), StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("(--grpc_memory_mb=1)")));
+}
+
 TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
-  auto budget = std::make_shared<ReceiveBudget>(1000);
-  ChunkAssembler first("request", 1 << 20, budget);
+  auto budget = std::make_shared<ReceiveBudget>(
+      ReceiveBudget::Options{.max_bytes = 1000});
+  ChunkAssembler first("request", 1 << 20, budget, "a");
   grpc::ByteBuffer head = Head(600, 0);
   ASSERT_OK(first.Add(&head));
+  grpc::ByteBuffer body = Buffer({std::string(600, 'x')});
+  ASSERT_OK(first.Add(&body));
   EXPECT_GE(budget->used(), 600);
-  ChunkAssembler second("request", 1 << 20, budget);
+  ChunkAssembler second("request", 1 << 20, budget, "b");
   head = Head(600, 0);
-  EXPECT_THAT(second.Add(&head), StatusIs(absl::StatusCode::kResourceExhausted,
+  ASSERT_OK(second.Add(&head));
+  body = Buffer({std::string(600, 'x')});
+  EXPECT_THAT(second.Add(&body), StatusIs(absl::StatusCode::kResourceExhausted,
                                           HasSubstr("(--grpc_memory_mb=0)")));
-  EXPECT_FALSE(second.started());
   {
-    grpc::ByteBuffer body = Buffer({std::string(600, 'x')});
-    ASSERT_OK(first.Add(&body));
     grpc::ByteBuffer whole = first.Take();
     EXPECT_GE(budget->used(), 600);  // Held while the message is.
   }
   EXPECT_EQ(budget->used(), 0);
-  ChunkAssembler third("request", 1 << 20, budget);
+  ChunkAssembler third("request", 1 << 20, budget, "b");
   head = Head(600, 0);
-  EXPECT_OK(third.Add(&head));
+  ASSERT_OK(third.Add(&head));
+  body = Buffer({std::string(600, 'x')});
+  EXPECT_OK(third.Add(&body));
+}
+
+TEST(ChunkedMessageTest, AnAbandonedAssemblerGivesItsBytesBack) {
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  {
+    ChunkAssembler in("request", 1 << 20, budget, "a");
+    grpc::ByteBuffer head = Head(10000, 0);
+    ASSERT_OK(in.Add(&head));
+    grpc::ByteBuffer body = Buffer({std::string(3000, 'x')});
+    ASSERT_OK(in.Add(&body));
+    EXPECT_GT(budget->used(), 0);
+  }
+  EXPECT_EQ(budget->used(), 0);
+  EXPECT_EQ(budget->peers(), 0u);
 }
 
 }  // namespace

@@ -1,11 +1,12 @@
-// Identities bound to the transport (issue 12), in a job with a token, on
-// both membership backends (the embedded master, and etcd where each node
-// makes its own credential and publishes its digest): every attack by a
+// Identities bound to the transport (issues 12 and 25), in a job with a
+// token, on both membership backends (the embedded master, and etcd where
+// each node publishes its public key in its record): every attack by a
 // peer that has the job's token — the right to join — but not the
 // identity it claims. Each is refused (PERMISSION_DENIED, or
-// UNAUTHENTICATED for a credential nobody issued) and changes nothing: the
-// victim's RRef and its owner table entry stay, membership is unchanged,
-// the job still serves honest calls.
+// UNAUTHENTICATED for a credential that names no live node: forged, made
+// for another node, or of a node gone) and changes nothing: the victim's
+// RRef and its owner table entry stay, membership is unchanged, the job
+// still serves honest calls.
 //
 // The attacker is a raw gRPC client registered as a client of its own
 // (tests/testing/raw_client.h; on etcd, registered through etcd), or a
@@ -29,7 +30,9 @@
 #include "proto/worker.grpc.pb.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/timers.h"
+#include "rpc/credential.h"
 #include "rpc/membership/etcd/etcd_client.h"
+#include "rpc/node_key.h"
 #include "rpc/security.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/raw_client.h"
@@ -108,11 +111,11 @@ class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
     ASSERT_EQ(before_[0].forks_size(), 1);
     ASSERT_OK_AND_ASSIGN(fork_, ParseGlobalId(before_[0].forks(0).fork()));
     // The attacker: a client of its own (the token lets it join).
-    std::string credential;
-    ASSERT_OK_AND_ASSIGN(attacker_node_, Register("attacker", &credential));
+    ASSERT_OK_AND_ASSIGN(attacker_, Register("attacker"));
+    attacker_node_ = attacker_.node;
     owner_ =
         std::make_unique<RawClient>(job_->worker(1).rpc().address(), token_);
-    owner_->set_credential(credential);
+    owner_->set_credential(CredentialFor(attacker_, 1));
   }
 
   void TearDown() override {
@@ -143,28 +146,53 @@ class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
     }
   }
 
-  // Registers a client of the job as an attacker would, by hand (at the
-  // master, or in etcd); its node and, in `credential`, the secret its
-  // calls present.
-  absl::StatusOr<uint64_t> Register(const std::string& description,
-                                    std::string* credential) {
+  // A client of the job registered by hand, as an attacker would: its node
+  // and the key pair its credentials are made with.
+  struct Forger {
+    uint64_t node = 0;
+    std::shared_ptr<const NodeKey> key = NodeKey::Generate();
+    RawClient* raw = nullptr;  // Registered through it (the master).
+  };
+
+  // Registers a client (at the master, or in etcd).
+  absl::StatusOr<Forger> Register(const std::string& description) {
+    Forger f;
     if (!backend_) {
       registrars_.push_back(
           std::make_unique<RawClient>(job_->master(), token_));
-      absl::StatusOr<uint64_t> node = registrars_.back()->Register();
-      *credential = registrars_.back()->credential();
-      return node;
+      f.raw = registrars_.back().get();
+      absl::StatusOr<uint64_t> node = f.raw->Register();
+      if (!node.ok()) return node.status();
+      f.node = *node;
+      return f;
     }
     absl::StatusOr<std::unique_ptr<MembershipBackend>> backend =
         backend_(&timers_);
     if (!backend.ok()) return backend.status();
     absl::StatusOr<ClientRegistration> registered =
-        (*backend)->RegisterClient(description, kWait);
+        (*backend)->RegisterClient(description, f.key->public_key(), kWait);
     if (!registered.ok()) return registered.status();
-    *credential = (*backend)->identity().credential;
     // Kept (its lease alive) until the test ends.
     registrations_.push_back(*std::move(backend));
-    return registered->node;
+    f.node = registered->node;
+    return f;
+  }
+
+  // What `f` presents to worker `rank` (made for it only).
+  std::string CredentialFor(const Forger& f, int rank) const {
+    const WorkerInfo& w = job_->worker(0).rpc().directory().at(rank);
+    if (f.raw != nullptr) return f.raw->CredentialFor(WorkerInfoToProto(w));
+    return MadeWith(*f.key, f.node, w);
+  }
+
+  // A credential for `to` made with `key` as node `as`.
+  static std::string MadeWith(const NodeKey& key, uint64_t as,
+                              const WorkerInfo& to) {
+    PresentedCredential c;
+    c.node = as;
+    c.token = CallToken(*key.Agree(to.public_key), {as, key.public_key()},
+                        {WorkerNode(to.rank), to.public_key});
+    return FormatCredential(c);
   }
 
   uint64_t victim() const { return victim_->rpc().node(); }
@@ -238,6 +266,7 @@ class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
   GlobalId fork_;
   std::vector<proto::OwnedRRef> before_;
   std::unique_ptr<RawClient> owner_;  // The attacker, at worker1.
+  Forger attacker_;
   uint64_t attacker_node_ = 0;
 };
 
@@ -251,7 +280,7 @@ class ForgedMembershipCallTest : public ForgedIdentityTest {
     ASSERT_NO_FATAL_FAILURE(ForgedIdentityTest::SetUp());
     if (IsSkipped()) return;
     master_ = std::make_unique<RawClient>(job_->master(), token_);
-    master_->set_credential(owner_->credential());
+    master_->set_credential(CredentialFor(attacker_, 0));
   }
   std::unique_ptr<RawClient> master_;
 };
@@ -486,10 +515,14 @@ TEST_P(ForgedIdentityTest, ShutdownIsForClientsOnly) {
   RawClient anonymous(job_->master(), token_);
   ExpectRefused(anonymous.Unary(kShutdown, ""),
                 grpc::StatusCode::PERMISSION_DENIED, "anonymous");
-  // A credential nobody issued.
-  anonymous.set_credential(std::string(64, 'a'));
+  // A credential of a key nobody published.
+  anonymous.set_credential(MadeWith(*NodeKey::Generate(), attacker_node_,
+                                    job_->worker(0).rpc().directory().at(0)));
   ExpectRefused(anonymous.Unary(kShutdown, ""),
                 grpc::StatusCode::UNAUTHENTICATED, "names no live node");
+  anonymous.set_credential(std::string(64, 'a'));
+  ExpectRefused(anonymous.Unary(kShutdown, ""),
+                grpc::StatusCode::UNAUTHENTICATED, "is malformed");
   ExpectNothingChanged();
 }
 
@@ -535,36 +568,101 @@ TEST_P(ForgedIdentityTest, CollectiveFramesComeOnlyFromTheirSender) {
   ExpectNothingChanged();
 }
 
+// Issue 25 F8: what a node presents to one worker (a squatter, say, that
+// collects its callers' credentials) is worth nothing at another: a
+// client's and a worker's credentials, replayed elsewhere, name nobody.
+TEST_P(ForgedIdentityTest, ACredentialIsUselessAnywhereButItsDestination) {
+  const WorkerInfo& one = job_->worker(0).rpc().directory().at(1);
+  // What the victim presents to worker1, and what worker0 does.
+  const std::string victims =
+      victim_->rpc().channels().secrets().CredentialFor(1, one.public_key);
+  const std::string worker0s =
+      job_->worker(0).rpc().channels().secrets().CredentialFor(1,
+                                                               one.public_key);
+  ASSERT_FALSE(victims.empty());
+  ASSERT_FALSE(worker0s.empty());
+  RawClient at2(job_->worker(2).rpc().address(), token_);
+  at2.set_credential(victims);
+  ExpectRefused(at2.Unary(kShutdown, ""), grpc::StatusCode::UNAUTHENTICATED,
+                "names no live node");
+  ExpectRefused(at2.Unary(testing::kCallMethod,
+                          wire::CallRequest("echo", {wire::Int(1)}, victim())),
+                grpc::StatusCode::UNAUTHENTICATED, "names no live node");
+  at2.set_credential(worker0s);
+  ExpectRefused(
+      at2.Unary(testing::kCallMethod,
+                wire::CallRequest("echo", {wire::Int(1)}, 0, "worker0")),
+      grpc::StatusCode::UNAUTHENTICATED, "names no live node");
+  // At its own destination it is its maker's (the squatter could only
+  // ever use it against itself).
+  RawClient at1(job_->worker(1).rpc().address(), token_);
+  at1.set_credential(worker0s);
+  RawReply own =
+      at1.Unary(testing::kCallMethod,
+                wire::CallRequest("echo", {wire::Int(1)}, 0, "worker0"));
+  EXPECT_TRUE(own.status.ok()) << own.status.error_message();
+  ExpectNothingChanged();
+}
+
+// Issue 25 F4: a worker holds no key that makes a client's credential:
+// what it can make with its own key names it, or (its read-only range)
+// new clients of its own, never a client another node registered.
+TEST_P(ForgedIdentityTest, AWorkerCannotPassForAClient) {
+  RpcAgent& one = job_->worker(1).rpc();
+  const WorkerInfo& two = one.directory().at(2);
+  RawClient at2(job_->worker(2).rpc().address(), token_);
+  // The victim's node, with worker1's key.
+  at2.set_credential(MadeWith(one.key(), victim(), two));
+  ExpectRefused(at2.Unary(kShutdown, ""), grpc::StatusCode::UNAUTHENTICATED,
+                "names no live node");
+  // A client id the master would issue next, vouched for by worker1 as if
+  // it were the master.
+  const uint64_t fresh = attacker_node_ + 1000;
+  PresentedCredential vouched;
+  vouched.node = fresh;
+  vouched.token =
+      CallToken(*one.key().Agree(two.public_key),
+                {fresh, one.key().public_key()}, {2, two.public_key});
+  vouched.public_key = one.key().public_key();
+  vouched.voucher = VoucherTag(
+      *one.key().Agree(two.public_key), {0, one.directory().at(0).public_key},
+      {2, two.public_key}, {fresh, one.key().public_key()});
+  at2.set_credential(FormatCredential(vouched));
+  ExpectRefused(at2.Unary(kShutdown, ""), grpc::StatusCode::UNAUTHENTICATED,
+                "names no live node");
+  ExpectNothingChanged();
+}
+
 // Whoever may write the job's keys in etcd may rewrite a client's record
-// with a digest of its own: a client node's first digest stays its only
-// one, so the attacker's credential still names the attacker.
+// with a key of its own: a client node's first key stays its only one, so
+// the attacker's credential still names the attacker.
 TEST_P(ForgedEtcdTest, ARewrittenClientRecordMovesNoIdentity) {
-  std::string attacker;
-  ASSERT_OK_AND_ASSIGN(uint64_t node, Register("attacker2", &attacker));
+  ASSERT_OK_AND_ASSIGN(Forger attacker, Register("attacker2"));
+  const uint64_t node = attacker.node;
   EtcdOptions options;
   options.endpoints = etcd_->endpoint_list();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EtcdClient> etcd,
                        EtcdClient::Connect(options));
   proto::ClientRecord forged;
   forged.set_description("the victim, really");
-  forged.set_credential_digest(CredentialDigest(attacker));
+  forged.set_public_key(attacker.key->public_key());
   ASSERT_OK(etcd->Put(absl::StrCat("/ferry/", job_name_, "/clients/", victim()),
                       forged.SerializeAsString())
                 .Wait(kWait)
                 .status());
   // A client registered after the rewrite is admitted after it too (one
   // watch, in order): once its call passed, worker1 has seen the rewrite.
-  std::string witness;
-  ASSERT_OK_AND_ASSIGN(uint64_t witness_node, Register("witness", &witness));
+  ASSERT_OK_AND_ASSIGN(Forger witness, Register("witness"));
+  const uint64_t witness_node = witness.node;
   RawClient as_witness(job_->worker(1).rpc().address(), token_);
-  as_witness.set_credential(witness);
+  as_witness.set_credential(CredentialFor(witness, 1));
   RawReply seen =
       as_witness.Unary(testing::kCallMethod,
                        wire::CallRequest("echo", {wire::Int(1)}, witness_node));
   ASSERT_TRUE(seen.status.ok()) << seen.status.error_message();
 
   RawClient as_attacker(job_->worker(1).rpc().address(), token_);
-  as_attacker.set_credential(attacker);
+  as_attacker.set_credential(CredentialFor(attacker, 1));
   ExpectRefused(
       as_attacker.Unary(kDeleteFork, VictimsFork(victim()).SerializeAsString()),
       grpc::StatusCode::PERMISSION_DENIED,
@@ -601,8 +699,10 @@ void WaitKeyGone(const EtcdCluster& cluster, const std::string& key) {
 // admit it from their watch (its calls are its own at once), and the dead
 // incarnation's credential names nobody any more.
 TEST_P(ForgedEtcdTest, AReplacementIsKnownByItsNewCredentialOnly) {
+  // What the old incarnation presented to worker1.
   const std::string old =
-      job_->worker(2).rpc().membership_backend().identity().credential;
+      job_->worker(2).rpc().channels().secrets().CredentialFor(
+          1, job_->worker(1).rpc().directory().at(1).public_key);
   ASSERT_FALSE(old.empty());
   job_->worker(2).Stop();  // As if killed: its lease runs out.
   ASSERT_NO_FATAL_FAILURE(
@@ -615,7 +715,8 @@ TEST_P(ForgedEtcdTest, AReplacementIsKnownByItsNewCredentialOnly) {
   WorkerImpl replacement(config);
   ASSERT_OK(replacement.Start());
   const std::string fresh =
-      replacement.rpc().membership_backend().identity().credential;
+      replacement.rpc().channels().secrets().CredentialFor(
+          1, replacement.rpc().directory().at(1).public_key);
   EXPECT_NE(fresh, old);
   // The replacement's call, as worker2, right after it joined.
   ASSERT_OK_AND_ASSIGN(Value name,

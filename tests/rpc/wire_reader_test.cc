@@ -241,7 +241,10 @@ TEST(WireReaderTest, FindsTheTensorsBytesFromAPrefix) {
   auto find = [&](size_t prefix) {
     std::vector<grpc::Slice> slices;
     EXPECT_TRUE(Buffer(wire.substr(0, prefix), 7).Dump(&slices).ok());
-    return FindTensorData(slices, wire.size());
+    absl::StatusOr<std::vector<TensorPlace>> places =
+        FindTensorData(slices, wire.size());
+    EXPECT_OK(places);
+    return places.ok() ? *places : std::vector<TensorPlace>();
   };
   // Cut before t's data length: nothing placed yet.
   EXPECT_TRUE(find(at - 2).empty());
@@ -261,7 +264,30 @@ TEST(WireReaderTest, FindsTheTensorsBytesFromAPrefix) {
       bytes, EncodeValue(Value(Value::List{Value("no tensor")}), nullptr, "v"));
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(bytes.Dump(&slices).ok());
-  EXPECT_TRUE(FindTensorData(slices, bytes.Length()).empty());
+  ASSERT_OK_AND_ASSIGN(std::vector<TensorPlace> none,
+                       FindTensorData(slices, bytes.Length()));
+  EXPECT_TRUE(none.empty());
+}
+
+// Issue 25, F1: a tensor field that ends inside its own data field. Its
+// data's length was read past the tensor's end, and the place taken as
+// inside the message; now it is malformed, named where.
+TEST(WireReaderTest, ATensorEndingInsideItsDataFieldIsMalformed) {
+  const std::string wire = std::string("\x2a\x02xy", 4) +
+                           std::string("\x32\x01\x1a\x80\x80\x04", 6);
+  const std::vector<grpc::Slice> slices = {grpc::Slice(wire)};
+  EXPECT_THAT(FindTensorData(slices, 1 << 20),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("message.tensor: malformed message")));
+  EXPECT_THAT(ReadValue(slices, Limits(), "v"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("v: malformed message")));
+  // A tensor nested in lists and maps is named by where it is.
+  const std::string nested = std::string("\x3a\x05\x0a\x03", 4) +
+                             std::string("\x32\x01\x1a", 3);
+  EXPECT_THAT(FindTensorData({grpc::Slice(nested)}, nested.size()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("message.list.tensor")));
 }
 
 TEST(WireReaderTest, ResponseRoundTrip) {

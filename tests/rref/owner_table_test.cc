@@ -620,5 +620,97 @@ TEST_F(OwnerTableTest, BadChunkNumbersAreInvalid) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Found by lease_rounds_fuzz: a local value whose fork's delete arrived
+// first was kept with no fork, forever.
+TEST_F(OwnerTableTest, ALocalValueWhoseDeleteCameFirstIsFreed) {
+  const GlobalId local{kOwner, 3}, fork{kOwner, 4};
+  table_.DeleteFork(local, fork, false);
+  ASSERT_OK(table_.AddLocal(local, fork, Value(1)));
+  EXPECT_EQ(table_.stats().owned, 0);
+  Outcome<absl::StatusOr<Value>> o;
+  EXPECT_EQ(table_.Fetch(local, fork, clock_.Now() + kLease, o.Callback()), 0u);
+  ASSERT_TRUE(o.result.has_value());
+  EXPECT_THAT(*o.result, StatusIs(absl::StatusCode::kNotFound,
+                                  HasSubstr("already released")));
+}
+
+// Issue 25 (F6): one 20-byte lease round scanned the whole table under its
+// lock. A round, a drop or a sweep now walks the holder's own forks (and
+// a sweep only what may have expired): a flood of rounds from a holder
+// with nothing here costs nothing however large the table is.
+TEST(OwnerTableCostTest, ARoundCostsItsHoldersOwnForks) {
+  ManualClock clock;
+  OwnerOptions options;
+  options.lease = kLease;
+  OwnerTable table(kOwner, &clock, options);
+  constexpr int kForks = 5000;
+  LeaseListing alice;
+  alice.round = 1;
+  for (int i = 0; i < kForks; ++i) {
+    const GlobalId rref{kAlice, static_cast<uint64_t>(2 * i + 10)};
+    const GlobalId fork{kAlice, static_cast<uint64_t>(2 * i + 11)};
+    ASSERT_OK(table.Create(rref, fork, kAlice));
+    table.Resolve(rref, Value(i));
+    alice.forks.push_back({rref, fork});
+  }
+  const int64_t before = table.stats().forks_walked;
+  for (uint64_t round = 1; round <= 1000; ++round) {
+    LeaseListing flood;  // Bob holds nothing here.
+    flood.round = round;
+    ASSERT_OK(table.RenewLease(kBob, flood));
+  }
+  EXPECT_EQ(table.stats().forks_walked, before);
+  // Alice's own round walks her forks, once.
+  ASSERT_OK(table.RenewLease(kAlice, alice));
+  EXPECT_EQ(table.stats().forks_walked, before + kForks);
+  // A sweep with every lease alive and every fork confirmed walks nothing.
+  clock.Advance(kLease / 2);
+  table.Sweep();
+  EXPECT_EQ(table.stats().forks_walked, before + kForks);
+  EXPECT_EQ(table.stats().forks, kForks);
+  // Bob's death walks nothing; Alice's lease running out walks hers.
+  table.DropHolder(kBob);
+  EXPECT_EQ(table.stats().forks_walked, before + kForks);
+  clock.Advance(kLease);
+  table.Sweep();
+  EXPECT_EQ(table.stats().forks_walked, before + 2 * kForks);
+  EXPECT_EQ(table.stats().owned, 0);
+}
+
+// The index follows every way a fork comes and goes: registered (confirmed
+// or not), confirmed by a confirm or a round, dropped by a delete, a round,
+// a sweep or a drop; a holder's limit counts its indexed forks.
+TEST_F(OwnerTableTest, TheHolderIndexFollowsEveryFork) {
+  CreateReady();
+  ASSERT_OK(AddFork(kBobFork, kBob));
+  const GlobalId bob2{kAlice, 7}, bob3{kAlice, 8}, bob4{kAlice, 9};
+  ASSERT_OK(AddFork(bob2, kBob));
+  ASSERT_OK(AddFork(bob3, kBob));
+  EXPECT_THAT(AddFork(bob4, kBob),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("already holds 3 rrefs here")));
+  ASSERT_OK(table_.ConfirmFork(kRRef, kBobFork, kBob, /*round=*/1));
+  LeaseListing r1;
+  r1.round = 1;
+  r1.forks = {{kRRef, kBobFork}, {kRRef, bob2}};
+  ASSERT_OK(table_.RenewLease(kBob, r1));
+  EXPECT_EQ(table_.stats().unconfirmed, 1);  // bob3.
+  table_.DeleteFork(kRRef, bob2, false);
+  ASSERT_OK(AddFork(bob4, kBob));  // A place came free.
+  LeaseListing r2;                 // Bob no longer has kBobFork.
+  r2.round = 2;
+  r2.forks = {{kRRef, bob4}};
+  ASSERT_OK(table_.RenewLease(kBob, r2));
+  EXPECT_EQ(table_.stats().forks, 3);  // Alice's, bob3, bob4.
+  clock_.Advance(kLease / 2);
+  LeaseListing renewal;  // Bob alive; Alice silent.
+  renewal.forks = {{kRRef, bob4}};
+  ASSERT_OK(table_.RenewLease(kBob, renewal));
+  clock_.Advance(kLease / 2 + absl::Seconds(1));
+  table_.Sweep();  // bob3 was never confirmed; Alice's lease ran out.
+  EXPECT_EQ(table_.stats().forks, 1);
+  table_.DropHolder(kBob);
+}
+
 }  // namespace
 }  // namespace ferry

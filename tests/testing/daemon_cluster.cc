@@ -9,7 +9,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/value/json.h"
 
@@ -53,6 +56,17 @@ int UnusedPort() {
 
 absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
     int world_size, std::vector<std::string> ferryd_flags) {
+  return Start(world_size, {}, std::move(ferryd_flags));
+}
+
+absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::UpWithoutToken(
+    int world_size, std::vector<std::string> ferryd_flags) {
+  return Start(world_size, {"--token_file="}, std::move(ferryd_flags));
+}
+
+absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Start(
+    int world_size, std::vector<std::string> up_flags,
+    std::vector<std::string> ferryd_flags) {
   static std::atomic<int> counter{0};
   std::unique_ptr<DaemonCluster> job(new DaemonCluster());
   job->dir_ = absl::StrCat(Env("TEST_TMPDIR", "/tmp"), "/cluster-", getpid(),
@@ -61,6 +75,7 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
   std::vector<std::string> args = {
       "up", absl::StrCat("--world_size=", world_size), "--port=0",
       absl::StrCat("--dir=", job->dir_)};
+  args.insert(args.end(), up_flags.begin(), up_flags.end());
   if (!ferryd_flags.empty()) {
     args.push_back("--");
     args.insert(args.end(), ferryd_flags.begin(), ferryd_flags.end());
@@ -74,7 +89,9 @@ absl::StatusOr<std::unique_ptr<DaemonCluster>> DaemonCluster::Up(
         absl::StrCat("ferryctl up: ", up->Describe()));
   }
   job->master_ = cluster->Find("master")->as_string();
-  job->token_file_ = cluster->Find("token_file")->as_string();
+  if (const Value* token = cluster->Find("token_file")) {
+    job->token_file_ = token->as_string();
+  }
   for (const Value& w : cluster->Find("workers")->as_list()) {
     job->pids_.push_back(static_cast<pid_t>(w.Find("pid")->as_int()));
     job->addresses_.push_back(w.Find("address")->as_string());
@@ -108,6 +125,13 @@ DaemonCluster::CtlInBackground(const std::vector<std::string>& args,
                                std::optional<std::string> stdin_text) const {
   return BackgroundProcess::Start(Argv(args),
                                   CtlOptions(std::move(stdin_text)));
+}
+
+std::string DaemonCluster::token() const {
+  std::ifstream in(token_file_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(text.str()));
 }
 
 }  // namespace testing

@@ -37,6 +37,11 @@ class DaemonCluster {
   // joined. FAILED_PRECONDITION with ferryctl's output if `up` failed.
   static absl::StatusOr<std::unique_ptr<DaemonCluster>> Up(
       int world_size, std::vector<std::string> ferryd_flags = {});
+  // The same without a token (`up --token_file=`): plaintext on loopback,
+  // every claim a caller makes believed, as in an --insecure job.
+  // token_file() is empty.
+  static absl::StatusOr<std::unique_ptr<DaemonCluster>> UpWithoutToken(
+      int world_size, std::vector<std::string> ferryd_flags = {});
   // Down, then SIGKILL of survivors.
   ~DaemonCluster();
 
@@ -53,6 +58,8 @@ class DaemonCluster {
   const std::string& master() const { return master_; }
   // The job's token (up made it, in the job's private directory).
   const std::string& token_file() const { return token_file_; }
+  // The token itself, trimmed ("" if the file cannot be read).
+  std::string token() const;
   pid_t pid(int rank) const { return pids_[rank]; }
   // host:port a worker serves on.
   const std::string& address(int rank) const { return addresses_[rank]; }
@@ -60,6 +67,9 @@ class DaemonCluster {
 
  private:
   DaemonCluster() = default;
+  static absl::StatusOr<std::unique_ptr<DaemonCluster>> Start(
+      int world_size, std::vector<std::string> up_flags,
+      std::vector<std::string> ferryd_flags);
   std::vector<std::string> Argv(const std::vector<std::string>& args) const;
 
   std::string dir_;

@@ -11,6 +11,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_callback.h"
 #include "proto/rendezvous.pb.h"
+#include "rpc/credential.h"
 
 namespace ferry {
 namespace testing {
@@ -47,7 +48,10 @@ struct Pending {
 class StreamCall final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  explicit StreamCall(const std::vector<std::string>& messages) {
+  // `half_close`: once written, the stream says it sends no more.
+  explicit StreamCall(const std::vector<std::string>& messages,
+                      bool half_close = true)
+      : half_close_(half_close) {
     for (const std::string& m : messages) out_.push_back(ToBuffer(m));
   }
 
@@ -75,6 +79,7 @@ class StreamCall final
   grpc::ClientContext context;
   RawReply reply;
   absl::Notification done;
+  absl::Notification written;  // Every message handed to the connection.
   absl::Time start;
 
  private:
@@ -82,10 +87,12 @@ class StreamCall final
     if (next_ < out_.size()) {
       StartWrite(&out_[next_++]);
     } else if (next_++ == out_.size()) {
-      StartWritesDone();
+      written.Notify();
+      if (half_close_) StartWritesDone();
     }
   }
 
+  const bool half_close_;
   std::vector<grpc::ByteBuffer> out_;
   size_t next_ = 0;
   grpc::ByteBuffer in_;
@@ -99,10 +106,13 @@ RawClient::RawClient(const std::string& address, std::string token)
 
 RawClient::RawClient(const std::string& address, std::string token,
                      std::shared_ptr<grpc::ChannelCredentials> credentials)
-    : token_(std::move(token)) {
+    : address_(address), token_(std::move(token)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  // A connection of its own, as a peer of its own has (gRPC would share
+  // one among channels with equal arguments).
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   channel_ = grpc::CreateCustomChannel(address, credentials, args);
   stub_ = std::make_unique<grpc::GenericStub>(channel_);
 }
@@ -184,6 +194,44 @@ RawReply RawClient::Stream(const std::string& method,
   return reply;
 }
 
+struct RawClient::HeldStream::Call {
+  StreamCall stream;
+  explicit Call(const std::vector<std::string>& messages)
+      : stream(messages, /*half_close=*/false) {}
+};
+
+std::unique_ptr<RawClient::HeldStream> RawClient::Hold(
+    const std::string& method, const std::vector<std::string>& messages,
+    absl::Duration timeout) {
+  auto* call = new HeldStream::Call(messages);
+  call->stream.context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  Authorize(&call->stream.context);
+  call->stream.Start(stub_.get(), method);
+  return std::unique_ptr<HeldStream>(new HeldStream(call));
+}
+
+bool RawClient::HeldStream::AwaitWritten(absl::Duration timeout) {
+  return call_->stream.written.WaitForNotificationWithTimeout(timeout);
+}
+
+RawReply RawClient::HeldStream::Wait(absl::Duration timeout) {
+  if (!call_->stream.done.WaitForNotificationWithTimeout(timeout)) {
+    RawReply held;
+    held.status = grpc::Status(grpc::StatusCode::UNKNOWN, "not ended");
+    return held;
+  }
+  return call_->stream.reply;
+}
+
+RawClient::HeldStream::~HeldStream() {
+  call_->stream.context.TryCancel();
+  // Cancelled, it ends at once; if its end were ever lost, gRPC could
+  // still use it: leaked rather than freed under gRPC.
+  if (call_->stream.done.WaitForNotificationWithTimeout(absl::Seconds(10))) {
+    delete call_;
+  }
+}
+
 void RawClient::Authorize(grpc::ClientContext* context) const {
   if (!token_.empty())
     context->AddMetadata("authorization", "Bearer " + token_);
@@ -195,6 +243,7 @@ void RawClient::Authorize(grpc::ClientContext* context) const {
 absl::StatusOr<uint64_t> RawClient::Register() {
   proto::RegisterClientRequest request;
   request.set_description("raw client");
+  request.set_public_key(key_->public_key());
   RawReply r = Unary(kRegisterClientMethod, request.SerializeAsString(),
                      absl::Seconds(10));
   if (!r.status.ok()) {
@@ -205,9 +254,32 @@ absl::StatusOr<uint64_t> RawClient::Register() {
   if (!response.ParseFromString(r.bytes)) {
     return absl::InternalError("malformed RegisterClientResponse");
   }
-  credential_ = response.credential();
   node_ = response.node();
+  incarnation_ = response.incarnation();
+  workers_.assign(response.workers().begin(), response.workers().end());
+  vouchers_.assign(response.vouchers().begin(), response.vouchers().end());
+  // The worker it registered at is the one it talks to.
+  credential_.clear();
+  for (const proto::WorkerInfo& w : workers_) {
+    if (w.address() == address_) credential_ = CredentialFor(w);
+  }
   return node_;
+}
+
+std::string RawClient::CredentialFor(const proto::WorkerInfo& worker) const {
+  absl::StatusOr<std::string> secret = key_->Agree(worker.public_key());
+  if (!secret.ok()) return "";
+  PresentedCredential c;
+  c.node = node_;
+  c.token =
+      CallToken(*secret, {node_, key_->public_key()},
+                {static_cast<uint64_t>(worker.rank()), worker.public_key()});
+  if (worker.rank() >= 0 &&
+      worker.rank() < static_cast<int>(vouchers_.size())) {
+    c.public_key = key_->public_key();
+    c.voucher = vouchers_[worker.rank()];
+  }
+  return FormatCredential(c);
 }
 
 absl::StatusOr<proto::WorkerStatus> RawClient::Status() {
@@ -268,6 +340,15 @@ std::string Tensor(int dtype, const std::vector<int64_t>& shape,
 
 std::string RRef(const proto::RRefHandle& handle) {
   return Bytes(9, handle.SerializeAsString());
+}
+
+std::string StreamHead(uint64_t total, uint64_t align) {
+  std::string h(16, '\0');
+  for (int i = 0; i < 8; ++i) {
+    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
+    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
+  }
+  return h;
 }
 
 std::string CallRequest(absl::string_view function,

@@ -21,7 +21,9 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/rendezvous.pb.h"
 #include "proto/worker.pb.h"
+#include "rpc/node_key.h"
 
 namespace ferry {
 namespace testing {
@@ -40,8 +42,8 @@ struct RawReply {
 
 class RawClient {
  public:
-  // A channel of its own to `address` (host:port); `token`, if not empty,
-  // is sent as "authorization: Bearer <token>".
+  // A channel (and connection) of its own to `address` (host:port);
+  // `token`, if not empty, is sent as "authorization: Bearer <token>".
   explicit RawClient(const std::string& address, std::string token = "");
   // The same over `credentials` (e.g. TLS with a client certificate).
   RawClient(const std::string& address, std::string token,
@@ -65,30 +67,68 @@ class RawClient {
                   const std::vector<std::string>& messages,
                   absl::Duration timeout = absl::Seconds(10));
 
+  // A bidi stream of `method` that writes `messages` and then stays open,
+  // never half-closed: what a peer that stops sending holds at the server.
+  // Ends when the server ends it (Wait), or is cancelled when destroyed.
+  class HeldStream {
+   public:
+    ~HeldStream();
+    // Whether every message was handed to the connection within `timeout`.
+    bool AwaitWritten(absl::Duration timeout);
+    // The server's answer once it ends the stream (UNKNOWN "not ended" if
+    // it did not within `timeout`; the stream stays held).
+    RawReply Wait(absl::Duration timeout);
+
+   private:
+    friend class RawClient;
+    struct Call;
+    explicit HeldStream(Call* call) : call_(call) {}
+    Call* call_;
+  };
+  // The stream's gRPC deadline is `timeout` from now.
+  std::unique_ptr<HeldStream> Hold(const std::string& method,
+                                   const std::vector<std::string>& messages,
+                                   absl::Duration timeout = absl::Seconds(60));
+
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();
 
-  // Registers as a client of the job (RegisterClient at this address):
-  // later calls present the credential it was issued (metadata
-  // "ferry-credential"). Its node id.
+  // Registers as a client of the job (RegisterClient at this address),
+  // with a key pair of its own: later calls present the credential it
+  // makes for the worker at this address (metadata "ferry-credential",
+  // rpc/credential.h), with the voucher its registrar made for it. Its
+  // node id.
   absl::StatusOr<uint64_t> Register();
   // Presents `credential` on later calls ("" = none), as a forger would.
   void set_credential(std::string credential) {
     credential_ = std::move(credential);
   }
   const std::string& credential() const { return credential_; }
+  // What this client presents to `worker` (after Register): made for that
+  // worker only.
+  std::string CredentialFor(const proto::WorkerInfo& worker) const;
   // The node Register() made this client (0 before).
   uint64_t node() const { return node_; }
+  // The incarnation Register() was given, for its polls (0 before).
+  uint64_t incarnation() const { return incarnation_; }
+  // The directory Register() learnt.
+  const std::vector<proto::WorkerInfo>& workers() const { return workers_; }
+  const NodeKey& key() const { return *key_; }
 
  private:
   // Adds the token and credential (if any) to a call.
   void Authorize(grpc::ClientContext* context) const;
 
+  std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<grpc::GenericStub> stub_;
   std::string token_;
   std::string credential_;
+  const std::shared_ptr<const NodeKey> key_ = NodeKey::Generate();
   uint64_t node_ = 0;
+  uint64_t incarnation_ = 0;
+  std::vector<proto::WorkerInfo> workers_;
+  std::vector<std::string> vouchers_;  // By rank.
 };
 
 // Protobuf wire bytes built by hand, for messages no honest writer makes.
@@ -108,6 +148,10 @@ std::string List(const std::vector<std::string>& items);
 std::string Tensor(int dtype, const std::vector<int64_t>& shape,
                    absl::string_view data);
 std::string RRef(const proto::RRefHandle& handle);
+
+// A call stream's head (rpc/chunked_message.h): `total` bytes to come, the
+// largest piece starting at `align` modulo 64.
+std::string StreamHead(uint64_t total, uint64_t align = 0);
 
 // A CallRequest for `function` with these argument values.
 std::string CallRequest(absl::string_view function,

@@ -44,6 +44,15 @@ std::string ValueBytes(const Value& v) {
   return p.SerializeAsString();
 }
 
+std::string TensorPastItsEndPayload(int64_t filler, int64_t data_bytes) {
+  std::string out = "\x2a";
+  AppendVarint(static_cast<uint64_t>(filler), &out);
+  out.append(static_cast<size_t>(filler), 'x');
+  out += "\x32\x01\x1a";
+  AppendVarint(static_cast<uint64_t>(data_bytes), &out);
+  return out;
+}
+
 proto::ChunkHeader DataHeader(std::string op, int step, int src,
                               int64_t total) {
   proto::ChunkHeader h;

@@ -40,6 +40,13 @@ grpc::ByteBuffer ToByteBuffer(absl::string_view bytes);
 // The serialized proto::Value of `v`: a DATA message's payload.
 std::string ValueBytes(const Value& v);
 
+// A DATA payload whose tensor field ends inside its own data field (issue
+// 25, F1): `filler` bytes in a bytes_value field (5), then a tensor field
+// (6) of 1 byte holding only the key of a data field (3) whose length,
+// `data_bytes`, follows past the tensor's end:
+//   2a <filler> 32 01 1a <varint data_bytes>
+std::string TensorPastItsEndPayload(int64_t filler, int64_t data_bytes);
+
 proto::ChunkHeader DataHeader(std::string op, int step, int src, int64_t total);
 proto::ChunkHeader AbortHeader(std::string op, int src, absl::StatusCode code,
                                std::string error);

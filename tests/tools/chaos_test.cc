@@ -174,7 +174,9 @@ class ChaosTest : public ::testing::Test {
   // the op but never join it): one future per joined rank.
   std::vector<Future<Value>> PartialAllReduce(const std::vector<int>& joined) {
     std::vector<Future<Value>> ops;
-    const std::string op_id = absl::StrCat("chaos.", ++op_counter_);
+    // A client's op ids are its own: "<its node>.<anything>".
+    const std::string op_id =
+        absl::StrCat(rpc().node(), ".chaos.", ++op_counter_);
     for (int r : joined) {
       ops.push_back(
           rpc().RpcAsync(absl::StrCat("worker", r), kCollectiveFunction,

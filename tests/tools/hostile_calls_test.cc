@@ -11,12 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
-#include "rpc/security.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
@@ -40,15 +38,6 @@ constexpr int64_t kHeapSlack = 48 * kMiB;
 // A hostile call is answered long before this; it only tells a hang.
 constexpr absl::Duration kAnswered = absl::Seconds(5);
 
-// The job's token, as its file holds it, trimmed ("" if unreadable: the
-// calls then fail UNAUTHENTICATED and say so).
-std::string TokenOf(const DaemonCluster& job) {
-  absl::StatusOr<std::string> token =
-      ReadSecretFile(job.token_file(), "--token_file");
-  EXPECT_TRUE(token.ok()) << token.status();
-  return token.ok() ? std::string(absl::StripAsciiWhitespace(*token)) : "";
-}
-
 class HostileCallsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -64,7 +53,7 @@ class HostileCallsTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_NE(job_, nullptr);
-    raw_ = std::make_unique<RawClient>(job_->address(0), TokenOf(*job_));
+    raw_ = std::make_unique<RawClient>(job_->address(0), job_->token());
     // A client of the job: the token lets it join, the credential it is
     // issued says who it is.
     absl::StatusOr<uint64_t> node = raw_->Register();
@@ -250,7 +239,7 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
   absl::StatusOr<std::unique_ptr<DaemonCluster>> small =
       DaemonCluster::Up(1, {"--max_message_mb=1"});
   ASSERT_TRUE(small.ok()) << small.status();
-  RawClient raw((*small)->address(0), TokenOf(**small));
+  RawClient raw((*small)->address(0), (*small)->token());
   ASSERT_TRUE(raw.Register().ok());
   std::string request =
       wire::CallRequest("echo",
@@ -271,18 +260,9 @@ TEST_F(HostileCallsTest, MessageOverTheSizeLimit) {
   EXPECT_EQ(kill((*small)->pid(0), 0), 0);
 }
 
-// A call stream's head (rpc/chunked_message.h): `total` bytes to come.
-std::string StreamHead(uint64_t total, uint64_t align = 0) {
-  std::string h(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
-    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
-  }
-  return h;
-}
-
 TEST_F(HostileCallsTest, StreamAnnouncingAnExabyte) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(uint64_t{1} << 60)});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(uint64_t{1} << 60)});
   ExpectHealthy(r, grpc::StatusCode::RESOURCE_EXHAUSTED,
                 "(--max_message_mb=1100)");
 }
@@ -294,20 +274,23 @@ TEST_F(HostileCallsTest, StreamHeadOfTheWrongSize) {
 }
 
 TEST_F(HostileCallsTest, StreamLongerThanAnnounced) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(4), "12345678"});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(4), "12345678"});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "a chunk of 8 bytes after 0 of 4");
 }
 
 TEST_F(HostileCallsTest, StreamEndingEarly) {
-  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(1 << 20), "1234"});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(1 << 20), "1234"});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "4 of 1048576 bytes received");
 }
 
 TEST_F(HostileCallsTest, StreamOfAMalformedRequest) {
   const std::string junk = "\xff\xff\xff";
-  RawReply r = raw_->Stream(kCallStreamMethod, {StreamHead(junk.size()), junk});
+  RawReply r =
+      raw_->Stream(kCallStreamMethod, {wire::StreamHead(junk.size()), junk});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "request");
 }
 
@@ -315,7 +298,7 @@ TEST_F(HostileCallsTest, StreamedEchoIsAnsweredAsAStream) {
   const std::string data(size_t{3} << 20, '\x01');
   const std::string request =
       Request("echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)});
-  std::vector<std::string> messages = {StreamHead(request.size())};
+  std::vector<std::string> messages = {wire::StreamHead(request.size())};
   for (size_t at = 0; at < request.size(); at += size_t{1} << 20) {
     messages.push_back(request.substr(at, size_t{1} << 20));
   }

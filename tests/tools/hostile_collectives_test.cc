@@ -27,6 +27,8 @@
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/credential.h"
+#include "rpc/node_key.h"
 #include "rpc/security.h"
 #include "rpc/value/json.h"
 #include "tests/testing/daemon_cluster.h"
@@ -322,27 +324,40 @@ TEST_F(HostileCollectivesTest, BarriersAreOnlyTheWorkers) {
 TEST_F(HostileCollectivesTest, Clients) {
   auto master = Master();
   std::vector<proto::RegisterClientResponse> clients;
+  std::vector<std::shared_ptr<const NodeKey>> keys;
   absl::Status refused;
   for (int i = 0; i < 8 && refused.ok(); ++i) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
     Authorize(&context, *token_);
+    auto key = NodeKey::Generate();
     proto::RegisterClientRequest request;
     request.set_description(std::string(1 << 20, 'd'));
+    request.set_public_key(key->public_key());
     proto::RegisterClientResponse response;
     refused = ToAbsl(master->RegisterClient(&context, request, &response));
-    if (refused.ok()) clients.push_back(response);
+    if (refused.ok()) {
+      clients.push_back(response);
+      keys.push_back(key);
+    }
   }
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
                                 HasSubstr("(--max_clients=8)")));
   // They leave; room comes back once the workers saw it (`ferryctl down`
   // at the end needs it).
-  for (const proto::RegisterClientResponse& client : clients) {
+  for (size_t i = 0; i < clients.size(); ++i) {
+    const proto::RegisterClientResponse& client = clients[i];
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kAnswerWithin));
     Authorize(&context, *token_);
-    // As itself: its credential and incarnation.
-    context.AddMetadata("ferry-credential", client.credential());
+    // As itself: its credential (made for the master) and incarnation.
+    const proto::WorkerInfo& master_info = client.workers(0);
+    PresentedCredential as_itself;
+    as_itself.node = client.node();
+    as_itself.token = CallToken(*keys[i]->Agree(master_info.public_key()),
+                                {client.node(), keys[i]->public_key()},
+                                {0, master_info.public_key()});
+    context.AddMetadata(kCredentialHeader, FormatCredential(as_itself));
     proto::PollRequest poll;
     poll.set_node(client.node());
     poll.set_incarnation(client.incarnation());

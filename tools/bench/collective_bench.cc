@@ -16,6 +16,7 @@
 #include "tools/bench/cpu_clock.h"
 #include "tools/bench/gloo_baseline.h"
 #include "tools/bench/peer_process.h"
+#include "tools/bench/unobserved.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -118,9 +119,9 @@ struct System {
 };
 
 std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
-                               LocalJob& job, GlooGroup& gloo,
-                               PeerProcess* peer, const std::string& op,
-                               int64_t bytes) {
+                               LocalJob& job, LocalJob* unobserved,
+                               GlooGroup& gloo, PeerProcess* peer,
+                               const std::string& op, int64_t bytes) {
   auto on_threads = [world](MakeOp make) -> TimeOps {
     return [world, make](int n) -> absl::StatusOr<OpTime> {
       OpTime t;
@@ -131,6 +132,11 @@ std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
   std::vector<System> systems;
   if (o.system.empty() || o.system == "ferry") {
     systems.push_back({"ferry", on_threads(FerryOp(job, op, bytes))});
+  }
+  if (unobserved != nullptr &&
+      (o.system.empty() || o.system == "ferry_unobserved")) {
+    systems.push_back(
+        {"ferry_unobserved", on_threads(FerryOp(*unobserved, op, bytes))});
   }
   if (o.system.empty() || o.system == "gloo") {
     systems.push_back({"gloo", on_threads([&gloo, op, bytes](int rank) {
@@ -177,6 +183,15 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(world, job_options));
+  std::unique_ptr<LocalJob> unobserved;
+  if (o.unobserved || o.system == "ferry_unobserved") {
+    LocalJob::Options quiet = job_options;
+    quiet.configure = [&](WorkerConfig& w) {
+      job_options.configure(w);
+      Unobserved(w);
+    };
+    FERRY_ASSIGN_OR_RETURN(unobserved, LocalJob::Start(world, quiet));
+  }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> gloo,
                          GlooGroup::Connect(world));
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
@@ -193,8 +208,9 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
     // out of it, said once.
     bool peer_has_op = true;
     for (int64_t bytes : sizes) {
-      std::vector<System> systems = SystemsFor(
-          o, world, *job, *gloo, peer_has_op ? peer.get() : nullptr, op, bytes);
+      std::vector<System> systems =
+          SystemsFor(o, world, *job, unobserved.get(), *gloo,
+                     peer_has_op ? peer.get() : nullptr, op, bytes);
       for (auto s = systems.begin(); s != systems.end();) {
         absl::StatusOr<int> n = o.iterations > 0
                                     ? absl::StatusOr<int>(o.iterations)

@@ -52,6 +52,9 @@ struct CollectiveSuiteOptions {
   // tools/bench/peers/torch_gloo_bench.py), its rounds interleaved with
   // ferry's and libgloo's. Not owned.
   const PeerSetup* peers = nullptr;
+  // Also ferry with its flight recorder, metrics and tracing off (system
+  // "ferry_unobserved", a job of its own), in the same rounds.
+  bool unobserved = false;
 };
 
 // reduce_scatter's elements (float32) per rank and part for `bytes` per

@@ -9,6 +9,7 @@
 #include "grpcpp/server_builder.h"
 #include "proto/bench.grpc.pb.h"
 #include "rpc/base/status_util.h"
+#include "tools/bench/unobserved.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -89,12 +90,14 @@ class BareEcho final : public EchoSystem {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket) {
+absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket,
+                                                           bool observed) {
   LocalJob::Options options;
-  options.configure = [local_socket](WorkerConfig& o) {
+  options.configure = [local_socket, observed](WorkerConfig& o) {
     o.local_socket = local_socket;
     // ferryd's default, not LocalJob's 2 s for tests (see collective_bench).
     o.heartbeat_timeout = absl::Seconds(30);
+    if (!observed) Unobserved(o);
   };
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<LocalJob> job,
                          LocalJob::Start(2, options));

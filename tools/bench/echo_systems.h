@@ -25,8 +25,10 @@ class EchoSystem {
 
 // ferry: worker0 calls "echo" on worker1 with a uint8 tensor. With
 // `local_socket` the workers talk over a unix-abstract socket (ferry's
-// default on one host), otherwise over TCP loopback.
-absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket);
+// default on one host), otherwise over TCP loopback. Unless `observed`,
+// the workers run without their flight recorder, metrics and tracing.
+absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(
+    bool local_socket, bool observed = true);
 
 // Bare gRPC over TCP loopback (`uds` false) or a unix-abstract socket.
 absl::StatusOr<std::unique_ptr<EchoSystem>> StartBareEcho(bool uds);

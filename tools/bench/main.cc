@@ -45,8 +45,9 @@ ABSL_FLAG(std::string, only, "",
           "suite: only this collective (e.g. all_reduce)");
 ABSL_FLAG(std::string, variant, "",
           "rpc suite: only this system (grpc/echo, ferry/echo_tcp, "
-          "grpc/echo_uds, ferry/echo), e.g. for profiling; collectives "
-          "suite: ferry or gloo; with --peers also torch_rpc/echo, "
+          "grpc/echo_uds, ferry/echo, ferry_unobserved/echo), e.g. for "
+          "profiling; collectives suite: ferry, ferry_unobserved or gloo; with "
+          "--peers also torch_rpc/echo, "
           "torch_rpc_shm/echo, torch_gloo");
 ABSL_FLAG(bool, peers, false,
           "rpc and collectives suites: also measure torch.distributed.rpc "
@@ -79,6 +80,11 @@ ABSL_FLAG(int, iterations, 0,
           "and take the difference");
 ABSL_FLAG(std::vector<std::string>, worlds, {},
           "collectives suite: world sizes, comma-separated (default: 2,4)");
+ABSL_FLAG(bool, unobserved, false,
+          "rpc and collectives suites: also measure ferry with its flight "
+          "recorder, metrics and tracing off (system ferry_unobserved), in "
+          "the same interleaved rounds as ferry with them on (the default): "
+          "their overhead");
 ABSL_FLAG(int64_t, ring_piece_bytes, -1,
           "collectives suite: ferry's pipelined-ring piece size (0: one "
           "ring; default: the worker's), to choose it by measurement");
@@ -134,6 +140,7 @@ int BenchMain(int argc, char** argv) {
     o.only = absl::GetFlag(FLAGS_only);
     o.iterations = absl::GetFlag(FLAGS_iterations);
     o.peers = peer_setup;
+    o.unobserved = absl::GetFlag(FLAGS_unobserved);
     status = ferry::bench::RunRpcSuite(o, &report);
   }
   if (status.ok() && (suite == "all" || suite == "rref")) {
@@ -169,6 +176,7 @@ int BenchMain(int argc, char** argv) {
     o.only_op = absl::GetFlag(FLAGS_only);
     o.system = absl::GetFlag(FLAGS_variant);
     o.peers = peer_setup;
+    o.unobserved = absl::GetFlag(FLAGS_unobserved);
     status = ferry::bench::RunCollectiveSuite(o, &report);
   }
   if (status.ok() && (suite == "all" || suite == "sparse")) {

@@ -210,11 +210,11 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
     return options.variant.empty() ||
            options.variant == absl::StrCat(system, "/", op);
   };
-  auto add = [&](const char* system, const char* op, bool ferry,
-                 bool local) -> absl::Status {
+  auto add = [&](const char* system, const char* op, bool ferry, bool local,
+                 bool observed = true) -> absl::Status {
     if (!wanted(system, op)) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<EchoSystem>> echo =
-        ferry ? StartFerryEcho(local) : StartBareEcho(local);
+        ferry ? StartFerryEcho(local, observed) : StartBareEcho(local);
     if (!echo.ok()) return echo.status();
     variants.push_back({system, op, *std::move(echo), nullptr});
     return absl::OkStatus();
@@ -223,6 +223,9 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   FERRY_RETURN_IF_ERROR(add("ferry", "echo_tcp", true, false));
   FERRY_RETURN_IF_ERROR(add("grpc", "echo_uds", false, true));
   FERRY_RETURN_IF_ERROR(add("ferry", "echo", true, true));
+  if (options.unobserved || options.variant == "ferry_unobserved/echo") {
+    FERRY_RETURN_IF_ERROR(add("ferry_unobserved", "echo", true, true, false));
+  }
   for (const char* system : {"torch_rpc", "torch_rpc_shm"}) {
     if (options.peers == nullptr || !wanted(system, "echo")) continue;
     FERRY_ASSIGN_OR_RETURN(

@@ -31,6 +31,9 @@ struct RpcSuiteOptions {
   // memory on one host), by tools/bench/peers/torch_rpc_bench.py measuring
   // what this suite measures, interleaved with ferry's rounds. Not owned.
   const PeerSetup* peers = nullptr;
+  // Also ferry with its flight recorder, metrics and tracing off (system
+  // "ferry_unobserved"), in the same rounds: what they cost.
+  bool unobserved = false;
 };
 
 absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report);

@@ -28,7 +28,9 @@ const std::vector<std::string>& GlobalFlags() {
 }
 
 // Flags that are true by being there (--insecure) or say so (=false).
-bool IsBoolFlag(const std::string& name) { return name == "insecure"; }
+bool IsBoolFlag(const std::string& name) {
+  return name == "insecure" || name == "trace";
+}
 
 const std::vector<std::string>* CommandFlags(const std::string& command) {
   static const auto* table =
@@ -37,11 +39,14 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"down", {}},
           {"status", {"format"}},
           {"functions", {}},
-          {"call", {}},
+          {"call", {"trace"}},
           {"remote", {}},
           {"rrefs", {}},
           {"run", {}},
           {"collective", {}},
+          {"dump", {"out"}},
+          {"analyze", {"format"}},
+          {"stacks", {"format"}},
       };
   auto it = table->find(command);
   return it == table->end() ? nullptr : &it->second;

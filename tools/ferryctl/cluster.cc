@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -140,6 +141,19 @@ absl::StatusOr<std::string> WaitForFile(const std::string& path, pid_t pid,
   }
 }
 
+// The address a daemon wrote to `path` (`text`), if it is one: an empty or
+// garbled file (a full disk once left ferryd's empty) is refused, naming
+// the file, rather than taken for the master.
+absl::StatusOr<std::string> DaemonAddress(const std::string& text,
+                                          const std::string& path,
+                                          const std::string& who) {
+  absl::StatusOr<HostPort> parsed = ParseHostPort(text);
+  if (parsed.ok() && !parsed->host.empty() && parsed->port > 0) return text;
+  return absl::FailedPreconditionError(
+      absl::StrCat(who, " wrote '", absl::CEscape(text.substr(0, 64)), "' to ",
+                   path, ", not HOST:PORT (a full or broken disk?)"));
+}
+
 void KillAll(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) kill(p, SIGKILL);
 }
@@ -155,14 +169,15 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
     std::string base = absl::StrCat(dir, "/worker", rank);
     for (const char* ext : {".addr", ".ready"}) unlink((base + ext).c_str());
     std::vector<std::string> argv = {
-        ferryd,
-        absl::StrCat("--rank=", rank),
+        ferryd, absl::StrCat("--rank=", rank),
         absl::StrCat("--world_size=", o.world_size),
         absl::StrCat("--master=", master),
         absl::StrCat("--address_file=", base, ".addr"),
         absl::StrCat("--ready_file=", base, ".ready"),
         absl::StrCat("--startup_timeout_ms=",
-                     absl::ToInt64Milliseconds(o.timeout))};
+                     absl::ToInt64Milliseconds(o.timeout)),
+        // Failed ops leave their flight recorder dumps with the job.
+        absl::StrCat("--dump_dir=", dir, "/flight_recorder")};
     argv.insert(argv.end(), o.ferryd_flags.begin(), o.ferryd_flags.end());
     progress.Update(absl::StrCat("starting worker", rank, " (", rank + 1,
                                  " of ", o.world_size, ")"));
@@ -171,8 +186,10 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
     FERRY_RETURN_IF_ERROR(jobs::RecordDaemon(dir, rank, pid));
     if (rank == 0) {  // Its picked or given port is the master for the rest.
       FERRY_ASSIGN_OR_RETURN(
-          master,
+          std::string written,
           WaitForFile(base + ".addr", pid, base + ".log", "worker0", deadline));
+      FERRY_ASSIGN_OR_RETURN(master,
+                             DaemonAddress(written, base + ".addr", "worker0"));
     }
   }
   for (int rank = 0; rank < o.world_size; ++rank) {
@@ -183,8 +200,15 @@ absl::StatusOr<Value> StartDaemons(const UpOptions& o, const std::string& dir,
         std::string ready,
         WaitForFile(base + ".ready", (*pids)[rank], base + ".log",
                     absl::StrCat("worker", rank), deadline));
-    FERRY_ASSIGN_OR_RETURN(Value info, ParseJson(ready));
-    workers.push_back(std::move(info));
+    absl::StatusOr<Value> info = ParseJson(ready);
+    if (!info.ok() || !info->is_map()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker", rank, " wrote '",
+                       absl::CEscape(ready.substr(0, 64)), "' to ", base,
+                       ".ready, not its JSON description (a full or broken "
+                       "disk?)"));
+    }
+    workers.push_back(*std::move(info));
   }
   return Value(Value::Map{
       {"master", master}, {"dir", dir}, {"workers", std::move(workers)}});

@@ -11,6 +11,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
+#include "tools/ferryctl/waits.h"
 #include "tools/progress.h"
 
 namespace ferry {
@@ -180,7 +181,9 @@ absl::StatusOr<Value> StatusCommand(Session& session) {
         {"error", s.status().ToString()},
     }));
   }
-  return Value(Value::Map{{"workers", std::move(workers)}});
+  Value status(Value::Map{{"workers", std::move(workers)}});
+  AddBlocking(&status);
+  return status;
 }
 
 std::string StatusTable(const Value& status) {

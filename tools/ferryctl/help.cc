@@ -21,6 +21,9 @@ commands:
   rrefs       the owner tables of the workers (RRefs they hold for others)
   collective  run a collective (all_reduce, all_to_all, ...) across the workers
   run         run a script of statements
+  stacks      a worker's threads and stacks, and what each of its waits is for
+  dump        the workers' flight recorders (recent collectives) into files
+  analyze     compare flight recorder dumps: the first op where ranks differ
 
 global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
@@ -99,6 +102,33 @@ examples:
   ferryctl status --format=json | jq '.workers[].owned_rrefs'
   ferryctl status --format=json | jq '.workers[0].limits'
 )"},
+      {"dump", R"(usage: ferryctl dump [--out=DIR] [WORKER...]
+
+Writes each WORKER's (default: every worker's) flight recorder -- its recent
+collectives and point-to-point ops, with their states and times, in torch's
+flight recorder format -- to DIR/<worker>.json, one file per worker. DIR
+defaults to dump-<UTC time> in the job's directory (when this user's `up`
+started the job), else ferry-dump-<UTC time> here. Workers also write their
+dump into their --dump_dir when an op fails or times out. Prints
+  {"dir":DIR,"files":[...],"failed":[{"worker","error"}]}
+
+examples:
+  ferryctl dump --out=/tmp/dumps
+  ferryctl analyze /tmp/dumps
+)"},
+      {"analyze", R"(usage: ferryctl analyze DIR [--format=text|json]
+
+Reads every worker's flight recorder dump in DIR (from `ferryctl dump`, or
+written by the workers when an op failed) and prints, per process group:
+the first op where the ranks disagree (a different op, or input dtypes or
+sizes where they must match) with the ranks on each side; ops some ranks
+wait in that others never began; and the slowest rank (the last to arrive,
+by wall clock). One screen of text, or JSON with --format=json.
+
+examples:
+  ferryctl analyze /tmp/dumps
+  ferryctl analyze --format=json /tmp/dumps | jq '.groups[].mismatch'
+)"},
       {"functions", R"(usage: ferryctl functions [WORKER]
 
 Lists the functions WORKER (default worker0) offers, with signatures:
@@ -107,16 +137,40 @@ Lists the functions WORKER (default worker0) offers, with signatures:
 example:
   ferryctl functions worker1
 )"},
-      {"call", R"(usage: ferryctl call WORKER FUNC [ARGS]
+      {"call", R"(usage: ferryctl call [--trace] WORKER FUNC [ARGS]
 
 Calls FUNC on WORKER (a name or a rank) with ARGS, a JSON array (default
 []), and prints the result as JSON. Tensors are written
 {"dtype":"float32","shape":[2,2],"data":[1,2,3,4]} (shape optional for 1-D).
 
+With --trace the call starts a sampled trace (W3C traceparent): every
+worker it reaches -- through nested calls, RRef fetches, collectives --
+records a span, and ferryctl prints
+  {"result":R,"trace_id":T,"spans":[{name, worker, span_id, parent_span_id,
+   duration_ns, status, peer, children:[...]}]}
+and the span tree for people on stderr.
+
 examples:
   ferryctl call worker1 add '[{"dtype":"float32","data":[1,1]}, 3]'
   ferryctl call 2 arange '[5]'
   ferryctl --timeout_ms=500 call worker1 sleep_ms '[2000]'   # DEADLINE_EXCEEDED
+  ferryctl call --trace worker0 to_here '[...]'              # the span tree
+)"},
+      {"stacks", R"(usage: ferryctl stacks WORKER [--format=text|json]
+
+Every thread of WORKER's process with its symbolized stack, and what each
+ferry wait is waiting for: the calls executing there (function, caller,
+how long), the collectives waiting there and for which ranks, and threads
+blocked in a call or collective. A Python worker adds its Python threads'
+stacks. Text at a terminal, JSON otherwise:
+  {"worker","pid","threads":[{"tid","name","frames":[...],"waiting"?}],
+   "calls":[{"function","caller","running_ms"}],
+   "collectives":[{"group","op","key","waiting_for":[...],"waiting_ms"}],
+   "python":[{"thread","frames":[{"file","line","function","code"}]}]?}
+
+examples:
+  ferryctl stacks worker2
+  ferryctl stacks --format=json worker2 | jq '.collectives'
 )"},
       {"remote", R"(usage: ferryctl remote WORKER FUNC [ARGS]
 

@@ -1,6 +1,7 @@
 // ferryctl: the command-line driver of ferry jobs (see `ferryctl --help`).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
 #include "rpc/process_tuning.h"
 #include "rpc/value/json.h"
@@ -16,9 +18,11 @@
 #include "tools/ferryctl/cluster.h"
 #include "tools/ferryctl/commands.h"
 #include "tools/ferryctl/help.h"
+#include "tools/ferryctl/observe_commands.h"
 #include "tools/ferryctl/script.h"
 #include "tools/ferryctl/session.h"
 #include "tools/ferryctl/session_job.h"
+#include "tools/ferryctl/waits.h"
 
 namespace ferry {
 namespace ctl {
@@ -35,12 +39,20 @@ int Failure(const absl::Status& s) {
   return 1;
 }
 
+// The --format values a command takes.
+std::vector<std::string> Formats(const std::string& command) {
+  if (command == "status") return {"table", "json", "prometheus"};
+  if (command == "analyze" || command == "stacks") return {"text", "json"};
+  return {"table", "json"};
+}
+
 // Positional-argument counts per command: [min, max].
 std::optional<UsageError> CheckArity(const CommandLine& cl) {
   static const std::map<std::string, std::pair<size_t, size_t>> kArity = {
-      {"up", {0, 0}},        {"down", {0, 0}},  {"status", {0, 0}},
-      {"functions", {0, 1}}, {"call", {2, 3}},  {"run", {1, 1}},
-      {"remote", {2, 3}},    {"rrefs", {0, 1}}, {"collective", {1, 1}},
+      {"up", {0, 0}},        {"down", {0, 0}},    {"status", {0, 0}},
+      {"functions", {0, 1}}, {"call", {2, 3}},    {"run", {1, 1}},
+      {"remote", {2, 3}},    {"rrefs", {0, 1}},   {"collective", {1, 1}},
+      {"dump", {0, 4096}},   {"analyze", {1, 1}}, {"stacks", {1, 1}},
   };
   auto it = kArity.find(cl.command);
   if (it == kArity.end()) return std::nullopt;
@@ -54,11 +66,14 @@ std::optional<UsageError> CheckArity(const CommandLine& cl) {
                      " argument(s), got ", n),
         cl.command};
   }
-  if (auto format = cl.Flag("format");
-      format && *format != "table" && *format != "json") {
-    return UsageError{
-        absl::StrCat("--format must be table or json, got '", *format, "'"),
-        cl.command};
+  if (auto format = cl.Flag("format")) {
+    const std::vector<std::string> allowed = Formats(cl.command);
+    if (std::find(allowed.begin(), allowed.end(), *format) == allowed.end()) {
+      return UsageError{
+          absl::StrCat("--format must be ", absl::StrJoin(allowed, " or "),
+                       ", got '", *format, "'"),
+          cl.command};
+    }
   }
   if (cl.command == "up" && !cl.Flag("world_size")) {
     return UsageError{"'up' needs --world_size=N", "up"};
@@ -99,6 +114,14 @@ absl::StatusOr<Value> RunUp(const CommandLine& cl) {
 // Runs the command; nullopt for commands that print nothing themselves.
 absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   if (cl.command == "up") return RunUp(cl);
+  if (cl.command == "analyze") {
+    // Reads files only: no job needed.
+    FERRY_ASSIGN_OR_RETURN(
+        std::string report,
+        AnalyzeCommand(cl.positional[0], cl.Flag("format") == "json"));
+    std::cout << report;
+    return std::optional<Value>();
+  }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Open(cl));
   const auto& p = cl.positional;
   if (cl.command == "down") return Down(*session);
@@ -107,9 +130,24 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
     const std::string format =
         cl.Flag("format").value_or(isatty(STDOUT_FILENO) ? "table" : "json");
 
+    if (format == "prometheus") {
+      FERRY_ASSIGN_OR_RETURN(std::string text, MetricsCommand(*session));
+      std::cout << text;
+      return std::optional<Value>();
+    }
     FERRY_ASSIGN_OR_RETURN(Value status, StatusCommand(*session));
     if (format == "json") return status;
-    std::cout << StatusTable(status);
+    std::cout << StatusTable(status) << BlockingLines(status);
+    return std::optional<Value>();
+  }
+  if (cl.command == "dump")
+    return DumpCommand(*session, cl.Flag("out").value_or(""), p);
+  if (cl.command == "stacks") {
+    FERRY_ASSIGN_OR_RETURN(Value stacks, StacksCommand(*session, p[0]));
+    const std::string format =
+        cl.Flag("format").value_or(isatty(STDOUT_FILENO) ? "text" : "json");
+    if (format == "json") return stacks;
+    std::cout << StacksText(stacks);
     return std::optional<Value>();
   }
   if (cl.command == "functions") {
@@ -129,6 +167,10 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
     }
     if (cl.command == "remote") {
       return RemoteCommand(*session, p[0], p[1], std::move(args.as_list()));
+    }
+    if (cl.BoolFlag("trace")) {
+      return TracedCallCommand(*session, p[0], p[1], std::move(args.as_list()),
+                               std::cerr);
     }
     return CallCommand(*session, p[0], p[1], std::move(args.as_list()));
   }

@@ -42,12 +42,27 @@ ABSL_FLAG(int64_t, max_held_calls, kDefaults.max_held_calls,
           "rank 0: rendezvous calls held at once");
 ABSL_FLAG(int64_t, max_clients, kDefaults.max_clients,
           "rank 0: clients registered at once");
+ABSL_FLAG(int64_t, max_clients_per_peer, kDefaults.max_clients_per_peer,
+          "rank 0: live clients registered over one connection");
 ABSL_FLAG(int64_t, max_barriers, kDefaults.max_barriers,
           "rank 0: barrier names alive at once");
 ABSL_FLAG(int64_t, max_concurrent_streams, kDefaults.max_concurrent_streams,
           "concurrent gRPC streams per connection");
 ABSL_FLAG(int64_t, grpc_memory_mb, kDefaults.grpc_memory_bytes / kMiB,
           "MiB gRPC may use for its buffers (a resource quota)");
+ABSL_FLAG(int64_t, max_stream_mb_per_peer,
+          kDefaults.max_stream_bytes_per_peer / kMiB,
+          "MiB of streamed requests one peer may have arriving or held here "
+          "(all peers together: --grpc_memory_mb)");
+ABSL_FLAG(int64_t, stream_ttl_ms, kDefaults.stream_ttl_ms,
+          "how long a streamed request may take to arrive whole");
+ABSL_FLAG(int64_t, max_open_streams, kDefaults.max_open_streams,
+          "call and collective streams open at once, all connections "
+          "together");
+ABSL_FLAG(int64_t, max_prejoin_calls, kDefaults.max_prejoin_calls,
+          "calls that may wait at once for this worker to join the job");
+ABSL_FLAG(int64_t, prejoin_wait_ms, kDefaults.prejoin_wait_ms,
+          "how long a call may wait for this worker to join the job");
 
 namespace ferry {
 
@@ -92,10 +107,17 @@ absl::StatusOr<Limits> LimitsFromFlags() {
                     1);
   FERRY_LIMIT_FLAG_(max_held_calls, max_held_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(max_clients, max_clients, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_clients_per_peer, max_clients_per_peer, kAny, 1);
   FERRY_LIMIT_FLAG_(max_barriers, max_barriers, kAny, 1);
   FERRY_LIMIT_FLAG_(max_concurrent_streams, max_concurrent_streams, INT32_MAX,
                     1);
   FERRY_LIMIT_FLAG_(grpc_memory_bytes, grpc_memory_mb, kMaxMiB, kMiB);
+  FERRY_LIMIT_FLAG_(max_stream_bytes_per_peer, max_stream_mb_per_peer, kMaxMiB,
+                    kMiB);
+  FERRY_LIMIT_FLAG_(stream_ttl_ms, stream_ttl_ms, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_prejoin_calls, max_prejoin_calls, kAny, 1);
+  FERRY_LIMIT_FLAG_(prejoin_wait_ms, prejoin_wait_ms, kAny, 1);
   return limits;
 }
 

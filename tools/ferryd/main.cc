@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,6 +37,7 @@
 #include "tools/ferryd/launch_env.h"
 #include "tools/ferryd/limit_flags.h"
 #include "tools/rendezvous.h"
+#include "tools/runtime/file_write.h"
 #include "tools/runtime/worker_impl.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
@@ -102,6 +102,22 @@ ABSL_FLAG(bool, insecure, false,
           "serve plaintext on addresses other hosts reach, with no token or "
           "identity checks: only where every host is trusted");
 ABSL_FLAG(bool, reflection, false, "serve gRPC's reflection service");
+ABSL_FLAG(int64_t, flight_recorder_entries, 2000,
+          "recent collectives and point-to-point ops the flight recorder "
+          "keeps (`ferryctl dump`; 0: none)");
+ABSL_FLAG(std::string, dump_dir, "",
+          "where this worker writes its flight recorder dump "
+          "(<dir>/<name>.json) when a collective fails or times out (`ferryctl "
+          "up` sets <job dir>/flight_recorder); empty: nowhere");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, "
+          "read-only; port 0 picks one, shown by `ferryctl status`); empty: "
+          "not served (`ferryctl status --format=prometheus` reads them "
+          "anyway)");
+ABSL_FLAG(std::string, trace_file, "",
+          "append every span this worker records to this file as JSON lines "
+          "(and sample the traces it starts); empty: only traces sampled by "
+          "their caller (`ferryctl call --trace`) are kept, in memory");
 ABSL_FLAG(std::string, address_file, "",
           "write the listening address here once listening");
 ABSL_FLAG(std::string, ready_file, "",
@@ -123,21 +139,12 @@ void Log(absl::string_view event, absl::string_view detail) {
   std::fflush(stderr);
 }
 
-// Written via a temporary file and a rename, so readers never see half.
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::string& text) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) {
-      return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename to ", path));
-  }
-  return absl::OkStatus();
+// The file a flag names, written whole or not at all (readers such as
+// ferryctl up wait for it): errors name the flag and the OS's reason.
+absl::Status WriteFlagFile(absl::string_view flag, const std::string& path,
+                           const std::string& text) {
+  return Annotate(WriteFile(path, text, {.mode = 0644, .atomic = true}),
+                  absl::StrCat("--", flag));
 }
 
 absl::StatusOr<WorkerConfig> BuildOptions() {
@@ -195,6 +202,11 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   };
   FERRY_ASSIGN_OR_RETURN(o.security, Security::Load(security));
   o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.collectives.flight_recorder_entries =
+      absl::GetFlag(FLAGS_flight_recorder_entries);
+  o.collectives.dump_dir = absl::GetFlag(FLAGS_dump_dir);
+  o.telemetry.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.telemetry.trace_file = absl::GetFlag(FLAGS_trace_file);
   o.on_event = Log;
   Log("starting",
       absl::StrCat(
@@ -266,8 +278,8 @@ int Run() {
   absl::StatusOr<std::string> address = worker.Listen();
   if (!address.ok()) return Fail(address.status());
   if (!absl::GetFlag(FLAGS_address_file).empty()) {
-    absl::Status s =
-        WriteFileAtomically(absl::GetFlag(FLAGS_address_file), *address);
+    absl::Status s = WriteFlagFile("address_file",
+                                   absl::GetFlag(FLAGS_address_file), *address);
     if (!s.ok()) return Fail(s);
   }
   std::thread signals(WatchSignals, &worker);
@@ -278,7 +290,8 @@ int Run() {
     std::string json = absl::StrCat(
         "{\"name\":\"", agent.name(), "\",\"rank\":", agent.rank(),
         ",\"address\":\"", agent.address(), "\",\"pid\":", getpid(), "}\n");
-    absl::Status s = WriteFileAtomically(absl::GetFlag(FLAGS_ready_file), json);
+    absl::Status s =
+        WriteFlagFile("ready_file", absl::GetFlag(FLAGS_ready_file), json);
     if (!s.ok()) return Fail(s);
   }
   while (!agent.WaitStopped(absl::Seconds(1))) {

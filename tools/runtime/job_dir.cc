@@ -15,7 +15,8 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "rpc/authenticator.h"
+#include "rpc/node_key.h"
+#include "tools/runtime/file_write.h"
 
 namespace ferry {
 namespace jobs {
@@ -64,22 +65,6 @@ absl::Status EnsurePrivateDir(const std::string& dir, absl::string_view what) {
         what, ": cannot create '", dir, "': ", std::strerror(errno)));
   }
   return CheckPrivateDir(dir, what);
-}
-
-absl::Status WritePrivateFile(const std::string& path,
-                              const std::string& text) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write '", path, "': ", std::strerror(errno)));
-  }
-  fchmod(fd, 0600);
-  bool ok =
-      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!ok)
-    return absl::InternalError(absl::StrCat("cannot write '", path, "'"));
-  return absl::OkStatus();
 }
 
 // $XDG_STATE_HOME/ferry/jobs or ~/.local/state/ferry/jobs, created private;
@@ -135,25 +120,22 @@ absl::StatusOr<std::string> MakeJobDir(const std::string& requested) {
 
 absl::StatusOr<std::string> WriteNewToken(const std::string& dir) {
   const std::string path = dir + "/token";
-  if (absl::Status s = WritePrivateFile(path, NewCredential() + "\n");
-      !s.ok()) {
+  if (absl::Status s = WriteFile(path, NewSecret() + "\n"); !s.ok()) {
     return s;
   }
   return path;
 }
 
 absl::StatusOr<int> OpenLog(const std::string& path) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot open log '", path, "': ", std::strerror(errno)));
-  }
+  int fd = open(path.c_str(),
+                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return FileError("cannot open log", path, errno);
   return fd;
 }
 
 absl::Status RecordDaemon(const std::string& dir, int rank, pid_t pid) {
-  return WritePrivateFile(absl::StrCat(dir, "/worker", rank, ".pid"),
-                          absl::StrCat(pid, "\n"));
+  return WriteFile(absl::StrCat(dir, "/worker", rank, ".pid"),
+                   absl::StrCat(pid, "\n"));
 }
 
 bool CommandLineHas(pid_t pid, const std::string& marker) {
@@ -186,7 +168,7 @@ std::vector<pid_t> SpawnedDaemons(const std::string& dir) {
 absl::Status RecordJob(const std::string& master, const std::string& dir) {
   absl::StatusOr<std::string> jobs = JobsDir();
   if (!jobs.ok()) return jobs.status();
-  return WritePrivateFile(*jobs + "/" + RecordName(master), dir + "\n");
+  return WriteFile(*jobs + "/" + RecordName(master), dir + "\n");
 }
 
 std::optional<std::string> FindJob(const std::string& master) {

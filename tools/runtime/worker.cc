@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "tools/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {
@@ -30,12 +31,27 @@ WorkerConfig ToConfig(WorkerOptions o, absl::Status* security_error) {
   c.rref.lease = o.rref_lease;
   c.rref.max_live_rrefs = o.max_rrefs;
   c.collectives = o.collectives;
+  c.telemetry = o.telemetry;
   absl::StatusOr<std::shared_ptr<const Security>> security =
       Security::Load(o.security);
   if (security.ok()) {
     c.security = *std::move(security);
   } else {
     *security_error = security.status();
+  }
+  absl::StatusOr<BackendFactory> backend =
+      BackendFactoryFor({.url = o.rendezvous,
+                         .etcd_ca_file = o.etcd_ca_file,
+                         .etcd_cert_file = o.etcd_cert_file,
+                         .etcd_key_file = o.etcd_key_file,
+                         .etcd_user = o.etcd_user,
+                         .etcd_password_file = o.etcd_password_file,
+                         .ttl = o.heartbeat_timeout,
+                         .connect_timeout = o.startup_timeout});
+  if (backend.ok()) {
+    c.membership_backend = *std::move(backend);
+  } else if (security_error->ok()) {
+    *security_error = backend.status();
   }
   return c;
 }

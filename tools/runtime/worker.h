@@ -37,6 +37,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/registry.h"
 #include "rpc/security_options.h"
+#include "rpc/telemetry_options.h"
 #include "rpc/value/value.h"
 #include "rref/rref.h"
 #include "tools/runtime/status.h"
@@ -52,6 +53,16 @@ struct WorkerOptions {
   std::string master;
   // host:port to listen on (port 0 picks one). Default: the master's host.
   std::string listen;
+  // Where membership lives: empty for the embedded master (`master`), or
+  // "etcd://HOST:PORT[,HOST:PORT…]/JOB" (`master` unused; the rank must be
+  // given), reached with the etcd_* settings (PEM files; a user whose
+  // password is the first line of a file).
+  std::string rendezvous;
+  std::string etcd_ca_file;
+  std::string etcd_cert_file;
+  std::string etcd_key_file;
+  std::string etcd_user;
+  std::string etcd_password_file;
   absl::Duration default_timeout = absl::Seconds(60);  // Per call; 0 = none.
   absl::Duration startup_timeout = absl::Seconds(60);
   absl::Duration shutdown_timeout = absl::Seconds(10);
@@ -65,7 +76,12 @@ struct WorkerOptions {
   Limits limits;                         // What one peer may make it hold.
   SecurityOptions security;              // TLS and token files.
   bool local_socket = true;              // Same-host peers over a unix socket.
+  // Collectives' settings, the flight recorder's among them
+  // (flight_recorder_entries, dump_dir).
   CollectiveConfig collectives;
+  // Metrics (/metrics on telemetry.metrics_listen) and traces (spans to
+  // telemetry.trace_file).
+  TelemetryOptions telemetry;
   // Lifecycle events ("joined", "peer_down", "stopped", …); called on any
   // thread, must be quick.
   std::function<void(absl::string_view event, absl::string_view detail)>

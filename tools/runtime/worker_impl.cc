@@ -8,12 +8,35 @@
 
 namespace ferry {
 
+namespace {
+
+// Ends the store's waits as the agent stops, before its server does.
+class StopsStore final : public AgentExtension {
+ public:
+  explicit StopsStore(StoreService* store) : store_(store) {}
+  void Stop() override { store_->Stop(); }
+
+ private:
+  StoreService* const store_;
+};
+
+}  // namespace
+
 WorkerImpl::WorkerImpl(WorkerConfig options)
     : agent_(static_cast<const AgentOptions&>(options)),
       rrefs_(RRefContext::ForWorker(&agent_, options.rref)),
       collectives_(CollectiveContext::ForWorker(&agent_, options.collectives)) {
   // A fixed, valid name that nothing else registers.
   RegisterCollectiveFunctions(collectives_).IgnoreError();
+  if (options.rank == 0 && !options.membership_backend) {
+    StoreLimits limits;
+    limits.max_waits = options.limits.max_held_calls;
+    store_ = std::make_unique<StoreService>(limits, &agent_.timers(),
+                                            options.limits);
+    store_stopper_ = std::make_unique<StopsStore>(store_.get());
+    agent_.AddService(store_.get());
+    agent_.AddExtension(store_stopper_.get());
+  }
 }
 
 // The agent stops first, so no layer is called while being destroyed.

@@ -23,6 +23,7 @@
 #include "collectives/collective_context.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
+#include "rpc/membership/store_service.h"
 #include "rref/rref_context.h"
 #include "tools/runtime/status.h"
 
@@ -79,6 +80,9 @@ class WorkerImpl {
   RpcAgent agent_;
   std::shared_ptr<RRefContext> rrefs_;
   std::shared_ptr<CollectiveContext> collectives_;
+  // The job's key-value store (torch's Store): on the embedded master only.
+  std::unique_ptr<StoreService> store_;
+  std::unique_ptr<AgentExtension> store_stopper_;
   absl::Status config_error_;
 };
 

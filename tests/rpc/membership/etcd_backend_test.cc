@@ -20,7 +20,6 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/authenticator.h"
 #include "rpc/membership/membership.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/etcd_cluster.h"
@@ -93,12 +92,18 @@ class EtcdBackendTest : public ::testing::Test {
     return backend.ok() ? *std::move(backend) : nullptr;
   }
 
+  // A worker's spec; its public key (not checked by the backend) names
+  // its rank.
   static JoinSpec Spec(int rank, int world_size) {
     return JoinSpec{.self = {absl::StrCat("worker", rank), rank,
                              absl::StrCat("127.0.0.1:", 4000 + rank), "",
-                             "host", 100 + rank},
+                             "host", 100 + rank, KeyOf(rank)},
                     .world_size = world_size,
                     .incarnation = 7u + static_cast<uint64_t>(rank)};
+  }
+
+  static std::string KeyOf(int rank) {
+    return std::string(32, static_cast<char>('k' + rank));
   }
 
   // Joins `n` backends as ranks 0..n-1 concurrently.
@@ -252,6 +257,7 @@ TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
   ASSERT_TRUE(log0.WaitFor(WorkerNode(1)).has_value());
   JoinSpec spec = Spec(1, 2);
   spec.self.address = "127.0.0.1:5001";
+  spec.self.public_key = std::string(32, 'N');
   spec.incarnation = 1234;
   auto new_worker1 = Backend();
   ASSERT_OK(new_worker1->Join(spec, kWait).status());
@@ -259,8 +265,7 @@ TEST_F(EtcdBackendTest, AReplacementIsReportedAndRevived) {
   EXPECT_EQ(replacement.rank, 1);
   EXPECT_EQ(replacement.address, "127.0.0.1:5001");
   EXPECT_EQ(incarnation, 1234u);
-  EXPECT_EQ(replacement.credential_digest,
-            CredentialDigest(new_worker1->identity().credential));
+  EXPECT_EQ(replacement.public_key, std::string(32, 'N'));
   // Stop() waits for the event handler, which revives the rank after the
   // callback.
   backends[0]->Stop();
@@ -274,6 +279,7 @@ TEST_F(EtcdBackendTest, AReservedRankIsServedOnlyOnceJoined) {
   auto early = Backend();
   JoinSpec spec = Spec(-1, 2);
   spec.self.address.clear();
+  spec.self.public_key.clear();
   ASSERT_OK_AND_ASSIGN(int rank, early->ReserveRank(spec, kWait));
   EXPECT_EQ(rank, 0);
   EXPECT_THAT(Backend()->Join(Spec(0, 2), kWait).status(),
@@ -293,13 +299,11 @@ TEST_F(EtcdBackendTest, AReservedRankIsServedOnlyOnceJoined) {
   ASSERT_OK(joined.status());
   EXPECT_EQ(joined->at(0).address, "127.0.0.1:4000");
   EXPECT_EQ(dir.at(1).address, "127.0.0.1:4001");
-  // The published record names what the reserver's calls present (it once
-  // lost the digest: a replacement started without --rank was refused
+  // The published record carries the key the reserver joined with (it
+  // once lost it: a replacement started without --rank was refused
   // UNAUTHENTICATED by every peer).
-  EXPECT_EQ(joined->at(0).credential_digest,
-            CredentialDigest(early->identity().credential));
-  EXPECT_EQ(dir.at(1).credential_digest,
-            CredentialDigest(late->identity().credential));
+  EXPECT_EQ(joined->at(0).public_key, KeyOf(0));
+  EXPECT_EQ(dir.at(1).public_key, KeyOf(1));
 }
 
 // Once the job formed, a replacement waits for nobody: two workers of
@@ -342,8 +346,9 @@ TEST_F(EtcdBackendTest, AReplacementOfAFormedJobWaitsForNobody) {
   EXPECT_EQ(entry.generation, 1u);
   // A client now finds the job as it is: rank 2 dead.
   auto client = Backend();
-  ASSERT_OK_AND_ASSIGN(ClientRegistration reg,
-                       client->RegisterClient("late client", kWait));
+  ASSERT_OK_AND_ASSIGN(
+      ClientRegistration reg,
+      client->RegisterClient("late client", std::string(32, 'c'), kWait));
   Membership mc;
   client->Follow(&mc, {});
   EXPECT_TRUE(mc.DownReason(WorkerNode(2)).has_value());
@@ -385,8 +390,9 @@ TEST_F(EtcdBackendTest, ClientsFindWorkersAndTheirDeparturesArePublished) {
   DownLog log0(&m0);
   backends[0]->Follow(&m0, {});
   auto client = Backend();
-  ASSERT_OK_AND_ASSIGN(ClientRegistration reg,
-                       client->RegisterClient("test client", kWait));
+  ASSERT_OK_AND_ASSIGN(
+      ClientRegistration reg,
+      client->RegisterClient("test client", std::string(32, 'c'), kWait));
   EXPECT_GE(reg.node, kEtcdClientBase);
   EXPECT_FALSE(reg.read_only);
   ASSERT_EQ(reg.directory.world_size(), 2);

@@ -20,6 +20,7 @@
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
+#include "rpc/node_key.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -42,6 +43,7 @@ class MasterLivenessTest : public ::testing::Test {
     RendezvousOptions options;
     options.world_size = 2;
     options.heartbeat_timeout = kTimeout;
+    options.key = keys_[0];  // Rank 0's is the master's own.
     service_ = std::make_unique<RendezvousService>(options, &timers_);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -69,6 +71,7 @@ class MasterLivenessTest : public ::testing::Test {
     proto::JoinRequest r;
     r.mutable_worker()->set_name(absl::StrCat("worker", rank));
     r.mutable_worker()->set_rank(rank);
+    r.mutable_worker()->set_public_key(keys_[rank]->public_key());
     r.set_world_size(2);
     r.set_incarnation(kIncarnationBase + rank);
     r.set_timeout_ms(20000);
@@ -126,6 +129,8 @@ class MasterLivenessTest : public ::testing::Test {
   }
 
   static constexpr uint64_t kIncarnationBase = 40;
+  std::shared_ptr<const NodeKey> keys_[2] = {NodeKey::Generate(),
+                                             NodeKey::Generate()};
   ManualClock clock_;
   ManualTimers timers_{&clock_};
   std::unique_ptr<RendezvousService> service_;

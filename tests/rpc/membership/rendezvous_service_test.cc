@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -27,8 +28,10 @@
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/limits.h"
+#include "rpc/credential.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership_client.h"
+#include "rpc/node_key.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -70,7 +73,9 @@ class RendezvousServiceTest : public ::testing::Test {
     options.limits.max_held_calls = 4;
     options.limits.max_clients = 3;
     options.limits.max_barriers = 2;
+    options.limits.max_clients_per_peer = max_clients_per_peer_;
     options.require_identity = require_identity_;
+    options.key = keys_[0];
     service_ = std::make_unique<RendezvousService>(options, &timers_);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -79,7 +84,8 @@ class RendezvousServiceTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+    server_address_ = absl::StrCat("127.0.0.1:", port);
+    channel_ = grpc::CreateChannel(server_address_,
                                    grpc::InsecureChannelCredentials());
     stub_ = proto::Rendezvous::NewStub(channel_);
   }
@@ -102,13 +108,18 @@ class RendezvousServiceTest : public ::testing::Test {
     proto::JoinRequest r;
     r.mutable_worker()->set_name(absl::StrCat("worker", rank));
     r.mutable_worker()->set_rank(rank);
+    r.mutable_worker()->set_public_key(keys_[rank]->public_key());
     r.set_world_size(2);
     r.set_incarnation(kIncarnation + rank);
     r.set_timeout_ms(kWaitMs);
     return r;
   }
 
-  // Joins as incarnation `incarnation` (0: the rank's first one).
+  // The key of a new incarnation of rank 1 (a replacement process).
+  const NodeKey& ReplacementKey() const { return *replacement_key_; }
+
+  // Joins as incarnation `incarnation` (0: the rank's first one; a
+  // replacement, kReplacement, has a key of its own).
   std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>> JoinAsync(
       int rank, uint64_t incarnation = 0) {
     auto p =
@@ -116,6 +127,16 @@ class RendezvousServiceTest : public ::testing::Test {
     Deadline(&p->context);
     p->request = JoinOf(rank);
     if (incarnation != 0) p->request.set_incarnation(incarnation);
+    if (incarnation == kReplacement) {
+      p->request.mutable_worker()->set_public_key(
+          ReplacementKey().public_key());
+    }
+    return Send(std::move(p));
+  }
+
+  // Sends a prepared join.
+  std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>> Send(
+      std::unique_ptr<Pending<proto::JoinRequest, proto::JoinResponse>> p) {
     auto* raw = p.get();
     stub_->async()->Join(&p->context, &p->request, &p->response,
                          [raw](grpc::Status s) { raw->done.set_value(s); });
@@ -183,18 +204,40 @@ class RendezvousServiceTest : public ::testing::Test {
     return BarrierAsync(node, name, credential)->status.get();
   }
 
-  absl::StatusOr<proto::RegisterClientResponse> RegisterClient() {
+  // Registers a client with a key of its own (kept: CredentialOf), over
+  // `stub` (the fixture's connection if null).
+  absl::StatusOr<proto::RegisterClientResponse> RegisterClient(
+      proto::Rendezvous::Stub* stub = nullptr) {
     grpc::ClientContext context;
     Deadline(&context);
+    auto key = NodeKey::Generate();
     proto::RegisterClientRequest request;
     request.set_description(std::string(10000, 'd'));  // Cut, not kept.
+    request.set_public_key(key->public_key());
     proto::RegisterClientResponse response;
-    grpc::Status s = stub_->RegisterClient(&context, request, &response);
+    grpc::Status s = (stub != nullptr ? stub : stub_.get())
+                         ->RegisterClient(&context, request, &response);
     if (!s.ok()) {
       return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
                           s.error_message());
     }
+    client_keys_[response.node()] = key;
     return response;
+  }
+
+  // What node `node` presents to the master (its credential, made with its
+  // key: a worker's first incarnation's, or a registered client's).
+  std::string CredentialOf(uint64_t node) {
+    const NodeKey& key =
+        IsWorkerNode(node) ? *keys_[node] : *client_keys_.at(node);
+    return CredentialWith(node, key);
+  }
+  std::string CredentialWith(uint64_t node, const NodeKey& key) const {
+    PresentedCredential c;
+    c.node = node;
+    c.token = CallToken(*key.Agree(keys_[0]->public_key()),
+                        {node, key.public_key()}, {0, keys_[0]->public_key()});
+    return FormatCredential(c);
   }
 
   std::unique_ptr<Pending<proto::PollRequest, proto::PollResponse>> PollAsync(
@@ -231,11 +274,18 @@ class RendezvousServiceTest : public ::testing::Test {
   }
 
   bool require_identity_ = false;
+  int64_t max_clients_per_peer_ = 16;
+  // Rank 0's is the master's own.
+  std::shared_ptr<const NodeKey> keys_[2] = {NodeKey::Generate(),
+                                             NodeKey::Generate()};
+  std::shared_ptr<const NodeKey> replacement_key_ = NodeKey::Generate();
+  std::map<uint64_t, std::shared_ptr<const NodeKey>> client_keys_;
   proto::JoinResponse joined_[2];
   ManualClock clock_;
   ManualTimers timers_{&clock_};
   std::unique_ptr<RendezvousService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string server_address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Rendezvous::Stub> stub_;
 };
@@ -315,8 +365,9 @@ TEST_F(RendezvousServiceTest, ClientsAreBoundedAndForgottenOnceGone) {
   }
   EXPECT_THAT(RegisterClient().status(),
               ::ferry::testing::StatusIs(absl::StatusCode::kResourceExhausted));
-  ASSERT_TRUE(Poll(0, kIncarnation, 3, false).ok());
-  ASSERT_TRUE(Poll(1, kIncarnation + 1, 3, false).ok());
+  // (Their registrations and departures: six events.)
+  ASSERT_TRUE(Poll(0, kIncarnation, 6, false).ok());
+  ASSERT_TRUE(Poll(1, kIncarnation + 1, 6, false).ok());
   EXPECT_OK(RegisterClient().status());
 }
 
@@ -374,8 +425,9 @@ TEST_F(RendezvousServiceTest, RegisteringRetriesUntilItsTimeoutOnTheClock) {
   absl::StatusOr<proto::RegisterClientResponse> registered;
   absl::Notification done;
   std::thread client([&] {
-    registered = ::ferry::RegisterClient(channel_, "M", "early", absl::Hours(1),
-                                         timers_);
+    registered = ::ferry::RegisterClient(channel_, "M", "early",
+                                         NodeKey::Generate()->public_key(),
+                                         absl::Hours(1), timers_);
     done.Notify();
   });
   while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(1))) {
@@ -433,11 +485,9 @@ TEST_F(RendezvousServiceTest, AGoneRankIsTakenByANewIncarnation) {
   auto next = PollAsync(WorkerNode(0), kIncarnation, 2, false, 1000);
   ASSERT_TRUE(replacement->status.get().ok());
   const proto::JoinResponse& joined = replacement->response;
-  EXPECT_NE(joined.credential(), joined_[1].credential());
-  EXPECT_EQ(joined.workers(1).credential_digest(),
-            CredentialDigest(joined.credential()));
-  EXPECT_EQ(rejoined.worker().credential_digest(),
-            joined.workers(1).credential_digest());
+  EXPECT_EQ(joined.workers(1).public_key(), ReplacementKey().public_key());
+  EXPECT_NE(joined.workers(1).public_key(), joined_[1].workers(1).public_key());
+  EXPECT_EQ(rejoined.worker().public_key(), joined.workers(1).public_key());
   EXPECT_EQ(joined.workers(1).generation(), 1u);
   EXPECT_EQ(joined.workers(0).generation(), 0u);
   EXPECT_EQ(joined.gone_size(), 0);
@@ -446,7 +496,9 @@ TEST_F(RendezvousServiceTest, AGoneRankIsTakenByANewIncarnation) {
   EXPECT_TRUE(Poll(WorkerNode(1), kReplacement, 2, false).ok());
   grpc::Status stale = Poll(WorkerNode(1), kIncarnation + 1, 2, false);
   EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(stale.error_message(), HasSubstr("stale incarnation"));
+  EXPECT_THAT(stale.error_message(),
+              HasSubstr("worker1: this incarnation (0000000000000008) was "
+                        "replaced"));
   timers_.Advance(absl::Seconds(1));
   EXPECT_TRUE(next->status.get().ok());
 }
@@ -518,34 +570,87 @@ class RendezvousIdentityTest : public RendezvousServiceTest {
   RendezvousIdentityTest() { require_identity_ = true; }
 };
 
-TEST_F(RendezvousIdentityTest, EachWorkerGetsItsOwnCredential) {
+// Issue 25 F2: nothing secret is ever in an answer; the directory carries
+// each worker's public key, as it joined with it.
+TEST_F(RendezvousIdentityTest, AJoinAnswerHoldsOnlyPublicKeys) {
   Form();
   for (int rank : {0, 1}) {
     const proto::JoinResponse& r = joined_[rank];
     ASSERT_EQ(r.workers_size(), 2);
-    EXPECT_GE(r.credential().size(), 32u);  // At least 128 bits, hex.
-    // The directory carries its digest (not the secret) to every peer.
-    EXPECT_EQ(r.workers(rank).credential_digest(),
-              CredentialDigest(r.credential()));
-    EXPECT_FALSE(r.client_key().empty());
+    for (int k : {0, 1}) {
+      EXPECT_EQ(r.workers(k).public_key(), keys_[k]->public_key());
+    }
+    EXPECT_EQ(r.clients_size(), 0);
+    EXPECT_TRUE(r.GetReflection()->GetUnknownFields(r).empty());
   }
-  EXPECT_NE(joined_[0].credential(), joined_[1].credential());
-  EXPECT_EQ(joined_[0].workers(1).credential_digest(),
-            joined_[1].workers(1).credential_digest());
 }
 
-TEST_F(RendezvousIdentityTest, ClientsGetRandomIncarnationsAndCredentials) {
+TEST_F(RendezvousIdentityTest, ClientsGetRandomIncarnationsAndVouchers) {
   Form();
   ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse a, RegisterClient());
   ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse b, RegisterClient());
   EXPECT_NE(a.incarnation(), b.incarnation());
   EXPECT_NE(a.incarnation(), 0u);
-  // Checkable by every worker with the job's client key.
-  EXPECT_EQ(a.credential(),
-            ClientCredential(joined_[0].client_key(), a.node()));
+  // For each worker, what the master vouches for the client there: only
+  // the master and that worker can make (or check) it.
+  ASSERT_EQ(a.vouchers_size(), 2);
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(
+        a.vouchers(rank),
+        VoucherTag(*keys_[rank]->Agree(keys_[0]->public_key()),
+                   {0, keys_[0]->public_key()},
+                   {static_cast<uint64_t>(rank), keys_[rank]->public_key()},
+                   {a.node(), client_keys_[a.node()]->public_key()}));
+  }
   // A guessed incarnation is not enough to poll as a client.
-  EXPECT_EQ(Poll(a.node(), 0, 0, false, a.credential()).error_code(),
+  EXPECT_EQ(Poll(a.node(), 0, 0, false, CredentialOf(a.node())).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+  // A key that is no X25519 key is refused.
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::RegisterClientRequest bad;
+  bad.set_public_key(std::string(32, '\0'));
+  proto::RegisterClientResponse response;
+  EXPECT_EQ(stub_->RegisterClient(&context, bad, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// A client's registration is announced to the workers (its key), in the
+// order of ids; a replacement learns the live clients from its answer.
+TEST_F(RendezvousIdentityTest, ClientsAreAnnouncedToTheWorkers) {
+  Form();
+  auto news =
+      PollAsync(WorkerNode(0), kIncarnation, 0, false, 3000, CredentialOf(0));
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse a, RegisterClient());
+  ASSERT_TRUE(news->status.get().ok());
+  ASSERT_EQ(news->response.events_size(), 1);
+  const proto::NodeEvent& e = news->response.events(0);
+  EXPECT_EQ(e.kind(), proto::NodeEvent::REGISTERED);
+  EXPECT_EQ(e.node(), a.node());
+  EXPECT_EQ(e.public_key(), client_keys_[a.node()]->public_key());
+  // Worker1 leaves; its replacement's answer lists the live client.
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true,
+                   CredentialOf(1))
+                  .ok());
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse b, RegisterClient());
+  ASSERT_TRUE(
+      Poll(b.node(), b.incarnation(), 0, true, CredentialOf(b.node())).ok());
+  auto replacement = JoinAsync(1, kReplacement);
+  ASSERT_TRUE(AwaitHeld(1));
+  // Events: a registered, worker1 left, b registered, b left, worker1
+  // rejoined. Worker0 past them all answers the replacement's join.
+  auto next =
+      PollAsync(WorkerNode(0), kIncarnation, 5, false, 1000, CredentialOf(0));
+  ASSERT_TRUE(replacement->status.get().ok());
+  const proto::JoinResponse& joined = replacement->response;
+  ASSERT_EQ(joined.clients_size(), 1);
+  EXPECT_EQ(joined.clients(0).node(), a.node());
+  EXPECT_EQ(joined.clients(0).public_key(),
+            client_keys_[a.node()]->public_key());
+  EXPECT_EQ(joined.clients_end(), b.node() + 1);
+  timers_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(next->status.get().ok());
 }
 
 TEST_F(RendezvousIdentityTest, ALeaveForAnotherClientIsRefused) {
@@ -554,7 +659,7 @@ TEST_F(RendezvousIdentityTest, ALeaveForAnotherClientIsRefused) {
   ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse attacker,
                        RegisterClient());
   grpc::Status forged = Poll(victim.node(), victim.incarnation(), 0,
-                             /*leaving=*/true, attacker.credential());
+                             /*leaving=*/true, CredentialOf(attacker.node()));
   EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(forged.error_message(),
               HasSubstr(absl::StrCat("claims client node ", victim.node())));
@@ -563,28 +668,177 @@ TEST_F(RendezvousIdentityTest, ALeaveForAnotherClientIsRefused) {
   EXPECT_EQ(Poll(victim.node(), victim.incarnation(), 0, true).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   // The victim is still a member: its own polls go on.
-  EXPECT_TRUE(
-      Poll(victim.node(), victim.incarnation(), 0, false, victim.credential())
-          .ok());
+  EXPECT_TRUE(Poll(victim.node(), victim.incarnation(), 0, false,
+                   CredentialOf(victim.node()))
+                  .ok());
 }
 
 TEST_F(RendezvousIdentityTest, ABarrierForAnotherWorkerIsRefused) {
   Form();
   ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse client, RegisterClient());
-  grpc::Status forged = Barrier(1, "b", joined_[0].credential());
+  grpc::Status forged = Barrier(1, "b", CredentialOf(0));
   EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(
       forged.error_message(),
       HasSubstr("barrier: node claims worker1 but the call is worker0"));
-  EXPECT_EQ(Barrier(1, "b", client.credential()).error_code(),
+  EXPECT_EQ(Barrier(1, "b", CredentialOf(client.node())).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Barrier(1, "b").error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(service_->held_waits(), 0);  // Nobody was counted as arrived.
   // The honest barrier still needs both workers, and passes.
-  auto zero = BarrierAsync(0, "b", joined_[0].credential());
+  auto zero = BarrierAsync(0, "b", CredentialOf(0));
   ASSERT_TRUE(AwaitHeld(1));
-  EXPECT_TRUE(Barrier(1, "b", joined_[1].credential()).ok());
+  EXPECT_TRUE(Barrier(1, "b", CredentialOf(1)).ok());
   EXPECT_TRUE(zero->status.get().ok());
+}
+
+// ---- Issue 25: identities that cannot be stolen ----
+
+// F2: two joins for rank 1 with one incarnation, the first short; it
+// expires and gives the rank up. Before, the second stayed held and was
+// answered, once the real worker1 joined, with worker1's credential and
+// the client key. Now it is answered ABORTED the moment the rank is given
+// up, and a held join is only ever answered for the incarnation holding
+// the slot.
+TEST_F(RendezvousServiceTest, AHeldJoinIsAnsweredOnlyForTheSlotsHolder) {
+  auto attacker = NodeKey::Generate();
+  auto join = [&](int64_t timeout_ms) {
+    auto p =
+        std::make_unique<Pending<proto::JoinRequest, proto::JoinResponse>>();
+    Deadline(&p->context);
+    p->request = JoinOf(1);
+    p->request.set_incarnation(0xA77AC);
+    p->request.mutable_worker()->set_public_key(attacker->public_key());
+    p->request.set_timeout_ms(timeout_ms);
+    return Send(std::move(p));
+  };
+  auto first = join(100);
+  ASSERT_TRUE(AwaitHeld(1));
+  auto second = join(kWaitMs);
+  ASSERT_TRUE(AwaitHeld(2));
+  timers_.Advance(absl::Milliseconds(100));
+  EXPECT_EQ(first->status.get().error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  grpc::Status twin = second->status.get();
+  EXPECT_EQ(twin.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(twin.error_message(),
+              HasSubstr("another join of incarnation 00000000000a77ac for "
+                        "rank 1 gave the rank up"));
+  EXPECT_EQ(second->response.workers_size(), 0);
+  EXPECT_EQ(service_->held_waits(), 0);
+  // The real worker1 takes the rank; the job forms with it.
+  Form();
+  EXPECT_EQ(joined_[0].workers(1).public_key(), keys_[1]->public_key());
+}
+
+// Same incarnation, another key: not the holder (it would be answered as
+// the holder otherwise).
+TEST_F(RendezvousServiceTest, ASlotIsHeldByAnIncarnationAndItsKey) {
+  auto held = JoinAsync(1);
+  ASSERT_TRUE(AwaitHeld(1));
+  proto::JoinRequest twin = JoinOf(1);
+  twin.mutable_worker()->set_public_key(NodeKey::Generate()->public_key());
+  grpc::ClientContext context;
+  Deadline(&context);
+  proto::JoinResponse response;
+  grpc::Status refused = stub_->Join(&context, twin, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("rank 1 is already taken by worker1"));
+  ASSERT_TRUE(Join(0).ok());
+  EXPECT_TRUE(held->status.get().ok());
+}
+
+// Rank 0 is the master itself: only its key, and a real X25519 key.
+TEST_F(RendezvousServiceTest, JoinsCarryUsableKeysAndRankZeroTheMasters) {
+  proto::JoinRequest impostor = JoinOf(0);
+  impostor.mutable_worker()->set_public_key(NodeKey::Generate()->public_key());
+  proto::JoinRequest keyless = JoinOf(1);
+  keyless.mutable_worker()->set_public_key(std::string(32, '\0'));
+  grpc::ClientContext c1, c2;
+  Deadline(&c1);
+  Deadline(&c2);
+  proto::JoinResponse response;
+  grpc::Status squat = stub_->Join(&c1, impostor, &response);
+  EXPECT_EQ(squat.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(squat.error_message(), HasSubstr("rank 0 is the master itself"));
+  grpc::Status bad = stub_->Join(&c2, keyless, &response);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad.error_message(), HasSubstr("Join: worker.public_key"));
+  EXPECT_EQ(service_->held_waits(), 0);
+  Form();
+}
+
+// F10: a replaced incarnation that polls again (it was paused, say) hears
+// that it was replaced, whatever credential it presents: before, its old
+// credential was refused PERMISSION_DENIED first, and it retried until it
+// took the master for dead.
+TEST_F(RendezvousIdentityTest, AReplacedIncarnationIsToldItWasReplaced) {
+  Form();
+  ASSERT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, /*leaving=*/true,
+                   CredentialOf(1))
+                  .ok());
+  auto replacement = JoinAsync(1, kReplacement);
+  ASSERT_TRUE(AwaitHeld(1));
+  auto ack =
+      PollAsync(WorkerNode(0), kIncarnation, 2, false, 1000, CredentialOf(0));
+  ASSERT_TRUE(replacement->status.get().ok());
+  for (const std::string& presented :
+       {CredentialOf(1), std::string(), std::string("v1.1.junk")}) {
+    grpc::Status old =
+        Poll(WorkerNode(1), kIncarnation + 1, 2, false, presented);
+    EXPECT_EQ(old.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(old.error_message(),
+                HasSubstr("worker1: this incarnation (0000000000000008) was "
+                          "replaced"));
+    EXPECT_THAT(old.error_message(), HasSubstr("generation 1"));
+  }
+  // The new incarnation polls on, with its own credential only.
+  EXPECT_TRUE(Poll(WorkerNode(1), kReplacement, 2, false,
+                   CredentialWith(1, ReplacementKey()))
+                  .ok());
+  EXPECT_EQ(
+      Poll(WorkerNode(1), kReplacement, 2, false, CredentialOf(1)).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+  timers_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(ack->status.get().ok());
+}
+
+// One connection registers --max_clients_per_peer live clients at most;
+// others still register, and a connection's departed clients make room.
+class ClientsPerPeerTest : public RendezvousServiceTest {
+ protected:
+  ClientsPerPeerTest() { max_clients_per_peer_ = 2; }
+};
+
+TEST_F(ClientsPerPeerTest, OneConnectionCannotTakeEveryClientSlot) {
+  Form();
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse a, RegisterClient());
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse b, RegisterClient());
+  EXPECT_THAT(
+      RegisterClient().status(),
+      ::ferry::testing::StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          HasSubstr("2 live clients were registered over this connection")));
+  EXPECT_THAT(RegisterClient().status().message(),
+              HasSubstr("(--max_clients_per_peer=2)"));
+  // Another connection (a channel with a connection of its own).
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto other = proto::Rendezvous::NewStub(grpc::CreateCustomChannel(
+      server_address_, grpc::InsecureChannelCredentials(), args));
+  ASSERT_OK_AND_ASSIGN(proto::RegisterClientResponse c,
+                       RegisterClient(other.get()));
+  // One of the first connection's leaves: it may register one more (once
+  // the workers saw it go, when the master forgets it: --max_clients=3).
+  grpc::Status left = Poll(a.node(), a.incarnation(), 0, /*leaving=*/true);
+  ASSERT_TRUE(left.ok()) << left.error_message();
+  // Every live node saw it go (three registrations, one departure).
+  ASSERT_TRUE(Poll(0, kIncarnation, 4, false).ok());
+  ASSERT_TRUE(Poll(1, kIncarnation + 1, 4, false).ok());
+  ASSERT_TRUE(Poll(b.node(), b.incarnation(), 4, false).ok());
+  ASSERT_TRUE(Poll(c.node(), c.incarnation(), 4, false).ok());
+  EXPECT_OK(RegisterClient().status());
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ TEST(HelpTest, UsageListsEveryCommand) {
   EXPECT_THAT(HelpText(""), StartsWith("usage: ferryctl "));
   EXPECT_THAT(ListedCommands(),
               UnorderedElementsAre("up", "down", "status", "functions", "call",
-                                   "remote", "rrefs", "collective", "run"));
+                                   "remote", "rrefs", "collective", "run",
+                                   "dump", "analyze", "stacks"));
   // And ferryctl knows each of them.
   for (const std::string& command : ListedCommands()) {
     EXPECT_NE(CommandFlags(command), nullptr) << command;

@@ -5,9 +5,11 @@ Every worker of the group calls the same collectives in the same order.
 every worker (non-members get a handle whose collectives return None, as in
 torch). Ranks in ``src``/``dst`` are global ranks, as in torch.
 
-Outputs are written in place (torch's output arguments, and ``all_reduce``
-and ``broadcast`` on their tensor); they must be contiguous CPU tensors or
-writable C-contiguous numpy arrays of the result's dtype and shape. Inputs
+Outputs are written in place (torch's output arguments, and ``all_reduce``,
+``broadcast`` and ``reduce`` on their tensor): what the other ranks send is
+received straight into them (nothing is copied back at the end). They must
+be contiguous CPU tensors or writable C-contiguous numpy arrays of the
+result's dtype and shape, and must not overlap the inputs. Inputs
 are sent from their own memory; once a collective returns (or its work
 handle's ``wait()`` does) ferry no longer reads them, so they may be reused.
 Tensors a collective returns (tf's ``all_gather``, jagged all-to-alls) come
@@ -29,7 +31,8 @@ from . import _rpc
 __all__ = [
     "Group", "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all",
     "all_to_all_single", "barrier", "broadcast", "gather", "get_rank",
-    "get_world_size", "new_group", "reduce_scatter", "scatter",
+    "get_world_size", "irecv", "isend", "new_group", "recv", "reduce",
+    "reduce_scatter", "scatter", "send",
 ]
 
 
@@ -88,7 +91,8 @@ _world = {}
 
 def _group(group):
     if group is not None:
-        return group
+        # A torch ProcessGroup of the "ferry" backend stands for its group.
+        return getattr(group, "_ferry_group", group)
     worker = _rpc._current()
     g = _world.get(id(worker))
     if g is None:
@@ -309,6 +313,56 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False,
             return True
         return _none_result(_run(handle, async_op, finish))
     return _none_result(_run(handle, async_op))
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False,
+           timeout=None):
+    """Reduces every rank's ``tensor`` into rank ``dst``'s, in place (the
+    other ranks' are left as they are)."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.reduce(g._handle, tensor, g.group_rank(dst),
+                           _reduce_op(op), _timeout(timeout), async_op,
+                           _kind())
+    return _none_result(_run(handle, async_op))
+
+
+def send(tensor, dst, group=None, tag=0, timeout=None):
+    """Sends ``tensor`` to rank ``dst`` (a global rank), tagged. Returns once
+    the message is at ``dst`` (its memory may then be reused); it need not
+    wait for the receive. Messages to one rank with one tag are received in
+    the order sent."""
+    isend(tensor, dst, group, tag, timeout).wait()
+
+
+def isend(tensor, dst, group=None, tag=0, timeout=None):
+    """``send`` started: a ``Work``; do not modify ``tensor`` until its
+    ``wait()`` returned."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.send(g._handle, tensor, g.group_rank(dst), int(tag),
+                         _timeout(timeout), True, _kind())
+    return Work(handle)
+
+
+def recv(tensor, src=None, group=None, tag=0, timeout=None):
+    """Receives the next message from rank ``src`` (a global rank; None: any
+    rank) with ``tag`` into ``tensor`` (of the message's dtype and shape);
+    returns the sender's global rank."""
+    return irecv(tensor, src, group, tag, timeout).wait()
+
+
+def irecv(tensor, src=None, group=None, tag=0, timeout=None):
+    """``recv`` started: a ``Work`` whose ``wait()`` returns the sender."""
+    g = _group(group)
+    if not g.is_member():
+        return None
+    handle = _ferry.recv(g._handle, tensor,
+                         -1 if src is None else g.group_rank(src), int(tag),
+                         _timeout(timeout), True, _kind())
+    return Work(handle, lambda r: g.ranks[int(r)])
 
 
 def barrier(group=None, async_op=False, timeout=None):

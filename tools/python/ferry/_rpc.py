@@ -93,9 +93,11 @@ def _master(master, master_addr, master_port, rendezvous, world_size):
     if rendezvous not in (None, "env://"):
         if rendezvous.startswith("tcp://"):
             return rendezvous[len("tcp://"):]
-        raise _errors.UnimplementedError(
-            f"rendezvous {rendezvous!r}: this ferry has the embedded master "
-            "only (env:// or tcp://HOST:PORT); etcd:// is not built in yet")
+        if rendezvous.startswith("etcd://"):
+            return ""  # Membership in etcd: no master.
+        raise _errors.InvalidArgumentError(
+            f"rendezvous {rendezvous!r}: expected env://, tcp://HOST:PORT "
+            "or etcd://HOST:PORT[,HOST:PORT...]/JOB")
     if master is not None:
         return master
     addr = master_addr or os.environ.get("MASTER_ADDR")
@@ -124,7 +126,11 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
          startup_timeout=60.0, shutdown_timeout=10.0, heartbeat_timeout=30.0,
          executor_threads=8, rref_lease=10.0, tensor_type="numpy",
          token_file=None, tls_cert=None, tls_key=None, tls_ca=None,
-         tls_server_name=None, address_file=None):
+         tls_server_name=None, address_file=None, etcd_ca=None,
+         etcd_cert=None, etcd_key=None, etcd_user=None,
+         etcd_password_file=None, _on_listen=None,
+         flight_recorder_entries=2000, dump_dir=None, metrics_listen=None,
+         trace_file=None):
     """Makes this process worker ``name`` (default ``worker<rank>``) of a
     job, with every builtin and the functions ``register()``-ed so far, and
     returns once all ``world_size`` workers joined (torch's ``init_rpc``).
@@ -132,7 +138,10 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
     ``rank``, ``world_size``, ``master_addr`` and ``master_port`` default to
     the environment's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and
     ``MASTER_PORT`` (torch's env://); ``master="HOST:PORT"`` or
-    ``rendezvous="tcp://HOST:PORT"`` name the master at once. Rank 0 listens
+    ``rendezvous="tcp://HOST:PORT"`` name the master at once.
+    ``rendezvous="etcd://HOST:PORT[,HOST:PORT...]/JOB"`` keeps membership
+    in etcd instead (no rank is special; ``etcd_*``: TLS files and a user
+    with a password file, as ferryd's flags; ``rank`` must be given). Rank 0 listens
     on the master's port (port 0: one it picks). ``address_file`` (or env
     ``FERRY_ADDRESS_FILE``) receives the address this worker listens on
     before it joins -- how a launcher learns the port rank 0 picked.
@@ -141,6 +150,14 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
     ``timeout`` is the default for calls and collectives (seconds; 0:
     none). ``tensor_type`` ("numpy" or "torch") is how tensors come back
     when no tensor argument says. TLS and token options are ferryd's.
+
+    Observing the job (ferryd's flags of the same names): the flight
+    recorder keeps ``flight_recorder_entries`` recent collectives (0:
+    none) and writes its dump into ``dump_dir`` (env ``FERRY_DUMP_DIR``)
+    when one fails; ``metrics_listen="HOST:PORT"`` (env
+    ``FERRY_METRICS_LISTEN``) serves Prometheus' /metrics; ``trace_file``
+    (env ``FERRY_TRACE_FILE``) receives this worker's spans as JSON lines.
+    ``ferryctl stacks`` shows this process's Python stacks too.
     """
     global _worker, _default_timeout
     with _lock:
@@ -162,8 +179,21 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
             "token_file": token_file, "tls_cert": tls_cert,
             "tls_key": tls_key, "tls_ca": tls_ca,
             "tls_server_name": tls_server_name,
+            "rendezvous": rendezvous if (rendezvous or "").startswith(
+                "etcd://") else None,
+            "etcd_ca": etcd_ca, "etcd_cert": etcd_cert, "etcd_key": etcd_key,
+            "etcd_user": etcd_user, "etcd_password_file": etcd_password_file,
+            "flight_recorder_entries": int(flight_recorder_entries),
+            "dump_dir": dump_dir or os.environ.get("FERRY_DUMP_DIR"),
+            "metrics_listen": (metrics_listen
+                               or os.environ.get("FERRY_METRICS_LISTEN")),
+            "trace_file": trace_file or os.environ.get("FERRY_TRACE_FILE"),
         }
         worker = _ferry.Worker(options)
+        worker.register(_PYTHON_STACKS, _python_stacks,
+                        f"{_PYTHON_STACKS}() -> value",
+                        "this process's Python threads and their stacks "
+                        "(ferryctl stacks)", tensor_type, _invoke)
         for name_, fn, signature, doc, kind, invoke in _pending:
             worker.register(name_, fn, signature, doc, kind or tensor_type,
                             invoke)
@@ -171,11 +201,37 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
         address_file = address_file or os.environ.get("FERRY_ADDRESS_FILE")
         if address_file:
             _write_atomically(address_file, address)
+        if _on_listen is not None:
+            _on_listen(address)  # ferry.distributed: through torch's store.
         worker.start()
         _pending.clear()
         _worker = worker
         _default_timeout = float(timeout)
         return WorkerInfo(_worker.name, _worker.rank)
+
+
+_PYTHON_STACKS = "ferry.python_stacks"
+
+
+def _python_stacks():
+    """Every Python thread's stack, innermost frame last (as tracebacks
+    print): [{"thread", "ident", "daemon", "frames": [{"file", "line",
+    "function", "code"}]}]."""
+    import sys
+    import traceback
+    threads = {t.ident: t for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        t = threads.get(ident)
+        out.append({
+            "thread": t.name if t is not None else f"thread {ident}",
+            "ident": ident,
+            "daemon": bool(t is not None and t.daemon),
+            "frames": [{"file": f.filename, "line": f.lineno or 0,
+                        "function": f.name, "code": f.line or ""}
+                       for f in traceback.extract_stack(frame)],
+        })
+    return out
 
 
 def shutdown(graceful=True, timeout=None):

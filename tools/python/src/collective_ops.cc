@@ -30,6 +30,8 @@ struct Call {
   CollectiveOptions options;
   TensorKind fallback;
 
+  std::vector<std::string> into_labels;  // Of the outputs, in order.
+
   Call(double timeout, TensorKind fallback_kind) : fallback(fallback_kind) {
     state.leases = staging.leases;
     options.timeout = absl::Seconds(timeout);
@@ -74,6 +76,62 @@ struct Call {
       Output(item, absl::StrCat(name, "[", i++, "]"));
   }
 
+  // `object` (a writable tensor) as where the op writes a result itself
+  // (into.h): nothing is copied back when it is done.
+  TensorOut Into(py::handle object, std::string label) {
+    Destination d = ValueOrRaise(ToDestination(object, label));
+    into_labels.push_back(std::move(label));
+    state.saw_torch |= d.torch;
+    state.saw_numpy |= !d.torch;
+    // The array stays alive while ferry may write to it (dropped on any
+    // thread, without the GIL: py_ref.h).
+    auto keep = std::make_shared<PyRef>(d.keep);
+    return std::make_shared<TensorBuilder>(ValueOrRaise(
+        TensorBuilder::Over(d.dtype, d.shape, keep, d.data, d.nbytes)));
+  }
+
+  // Outputs must have the input's dtype: a mistake seen here, raised here
+  // (as torch's backends do) naming the output.
+  void SameDType(const std::vector<TensorOut>& outs, DType dtype) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i]->dtype() == dtype) continue;
+      Raise(absl::InvalidArgumentError(
+          absl::StrCat(into_labels.at(into_labels.size() - outs.size() + i),
+                       " is ", DTypeName(outs[i]->dtype()),
+                       " but the input is ", DTypeName(dtype))));
+    }
+  }
+
+  std::vector<TensorOut> Intos(py::handle list, const char* name) {
+    std::vector<TensorOut> out;
+    for (py::handle item : list) {
+      out.push_back(Into(item, absl::StrCat(name, "[", out.size(), "]")));
+    }
+    return out;
+  }
+
+  // Runs an op that writes its outputs itself (synchronously, or started
+  // with async_op) with the GIL released; `norm` gives its result.
+  template <typename T, typename Norm>
+  PendingOp Start(bool async, std::function<Work<T>()> start, Norm norm) {
+    staging.kind = state.KindOr(fallback);
+    Future<Value> result;
+    {
+      py::gil_scoped_release release;
+      result = start().future().Map(
+          [norm](const absl::StatusOr<T>& r) -> absl::StatusOr<Value> {
+            if (!r.ok()) return r.status();
+            return norm(*r);
+          });
+      if (!async) {
+        // Bounded by the op's own deadline; this is a backstop.
+        result = Future<Value>::Ready(
+            result.Wait(options.timeout + absl::Seconds(10)));
+      }
+    }
+    return PendingOp(std::move(result), std::move(staging));
+  }
+
   // Runs the op (synchronously, or started with async_op) with the GIL
   // released; the result as a Value.
   template <typename T, typename Norm>
@@ -104,8 +162,11 @@ Value TensorList(const std::vector<Tensor>& tensors) {
 }
 Value ValueList(const std::vector<Value>& values) { return Value(values); }
 Value Same(const Value& v) { return v; }
-Value OneTensor(const Tensor& t) { return Value(t); }
-Value Nothing(const Done&) { return Value(); }
+template <typename T>
+Value NothingOf(const T&) {
+  return Value();
+}
+constexpr auto Nothing = [](const auto& r) { return NothingOf(r); };
 
 KeyedJaggedTensor Kjt(py::handle d, const char* what, Call& call) {
   if (d.is_none()) return KeyedJaggedTensor();
@@ -140,12 +201,13 @@ void BindOps(py::module_& m) {
          bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         std::vector<Tensor> in = c.Inputs(inputs, "input_tensor_list");
-        c.Outputs(outputs, "output_tensor_list");
+        std::vector<TensorOut> out = c.Intos(outputs, "output_tensor_list");
+        if (!in.empty()) c.SameDType(out, in[0].dtype());
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<std::vector<Tensor>>(
-            async, [&] { return AllToAll(*group, in, o); },
-            [&] { return AllToAllAsync(*group, in, o); }, TensorList);
+        return c.Start<std::vector<Tensor>>(
+            async, [&] { return AllToAllIntoAsync(*group, in, out, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("inputs"), py::arg("outputs"),
       py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
@@ -157,19 +219,17 @@ void BindOps(py::module_& m) {
          double timeout, bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         Tensor in = c.Input(input, "input");
-        c.Output(output, "output");
+        TensorOut out = c.Into(output, "output");
+        c.SameDType({out}, in.dtype());
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<Tensor>(
+        return c.Start<Tensor>(
             async,
             [&] {
-              return AllToAllSingle(*group, in, output_splits, input_splits, o);
+              return AllToAllSingleIntoAsync(*group, in, out, output_splits,
+                                             input_splits, o);
             },
-            [&] {
-              return AllToAllSingleAsync(*group, in, output_splits,
-                                         input_splits, o);
-            },
-            OneTensor);
+            Nothing);
       },
       py::arg("group"), py::arg("input"), py::arg("output"),
       py::arg("output_splits"), py::arg("input_splits"), py::arg("timeout"),
@@ -181,16 +241,19 @@ void BindOps(py::module_& m) {
          bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         Tensor in = c.Input(input, "tensor");
-        if (outputs.is_none()) {
-          c.staging.returns_result = true;
-        } else {
-          c.Outputs(outputs, "tensor_list");
-        }
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<std::vector<Tensor>>(
-            async, [&] { return AllGather(*group, in, o); },
-            [&] { return AllGatherAsync(*group, in, o); }, TensorList);
+        if (outputs.is_none()) {
+          c.staging.returns_result = true;
+          return c.Launch<std::vector<Tensor>>(
+              async, [&] { return AllGather(*group, in, o); },
+              [&] { return AllGatherAsync(*group, in, o); }, TensorList);
+        }
+        std::vector<TensorOut> out = c.Intos(outputs, "tensor_list");
+        c.SameDType(out, in.dtype());
+        return c.Start<std::vector<Tensor>>(
+            async, [&] { return AllGatherIntoAsync(*group, in, out, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("input"), py::arg("outputs"),
       py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
@@ -218,12 +281,13 @@ void BindOps(py::module_& m) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         ReduceOp reduce = ValueOrRaise(ParseReduceOp(op));
         Tensor in = c.Input(tensor, "tensor");
-        c.Output(tensor, "tensor");
+        TensorOut out = c.Into(tensor, "tensor");  // In place.
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<Tensor>(
-            async, [&] { return AllReduce(*group, in, reduce, o); },
-            [&] { return AllReduceAsync(*group, in, reduce, o); }, OneTensor);
+        return c.Start<Tensor>(
+            async,
+            [&] { return AllReduceIntoAsync(*group, in, out, reduce, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("tensor"), py::arg("op"), py::arg("timeout"),
       py::arg("async_op"), py::arg("tensor_type"));
@@ -236,13 +300,14 @@ void BindOps(py::module_& m) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
         ReduceOp reduce = ValueOrRaise(ParseReduceOp(op));
         std::vector<Tensor> in = c.Inputs(inputs, "input_list");
-        c.Output(output, "output");
+        TensorOut out = c.Into(output, "output");
+        if (!in.empty()) c.SameDType({out}, in[0].dtype());
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<Tensor>(
-            async, [&] { return ReduceScatter(*group, in, reduce, o); },
-            [&] { return ReduceScatterAsync(*group, in, reduce, o); },
-            OneTensor);
+        return c.Start<Tensor>(
+            async,
+            [&] { return ReduceScatterIntoAsync(*group, in, out, reduce, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("output"), py::arg("inputs"), py::arg("op"),
       py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
@@ -252,13 +317,13 @@ void BindOps(py::module_& m) {
       [](GroupHandle& g, py::handle tensor, int src, double timeout, bool async,
          const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
-        Value in(c.Input(tensor, "tensor"));
-        c.Output(tensor, "tensor");
+        Tensor in = c.Input(tensor, "tensor");
+        TensorOut out = c.Into(tensor, "tensor");  // In place on src.
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<Value>(
-            async, [&] { return Broadcast(*group, in, src, o); },
-            [&] { return BroadcastAsync(*group, in, src, o); }, Same);
+        return c.Start<Tensor>(
+            async, [&] { return BroadcastIntoAsync(*group, in, out, src, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("tensor"), py::arg("src"), py::arg("timeout"),
       py::arg("async_op"), py::arg("tensor_type"));
@@ -268,18 +333,14 @@ void BindOps(py::module_& m) {
       [](GroupHandle& g, py::handle output, py::handle inputs, int src,
          double timeout, bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
-        std::vector<Value> in;
-        if (!inputs.is_none()) {
-          for (Tensor& t : c.Inputs(inputs, "scatter_list")) {
-            in.push_back(Value(std::move(t)));
-          }
-        }
-        c.Output(output, "tensor");
+        std::vector<Tensor> in;
+        if (!inputs.is_none()) in = c.Inputs(inputs, "scatter_list");
+        TensorOut out = c.Into(output, "tensor");
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<Value>(
-            async, [&] { return Scatter(*group, in, src, o); },
-            [&] { return ScatterAsync(*group, in, src, o); }, Same);
+        return c.Start<Tensor>(
+            async, [&] { return ScatterIntoAsync(*group, in, out, src, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("output"), py::arg("inputs"), py::arg("src"),
       py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
@@ -289,17 +350,21 @@ void BindOps(py::module_& m) {
       [](GroupHandle& g, py::handle input, py::handle outputs, int dst,
          double timeout, bool async, const std::string& kind) {
         Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
-        Value in(c.Input(input, "tensor"));
-        if (outputs.is_none()) {
-          c.staging.returns_result = true;
-        } else {
-          c.Outputs(outputs, "gather_list");
-        }
         auto group = g.group;
         CollectiveOptions o = c.options;
-        return c.Launch<std::vector<Value>>(
-            async, [&] { return Gather(*group, in, dst, o); },
-            [&] { return GatherAsync(*group, in, dst, o); }, ValueList);
+        if (outputs.is_none()) {
+          Value in(c.Input(input, "tensor"));
+          c.staging.returns_result = true;
+          return c.Launch<std::vector<Value>>(
+              async, [&] { return Gather(*group, in, dst, o); },
+              [&] { return GatherAsync(*group, in, dst, o); }, ValueList);
+        }
+        Tensor in = c.Input(input, "tensor");
+        std::vector<TensorOut> out = c.Intos(outputs, "gather_list");
+        c.SameDType(out, in.dtype());
+        return c.Start<std::vector<Tensor>>(
+            async, [&] { return GatherIntoAsync(*group, in, out, dst, o); },
+            Nothing);
       },
       py::arg("group"), py::arg("input"), py::arg("outputs"), py::arg("dst"),
       py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
@@ -320,6 +385,57 @@ void BindOps(py::module_& m) {
             [&] { return BarrierAsync(*group, o); }, Nothing);
       },
       py::arg("group"), py::arg("timeout"), py::arg("async_op"));
+
+  m.def(
+      "reduce",
+      [](GroupHandle& g, py::handle tensor, int dst, const std::string& op,
+         double timeout, bool async, const std::string& kind) {
+        Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
+        ReduceOp reduce = ValueOrRaise(ParseReduceOp(op));
+        Tensor in = c.Input(tensor, "tensor");
+        // In place on dst; the others' tensors are left as they are.
+        TensorOut out;
+        if (g.group->rank() == dst) out = c.Into(tensor, "tensor");
+        auto group = g.group;
+        CollectiveOptions o = c.options;
+        return c.Start<Tensor>(
+            async,
+            [&] { return ReduceIntoAsync(*group, in, out, dst, reduce, o); },
+            Nothing);
+      },
+      py::arg("group"), py::arg("tensor"), py::arg("dst"), py::arg("op"),
+      py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
+
+  m.def(
+      "send",
+      [](GroupHandle& g, py::handle tensor, int dst, int64_t tag,
+         double timeout, bool async, const std::string& kind) {
+        Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
+        Tensor in = c.Input(tensor, "tensor");
+        auto group = g.group;
+        CollectiveOptions o = c.options;
+        return c.Start<Done>(
+            async, [&] { return SendAsync(*group, in, dst, tag, o); }, Nothing);
+      },
+      py::arg("group"), py::arg("tensor"), py::arg("dst"), py::arg("tag"),
+      py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
+
+  m.def(
+      "recv",
+      [](GroupHandle& g, py::handle tensor, int src, int64_t tag,
+         double timeout, bool async, const std::string& kind) {
+        Call c(timeout, ValueOrRaise(ParseTensorKind(kind)));
+        TensorOut out = c.Into(tensor, "tensor");
+        // The result is the source's group rank (-1: any source).
+        c.staging.returns_result = true;
+        auto group = g.group;
+        CollectiveOptions o = c.options;
+        return c.Start<Received>(
+            async, [&] { return RecvAsync(*group, src, tag, out, o); },
+            [](const Received& r) { return Value(int64_t{r.src}); });
+      },
+      py::arg("group"), py::arg("tensor"), py::arg("src"), py::arg("tag"),
+      py::arg("timeout"), py::arg("async_op"), py::arg("tensor_type"));
 
   m.def(
       "sparse_features_all_to_all",
@@ -381,7 +497,14 @@ void BindOps(py::module_& m) {
 void BindCollectives(py::module_& m) {
   py::class_<PendingOp>(m, "Work", "A collective in flight (async_op=True).")
       .def("wait", &PendingOp::Wait, py::arg("timeout") = py::none())
-      .def("is_completed", &PendingOp::IsCompleted);
+      .def("is_completed", &PendingOp::IsCompleted)
+      .def("add_done_callback", &PendingOp::AddDoneCallback,
+           py::arg("callback"));
+  py::class_<DoneQueue, std::shared_ptr<DoneQueue>>(
+      m, "DoneQueue", "Collectives done, for the thread that finishes them.")
+      .def(py::init<>())
+      .def("watch", &DoneQueue::Watch, py::arg("op"), py::arg("id"))
+      .def("next", &DoneQueue::Next, py::arg("timeout"));
   BindOps(m);
 }
 

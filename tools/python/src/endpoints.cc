@@ -199,6 +199,25 @@ std::unique_ptr<WorkerHandle> NewWorker(const py::dict& o) {
   w.executor_threads = o["executor_threads"].cast<int>();
   w.rref_lease = Seconds(o["rref_lease"].cast<double>());
   w.security = Security(o);
+  // Observing the job (ferry.init's flight_recorder_entries, dump_dir,
+  // metrics_listen, trace_file).
+  auto text = [&o](const char* key) {
+    return o.contains(key) && !o[key].is_none() ? o[key].cast<std::string>()
+                                                : std::string();
+  };
+  w.rendezvous = text("rendezvous");
+  w.etcd_ca_file = text("etcd_ca");
+  w.etcd_cert_file = text("etcd_cert");
+  w.etcd_key_file = text("etcd_key");
+  w.etcd_user = text("etcd_user");
+  w.etcd_password_file = text("etcd_password_file");
+  if (o.contains("flight_recorder_entries")) {
+    w.collectives.flight_recorder_entries =
+        o["flight_recorder_entries"].cast<int64_t>();
+  }
+  w.collectives.dump_dir = text("dump_dir");
+  w.telemetry.metrics_listen = text("metrics_listen");
+  w.telemetry.trace_file = text("trace_file");
   auto h = std::make_unique<WorkerHandle>();
   h->kind = ValueOrRaise(ParseTensorKind(o["tensor_type"].cast<std::string>()));
   h->worker = std::make_unique<Worker>(std::move(w));

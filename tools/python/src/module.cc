@@ -11,6 +11,7 @@
 #include "tools/python/src/errors.h"
 #include "tools/python/src/futures.h"
 #include "tools/python/src/py_ref.h"
+#include "tools/python/src/store.h"
 
 namespace py = ::pybind11;
 
@@ -29,4 +30,5 @@ PYBIND11_MODULE(_ferry, m) {
   BindEndpoints(m);
   BindCollectives(m);
   BindBench(m);
+  BindStore(m);
 }

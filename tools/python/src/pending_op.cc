@@ -83,6 +83,58 @@ bool PendingOp::IsCompleted() const {
   return finished_.has_value() || result_.IsReady();
 }
 
+void PendingOp::AddDoneCallback(py::handle callback) {
+  PyRef fn(callback);
+  if (finished_.has_value() || !result_.valid()) {
+    fn.object()();
+    return;
+  }
+  Future<Value> result = result_;
+  py::gil_scoped_release release;
+  result.Then([fn = std::move(fn)](const absl::StatusOr<Value>&) {
+    if (!PythonAlive()) return;
+    py::gil_scoped_acquire gil;
+    DrainDeferred();
+    try {
+      fn.object()();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("ferry: a collective's done callback");
+    }
+  });
+}
+
+void PendingOp::OnDone(absl::AnyInvocable<void() &&> done) {
+  if (finished_.has_value() || !result_.valid()) return std::move(done)();
+  result_.Then([done = std::move(done)](const absl::StatusOr<Value>&) mutable {
+    std::move(done)();
+  });
+}
+
+void DoneQueue::Watch(PendingOp& op, int64_t id) {
+  std::weak_ptr<DoneQueue> weak = weak_from_this();
+  py::gil_scoped_release release;
+  op.OnDone([weak, id] {
+    std::shared_ptr<DoneQueue> q = weak.lock();
+    if (q == nullptr) return;
+    absl::MutexLock lock(&q->mu_);
+    q->done_.push_back(id);
+  });
+}
+
+std::optional<int64_t> DoneQueue::Next(double timeout) {
+  py::gil_scoped_release release;
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !done_.empty();
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(timeout))) {
+    return std::nullopt;
+  }
+  const int64_t id = done_.front();
+  done_.pop_front();
+  return id;
+}
+
 absl::Status PendingOp::Deliver(Value result) {
   std::vector<Tensor> leaves;
   Leaves(result, &leaves);

@@ -13,11 +13,14 @@
 
 #include <Python.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pybind11/pybind11.h"
 #include "rpc/base/future.h"
@@ -42,6 +45,25 @@ struct Staging {
   absl::Duration timeout = absl::Seconds(60);
 };
 
+class PendingOp;
+
+// Ops that are done, in the order they finished, for a Python thread that
+// finishes them (ferry/distributed.py): ferry's threads only push an id
+// here, never taking the GIL, and the waiting thread holds no GIL while it
+// waits.
+class DoneQueue : public std::enable_shared_from_this<DoneQueue> {
+ public:
+  // Pushes `id` once `op` is done.
+  void Watch(PendingOp& op, int64_t id);
+  // The next done id, waiting at most `timeout` seconds (GIL released);
+  // None if none came.
+  std::optional<int64_t> Next(double timeout);
+
+ private:
+  absl::Mutex mu_;
+  std::deque<int64_t> done_ ABSL_GUARDED_BY(mu_);
+};
+
 class PendingOp {
  public:
   PendingOp(Future<Value> result, Staging staging);
@@ -54,6 +76,13 @@ class PendingOp {
   // returns the same.
   py::object Wait(std::optional<double> timeout);
   bool IsCompleted() const;
+  // Calls `callback()` (with the GIL, on the thread that completes the op,
+  // or here if it is done) once the op's result is there; Wait then
+  // returns without waiting for the op. The callback must not block.
+  void AddDoneCallback(py::handle callback);
+  // Runs `done` (on the thread that completes the op, or here if it is
+  // done; no GIL taken) once the op's result is there.
+  void OnDone(absl::AnyInvocable<void() &&> done);
 
  private:
   // Waits at most `bound` for the result and finishes the op (setting

@@ -1,0 +1,138 @@
+#include "rpc/base/trace_context.h"
+
+#include <utility>
+
+#include "absl/random/random.h"
+
+namespace ferry {
+
+namespace {
+
+thread_local TraceContext current;
+
+// Ids need to be unique, not secret: a splitmix64 stream per thread,
+// seeded once from absl's generator (a few ns a draw, no lock).
+uint64_t RandomBits() {
+  thread_local uint64_t state = absl::Uniform<uint64_t>(absl::BitGen());
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// A lower-case hex digit's value, or -1 (upper case is not W3C's).
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+std::optional<uint64_t> Hex64(absl::string_view s) {
+  if (s.size() != 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    const int d = HexValue(c);
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+// `v` as 16 lower-case hex digits at `out`.
+void PutHex64(uint64_t v, char* out) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, v >>= 4) out[i] = kDigits[v & 0xf];
+}
+
+}  // namespace
+
+std::string TraceContext::trace_id() const {
+  std::string out(32, '0');
+  PutHex64(trace_hi, &out[0]);
+  PutHex64(trace_lo, &out[16]);
+  return out;
+}
+
+TraceContext TraceContext::Child() const {
+  TraceContext c = *this;
+  c.span_id = NewSpanId();
+  return c;
+}
+
+uint64_t NewSpanId() {
+  uint64_t id;
+  do {
+    id = RandomBits();
+  } while (id == 0);
+  return id;
+}
+
+TraceContext NewTrace(bool sampled) {
+  TraceContext c;
+  do {
+    c.trace_hi = RandomBits();
+    c.trace_lo = RandomBits();
+  } while ((c.trace_hi | c.trace_lo) == 0);
+  c.span_id = NewSpanId();
+  c.sampled = sampled;
+  return c;
+}
+
+std::string FormatTraceparent(const TraceContext& c) {
+  // On every call: by hand, not through a format parser. 55 characters:
+  // 00-<32 hex>-<16 hex>-<2 hex>.
+  std::string out(55, '-');
+  out[0] = out[1] = '0';
+  PutHex64(c.trace_hi, &out[3]);
+  PutHex64(c.trace_lo, &out[19]);
+  PutHex64(c.span_id, &out[36]);
+  out[53] = '0';
+  out[54] = c.sampled ? '1' : '0';
+  return out;
+}
+
+std::optional<TraceContext> ParseTraceparent(absl::string_view h) {
+  // version "00": exactly 2+1+32+1+16+1+2 = 55 characters.
+  if (h.size() != 55 || h.substr(0, 3) != "00-" || h[35] != '-' ||
+      h[52] != '-') {
+    return std::nullopt;
+  }
+  std::optional<uint64_t> hi = Hex64(h.substr(3, 16));
+  std::optional<uint64_t> lo = Hex64(h.substr(19, 16));
+  std::optional<uint64_t> span = Hex64(h.substr(36, 16));
+  const int f_hi = HexValue(h[53]), f_lo = HexValue(h[54]);
+  if (!hi || !lo || !span || f_hi < 0 || f_lo < 0) return std::nullopt;
+  TraceContext c{*hi, *lo, *span, false};
+  if (!c.valid()) return std::nullopt;
+  c.sampled = (f_lo & 1) != 0;
+  return c;
+}
+
+std::string SpanIdHex(uint64_t span_id) {
+  std::string out(16, '0');
+  PutHex64(span_id, &out[0]);
+  return out;
+}
+
+std::optional<uint64_t> ParseSpanId(absl::string_view hex) {
+  return Hex64(hex);
+}
+
+std::optional<std::pair<uint64_t, uint64_t>> ParseTraceId(
+    absl::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  std::optional<uint64_t> hi = Hex64(hex.substr(0, 16));
+  std::optional<uint64_t> lo = Hex64(hex.substr(16));
+  if (!hi || !lo || (*hi | *lo) == 0) return std::nullopt;
+  return std::make_pair(*hi, *lo);
+}
+
+const TraceContext& CurrentTrace() { return current; }
+
+ScopedTrace::ScopedTrace(const TraceContext& context) : saved_(current) {
+  current = context;
+}
+
+ScopedTrace::~ScopedTrace() { current = saved_; }
+
+}  // namespace ferry

@@ -1,0 +1,71 @@
+// W3C trace context (https://www.w3.org/TR/trace-context/): which trace a
+// piece of work belongs to and which span is its parent, as the
+// `traceparent` header carries it:
+//
+//   traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+//                ^  ^ trace id (16 bytes)            ^ parent span   ^ flags
+//
+// Every call, nested call, remote, RRef message and collective message
+// carries one (rpc/tracing.h puts it in gRPC metadata); the work a thread
+// does for a call runs under that call's context (CurrentTrace), so calls
+// it makes continue the trace without being told.
+#ifndef FERRY_RPC_BASE_TRACE_CONTEXT_H_
+#define FERRY_RPC_BASE_TRACE_CONTEXT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace ferry {
+
+struct TraceContext {
+  uint64_t trace_hi = 0;  // The 128-bit trace id; all zero: no trace.
+  uint64_t trace_lo = 0;
+  uint64_t span_id = 0;  // The span this context stands for; 0: none.
+  bool sampled = false;  // The trace's spans are wanted (flag 01).
+
+  bool valid() const { return (trace_hi | trace_lo) != 0 && span_id != 0; }
+  // The trace id as 32 lower-case hex digits.
+  std::string trace_id() const;
+  // A new span of the same trace (a fresh span id).
+  TraceContext Child() const;
+};
+
+// A new trace with a random id (and a random root span id).
+TraceContext NewTrace(bool sampled);
+// A random, non-zero span id.
+uint64_t NewSpanId();
+
+// "00-<trace id>-<span id>-<flags>".
+std::string FormatTraceparent(const TraceContext& context);
+// The context of a `traceparent` value; nullopt for anything that is not
+// a valid version-00 header (upper-case hex, all-zero ids, version ff, a
+// wrong length): the receiver then starts a trace of its own.
+std::optional<TraceContext> ParseTraceparent(absl::string_view header);
+// 16 lower-case hex digits of a span id; ParseSpanId reads them back.
+std::string SpanIdHex(uint64_t span_id);
+std::optional<uint64_t> ParseSpanId(absl::string_view hex);
+// The two halves of a 32-digit trace id.
+std::optional<std::pair<uint64_t, uint64_t>> ParseTraceId(
+    absl::string_view hex);
+
+// The context of the work this thread does now (invalid if none).
+const TraceContext& CurrentTrace();
+
+// Makes `context` this thread's current one until destroyed.
+class ScopedTrace {
+ public:
+  explicit ScopedTrace(const TraceContext& context);
+  ~ScopedTrace();
+  ScopedTrace(const ScopedTrace&) = delete;
+  ScopedTrace& operator=(const ScopedTrace&) = delete;
+
+ private:
+  TraceContext saved_;
+};
+
+}  // namespace ferry
+
+#endif  // FERRY_RPC_BASE_TRACE_CONTEXT_H_

@@ -1,0 +1,54 @@
+#include "rpc/metrics_server.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
+#include "prometheus/metric_family.h"
+#include "rpc/base/status_util.h"
+#include "rpc/net_util.h"
+
+namespace ferry {
+
+namespace {
+
+class Adapter final : public prometheus::Collectable {
+ public:
+  explicit Adapter(std::shared_ptr<const Metrics> metrics)
+      : metrics_(std::move(metrics)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return metrics_->Collect();
+  }
+
+ private:
+  const std::shared_ptr<const Metrics> metrics_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& listen, std::shared_ptr<const Metrics> metrics) {
+  FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
+  std::unique_ptr<MetricsServer> server(new MetricsServer());
+  server->collectable_ = std::make_shared<Adapter>(std::move(metrics));
+  try {
+    // civetweb takes "HOST:PORT" for IPv4 and "[HOST]:PORT" for IPv6,
+    // which JoinHostPort writes.
+    server->exposer_ = std::make_unique<prometheus::Exposer>(
+        JoinHostPort(bind.host, bind.port), /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", listen, " (--metrics_listen): ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->collectable_);
+  std::vector<int> ports = server->exposer_->GetListeningPorts();
+  server->address_ =
+      JoinHostPort(bind.host, ports.empty() ? bind.port : ports[0]);
+  return server;
+}
+
+MetricsServer::~MetricsServer() = default;
+
+}  // namespace ferry

@@ -1,0 +1,84 @@
+#include "rpc/receive_budget.h"
+
+#include "absl/strings/str_cat.h"
+#include "rpc/base/limits.h"
+
+namespace ferry {
+
+absl::Status ReceiveBudget::PeerOver(const std::string& peer, int64_t held,
+                                     int64_t n) const {
+  const int64_t max = options_.max_bytes_per_peer;
+  return OverLimit(
+      absl::StrCat(peer, " would hold ", HumanBytes(held + n),
+                   " of streamed requests here (", HumanBytes(held), " held, ",
+                   HumanBytes(n), " more)"),
+      HumanBytes(max), "max_stream_mb_per_peer", max / Limits::kMiB);
+}
+
+absl::Status ReceiveBudget::TotalOver(int64_t held, int64_t n) const {
+  const int64_t max = options_.max_bytes;
+  return OverLimit(absl::StrCat(HumanBytes(n),
+                                " more for streamed requests "
+                                "while ",
+                                HumanBytes(held), " are held for them"),
+                   HumanBytes(max), "grpc_memory_mb", max / Limits::kMiB);
+}
+
+absl::Status ReceiveBudget::Take(const std::string& peer, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_peer_.find(peer);
+  const int64_t held = it == by_peer_.end() ? 0 : it->second;
+  // Compared by subtraction: `n` is bounded by the caller, the sums need
+  // not be.
+  if (n > options_.max_bytes_per_peer - held) return PeerOver(peer, held, n);
+  if (n > options_.max_bytes - used_) return TotalOver(used_, n);
+  used_ += n;
+  if (it == by_peer_.end()) {
+    if (n > 0) by_peer_.emplace(peer, n);
+  } else {
+    it->second += n;
+  }
+  return absl::OkStatus();
+}
+
+void ReceiveBudget::Give(const std::string& peer, int64_t n) {
+  absl::MutexLock lock(&mu_);
+  used_ -= n;
+  auto it = by_peer_.find(peer);
+  if (it == by_peer_.end()) return;
+  it->second -= n;
+  if (it->second <= 0) by_peer_.erase(it);
+}
+
+absl::Status ReceiveBudget::CheckFits(int64_t bytes) const {
+  if (bytes > options_.max_bytes_per_peer) {
+    return OverLimit(absl::StrCat("a streamed request of ", HumanBytes(bytes)),
+                     HumanBytes(options_.max_bytes_per_peer),
+                     "max_stream_mb_per_peer",
+                     options_.max_bytes_per_peer / Limits::kMiB);
+  }
+  if (bytes > options_.max_bytes) {
+    return OverLimit(absl::StrCat("a streamed request of ", HumanBytes(bytes)),
+                     HumanBytes(options_.max_bytes), "grpc_memory_mb",
+                     options_.max_bytes / Limits::kMiB);
+  }
+  return absl::OkStatus();
+}
+
+int64_t ReceiveBudget::used() const {
+  absl::MutexLock lock(&mu_);
+  return used_;
+}
+
+int64_t ReceiveBudget::used_by(const std::string& peer) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_peer_.find(peer);
+  return it == by_peer_.end() ? 0 : it->second;
+}
+
+size_t ReceiveBudget::peers() const {
+  absl::MutexLock lock(&mu_);
+  return by_peer_.size();
+}
+
+}  // namespace ferry

@@ -1,0 +1,247 @@
+// Fuzz target: requests arriving as chunked streams (rpc/chunked_message.h)
+// into ChunkAssemblers that share one ReceiveBudget, as hostile peers
+// could send them: several streams of several peers at once, heads of any
+// length and alignment, chunks of any size (past the announced length
+// too), streams abandoned half-way, whole messages taken and kept.
+//
+// Input: records, each a control byte and its operands.
+//   control & 3 == 0  stream s = (control >> 2) & 7 gets a head: u32le
+//                     total, a byte of align (values >= 64 included)
+//   control & 3 == 1  stream s gets a chunk: u16le length, then the bytes
+//                     (cut into two slices at a split byte)
+//   control & 3 == 2  stream s is abandoned (its assembler destroyed)
+//   control & 3 == 3  stream s's message is taken if complete, and kept
+//                     (or, with bit 5, the kept messages are dropped)
+// Stream s belongs to peer s % 3; the budget holds 192 KiB in all, 96 KiB
+// per peer; messages are at most 128 KiB.
+//
+// Properties: no crash (ASan, UBSan: every chunk lands inside its buffer);
+// a head reserves nothing, and a stream holds at most twice what arrived
+// (plus alignment); the budget counts exactly what the live assemblers and
+// kept messages hold, per peer and in all, never past its bounds; a taken
+// message is exactly the bytes sent, its largest piece placed as the head
+// said; and once everything is dropped, nothing is held.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "rpc/chunked_message.h"
+#include "rpc/receive_budget.h"
+
+namespace ferry {
+namespace {
+
+constexpr int kStreams = 8;
+constexpr int kPeers = 3;
+constexpr int64_t kMaxMessage = 128 << 10;
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  bool empty() const { return at_ >= size_; }
+  uint8_t Byte() { return at_ < size_ ? data_[at_++] : 0; }
+  std::string Bytes(size_t n) {
+    n = std::min(n, size_ - std::min(at_, size_));
+    std::string out(reinterpret_cast<const char*>(data_ + at_), n);
+    at_ += n;
+    return out;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t at_ = 0;
+};
+
+void Fail(const char* what) {
+  fprintf(stderr, "chunked_stream_fuzz: %s\n", what);
+  abort();
+}
+
+grpc::ByteBuffer TwoSlices(const std::string& bytes, uint8_t split) {
+  const size_t cut = bytes.size() * split / 256;
+  grpc::Slice parts[2] = {grpc::Slice(bytes.data(), cut),
+                          grpc::Slice(bytes.data() + cut, bytes.size() - cut)};
+  return grpc::ByteBuffer(parts, 2);
+}
+
+std::string Flat(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!b.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return out;
+}
+
+std::string PeerOf(int s) { return absl::StrCat("peer", s % kPeers); }
+
+struct Stream {
+  std::unique_ptr<ChunkAssembler> in;
+  std::string sent;  // The bytes it accepted, in order.
+  uint64_t align = 0;
+};
+
+class Run {
+ public:
+  Run()
+      : budget_(std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+            .max_bytes = 192 << 10, .max_bytes_per_peer = 96 << 10})) {}
+
+  void Step(Reader& in) {
+    const uint8_t control = in.Byte();
+    const int s = (control >> 2) & (kStreams - 1);
+    switch (control & 3) {
+      case 0:
+        Head(s, in);
+        break;
+      case 1:
+        Chunk(s, in);
+        break;
+      case 2:
+        streams_[s] = Stream();
+        break;
+      default:
+        if ((control & 0x20) != 0) {
+          kept_.clear();
+        } else {
+          Take(s);
+        }
+    }
+    Check();
+  }
+
+  void Finish() {
+    for (Stream& s : streams_) s = Stream();
+    kept_.clear();
+    if (budget_->used() != 0 || budget_->peers() != 0) {
+      Fail("bytes still held at the end");
+    }
+  }
+
+ private:
+  ChunkAssembler& Assembler(int s) {
+    if (streams_[s].in == nullptr) {
+      streams_[s].in = std::make_unique<ChunkAssembler>("request", kMaxMessage,
+                                                        budget_, PeerOf(s));
+      streams_[s].sent.clear();
+    }
+    return *streams_[s].in;
+  }
+
+  void Head(int s, Reader& in) {
+    std::string head(16, '\0');
+    for (int i = 0; i < 4; ++i) head[i] = static_cast<char>(in.Byte());
+    head[8] = static_cast<char>(in.Byte());
+    ChunkAssembler& a = Assembler(s);
+    const bool was_started = a.started();
+    const int64_t before = budget_->used();
+    grpc::Slice slice(head.data(), head.size());
+    grpc::ByteBuffer b(&slice, 1);
+    absl::Status added = a.Add(&b);
+    if (!was_started && budget_->used() != before) {
+      Fail("a head reserved bytes");
+    }
+    if (!added.ok()) {
+      streams_[s] = Stream();  // The reactor finishes the stream.
+    } else if (!was_started) {
+      streams_[s].align = static_cast<uint8_t>(head[8]);
+    } else {
+      streams_[s].sent += head;
+    }
+  }
+
+  void Chunk(int s, Reader& in) {
+    const size_t low = in.Byte();  // In order: operands' order is unspecified.
+    const size_t length = low | (size_t{in.Byte()} << 8);
+    const uint8_t split = in.Byte();
+    const std::string bytes = in.Bytes(length);
+    ChunkAssembler& a = Assembler(s);
+    const bool was_started = a.started();
+    grpc::ByteBuffer b = TwoSlices(bytes, split);
+    absl::Status added = a.Add(&b);
+    if (!added.ok()) {
+      streams_[s] = Stream();
+    } else if (was_started) {
+      streams_[s].sent += bytes;
+    } else {  // A 16-byte chunk was its head.
+      streams_[s].align = static_cast<uint8_t>(bytes[8]);
+    }
+  }
+
+  void Take(int s) {
+    Stream& st = streams_[s];
+    if (st.in == nullptr || !st.in->complete()) return;
+    grpc::ByteBuffer whole = st.in->Take();
+    std::vector<grpc::Slice> slices;
+    if (!st.sent.empty()) {
+      if (!whole.Dump(&slices).ok() || slices.size() != 1) {
+        Fail("a message is not one slice");
+      }
+      const uintptr_t at = reinterpret_cast<uintptr_t>(slices[0].begin());
+      if (st.sent.size() > st.align && (at + st.align) % 64 != 0) {
+        Fail("the largest piece is not 64-byte aligned");
+      }
+    }
+    if (Flat(whole) != st.sent) Fail("a message is not the bytes sent");
+    kept_.push_back({PeerOf(s), std::move(whole)});
+    st = Stream();
+  }
+
+  // The budget holds exactly what the assemblers reserved and the kept
+  // messages' buffers (whose sizes the budget knows: compared in all).
+  void Check() {
+    int64_t reserved[kPeers] = {};
+    for (int s = 0; s < kStreams; ++s) {
+      const Stream& st = streams_[s];
+      if (st.in == nullptr) continue;
+      const int64_t r = st.in->reserved();
+      reserved[s % kPeers] += r;
+      if (r > 2 * static_cast<int64_t>(st.sent.size()) + 128) {
+        Fail("a stream holds more than twice what arrived");
+      }
+    }
+    int64_t total = 0;
+    for (int p = 0; p < kPeers; ++p) {
+      const int64_t used = budget_->used_by(absl::StrCat("peer", p));
+      if (used < reserved[p]) Fail("a peer's share counts less than it holds");
+      if (used > budget_->options().max_bytes_per_peer) {
+        Fail("a peer holds more than its share");
+      }
+      total += used;
+    }
+    if (total != budget_->used()) Fail("the total is not the peers' sum");
+    if (budget_->used() > budget_->options().max_bytes) {
+      Fail("more than the budget is held");
+    }
+    if (kept_.empty()) {
+      int64_t live = 0;
+      for (int64_t r : reserved) live += r;
+      if (live != budget_->used()) Fail("bytes held by nobody");
+    }
+  }
+
+  std::shared_ptr<ReceiveBudget> budget_;
+  Stream streams_[kStreams];
+  std::vector<std::pair<std::string, grpc::ByteBuffer>> kept_;
+};
+
+}  // namespace
+}  // namespace ferry
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ferry::Reader in(data, size);
+  ferry::Run run;
+  while (!in.empty()) run.Step(in);
+  run.Finish();
+  return 0;
+}

@@ -1,0 +1,170 @@
+// Trace context: the traceparent header's form, spans as JSON lines, the
+// tracer's ring and file; and in a job of three workers, one trace of a
+// call nested worker0 -> worker1 -> worker2 with its spans in parent order
+// (one nested call passed the context explicitly, one on the invoking
+// thread).
+#include "rpc/tracing.h"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rpc/agent.h"
+#include "rpc/base/trace_context.h"
+#include "rpc/value/json.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(TraceparentTest, FormatsAndParsesW3cVersion00) {
+  const std::string h =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  std::optional<TraceContext> c = ParseTraceparent(h);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(c->span_id, 0x00f067aa0ba902b7u);
+  EXPECT_TRUE(c->sampled);
+  EXPECT_EQ(FormatTraceparent(*c), h);
+  c->sampled = false;
+  EXPECT_EQ(FormatTraceparent(*c).substr(53), "00");
+}
+
+TEST(TraceparentTest, RefusesWhatIsNotAValidHeader) {
+  for (const char* bad : {
+           "",
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+           "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
+           "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+       }) {
+    EXPECT_FALSE(ParseTraceparent(bad).has_value()) << bad;
+  }
+}
+
+TEST(TraceparentTest, ThreadsCarryTheirCurrentContext) {
+  EXPECT_FALSE(CurrentTrace().valid());
+  TraceContext t = NewTrace(true);
+  {
+    ScopedTrace scope(t);
+    EXPECT_EQ(CurrentTrace().span_id, t.span_id);
+    TraceContext out = OutgoingTrace(TraceContext(), false);
+    EXPECT_EQ(out.span_id, t.span_id);
+    TraceContext child = t.Child();
+    EXPECT_EQ(child.trace_id(), t.trace_id());
+    EXPECT_NE(child.span_id, t.span_id);
+  }
+  EXPECT_FALSE(CurrentTrace().valid());
+  // Without one, a message starts a trace of its own.
+  EXPECT_TRUE(OutgoingTrace(TraceContext(), false).valid());
+}
+
+TEST(TracerTest, KeepsSampledSpansAndWritesEveryOneToTheFile) {
+  const std::string file = absl::StrCat(::testing::TempDir(), "/spans.jsonl");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tracer> tracer,
+                       Tracer::Open({.worker = "worker3", .trace_file = file}));
+  TraceContext sampled = NewTrace(true), unsampled = NewTrace(false);
+  EXPECT_TRUE(tracer->Records(unsampled));  // It has a file.
+  tracer->Record({.name = "add",
+                  .context = sampled,
+                  .parent_span_id = 7,
+                  .start = absl::FromUnixSeconds(1),
+                  .status = "OK",
+                  .kind = "server"});
+  tracer->Record({.name = "echo", .context = unsampled, .status = "OK"});
+  std::vector<Span> kept = tracer->SpansOf(sampled.trace_hi, sampled.trace_lo);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].worker, "worker3");
+  EXPECT_THAT(tracer->SpansOf(unsampled.trace_hi, unsampled.trace_lo),
+              IsEmpty());
+  tracer.reset();
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(Value first, ParseJson(lines[0]));
+  ASSERT_OK_AND_ASSIGN(Span back, SpanFromValue(first));
+  EXPECT_EQ(back.name, "add");
+  EXPECT_EQ(back.context.trace_id(), sampled.trace_id());
+  EXPECT_EQ(back.parent_span_id, 7u);
+  EXPECT_EQ(back.start, absl::FromUnixSeconds(1));
+  EXPECT_EQ(first.Find("parent_span_id")->as_string(), "0000000000000007");
+}
+
+TEST(TracerTest, AnUnopenableFileIsUnavailable) {
+  EXPECT_THAT(Tracer::Open({.trace_file = "/proc/no/such/file"}),
+              testing::StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// worker0's relay calls worker1 (passing its context: NestedIn), whose
+// relay calls worker2 from the thread it runs on (no context passed).
+void SetupRelays(WorkerImpl& w) {
+  RpcAgent* agent = &w.rpc();
+  if (w.rank() == 0) {
+    ASSERT_OK(w.registry().RegisterAsync(
+        "relay",
+        [agent](const CallContext& ctx, std::vector<Value>) {
+          return agent->RpcAsync("worker1", "relay", {}, NestedIn(ctx));
+        },
+        "relay() -> value"));
+  } else if (w.rank() == 1) {
+    ASSERT_OK(w.registry().Register(
+        "relay", [agent]() { return agent->RpcSync("worker2", "leaf", {}); }));
+  } else {
+    ASSERT_OK(w.registry().Register("leaf", []() { return int64_t{42}; }));
+  }
+}
+
+TEST(NestedTraceTest, OneTraceThreeSpansInParentOrder) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
+                       LocalJob::Start(3, {.setup = SetupRelays}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClientImpl> client, job->Connect());
+  const TraceContext root = NewTrace(/*sampled=*/true);
+  ASSERT_OK_AND_ASSIGN(
+      Value result,
+      client->rpc().RpcSync("worker0", "relay", {},
+                            {.timeout = absl::Seconds(30), .trace = root}));
+  EXPECT_EQ(result.as_int(), 42);
+  std::vector<Span> spans;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<Span> mine =
+        job->worker(r).rpc().tracer()->SpansOf(root.trace_hi, root.trace_lo);
+    ASSERT_EQ(mine.size(), 1u) << "worker" << r;
+    spans.push_back(mine[0]);
+  }
+  EXPECT_EQ(spans[0].worker, "worker0");
+  EXPECT_EQ(spans[0].name, "relay");
+  EXPECT_EQ(spans[0].parent_span_id, root.span_id);
+  EXPECT_EQ(spans[1].name, "relay");
+  EXPECT_EQ(spans[1].parent_span_id, spans[0].context.span_id);
+  EXPECT_EQ(spans[1].peer, "worker0");
+  EXPECT_EQ(spans[2].name, "leaf");
+  EXPECT_EQ(spans[2].parent_span_id, spans[1].context.span_id);
+  for (const Span& s : spans) {
+    EXPECT_EQ(s.context.trace_id(), root.trace_id());
+    EXPECT_EQ(s.status, "OK");
+  }
+  // Unsampled, and no trace file: no span anywhere.
+  const TraceContext quiet = NewTrace(false);
+  ASSERT_OK(client->rpc().RpcSync(
+      "worker0", "relay", {}, {.timeout = absl::Seconds(30), .trace = quiet}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(
+        job->worker(r).rpc().tracer()->SpansOf(quiet.trace_hi, quiet.trace_lo),
+        IsEmpty());
+  }
+}
+
+}  // namespace
+}  // namespace ferry

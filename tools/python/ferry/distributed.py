@@ -1,0 +1,698 @@
+"""torch.distributed on ferry: ``import ferry.distributed`` registers the
+backend ``"ferry"``, so an existing program switches with two lines:
+
+    import ferry.distributed
+    torch.distributed.init_process_group("ferry", ...)   # was "gloo"
+
+Every init method torch has works (``env://``, ``tcp://``, ``file://``, an
+explicit ``store=``; and ferry's own, ``ferry://`` and ``etcd://``, from
+``ferry.store``): the ranks exchange ferry's addresses and a fresh job token
+through the store torch hands the backend, and become a ferry job -- their
+workers ``worker<rank>`` answer ``ferry.rpc_sync`` and ``ferryctl`` like any
+other. ``new_group(ranks)`` makes ferry groups. If this process is a ferry
+worker already (``ferry.init()`` first), its job is used.
+
+Each op runs ferry's collective with the tensors' own memory as source and
+destination (results are received into the output tensors), bounded by the
+group's ``timeout`` (or the op's): a rank that never comes, or dies, makes
+every other rank raise a ``RuntimeError`` naming it and the op, instead of
+hanging. CPU tensors of every dtype ferry has (complex included); every
+``ReduceOp`` but ``PREMUL_SUM`` (whose factor torch 1.13 keeps from Python
+backends); ``AVG`` too. Point-to-point with tags, from any source too.
+
+Options for the ferry workers the backend starts (TLS across machines, the
+address to listen on) are ``configure(**init_kwargs)``'s, or the environment:
+``FERRY_HOST`` (default 127.0.0.1: the address ferry listens on and is
+reached at), ``FERRY_HEARTBEAT_TIMEOUT`` (seconds). The workers' token is
+made fresh by rank 0 for each job and handed out through torch's store.
+
+Tested with torch 1.13 (Debian's python3-torch); the layer uses torch's
+public Python API only (a ``ProcessGroup`` subclass, ``Work`` objects over
+futures), so torch 2.x loads it without rebuilding anything (see README).
+"""
+
+import datetime
+import os
+import queue
+import secrets
+import sys
+import tempfile
+import threading
+
+import torch
+import torch.distributed as dist
+from torch._C import _distributed_c10d as _c10d
+
+from . import _collectives
+from . import _errors
+from . import _ferry
+from . import _rpc
+from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
+
+__all__ = ["BACKEND", "ProcessGroupFerry", "configure", "master"]
+
+BACKEND = "ferry"
+
+_init_kwargs = {}  # configure()'s, for the workers the backend starts.
+
+
+def configure(**init_kwargs):
+    """Options for the ferry workers the backend starts (``ferry.init``'s
+    keywords: ``tls_cert``, ``tls_key``, ``tls_ca``, ``listen``,
+    ``heartbeat_timeout``, ...); rank, world size, master and token come
+    from torch's store."""
+    _init_kwargs.update(init_kwargs)
+
+
+# ---- Errors as torch users see them ----
+
+def _torch_error(e, what):
+    """A ferry error as torch raises its own: a RuntimeError naming the op
+    (torch's DistBackendError where a torch has one)."""
+    cls = getattr(dist, "DistBackendError", RuntimeError)
+    if isinstance(e, _errors.Error):
+        timed_out = e.code == "DEADLINE_EXCEEDED"
+        # "Timed out" as torch's own backends say it (callers match it).
+        text = f"[ferry] {what}: {'Timed out ' if timed_out else ''}" \
+               f"({e.code}) {e}"
+        return cls(text)
+    return cls(f"[ferry] {what}: {e}")
+
+
+# ---- Completing torch's futures ----
+
+class _Completions:
+    """One thread that finishes ferry ops and completes their torch
+    futures: never a ferry thread, which must not block (finishing waits
+    until ferry let go of the inputs) nor run torch's callbacks. ferry's
+    threads only push a done op's id (no GIL); this one waits for ids with
+    the GIL released."""
+
+    def __init__(self):
+        self._done = _ferry.DoneQueue()
+        self._pending = {}  # id -> (handle, finish)
+        self._next_id = 0
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def add(self, handle, finish):
+        """Runs ``finish(handle)`` here once ``handle`` (a ferry op) is
+        done."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="ferry-torch", daemon=True)
+                self._thread.start()
+            self._next_id += 1
+            op_id = self._next_id
+            self._pending[op_id] = (handle, finish)
+        self._done.watch(handle, op_id)
+
+    def _run(self):
+        while True:
+            op_id = self._done.next(3600.0)
+            if op_id is None:
+                continue
+            with self._lock:
+                handle, finish = self._pending.pop(op_id)
+            try:
+                finish(handle)
+            except BaseException as e:  # noqa: B902 -- never kill the thread
+                print(f"ferry.distributed: completing an op failed: {e!r}")
+
+
+_completions = _Completions()
+
+
+class _Failed:
+    """What an op's inner future carries when the op failed."""
+
+    def __init__(self, error):
+        self.error = error
+
+
+def _unwrap(inner):
+    """The op's result, or its error raised: so the future torch's C++
+    sees fails as a C++ future does (torch 1.13's set_exception only marks
+    it for Python, and DDP's reducer would take the exception for tensors).
+    """
+    value = inner.value()
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
+class _Op:
+    """One ProcessGroup call: ferry ops, all done (their outputs written)
+    when its torch future is."""
+
+    def __init__(self, what, result, parts=None):
+        self.what = what
+        self._inner = torch.futures.Future()
+        self.future = self._inner.then(_unwrap)
+        self._result = result
+        self._lock = threading.Lock()
+        self._left = 0
+        self._error = None
+        self.source = -1
+        for handle in parts or ():
+            self.add(handle)
+
+    def add(self, handle):
+        with self._lock:
+            self._left += 1
+        _completions.add(handle, self._finish)
+
+    def done_now(self):
+        """Completes an op with nothing to wait for."""
+        self._inner.set_result(self._result)
+        return self
+
+    def _finish(self, handle):
+        try:
+            r = handle.wait()
+            if isinstance(r, int):
+                self.source = r
+        except BaseException as e:  # noqa: B902 -- the future carries it
+            error = _torch_error(e, self.what)
+        else:
+            error = None
+        with self._lock:
+            self._error = self._error or error
+            self._left -= 1
+            last = self._left == 0
+        if not last:
+            return
+        if self._error is not None:
+            self._inner.set_result(_Failed(self._error))
+        else:
+            self._inner.set_result(self._result)
+
+
+class _Work(_c10d.Work):
+    """torch's Work over an op: wait(timeout), is_completed, exception,
+    get_future, and the source rank of a receive from any source. Handed to
+    Python callers only; C++ callers get torch's own Work over the future
+    (a Python Work held only by C++ loses its Python half)."""
+
+    def __init__(self, op):
+        super().__init__()
+        self._op = op
+
+    def wait(self, timeout=datetime.timedelta(0)):
+        seconds = timeout.total_seconds() if timeout else 0
+        fut = self._op.future
+        if seconds > 0 and not fut.done():
+            done = threading.Event()
+            fut.add_done_callback(lambda _: done.set())
+            if not done.wait(seconds):
+                raise _torch_error(
+                    _errors.DeadlineExceededError(
+                        f"not done within {seconds:g} s (the op goes on)"),
+                    self._op.what)
+        fut.wait()
+        return True
+
+    def is_completed(self):
+        return self._op.future.done()
+
+    def is_success(self):
+        return self.is_completed() and self.exception() is None
+
+    def exception(self):
+        if not self._op.future.done():
+            return None
+        try:
+            self._op.future.wait()
+        except Exception as e:  # noqa: B902 -- returned, not raised
+            return e
+        return None
+
+    def get_future(self):
+        return self._op.future
+
+    def result(self):
+        self.wait()
+        return self._op.future.value()
+
+    def source_rank(self):
+        return self._op.source
+
+    def _source_rank(self):
+        return self._op.source
+
+    def synchronize(self):
+        pass
+
+
+_C10D_PY = os.path.join("distributed", "distributed_c10d.py")
+
+
+def _work(op, depth):
+    """The Work of ``op`` for whoever called the ProcessGroup method
+    ``depth`` frames up: ours (a Python object) when torch's Python API did
+    -- it hands the Work to Python code -- else torch's own over the future
+    (C++ callers, such as DDP's reducer, keep only the C++ half)."""
+    try:
+        caller = sys._getframe(depth + 1).f_code.co_filename
+    except ValueError:  # No Python caller: a C++ thread.
+        caller = ""
+    if caller.endswith(_C10D_PY):
+        return _Work(op)
+    return _c10d._create_work_from_future(op.future)
+
+
+# ---- Reduce ops ----
+
+_REDUCE_OPS = {
+    "SUM": "sum", "PRODUCT": "prod", "MIN": "min", "MAX": "max",
+    "AVG": "avg", "BAND": "band", "BOR": "bor", "BXOR": "bxor",
+}
+
+
+def _reduce_op(op):
+    kind = getattr(op, "op", op)
+    name = getattr(kind, "name", None) or str(kind).rsplit(".", 1)[-1]
+    if name not in _REDUCE_OPS:
+        raise ValueError(
+            f"[ferry] ReduceOp.{name} is not supported (torch 1.13 does "
+            "not show a Python backend PREMUL_SUM's factor)")
+    return _REDUCE_OPS[name]
+
+
+# ---- The ferry job behind the groups ----
+
+class _Job:
+    """This process's ferry worker as the backend uses it."""
+
+    def __init__(self, owned, from_world):
+        self.owned = owned            # Started by the backend.
+        self.from_world = from_world  # Ferry rank == torch global rank.
+
+
+_job = None
+_job_lock = threading.Lock()
+
+
+def _private_token_file(token):
+    d = tempfile.mkdtemp(prefix="ferry-torch-")
+    path = os.path.join(d, "token")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return d, path
+
+
+def _get(store, key):
+    value = store.get(key)
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _start_job(store, rank, size, timeout):
+    """Makes this process rank ``rank`` of a new ferry job of ``size``:
+    rank 0 publishes its address and a fresh token through ``store``."""
+    seconds = max(timeout.total_seconds(), 1.0)
+    host = os.environ.get("FERRY_HOST", "127.0.0.1")
+    heartbeat = float(os.environ.get(
+        "FERRY_HEARTBEAT_TIMEOUT", min(30.0, max(5.0, seconds / 2))))
+    if rank == 0:
+        token = secrets.token_hex(32)
+        store.set("ferry/token", token)
+    else:
+        token = _get(store, "ferry/token")
+    directory, token_file = _private_token_file(token)
+    kwargs = dict(timeout=seconds, startup_timeout=seconds,
+                  heartbeat_timeout=heartbeat, tensor_type="torch",
+                  token_file=token_file)
+    kwargs.update(_init_kwargs)
+    try:
+        if rank == 0:
+            _rpc.init(rank=0, world_size=size, master=f"{host}:0",
+                      _on_listen=lambda address: store.set("ferry/master",
+                                                           address),
+                      **kwargs)
+        else:
+            _rpc.init(rank=rank, world_size=size,
+                      master=_get(store, "ferry/master"),
+                      listen=kwargs.pop("listen", f"{host}:0"), **kwargs)
+    finally:
+        os.remove(token_file)
+        os.rmdir(directory)
+
+
+def _ensure_job(store, rank, size, timeout, default_group):
+    """The job the groups run on: this process's ferry worker, started now
+    if there is none (or, for a new default group, restarted)."""
+    global _job
+    with _job_lock:
+        if default_group and _job is not None and _job.owned:
+            _rpc.shutdown(graceful=False)  # The old default group's job.
+            _job = None
+        if _job is not None and _rpc.is_initialized():
+            return _job
+        if _rpc.is_initialized():
+            _job = _Job(owned=False, from_world=False)
+            return _job
+        _start_job(store, rank, size, timeout)
+        _job = _Job(owned=True, from_world=default_group)
+        return _job
+
+
+def _ferry_ranks(store, group_rank, group_size, global_ranks, job):
+    """The ferry rank of each member, by group rank."""
+    if job.from_world:
+        return list(global_ranks) if global_ranks else list(range(group_size))
+    # Told through the group's own store.
+    store.set(f"ferry/rank/{group_rank}", str(_rpc.rank()))
+    return [int(_get(store, f"ferry/rank/{r}")) for r in range(group_size)]
+
+
+def _create(opts, pg_options=None):
+    """torch's creator (extended API): a ProcessGroupFerry for the group."""
+    del pg_options
+    store, rank, size = opts.store, opts.group_rank, opts.group_size
+    timeout = opts.timeout
+    global_ranks = list(opts.global_ranks_in_group)
+    default_group = not global_ranks
+    try:
+        job = _ensure_job(store, rank, size, timeout, default_group)
+        ranks = _ferry_ranks(store, rank, size, global_ranks, job)
+    except _errors.Error as e:
+        raise _torch_error(e, f"starting process group {opts.group_id}")
+    worker = _rpc._current()
+    if ranks == list(range(worker.world_size)) and default_group:
+        handle = worker.world()
+    else:
+        handle = worker.new_group(ranks)
+    return ProcessGroupFerry(rank, size, handle, ranks, timeout)
+
+
+# ---- The process group ----
+
+# torch 1.13: a process group is a ProcessGroup. torch 2.x splits it into
+# a ProcessGroup holding one Backend per device and has the creator make
+# the Backend: the same methods on another base class (untested here).
+_PG_BASE = getattr(_c10d, "Backend", None) or _c10d.ProcessGroup
+
+
+def _seconds(op_timeout, default):
+    if op_timeout is not None:
+        s = op_timeout.total_seconds()
+        if s > 0:
+            return s
+    return default
+
+
+class ProcessGroupFerry(_PG_BASE):
+    """A torch ProcessGroup whose ops are ferry's collectives on ferry's
+    group ``handle`` of the ferry ranks ``ranks`` (by group rank)."""
+
+    def __init__(self, rank, size, handle, ranks, timeout):
+        super().__init__(rank, size)
+        self._handle = handle
+        self._ranks = list(ranks)
+        self._timeout = max(timeout.total_seconds(), 0.001)
+        # ferry's own collectives take this group too (ferry.all_reduce(t,
+        # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
+        self._ferry_group = _collectives.Group(ranks, handle)
+
+    # -- identity --
+
+    def getBackendName(self):
+        return BACKEND
+
+    def name(self):
+        return BACKEND
+
+    def __repr__(self):
+        return f"ProcessGroupFerry(rank={self.rank()}, size={self.size()})"
+
+    # -- helpers --
+
+    def _t(self, opts):
+        return _seconds(getattr(opts, "timeout", None), self._timeout)
+
+    def _run(self, what, result, start):
+        """``start()`` -> ferry op handles (started, async); the torch Work
+        once they are all done. Called by the ProcessGroup methods only."""
+        op = _Op(f"{what} on rank {self.rank()}", result)
+        try:
+            handles = start()
+        except _errors.Error as e:
+            raise _torch_error(e, op.what) from None
+        if not handles:
+            op.done_now()
+        for h in handles:
+            op.add(h)
+        # Frames up: _work, _run, the method, its caller.
+        return _work(op, 2)
+
+    @staticmethod
+    def _check(tensors, what):
+        for t in tensors:
+            if t.device.type != "cpu":
+                raise RuntimeError(
+                    f"[ferry] {what}: ferry moves CPU tensors; got one on "
+                    f"{t.device}")
+            if not t.is_contiguous():
+                raise RuntimeError(f"[ferry] {what}: tensors must be "
+                                   "contiguous")
+
+    # -- collectives --
+
+    def allreduce(self, tensors, opts=None):
+        if opts is None or isinstance(opts, dist.ReduceOp):
+            # allreduce(tensors) and allreduce(tensors, op) as torch has.
+            o = dist.AllreduceOptions()
+            if opts is not None:
+                o.reduceOp = opts
+            opts = o
+        if isinstance(tensors, torch.Tensor):
+            tensors = [tensors]
+        red = _reduce_op(opts.reduceOp)
+        t = self._t(opts)
+        if any(x.is_sparse for x in tensors):
+            return self._sparse_allreduce(tensors, red, t)
+        self._check(tensors, "allreduce")
+        return self._run("allreduce", tensors, lambda: [
+            _ferry.all_reduce(self._handle, x, red, t, True, "torch")
+            for x in tensors])
+
+    def _sparse_allreduce(self, tensors, red, t):
+        """Sparse COO tensors, summed (as gloo does: every rank's indices
+        and values gathered, uneven, then added up), in place. Runs before
+        it returns."""
+        what = f"allreduce of sparse tensors on rank {self.rank()}"
+        if red != "sum":
+            raise RuntimeError(f"[ferry] {what}: sparse tensors are summed "
+                               "only (ReduceOp.SUM)")
+        op = _Op(what, tensors)
+        try:
+            for x in tensors:
+                c = x.coalesce()
+                gathered = [
+                    _ferry.all_gather(self._handle, part.contiguous(), None, t,
+                                      False, "torch").wait()
+                    for part in (c.indices(), c.values())]
+                x.copy_(torch.sparse_coo_tensor(
+                    torch.cat(gathered[0], dim=1), torch.cat(gathered[1]),
+                    x.shape).coalesce())
+        except _errors.Error as e:
+            raise _torch_error(e, what) from None
+        return _work(op.done_now(), 2)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        self._check(tensors, "allreduce_coalesced")
+        red = _reduce_op(opts.reduceOp)
+        t = self._t(opts)
+        return self._run("allreduce_coalesced", tensors, lambda: [
+            _ferry.all_reduce(self._handle, x, red, t, True, "torch")
+            for x in tensors])
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        if isinstance(tensors, torch.Tensor):
+            tensors = [tensors]
+        self._check(tensors, "broadcast")
+        t = self._t(opts)
+        return self._run("broadcast", tensors, lambda: [
+            _ferry.broadcast(self._handle, x, opts.rootRank, t, True, "torch")
+            for x in tensors])
+
+    def reduce(self, tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceOptions()
+        self._check(tensors, "reduce")
+        red = _reduce_op(opts.reduceOp)
+        t = self._t(opts)
+        return self._run("reduce", tensors, lambda: [
+            _ferry.reduce(self._handle, x, opts.rootRank, red, t, True,
+                          "torch")
+            for x in tensors])
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = self._t(opts)
+        for outs in output_tensors:
+            self._check(outs, "allgather")
+        self._check(input_tensors, "allgather")
+        return self._run("allgather", output_tensors, lambda: [
+            _ferry.all_gather(self._handle, x, outs, t, True, "torch")
+            for x, outs in zip(input_tensors, output_tensors)])
+
+    def _allgather_base(self, output, input, opts=None):
+        t = self._t(opts)
+        self._check([output, input], "_allgather_base")
+        if output.numel() != input.numel() * self.size():
+            raise ValueError(
+                "[ferry] _allgather_base: the output must have world size "
+                "times the input's elements")
+        # Views of the output, one per rank: received straight there.
+        outs = list(output.view(self.size(), *input.shape).unbind(0)) \
+            if output.numel() else [output.new_empty(input.shape)
+                                    for _ in range(self.size())]
+        return self._run("_allgather_base", [output], lambda: [
+            _ferry.all_gather(self._handle, input, outs, t, True, "torch")])
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        t = self._t(opts)
+        self._check(input_list, "allgather_coalesced")
+        return self._run("allgather_coalesced", output_lists, lambda: [
+            _ferry.all_gather(self._handle, x,
+                              [output_lists[r][j] for r in range(self.size())],
+                              t, True, "torch")
+            for j, x in enumerate(input_list)])
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.GatherOptions()
+        t = self._t(opts)
+        root = opts.rootRank
+        self._check(input_tensors, "gather")
+        here = self.rank() == root
+        return self._run("gather", output_tensors, lambda: [
+            _ferry.gather(self._handle, x, output_tensors[i] if here else [],
+                          root, t, True, "torch")
+            for i, x in enumerate(input_tensors)])
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.ScatterOptions()
+        t = self._t(opts)
+        root = opts.rootRank
+        self._check(output_tensors, "scatter")
+        here = self.rank() == root
+        return self._run("scatter", output_tensors, lambda: [
+            _ferry.scatter(self._handle, out,
+                           input_tensors[i] if here else None, root, t, True,
+                           "torch")
+            for i, out in enumerate(output_tensors)])
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        t = self._t(opts)
+        red = _reduce_op(opts.reduceOp)
+        self._check(output_tensors, "reduce_scatter")
+        return self._run("reduce_scatter", output_tensors, lambda: [
+            _ferry.reduce_scatter(self._handle, out, ins, red, t, True,
+                                  "torch")
+            for out, ins in zip(output_tensors, input_tensors)])
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        t = self._t(opts)
+        red = _reduce_op(opts.reduceOp)
+        self._check([output, input], "_reduce_scatter_base")
+        ins = list(input.view(self.size(), *output.shape).unbind(0))
+        return self._run("_reduce_scatter_base", [output], lambda: [
+            _ferry.reduce_scatter(self._handle, output, ins, red, t, True,
+                                  "torch")])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        t = self._t(opts)
+        self._check(output_tensors, "alltoall")
+        self._check(input_tensors, "alltoall")
+        return self._run("alltoall", output_tensors, lambda: [
+            _ferry.all_to_all(self._handle, input_tensors, output_tensors, t,
+                              True, "torch")])
+
+    def alltoall_base(self, output, input, output_split_sizes,
+                      input_split_sizes, opts=None):
+        t = self._t(opts)
+        self._check([output, input], "alltoall_base")
+        out_splits = list(output_split_sizes or [])
+        in_splits = list(input_split_sizes or [])
+        if not out_splits and output.dim() > 0:
+            if output.size(0) % self.size():
+                raise ValueError(
+                    f"[ferry] alltoall_base: output has {output.size(0)} "
+                    f"rows, not divisible by the group size {self.size()}")
+            out_splits = [output.size(0) // self.size()] * self.size()
+        return self._run("alltoall_base", output, lambda: [
+            _ferry.all_to_all_single(self._handle, input, output, out_splits,
+                                     in_splits, t, True, "torch")])
+
+    def barrier(self, opts=None):
+        t = self._t(opts)
+        return self._run("barrier", [], lambda: [
+            _ferry.barrier(self._handle, t, True)])
+
+    # -- point-to-point --
+
+    def send(self, tensors, dst, tag):
+        self._check(tensors, "send")
+        return self._run(f"send to rank {dst} with tag {tag}", tensors,
+                         lambda: [_ferry.send(self._handle, x, dst, tag,
+                                              self._timeout, True, "torch")
+                                  for x in tensors])
+
+    def recv(self, tensors, src, tag):
+        self._check(tensors, "recv")
+        return self._run(f"recv from rank {src} with tag {tag}", tensors,
+                         lambda: [_ferry.recv(self._handle, x, src, tag,
+                                              self._timeout, True, "torch")
+                                  for x in tensors])
+
+    def recv_anysource(self, tensors, tag):
+        self._check(tensors, "recv_anysource")
+        return self._run(f"recv from any rank with tag {tag}", tensors,
+                         lambda: [_ferry.recv(self._handle, x, -1, tag,
+                                              self._timeout, True, "torch")
+                                  for x in tensors])
+
+    # batch_isend_irecv's brackets: each op runs on its own.
+    def _start_coalescing(self):
+        pass
+
+    def _end_coalescing(self, reqs):
+        pass
+
+
+def master():
+    """The address of the ferry job's master (rank 0's worker): what
+    ``ferryctl --master=`` and ``ferry.connect`` take (with the token the
+    workers were given: ``configure(token_file=...)``)."""
+    return _rpc._current().master_address
+
+
+def _register():
+    if BACKEND.upper() in dist.Backend._plugins:
+        return
+    try:
+        if _PG_BASE is not _c10d.ProcessGroup:  # torch 2.x: CPU tensors.
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True,
+                                          devices=["cpu"])
+        else:
+            dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+    except TypeError:  # A torch without the extended API.
+        dist.Backend.register_backend(
+            BACKEND, lambda store, rank, size, timeout: _create(
+                _Options(store, rank, size, timeout)))
+
+
+class _Options:
+    def __init__(self, store, rank, size, timeout):
+        self.store, self.group_rank, self.group_size = store, rank, size
+        self.timeout = timeout
+        self.global_ranks_in_group = []
+        self.group_id = ""
+
+
+_register()
