@@ -25,8 +25,8 @@ template <typename T>
 Work<T> Start(ProcessGroup& group, absl::string_view name,
               const CollectiveOptions& options, Algorithm<T> algorithm,
               std::vector<TensorSummary> inputs = {}) {
-  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm),
-                               std::move(inputs)));
+  return StartWork<T>(group, name, options, std::move(algorithm),
+                      std::move(inputs));
 }
 
 Algorithm<std::vector<Tensor>> AllToAllOf(const std::vector<Tensor>& inputs) {

@@ -12,7 +12,7 @@ namespace {
 template <typename T>
 Work<T> Start(ProcessGroup& group, absl::string_view name,
               const CollectiveOptions& options, Algorithm<T> algorithm) {
-  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm)));
+  return StartWork<T>(group, name, options, std::move(algorithm));
 }
 
 // The tensor a by-value algorithm returns.
@@ -22,7 +22,8 @@ Work<Tensor> AsTensor(Work<Value> work) {
         if (!v.ok()) return v.status();
         if (!v->is_tensor()) return absl::InternalError("not a tensor");
         return v->as_tensor();
-      }));
+      }),
+      work.what());
 }
 
 std::vector<Tensor> TensorsOf(const std::vector<Value>& values) {

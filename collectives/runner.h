@@ -23,6 +23,7 @@
 #include "collectives/op.h"
 #include "collectives/options.h"
 #include "collectives/process_group.h"
+#include "collectives/work.h"
 #include "rpc/base/future.h"
 #include "rpc/stacks.h"
 
@@ -75,6 +76,25 @@ Future<T> RunOpAsync(ProcessGroup& group, absl::string_view name,
   return StartOp<T>(group, *spec, std::move(algorithm));
 }
 
+// What a thread waiting for op `spec` says it waits for (rpc/stacks.h).
+inline std::string WaitingFor(const OpSpec& spec) {
+  return absl::StrCat(spec.name, " op ", spec.key,
+                      " (whom it waits for: the collectives waiting here)");
+}
+
+// RunOpAsync as a Work that names its op (Work::what, WaitingFor).
+template <typename T>
+Work<T> StartWork(ProcessGroup& group, absl::string_view name,
+                  const CollectiveOptions& options, Algorithm<T> algorithm,
+                  std::vector<TensorSummary> inputs = {}) {
+  absl::StatusOr<OpSpec> spec = PrepareOp(group, name, options);
+  if (!spec.ok()) return Work<T>(Future<T>::Ready(spec.status()));
+  spec->inputs = std::move(inputs);
+  std::string what = WaitingFor(*spec);
+  return Work<T>(StartOp<T>(group, *spec, std::move(algorithm)),
+                 std::move(what));
+}
+
 // The same, waiting on the caller's thread. The op ends by its deadline
 // (plus the moment it takes to ask who joined); the wait's bound, in real
 // time, is only a backstop.
@@ -87,9 +107,7 @@ absl::StatusOr<T> RunOp(ProcessGroup& group, absl::string_view name,
   if (!spec.ok()) return spec.status();
   spec->inputs = std::move(inputs);
   Future<T> result = StartOp<T>(group, *spec, std::move(algorithm));
-  WaitNote note(absl::StrCat(spec->name, " op ", spec->key,
-                             " (whom it waits for: the collectives "
-                             "waiting here)"));
+  WaitNote note(WaitingFor(*spec));
   return result.Wait(spec->timeout + absl::Seconds(10));
 }
 

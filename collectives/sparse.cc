@@ -57,7 +57,7 @@ absl::StatusOr<T> Run(ProcessGroup& group, absl::string_view name,
 template <typename T>
 Work<T> Start(ProcessGroup& group, absl::string_view name,
               const CollectiveOptions& options, Algorithm<T> algorithm) {
-  return Work<T>(RunOpAsync<T>(group, name, options, std::move(algorithm)));
+  return StartWork<T>(group, name, options, std::move(algorithm));
 }
 
 }  // namespace

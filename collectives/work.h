@@ -6,6 +6,7 @@
 #ifndef FERRY_COLLECTIVES_WORK_H_
 #define FERRY_COLLECTIVES_WORK_H_
 
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -18,7 +19,9 @@ namespace ferry {
 template <typename T>
 class Work {
  public:
-  explicit Work(Future<T> result) : result_(std::move(result)) {}
+  // `what` names the op for people ("all_reduce op world/5"; "" if none).
+  explicit Work(Future<T> result, std::string what = "")
+      : result_(std::move(result)), what_(std::move(what)) {}
 
   // The op's result. DEADLINE_EXCEEDED if it is not done within `timeout`
   // (the op itself goes on, bounded by its own deadline; wait again).
@@ -33,9 +36,12 @@ class Work {
   }
   // For composition (Then, Map).
   const Future<T>& future() const { return result_; }
+  // The op, for people: its name and key ("all_reduce op world/5").
+  const std::string& what() const { return what_; }
 
  private:
   Future<T> result_;
+  std::string what_;
 };
 
 }  // namespace ferry

@@ -137,7 +137,8 @@ Lists the functions WORKER (default worker0) offers, with signatures:
 example:
   ferryctl functions worker1
 )"},
-      {"call", R"(usage: ferryctl call [--trace] WORKER FUNC [ARGS]
+      {"call", R"(usage: ferryctl call WORKER FUNC [ARGS]
+       ferryctl call --trace WORKER FUNC [ARGS]
 
 Calls FUNC on WORKER (a name or a rank) with ARGS, a JSON array (default
 []), and prints the result as JSON. Tensors are written

@@ -36,8 +36,10 @@ import types
 
 # This file sits beside the package's sources (tools/python/ferry), which
 # are not the built package: `import ferry` must find the built one.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
+# (Compared resolved: run from Bazel's runfiles, this file is a symlink and
+# Python puts the directory of its target on the path.)
+_HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != _HERE]
 
 # ---- The selection ----
 
@@ -242,6 +244,7 @@ def _run_backend(backend, world, names, timeout, verbose):
     env.pop("INIT_METHOD", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--suite-mode", *names]
     records = {}
+    tail = []  # The suite process's last other lines, shown if it dies.
     # Bounded as a whole too: each test's own bound, and a margin.
     deadline = time.monotonic() + len(names) * (timeout + 30) + 60
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
@@ -256,12 +259,19 @@ def _run_backend(backend, world, names, timeout, verbose):
                       f"{r['seconds']:6.1f}s {r['test']}", flush=True)
                 if verbose and r["outcome"] in ("failed", "timeout"):
                     print(r["detail"], flush=True)
+            else:
+                tail = (tail + [text.rstrip()])[-30:]
             if time.monotonic() > deadline:
                 break
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+    if len(records) < len(names):
+        print(f"  {backend} w{world}: the suite process stopped (exit "
+              f"{proc.returncode}) after {len(records)} of {len(names)} "
+              "tests; its last lines:\n    " + "\n    ".join(tail),
+              flush=True)
     for n in names:
         records.setdefault(n, {"test": n, "outcome": "timeout", "seconds": 0,
                                "detail": "the suite process was stopped"})

@@ -78,9 +78,13 @@ def etcd(tmp_path):
         proc.wait()
 
 
-def test_gloo_rendezvous_on_a_ferry_job(tmp_path, ferryctl, ferryd):
+def test_gloo_rendezvous_on_a_ferry_job(tmp_path, ferryctl, ferryd,
+                                        monkeypatch):
     # A job started as users start one: ferryctl up (it records the job's
-    # token, which the store finds by the master's address).
+    # token under $XDG_STATE_HOME, where the store finds it by the master's
+    # address; the test's own, since a test has no home).
+    (tmp_path / "state").mkdir()
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     env = dict(os.environ, FERRYD=ferryd)
     up = subprocess.run([ferryctl, "up", "--world_size=1", "--port=0",
                          f"--dir={tmp_path}/job"], env=env, check=True,

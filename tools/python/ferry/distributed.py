@@ -155,13 +155,17 @@ class _Op:
         self._left = 0
         self._error = None
         self.source = -1
-        for handle in parts or ():
-            self.add(handle)
+        self.add_all(parts or ())
 
-    def add(self, handle):
+    def add_all(self, handles):
+        """Waits for every one of ``handles``, counted before any is
+        watched: a part done at once must not complete the op while the
+        others are still being added (torch's futures complete once)."""
+        handles = list(handles)
         with self._lock:
-            self._left += 1
-        _completions.add(handle, self._finish)
+            self._left += len(handles)
+        for handle in handles:
+            _completions.add(handle, self._finish)
 
     def done_now(self):
         """Completes an op with nothing to wait for."""
@@ -442,8 +446,7 @@ class ProcessGroupFerry(_PG_BASE):
             raise _torch_error(e, op.what) from None
         if not handles:
             op.done_now()
-        for h in handles:
-            op.add(h)
+        op.add_all(handles)
         # Frames up: _work, _run, the method, its caller.
         return _work(op, 2)
 

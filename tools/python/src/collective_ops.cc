@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry.h"
+#include "rpc/stacks.h"
 #include "pybind11/stl.h"
 #include "tools/python/src/convert.h"
 #include "tools/python/src/endpoints.h"
@@ -118,13 +119,15 @@ struct Call {
     Future<Value> result;
     {
       py::gil_scoped_release release;
-      result = start().future().Map(
+      Work<T> work = start();
+      result = work.future().Map(
           [norm](const absl::StatusOr<T>& r) -> absl::StatusOr<Value> {
             if (!r.ok()) return r.status();
             return norm(*r);
           });
       if (!async) {
         // Bounded by the op's own deadline; this is a backstop.
+        WaitNote note(work.what());
         result = Future<Value>::Ready(
             result.Wait(options.timeout + absl::Seconds(10)));
       }
