@@ -17,12 +17,13 @@ Work<T> Start(ProcessGroup& group, absl::string_view name,
 
 // The tensor a by-value algorithm returns.
 Work<Tensor> AsTensor(Work<Value> work) {
-  return Work<Tensor>(work.future().Map(
-      [](const absl::StatusOr<Value>& v) -> absl::StatusOr<Tensor> {
-        if (!v.ok()) return v.status();
-        if (!v->is_tensor()) return absl::InternalError("not a tensor");
-        return v->as_tensor();
-      }),
+  return Work<Tensor>(
+      work.future().Map(
+          [](const absl::StatusOr<Value>& v) -> absl::StatusOr<Tensor> {
+            if (!v.ok()) return v.status();
+            if (!v->is_tensor()) return absl::InternalError("not a tensor");
+            return v->as_tensor();
+          }),
       work.what());
 }
 

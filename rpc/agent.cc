@@ -35,6 +35,13 @@
 // count is the same figure (declared here: GCC 12 does not ship
 // sanitizer/allocator_interface.h).
 extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#else
+// gperftools' tcmalloc, when the binary links it (ferryd, ferryctl,
+// ferry_bench; never libferry): it replaces malloc, so mallinfo2 sees
+// nothing, and keeps the same figure itself. Weak: null without it.
+extern "C" int MallocExtension_GetNumericProperty(const char* property,
+                                                  size_t* value)
+    __attribute__((weak));
 #endif
 
 namespace ferry {
@@ -46,6 +53,12 @@ int64_t HeapBytesInUse() {
 #if defined(__SANITIZE_ADDRESS__)
   return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
 #else
+  size_t allocated = 0;
+  if (MallocExtension_GetNumericProperty != nullptr &&
+      MallocExtension_GetNumericProperty("generic.current_allocated_bytes",
+                                         &allocated) != 0) {
+    return static_cast<int64_t>(allocated);
+  }
   const struct mallinfo2 heap = mallinfo2();
   return static_cast<int64_t>(heap.uordblks + heap.hblkhd);
 #endif
@@ -340,9 +353,8 @@ absl::Status RpcAgent::StartServer() {
   } else {
     // Any worker but the embedded master answers clients from its
     // directory (on etcd, rank 0 too: no rank is special there).
-    directory_service_ =
-        std::make_unique<DirectoryService>(options_.rank, key_,
-                                           options_.limits);
+    directory_service_ = std::make_unique<DirectoryService>(options_.rank, key_,
+                                                            options_.limits);
     services.push_back(directory_service_.get());
   }
   for (BoundedServiceBase* service : services) {

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "ferry.h"
-#include "rpc/stacks.h"
 #include "pybind11/stl.h"
+#include "rpc/stacks.h"
 #include "tools/python/src/convert.h"
 #include "tools/python/src/endpoints.h"
 #include "tools/python/src/errors.h"
