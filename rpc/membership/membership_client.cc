@@ -167,7 +167,12 @@ void MembershipClient::Start(uint64_t node, uint64_t incarnation, int64_t since,
 
 void MembershipClient::WatchMasterLocked() {
   if (options_.master_timeout == absl::InfiniteDuration()) return;
-  ArmWatchLocked(last_ok_ + options_.master_timeout);
+  // Checked a few times per timeout, not only when it would run out: a
+  // check that runs late tells this process it was paused (SIGSTOP, a
+  // starved host) however the pause fell between checks.
+  const absl::Time blame =
+      std::max(last_ok_, resumed_at_) + options_.master_timeout;
+  ArmWatchLocked(std::min(clock().Now() + options_.master_timeout / 4, blame));
 }
 
 void MembershipClient::ArmWatchLocked(absl::Time due) {
@@ -186,16 +191,14 @@ void MembershipClient::CheckMaster() {
     watch_timer_ = 0;
     if (stopped_) return;
     const absl::Time now = clock().Now();
-    if (now - last_ok_ < options_.master_timeout) {
-      WatchMasterLocked();  // A poll succeeded since: check again later.
-      return;
-    }
     // Due long ago: this process did not run for a while (stopped, or
     // starved), and what the master said meanwhile may be waiting unread
-    // (that this incarnation was replaced, say). Its polls get a fresh
-    // chance before the master is blamed for this process's own pause.
-    if (now - watch_due_ > options_.master_timeout / 2) {
-      ArmWatchLocked(now + options_.master_timeout / 2);
+    // (that this incarnation was replaced, say). Its polls get a whole
+    // timeout before the master is blamed for this process's own pause.
+    if (now - watch_due_ > options_.master_timeout / 4) resumed_at_ = now;
+    if (now - last_ok_ < options_.master_timeout ||
+        now - resumed_at_ < options_.master_timeout) {
+      WatchMasterLocked();  // Contact, or a fresh chance: check again later.
       return;
     }
     stopped_ = true;

@@ -154,6 +154,10 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   absl::Time last_ok_ ABSL_GUARDED_BY(mu_);
   // When the master watch is due next.
   absl::Time watch_due_ ABSL_GUARDED_BY(mu_);
+  // When this process last resumed from a pause the watch noticed (its
+  // timer ran late): the master is blamed only after a whole master_timeout
+  // of this process running since.
+  absl::Time resumed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::shared_ptr<PollCall> current_ ABSL_GUARDED_BY(mu_);
   int polls_active_ ABSL_GUARDED_BY(mu_) = 0;  // Until their callback ends.
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;

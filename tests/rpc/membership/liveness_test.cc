@@ -209,5 +209,19 @@ TEST_F(MasterWatchTest, TheMasterIsDeclaredDeadOnlyAfterTheTimeout) {
                                         "contact for 10000 ms")));
 }
 
+// A process that was paused (SIGSTOP, a starved host) longer than the
+// timeout did not hear the master because it did not run: on resuming, its
+// polls get a whole timeout (to hear, say, that it was replaced) before the
+// master is blamed (issue 25, F10).
+TEST_F(MasterWatchTest, APausedProcessGivesTheMasterAWholeTimeoutOnResuming) {
+  clock_.Advance(absl::Seconds(35));  // Paused: no timer ran meanwhile.
+  timers_.RunDue();                   // Resumed: the check runs late.
+  EXPECT_FALSE(membership_.DownReason(WorkerNode(0)).has_value());
+  for (int step = 0; step < 9; ++step) timers_.Advance(absl::Seconds(1));
+  EXPECT_FALSE(membership_.DownReason(WorkerNode(0)).has_value());
+  timers_.Advance(absl::Seconds(1));
+  EXPECT_TRUE(membership_.DownReason(WorkerNode(0)).has_value());
+}
+
 }  // namespace
 }  // namespace ferry
