@@ -157,6 +157,10 @@ def test_rrefs_and_proxies():
 
 def test_rrefs_as_arguments_follow_the_fork_protocol():
     theirs = ferry.remote("worker1", "arange", args=(5,))
+    # Made before it is used there: the call could overtake the remote()
+    # that makes it, and local_of would then wait on worker1's one executor
+    # thread for a value queued behind itself (seen once in CI).
+    np.testing.assert_array_equal(theirs.to_here(), np.arange(5))
     np.testing.assert_array_equal(
         ferry.rpc_sync("worker1", "local_of", args=(theirs,)), np.arange(5))
     assert ferry.rpc_sync("worker1", "owner_of", args=(theirs,)) == [
