@@ -78,8 +78,8 @@ int64_t InstanceBytes(const Descriptor* type) {
   const google::protobuf::Message* prototype =
       type->options().map_entry()
           ? nullptr
-          : google::protobuf::MessageFactory::generated_factory()
-                ->GetPrototype(type);
+          : google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+                type);
   const int64_t bytes = prototype != nullptr
                             ? static_cast<int64_t>(prototype->SpaceUsedLong())
                             : kMapNode;

@@ -273,8 +273,8 @@ TEST(WireReaderTest, FindsTheTensorsBytesFromAPrefix) {
 // data's length was read past the tensor's end, and the place taken as
 // inside the message; now it is malformed, named where.
 TEST(WireReaderTest, ATensorEndingInsideItsDataFieldIsMalformed) {
-  const std::string wire = std::string("\x2a\x02xy", 4) +
-                           std::string("\x32\x01\x1a\x80\x80\x04", 6);
+  const std::string wire =
+      std::string("\x2a\x02xy", 4) + std::string("\x32\x01\x1a\x80\x80\x04", 6);
   const std::vector<grpc::Slice> slices = {grpc::Slice(wire)};
   EXPECT_THAT(FindTensorData(slices, 1 << 20),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -283,8 +283,8 @@ TEST(WireReaderTest, ATensorEndingInsideItsDataFieldIsMalformed) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("v: malformed message")));
   // A tensor nested in lists and maps is named by where it is.
-  const std::string nested = std::string("\x3a\x05\x0a\x03", 4) +
-                             std::string("\x32\x01\x1a", 3);
+  const std::string nested =
+      std::string("\x3a\x05\x0a\x03", 4) + std::string("\x32\x01\x1a", 3);
   EXPECT_THAT(FindTensorData({grpc::Slice(nested)}, nested.size()),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("message.list.tensor")));
