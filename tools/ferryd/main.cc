@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,8 +24,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -34,6 +33,7 @@
 #include "rpc/net_util.h"
 #include "rpc/process_tuning.h"
 #include "rpc/security.h"
+#include "tools/ferryd/help.h"
 #include "tools/ferryd/launch_env.h"
 #include "tools/ferryd/limit_flags.h"
 #include "tools/rendezvous.h"
@@ -315,17 +315,18 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  absl::SetProgramUsageMessage(
-      "one worker of a ferry job\n"
+  constexpr char kUsage[] =
+      "ferryd: one worker of a ferry job\n"
       "  ferryd --rank=R --world_size=N --master=HOST:PORT [flags]\n"
-      "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)");
-  // --help lists this binary's own flags (Abseil's default looks for a
-  // file named after the binary).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "tools/ferryd/");
-  };
-  absl::SetFlagsUsageConfig(usage);
+      "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)";
+  if (ferry::AsksForHelp(argc, argv)) {
+    ferry::PrintHelp(std::cout, kUsage,
+                     {{"tools/ferryd/main.cc", "The worker and its job"},
+                      {"tools/ferryd/limit_flags.cc",
+                       "Limits: what one peer, call or stream may use"}});
+    return 0;
+  }
+  absl::SetProgramUsageMessage(kUsage);
   absl::ParseCommandLine(argc, argv);
   ferry::TuneProcessForServing();
   ferry::ExitProcess(ferry::Run());
