@@ -7,10 +7,11 @@ call (ferry.*) on the same group, at 1 MiB and 16 MiB per rank.
         [--rounds=5] [--json=FILE]
 
 Starts `--world` local processes (env:// on a free port). Both backends run
-in the same processes, in interleaved rounds (ferry, gloo, ferry, …), so a
-noisy machine slows both alike; figures are medians over the rounds (each
-round's figure the median of its repetitions). Prints a table, and JSON
-rows with --json.
+in the same processes, in interleaved rounds (ferry, gloo, ferry, …), and
+within a round each collective's two forms are called alternately (torch
+backend, native, torch backend, …), so a noisy machine slows both alike;
+figures are medians over the rounds (each round's figure the median of
+its repetitions). Prints a table, and JSON rows with --json.
 """
 import argparse
 import json
@@ -30,15 +31,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def timed(fn, reps):
-    """Median seconds of `reps` runs of fn() (after one warm-up)."""
-    fn()
-    times = []
+def timed_pairs(a, b, reps):
+    """Median seconds of a() and of b(), timed alternately (a, b, a, b, …,
+    after one warm-up each): drift on a noisy machine falls on both alike,
+    so their ratio holds where two separate runs' would not."""
+    a()
+    b()
+    ta, tb = [], []
     for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for fn, times in ((a, ta), (b, tb)):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def collectives(dist, ferry, torch, pg, rank, world, size):
@@ -146,17 +151,17 @@ def rank_main(args):
     fns = {s: collectives(dist, ferry, torch, groups["ferry"], rank, world, s)
            for s in sizes}
     for r in range(args.rounds):
-        for backend in ("ferry", "gloo"):
-            dist.barrier()
-            per_round[("ddp_step", backend, 0)].append(
-                timed(lambda: step(backend), args.steps))
+        dist.barrier()
+        f, g = timed_pairs(lambda: step("ferry"), lambda: step("gloo"),
+                           args.steps)
+        per_round[("ddp_step", "ferry", 0)].append(f)
+        per_round[("ddp_step", "gloo", 0)].append(g)
         for s in sizes:
             for name, (through_torch, native) in fns[s].items():
-                for system, fn in (("torch_backend", through_torch),
-                                   ("ferry_native", native)):
-                    dist.barrier()
-                    per_round.setdefault((name, system, s), []).append(
-                        timed(fn, args.reps))
+                dist.barrier()
+                t, n = timed_pairs(through_torch, native, args.reps)
+                per_round.setdefault((name, "torch_backend", s), []).append(t)
+                per_round.setdefault((name, "ferry_native", s), []).append(n)
     if rank == 0:
         for (op, system, size), values in per_round.items():
             rows.append({"suite": "torch", "op": op, "system": system,
@@ -174,10 +179,10 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=5,
+    p.add_argument("--steps", type=int, default=6,
                    help="DDP steps timed per round and backend")
-    p.add_argument("--reps", type=int, default=5,
-                   help="collective calls timed per round")
+    p.add_argument("--reps", type=int, default=20,
+                   help="collective calls timed per round, each system")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()

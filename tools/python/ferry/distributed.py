@@ -143,19 +143,24 @@ def _unwrap(inner):
 
 
 class _Op:
-    """One ProcessGroup call: ferry ops, all done (their outputs written)
-    when its torch future is."""
+    """One ProcessGroup call: ferry ops (its parts), done -- their outputs
+    written -- when each is finished. Its torch future is made only for
+    whoever asks for it (C++ callers, get_future): a synchronous op's
+    caller waits on the parts themselves."""
 
-    def __init__(self, what, result, parts=None):
+    def __init__(self, what, result):
         self.what = what
-        self._inner = torch.futures.Future()
-        self.future = self._inner.then(_unwrap)
-        self._result = result
+        self.result = result
         self._lock = threading.Lock()
         self._left = 0
         self._error = None
+        self._parts = []
+        self._claimed = set()  # ids of the parts a thread is finishing
+        self._watched = False
+        self._outcome = None  # Once done: (error or None,).
+        self._inner = None  # The torch future's source, once asked for.
+        self._future = None
         self.source = -1
-        self.add_all(parts or ())
 
     def add_all(self, handles):
         """Waits for every one of ``handles``, counted before any is
@@ -164,20 +169,83 @@ class _Op:
         handles = list(handles)
         with self._lock:
             self._left += len(handles)
-        for handle in handles:
+            self._parts.extend(handles)
+            watched = self._watched
+        if watched:
+            for handle in handles:
+                _completions.add(handle, self._finish)
+
+    def watch(self):
+        """Has the completions thread finish the parts once they are done
+        (idempotent): for whoever waits on the future rather than on the
+        op -- C++ callers (DDP's reducer), get_future, polling. Until then
+        nothing but the waiter wakes when ferry is done (a second thread
+        waking for every op costs a small op on a 2-core host ~10 %)."""
+        with self._lock:
+            if self._watched:
+                return
+            self._watched = True
+            parts = list(self._parts)
+        for handle in parts:
             _completions.add(handle, self._finish)
+
+    @property
+    def future(self):
+        """The op's torch future (made on first use): its result once done,
+        or its error raised."""
+        with self._lock:
+            if self._future is None:
+                self._inner = torch.futures.Future()
+                self._future = self._inner.then(_unwrap)
+                outcome = self._outcome
+            else:
+                outcome = None
+        if outcome is not None:
+            self._complete(self._inner, outcome)
+        return self._future
+
+    def done(self):
+        return self._outcome is not None
+
+    def error(self):
+        """The op's error once done (None: it succeeded)."""
+        return self._outcome[0] if self._outcome is not None else None
+
+    def wait(self):
+        """Waits until done, on the parts here where no other thread took
+        them (the GIL released while ferry waits; bounded by the op's own
+        timeout), so a synchronous op's caller wakes when ferry is done,
+        not one thread hand-off later. Raises the op's error."""
+        with self._lock:
+            parts = list(self._parts)
+        for handle in parts:
+            self._finish(handle)
+        if self._outcome is None:
+            self.future.wait()  # Finished by the completions thread.
+        elif self._outcome[0] is not None:
+            raise self._outcome[0]
 
     def done_now(self):
         """Completes an op with nothing to wait for."""
-        self._inner.set_result(self._result)
+        self._done((None,))
         return self
 
+    def _claim(self, handle):
+        """Whether this thread finishes ``handle``: the first to ask."""
+        with self._lock:
+            if id(handle) in self._claimed:
+                return False
+            self._claimed.add(id(handle))
+            return True
+
     def _finish(self, handle):
+        if not self._claim(handle):
+            return
         try:
             r = handle.wait()
             if isinstance(r, int):
                 self.source = r
-        except BaseException as e:  # noqa: B902 -- the future carries it
+        except BaseException as e:  # noqa: B902 -- the op carries it
             error = _torch_error(e, self.what)
         else:
             error = None
@@ -185,12 +253,19 @@ class _Op:
             self._error = self._error or error
             self._left -= 1
             last = self._left == 0
-        if not last:
-            return
-        if self._error is not None:
-            self._inner.set_result(_Failed(self._error))
-        else:
-            self._inner.set_result(self._result)
+        if last:
+            self._done((self._error,))
+
+    def _done(self, outcome):
+        with self._lock:
+            self._outcome = outcome
+            inner = self._inner
+        if inner is not None:
+            self._complete(inner, outcome)
+
+    def _complete(self, inner, outcome):
+        inner.set_result(self.result if outcome[0] is None
+                         else _Failed(outcome[0]))
 
 
 class _Work(_c10d.Work):
@@ -205,39 +280,36 @@ class _Work(_c10d.Work):
 
     def wait(self, timeout=datetime.timedelta(0)):
         seconds = timeout.total_seconds() if timeout else 0
-        fut = self._op.future
-        if seconds > 0 and not fut.done():
+        if seconds > 0 and not self._op.done():
+            self._op.watch()
             done = threading.Event()
-            fut.add_done_callback(lambda _: done.set())
+            self._op.future.add_done_callback(lambda _: done.set())
             if not done.wait(seconds):
                 raise _torch_error(
                     _errors.DeadlineExceededError(
                         f"not done within {seconds:g} s (the op goes on)"),
                     self._op.what)
-        fut.wait()
+        self._op.wait()
         return True
 
     def is_completed(self):
-        return self._op.future.done()
+        self._op.watch()
+        return self._op.done()
 
     def is_success(self):
         return self.is_completed() and self.exception() is None
 
     def exception(self):
-        if not self._op.future.done():
-            return None
-        try:
-            self._op.future.wait()
-        except Exception as e:  # noqa: B902 -- returned, not raised
-            return e
-        return None
+        self._op.watch()
+        return self._op.error()
 
     def get_future(self):
+        self._op.watch()
         return self._op.future
 
     def result(self):
         self.wait()
-        return self._op.future.value()
+        return self._op.result
 
     def source_rank(self):
         return self._op.source
@@ -263,6 +335,7 @@ def _work(op, depth):
         caller = ""
     if caller.endswith(_C10D_PY):
         return _Work(op)
+    op.watch()
     return _c10d._create_work_from_future(op.future)
 
 
