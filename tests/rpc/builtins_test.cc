@@ -525,7 +525,7 @@ constexpr auto kExhausted = absl::StatusCode::kResourceExhausted;
 
 TEST_F(BuiltinsTest, ZerosOverTheAllocationLimitNamesTheFlag) {
   // 2^34 float32 = 64 GiB (it used to try, and die of bad_alloc).
-  EXPECT_THAT(Call("zeros", {Value::List{int64_t{17179869184}}}),
+  EXPECT_THAT(Call("zeros", {Value(Value::List{int64_t{17179869184}})}),
               StatusIs(kExhausted, AllOf(HasSubstr("64 GiB would be allocated"),
                                          HasSubstr("over the limit of 2 GiB "
                                                    "(--max_alloc_mb=2048)"))));
@@ -535,12 +535,12 @@ TEST_F(BuiltinsTest, ZerosOverTheAllocationLimitNamesTheFlag) {
 
 TEST_F(BuiltinsTest, ShapesOverTheDimensionLimitAreInvalid) {
   EXPECT_THAT(
-      Call("zeros", {Value::List{int64_t{1} << 62, 0}}),
+      Call("zeros", {Value(Value::List{int64_t{1} << 62, 0})}),
       StatusIs(kInvalid, AllOf(HasSubstr("args[0]: shape[0]: dimension "
                                          "4611686018427387904"),
                                HasSubstr("--max_tensor_dim=1099511627776"))));
   Value::List rank40(40, Value(1));
-  EXPECT_THAT(Call("ones", {rank40}),
+  EXPECT_THAT(Call("ones", {Value(rank40)}),
               StatusIs(kInvalid, HasSubstr("rank 40 is over the limit of 32 "
                                            "(--max_tensor_rank=32)")));
 }
@@ -549,7 +549,7 @@ TEST_F(BuiltinsTest, TheCallsLimitsApply) {
   Limits small;
   small.max_alloc_bytes = Limits::kMiB;
   ctx_.limits = &small;
-  EXPECT_THAT(Call("zeros", {Value::List{int64_t{1} << 19}}),
+  EXPECT_THAT(Call("zeros", {Value(Value::List{int64_t{1} << 19})}),
               StatusIs(kExhausted, AllOf(HasSubstr("2 MiB would be allocated"),
                                          HasSubstr("(--max_alloc_mb=1)"))));
   // Temporaries count: int32 [200000] + 2.5 casts to float32 (800 KB) and
@@ -560,9 +560,9 @@ TEST_F(BuiltinsTest, TheCallsLimitsApply) {
   EXPECT_OK(Call("add", {ints, 2}));  // int32 + int: 800 KB result only.
   EXPECT_THAT(Call("arange", {0, 300000}),
               StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
-  EXPECT_THAT(Call("concat", {Value::List{ints, ints}}),
+  EXPECT_THAT(Call("concat", {Value(Value::List{ints, ints})}),
               StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
-  EXPECT_THAT(Call("sum", {Value::List{ints, 2.5}}),
+  EXPECT_THAT(Call("sum", {Value(Value::List{ints, 2.5})}),
               StatusIs(kExhausted, HasSubstr("--max_alloc_mb=1")));
 }
 
