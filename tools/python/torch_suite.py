@@ -91,8 +91,6 @@ KNOWN_FAILURES = {
     "test_monitored_barrier_gloo_rank_0_timeout": "as above",
     "test_monitored_barrier_wait_all_ranks": "as above",
     "test_monitored_barrier_failure_order": "as above",
-    "test_monitored_barrier_allreduce_hang": "as above",
-    "test_monitored_barrier_allreduce_hang_wait_all_ranks": "as above",
 }
 
 
