@@ -167,7 +167,8 @@ TEST(FlightDumpsTest, WritesOneFilePerWorkerAndCoalesces) {
   // so they arrive while the first dump is queued: coalesced, whatever the
   // scheduler does.
   absl::Notification requested;
-  ASSERT_TRUE(executor.Submit([&requested] { requested.WaitForNotification(); }));
+  ASSERT_TRUE(
+      executor.Submit([&requested] { requested.WaitForNotification(); }));
   std::vector<std::string> made;  // On the executor's one thread only.
   auto dumps = std::make_shared<FlightDumps>(
       dir, "worker3", &executor, [&made](const std::string& reason) {
