@@ -1,8 +1,10 @@
 #include "rpc/metrics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -132,7 +134,54 @@ void Metrics::SetSources(std::function<proto::WorkerStatus()> status,
   rank_name_ = std::move(rank_name);
 }
 
+namespace {
+
+std::atomic<uint64_t> next_functions_id{1};
+
+// The slots this thread found last: every call looks its function up
+// twice (as client and server), and the map's reader lock and hash were
+// most of what metrics cost a small call (callgrind). Keyed by the map's
+// id, never reused, so an entry of a destroyed Metrics is never matched.
+struct SlotCache {
+  static constexpr int kEntries = 4;
+  struct Entry {
+    uint64_t functions_id = 0;
+    std::string function;
+    CallMetrics* slot = nullptr;
+  };
+  Entry entries[kEntries];
+  int next = 0;
+
+  CallMetrics* Find(uint64_t id, absl::string_view function) const {
+    for (const Entry& e : entries) {
+      if (e.functions_id == id && e.function == function) return e.slot;
+    }
+    return nullptr;
+  }
+  void Put(uint64_t id, absl::string_view function, CallMetrics* slot) {
+    Entry& e = entries[next];
+    next = (next + 1) % kEntries;
+    e.functions_id = id;
+    e.function.assign(function.data(), function.size());
+    e.slot = slot;
+  }
+};
+
+thread_local SlotCache slot_cache;
+
+}  // namespace
+
+Metrics::Functions::Functions()
+    : id(next_functions_id.fetch_add(1, std::memory_order_relaxed)) {}
+
 CallMetrics* Metrics::Slot(Functions& f, absl::string_view function) {
+  if (CallMetrics* cached = slot_cache.Find(f.id, function)) return cached;
+  CallMetrics* found = LockedSlot(f, function);
+  slot_cache.Put(f.id, function, found);
+  return found;
+}
+
+CallMetrics* Metrics::LockedSlot(Functions& f, absl::string_view function) {
   {
     absl::ReaderMutexLock lock(&f.mu);
     auto it = f.by_name.find(function);

@@ -151,6 +151,9 @@ class Metrics {
 
  private:
   struct Functions {
+    Functions();
+    // Never reused, unlike an address: the key of Slot's per-thread cache.
+    const uint64_t id;
     mutable absl::Mutex mu;
     absl::flat_hash_map<std::string, std::unique_ptr<CallMetrics>> by_name
         ABSL_GUARDED_BY(mu);
@@ -164,7 +167,10 @@ class Metrics {
     Histogram duration;
   };
 
+  // The function's slot (kOther past kMaxLabels names): from this
+  // thread's cache, else from the map under its lock.
   static CallMetrics* Slot(Functions& f, absl::string_view function);
+  static CallMetrics* LockedSlot(Functions& f, absl::string_view function);
   PeerBytes* Peer(uint64_t node);
   void CollectCalls(std::vector<prometheus::MetricFamily>* out) const;
   void CollectPeers(std::vector<prometheus::MetricFamily>* out) const;

@@ -1,5 +1,7 @@
 #include "rpc/base/trace_context.h"
 
+#include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -20,28 +22,57 @@ uint64_t RandomBits() {
   return z ^ (z >> 31);
 }
 
-// A lower-case hex digit's value, or -1 (upper case is not W3C's).
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
+// Each byte's value as a lower-case hex digit, or -1 (upper case is not
+// W3C's). A table, not comparisons: every call parses 50 digits.
+struct HexTable {
+  int8_t value[256];
+  constexpr HexTable() : value() {
+    for (int c = 0; c < 256; ++c) value[c] = -1;
+    for (int c = '0'; c <= '9'; ++c) value[c] = static_cast<int8_t>(c - '0');
+    for (int c = 'a'; c <= 'f'; ++c) value[c] = static_cast<int8_t>(c - 'a' + 10);
+  }
+};
+constexpr HexTable kHex;
+
+int HexValue(char c) { return kHex.value[static_cast<unsigned char>(c)]; }
+
+// Sixteen digits at `s` (the caller checked the length). The digits'
+// values are or-ed together: any -1 makes the result negative.
+std::optional<uint64_t> Hex64At(const char* s) {
+  uint64_t v = 0;
+  int bad = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int d = HexValue(s[i]);
+    bad |= d;
+    v = v << 4 | static_cast<uint64_t>(d & 0xf);
+  }
+  if (bad < 0) return std::nullopt;
+  return v;
 }
 
 std::optional<uint64_t> Hex64(absl::string_view s) {
   if (s.size() != 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    const int d = HexValue(c);
-    if (d < 0) return std::nullopt;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
+  return Hex64At(s.data());
 }
+
+// Two hex digits for each byte value.
+struct HexPairs {
+  char digits[256][2];
+  constexpr HexPairs() : digits() {
+    constexpr char kDigits[] = "0123456789abcdef";
+    for (int b = 0; b < 256; ++b) {
+      digits[b][0] = kDigits[b >> 4];
+      digits[b][1] = kDigits[b & 0xf];
+    }
+  }
+};
+constexpr HexPairs kHexPairs;
 
 // `v` as 16 lower-case hex digits at `out`.
 void PutHex64(uint64_t v, char* out) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i, v >>= 4) out[i] = kDigits[v & 0xf];
+  for (int i = 7; i >= 0; --i, v >>= 8) {
+    std::memcpy(out + 2 * i, kHexPairs.digits[v & 0xff], 2);
+  }
 }
 
 }  // namespace
@@ -97,9 +128,9 @@ std::optional<TraceContext> ParseTraceparent(absl::string_view h) {
       h[52] != '-') {
     return std::nullopt;
   }
-  std::optional<uint64_t> hi = Hex64(h.substr(3, 16));
-  std::optional<uint64_t> lo = Hex64(h.substr(19, 16));
-  std::optional<uint64_t> span = Hex64(h.substr(36, 16));
+  std::optional<uint64_t> hi = Hex64At(h.data() + 3);
+  std::optional<uint64_t> lo = Hex64At(h.data() + 19);
+  std::optional<uint64_t> span = Hex64At(h.data() + 36);
   const int f_hi = HexValue(h[53]), f_lo = HexValue(h[54]);
   if (!hi || !lo || !span || f_hi < 0 || f_lo < 0) return std::nullopt;
   TraceContext c{*hi, *lo, *span, false};

@@ -3,6 +3,7 @@
 // format and merging several workers' texts.
 #include "rpc/metrics.h"
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,27 @@ TEST(MetricsTest, LabelsAreBounded) {
   EXPECT_THAT(text, HasSubstr("function=\"(other)\",worker=\"w\"} 10"));
   EXPECT_THAT(text, Not(HasSubstr(absl::StrCat(
                         "function=\"f", Metrics::kMaxLabels + 1, "\""))));
+}
+
+// Slots are cached per thread by the Metrics they belong to: another
+// Metrics (here made where a destroyed one stood) counts its own calls.
+TEST(MetricsTest, EachMetricsCountsItsOwnCalls) {
+  for (int round = 0; round < 3; ++round) {
+    auto m = std::make_unique<Metrics>(
+        Metrics::Options{.worker = "w", .world_size = 1});
+    for (int i = 0; i <= round; ++i) m->ClientStarted("f");
+    auto other = std::make_unique<Metrics>(
+        Metrics::Options{.worker = "v", .world_size = 1});
+    other->ClientStarted("f");
+    EXPECT_THAT(m->Text(), HasSubstr(absl::StrCat(
+                               "ferry_rpc_client_calls_started_total{"
+                               "function=\"f\",worker=\"w\"} ",
+                               round + 1)));
+    EXPECT_THAT(other->Text(), HasSubstr("ferry_rpc_client_calls_started_total{"
+                                         "function=\"f\",worker=\"v\"} 1"));
+    EXPECT_NE(m->ClientStarted("f"), other->ClientStarted("f"));
+    EXPECT_NE(m->ClientStarted("f"), m->ServerStarted("f"));
+  }
 }
 
 TEST(MetricsTest, BytesByPeerAndClients) {

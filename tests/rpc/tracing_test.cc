@@ -53,6 +53,35 @@ TEST(TraceparentTest, RefusesWhatIsNotAValidHeader) {
   }
 }
 
+// Every byte that is not a lower-case hex digit, at every digit's place.
+TEST(TraceparentTest, RefusesAnyOtherByteAtEveryDigit) {
+  const std::string good =
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  ASSERT_TRUE(ParseTraceparent(good).has_value());
+  for (size_t at : {3, 18, 19, 34, 36, 51, 53, 54}) {
+    for (int c = 0; c < 256; ++c) {
+      const bool digit = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+      std::string h = good;
+      h[at] = static_cast<char>(c);
+      EXPECT_EQ(ParseTraceparent(h).has_value(), digit)
+          << "byte " << c << " at " << at;
+    }
+  }
+}
+
+TEST(TraceparentTest, NewContextsRoundTrip) {
+  for (int i = 0; i < 1000; ++i) {
+    const TraceContext c = NewTrace(i % 2 == 0);
+    std::optional<TraceContext> back = ParseTraceparent(FormatTraceparent(c));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(back->trace_id(), c.trace_id());
+    EXPECT_EQ(back->span_id, c.span_id);
+    EXPECT_EQ(back->sampled, c.sampled);
+    EXPECT_EQ(SpanIdHex(c.span_id).size(), 16u);
+    EXPECT_EQ(ParseSpanId(SpanIdHex(c.span_id)), c.span_id);
+  }
+}
+
 TEST(TraceparentTest, ThreadsCarryTheirCurrentContext) {
   EXPECT_FALSE(CurrentTrace().valid());
   TraceContext t = NewTrace(true);
