@@ -191,6 +191,15 @@ absl::Status Inbound::Place(const Layout& at, uint64_t offset,
         if (!RangeWithin(in_landing, run, at.landing->nbytes)) {
           return Bad("payload past the tensor's landing");
         }
+        if (at.landing->writer != nullptr) {
+          if (!at.landing->writer->Write(in_landing, from, run)) {
+            return Bad("payload the tensor's landing would not take");
+          }
+          from += run;
+          offset += run;
+          left -= run;
+          continue;
+        }
         to = at.landing->data + in_landing;
       } else {
         if (at.landed && offset < at.land_begin) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectives/fold.h"
 #include "rpc/base/status_util.h"
 
 namespace ferry {
@@ -55,52 +56,61 @@ struct Reducing {
 };
 
 // Where this rank's sum of block b goes: its region of args.into, or a
-// new buffer. The partial from the previous rank is received there, so
-// Combine reduces in place (the same operands in the same order) — or,
-// when args.into is the blocks' own memory, into a buffer of its own.
+// new buffer. The partial from the previous rank is folded into it as it
+// arrives (Fold) — or, if it comes before its landing was offered, is
+// received apart and Combine reduces it there (the same operands in the
+// same order).
 struct Target {
   std::shared_ptr<TensorBuilder> fresh;    // Null: in args.into.
   Tensor view;                             // The region of args.into.
   char* out = nullptr;                     // Where the sum is written.
   std::shared_ptr<TensorBuilder> scratch;  // Where the partial lands, if apart.
   TensorLanding landing;
+  std::shared_ptr<Fold> fold;  // The landing's writer, if it folds.
 };
 
 absl::StatusOr<Target> TargetFor(RingReduce& args, int b, bool own) {
   const Tensor& mine = args.blocks[b];
   Target t;
+  const bool in_into = args.into != nullptr && !(own && args.own_into != nullptr);
   if (own && args.own_into != nullptr) {
     t.view = *args.own_into->View(0, mine.numel()).Reshape(mine.shape());
     t.landing = args.own_into->Landing(0, mine.numel());
-    t.out = t.landing.data;
-    return t;
-  }
-  if (args.into != nullptr) {
+  } else if (in_into) {
     const int64_t begin = args.offsets[b], end = begin + mine.numel();
     t.view = args.into->View(begin, end);
     t.landing = args.into->Landing(begin, end);
-    t.out = t.landing.data;
-    if (!args.into_is_input) return t;
+  } else {
+    FERRY_ASSIGN_OR_RETURN(TensorBuilder fresh,
+                           TensorBuilder::Create(mine.dtype(), mine.shape()));
+    t.fresh = std::make_shared<TensorBuilder>(std::move(fresh));
+    t.landing = t.fresh->Landing(0, mine.numel());
+  }
+  t.out = t.landing.data;
+  if (Fold::Foldable(mine)) {
+    t.fold = std::make_shared<Fold>(args.reduce, mine, t.out);
+    t.landing.writer = t.fold;
+    return t;
+  }
+  // Unfolded: the partial is copied where it lands, so not over `mine`.
+  if (in_into && args.into_is_input) {
     FERRY_ASSIGN_OR_RETURN(TensorBuilder scratch,
                            TensorBuilder::Create(mine.dtype(), mine.shape()));
     t.scratch = std::make_shared<TensorBuilder>(std::move(scratch));
     t.landing = t.scratch->Landing(0, mine.numel());
-    return t;
   }
-  FERRY_ASSIGN_OR_RETURN(TensorBuilder fresh,
-                         TensorBuilder::Create(mine.dtype(), mine.shape()));
-  t.fresh = std::make_shared<TensorBuilder>(std::move(fresh));
-  t.landing = t.fresh->Landing(0, mine.numel());
-  t.out = t.landing.data;
   return t;
 }
 
 // `mine` ⊕ `theirs` into `t` (`theirs` may be where it lands, `mine` may
-// be `t`'s region itself: ReduceTo allows either).
+// be `t`'s region itself: ReduceTo allows either), unless the fold did it
+// as `theirs` arrived.
 Tensor Combine(ReduceOp reduce, const Tensor& mine, const Tensor& theirs,
                Target t) {
-  ReduceTo(reduce, mine.dtype(), t.out, mine.data(), theirs.data(),
-           mine.numel());
+  if (t.fold == nullptr || !t.fold->done()) {
+    ReduceTo(reduce, mine.dtype(), t.out, mine.data(), theirs.data(),
+             mine.numel());
+  }
   return t.fresh != nullptr ? std::move(*t.fresh).Build() : t.view;
 }
 

@@ -487,7 +487,8 @@ absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
   }
   if (landing_ != nullptr) {
     TensorLanding* at = std::exchange(landing_, nullptr);
-    if (n == at->nbytes && n > 0) {
+    // A landing with a writer takes bytes only as they arrive.
+    if (n == at->nbytes && n > 0 && at->writer == nullptr) {
       t->data.CopyTo(at->data);
       return Tensor::FromShared(dtype, std::move(shape), at->owner, at->data,
                                 n);
