@@ -21,6 +21,9 @@ constexpr absl::Duration kRevokeTimeout = absl::Seconds(2);
 // Reads and transactions to take a rank when its history moved meanwhile
 // (another process took it and gave it up again): a few are plenty.
 constexpr int kTakeAttempts = 8;
+// How long past its TTL a dead holder's lease may take to be expired by
+// etcd (its leader checks leases about every 500 ms).
+constexpr absl::Duration kLeaseSlack = absl::Seconds(1);
 // Between repeats of a call that may be made twice.
 constexpr absl::Duration kRepeatPause = absl::Milliseconds(50);
 
@@ -231,14 +234,41 @@ absl::Status EtcdBackend::RankTaken(int rank, absl::Time deadline) const {
   }
   return absl::AlreadyExistsError(absl::StrCat(
       "rank ", rank, " of job ", options_.job, " is held by ", holder,
-      ", which is alive: a rank is taken over only "
-      "once its holder's lease expired"));
+      ", which is alive (its lease did not expire within its TTL of ",
+      absl::FormatDuration(options_.ttl),
+      "): a rank is taken over only once its holder's lease expired"));
 }
 
 absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
                                           absl::Time deadline) {
+  // A named rank held by a holder that just died (a supervisor restarting
+  // it at once) frees when the holder's lease runs out: wait that long —
+  // at most one TTL — rather than fail while it is only not expired yet.
+  // A holder that is alive renews its lease, so the key stays and the
+  // join fails naming it, as before, once a TTL went by.
+  const absl::Time patience =
+      std::min(deadline, Now() + options_.ttl + kLeaseSlack);
+  while (true) {
+    int64_t revision = 0;
+    FERRY_ASSIGN_OR_RETURN(std::optional<int> rank,
+                           TakeRankOnce(spec, deadline, &revision));
+    if (rank.has_value()) return *rank;
+    if (spec.self.rank < 0) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("every rank of job ", options_.job, " (world_size ",
+                       spec.world_size, ") is held by a live worker"));
+    }
+    if (!WaitForChange(revision, patience)) {
+      return RankTaken(spec.self.rank, deadline);
+    }
+  }
+}
+
+absl::StatusOr<std::optional<int>> EtcdBackend::TakeRankOnce(
+    const JoinSpec& spec, absl::Time deadline, int64_t* revision) {
   for (int attempt = 0; attempt < kTakeAttempts; ++attempt) {
     FERRY_ASSIGN_OR_RETURN(JobSnapshot snapshot, Read(deadline));
+    *revision = snapshot.revision;
     absl::StatusOr<int> agreed = AgreedWorldSize(snapshot);
     if (agreed.ok() && *agreed != spec.world_size) {
       return absl::InvalidArgumentError(
@@ -267,10 +297,7 @@ absl::StatusOr<int> EtcdBackend::TakeRank(const JoinSpec& spec,
     }
     if (!raced) break;  // Every one held: reading again changes nothing.
   }
-  if (spec.self.rank >= 0) return RankTaken(spec.self.rank, deadline);
-  return absl::AlreadyExistsError(
-      absl::StrCat("every rank of job ", options_.job, " (world_size ",
-                   spec.world_size, ") is held by a live worker"));
+  return std::nullopt;
 }
 
 absl::Status EtcdBackend::CheckName(const JoinSpec& spec,

@@ -117,7 +117,15 @@ class EtcdBackend final : public MembershipBackend {
   // Waits until a key under the job changed after `revision`; false at
   // the deadline.
   bool WaitForChange(int64_t revision, absl::Time deadline) const;
+  // Takes spec.self.rank, or the first free rank if it is -1. A named rank
+  // that is held is waited for until its holder's lease could have
+  // expired (a TTL), then ALREADY_EXISTS naming the holder.
   absl::StatusOr<int> TakeRank(const JoinSpec& spec, absl::Time deadline);
+  // One try of TakeRank: the rank taken, or nullopt if every wanted one is
+  // held (`revision`: the job's as read).
+  absl::StatusOr<std::optional<int>> TakeRankOnce(const JoinSpec& spec,
+                                                  absl::Time deadline,
+                                                  int64_t* revision);
   // INVALID_ARGUMENT if a formed job's rank spec.self.rank was held under
   // another name (names are fixed when the job forms).
   absl::Status CheckName(const JoinSpec& spec,

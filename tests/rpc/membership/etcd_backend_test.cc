@@ -184,6 +184,21 @@ TEST_F(EtcdBackendTest, DeadRankCanBeTakenByANewIncarnation) {
   EXPECT_OK(replacement->Join(spec, kWait).status());
 }
 
+// A supervisor restarts a crashed worker at once: its rank is still held
+// by the dead process' lease, which runs out within a TTL. The
+// replacement waits for it instead of failing with ALREADY_EXISTS.
+TEST_F(EtcdBackendTest, AReplacementWaitsForItsDeadPredecessorsLease) {
+  auto old = Backend();
+  ASSERT_OK(old->Join(Spec(0, 1), kWait).status());
+  old->Stop();  // Dies: its lease is neither renewed nor revoked.
+  auto replacement = Backend();
+  JoinSpec spec = Spec(0, 1);
+  spec.incarnation = 99;
+  ASSERT_OK_AND_ASSIGN(Directory dir, replacement->Join(spec, kWait));
+  EXPECT_EQ(dir.at(0).name, "worker0");
+  EXPECT_NE(replacement->lease_id(), old->lease_id());
+}
+
 TEST_F(EtcdBackendTest, WorldSizeMismatchIsRefused) {
   auto a = Backend();
   ASSERT_OK(a->Join(Spec(0, 1), kWait).status());
