@@ -16,7 +16,8 @@ bool Fold::Write(uint64_t offset, const char* bytes, uint64_t n) {
   if (offset != next_ || n > mine_.nbytes() - next_) return false;
   next_ += n;
   if (carried_ > 0) {  // The rest of an element begun in the last range.
-    const size_t k = static_cast<size_t>(std::min<uint64_t>(n, item - carried_));
+    const size_t k =
+        static_cast<size_t>(std::min<uint64_t>(n, item - carried_));
     std::memcpy(carry_ + carried_, bytes, k);
     carried_ += k;
     bytes += k;
@@ -34,8 +35,8 @@ bool Fold::Write(uint64_t offset, const char* bytes, uint64_t n) {
 }
 
 void Fold::Apply(uint64_t offset, const char* theirs, int64_t count) {
-  ReduceTo(reduce_, mine_.dtype(), out_ + offset, mine_.data() + offset,
-           theirs, count);
+  ReduceTo(reduce_, mine_.dtype(), out_ + offset, mine_.data() + offset, theirs,
+           count);
 }
 
 }  // namespace ferry

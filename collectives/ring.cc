@@ -72,7 +72,8 @@ struct Target {
 absl::StatusOr<Target> TargetFor(RingReduce& args, int b, bool own) {
   const Tensor& mine = args.blocks[b];
   Target t;
-  const bool in_into = args.into != nullptr && !(own && args.own_into != nullptr);
+  const bool in_into =
+      args.into != nullptr && !(own && args.own_into != nullptr);
   if (own && args.own_into != nullptr) {
     t.view = *args.own_into->View(0, mine.numel()).Reshape(mine.shape());
     t.landing = args.own_into->Landing(0, mine.numel());

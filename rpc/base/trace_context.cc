@@ -29,7 +29,8 @@ struct HexTable {
   constexpr HexTable() : value() {
     for (int c = 0; c < 256; ++c) value[c] = -1;
     for (int c = '0'; c <= '9'; ++c) value[c] = static_cast<int8_t>(c - '0');
-    for (int c = 'a'; c <= 'f'; ++c) value[c] = static_cast<int8_t>(c - 'a' + 10);
+    for (int c = 'a'; c <= 'f'; ++c)
+      value[c] = static_cast<int8_t>(c - 'a' + 10);
   }
 };
 constexpr HexTable kHex;

@@ -74,8 +74,8 @@ TEST(FoldTest, InPlaceReadsEachElementBeforeWritingIt) {
     Fold fold(ReduceOp::kSum, mine, at);
     const std::vector<uint64_t> cuts = Cuts(mine.nbytes(), rng);
     for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-      ASSERT_TRUE(fold.Write(cuts[i], theirs.data() + cuts[i],
-                             cuts[i + 1] - cuts[i]));
+      ASSERT_TRUE(
+          fold.Write(cuts[i], theirs.data() + cuts[i], cuts[i + 1] - cuts[i]));
     }
     EXPECT_TRUE(fold.done());
     const std::vector<char> want = Reference(ReduceOp::kSum, original, theirs);
@@ -91,7 +91,7 @@ TEST(FoldTest, RefusesRangesOutOfOrderOrPastTheEnd) {
   Fold fold(ReduceOp::kSum, mine, out.data());
   EXPECT_FALSE(fold.Write(4, theirs.data() + 4, 4));  // Skips bytes 0-3.
   ASSERT_TRUE(fold.Write(0, theirs.data(), 6));
-  EXPECT_FALSE(fold.Write(0, theirs.data(), 2));        // Goes back.
+  EXPECT_FALSE(fold.Write(0, theirs.data(), 2));       // Goes back.
   EXPECT_FALSE(fold.Write(6, theirs.data() + 6, 11));  // Past 16 bytes.
   EXPECT_FALSE(fold.done());
   ASSERT_TRUE(fold.Write(6, theirs.data() + 6, 10));

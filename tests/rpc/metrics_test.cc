@@ -87,10 +87,10 @@ TEST(MetricsTest, EachMetricsCountsItsOwnCalls) {
     auto other = std::make_unique<Metrics>(
         Metrics::Options{.worker = "v", .world_size = 1});
     other->ClientStarted("f");
-    EXPECT_THAT(m->Text(), HasSubstr(absl::StrCat(
-                               "ferry_rpc_client_calls_started_total{"
-                               "function=\"f\",worker=\"w\"} ",
-                               round + 1)));
+    EXPECT_THAT(m->Text(),
+                HasSubstr(absl::StrCat("ferry_rpc_client_calls_started_total{"
+                                       "function=\"f\",worker=\"w\"} ",
+                                       round + 1)));
     EXPECT_THAT(other->Text(), HasSubstr("ferry_rpc_client_calls_started_total{"
                                          "function=\"f\",worker=\"v\"} 1"));
     EXPECT_NE(m->ClientStarted("f"), other->ClientStarted("f"));
