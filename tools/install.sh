@@ -45,7 +45,10 @@ sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|0.1|" \
 if [ -d "$built/tools/python/site/ferry" ]; then
   python_dir="$prefix/lib/python3/dist-packages/ferry"
   install -d "$python_dir"
-  install -m 0644 "$built"/tools/python/site/ferry/*.py "$python_dir/"
+  # The modules, the extension's types and the typed marker (PEP 561).
+  install -m 0644 "$built"/tools/python/site/ferry/*.py \
+    "$built/tools/python/site/ferry/_ferry.pyi" \
+    "$built/tools/python/site/ferry/py.typed" "$python_dir/"
   install -m 0755 "$built/tools/python/site/ferry/_ferry.so" "$python_dir/"
 fi
 echo "installed ferry under $prefix (pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig; Python: PYTHONPATH=$prefix/lib/python3/dist-packages)"

@@ -14,15 +14,21 @@ The pieces (each module's docstring has the contracts):
   _collectives  all_to_all, all_gather (torch and tf forms), all_reduce, ...
   _kjt          KeyedJaggedTensor, SparseFeaturesAllToAll
   _errors       Error and its subclasses per status code
+  _version      __version__
+  _types        the type aliases of the annotations (type checkers only;
+                _ferry.pyi types the extension)
 
 The GIL is released whenever ferry waits or moves bytes; registered Python
 functions and future callbacks run on ferry's threads with the GIL taken.
 """
 
+# (`from M import X as X` re-exports X to type checkers, --strict too.)
 from . import _ferry
+from ._version import __version__ as __version__  # noqa: F401
 from ._collectives import *  # noqa: F401,F403
 from ._errors import *  # noqa: F401,F403
-from ._future import Future, event_loop  # noqa: F401
+from ._future import Future as Future  # noqa: F401
+from ._future import event_loop as event_loop  # noqa: F401
 from ._kjt import *  # noqa: F401,F403
 from ._rpc import *  # noqa: F401,F403
 from . import _errors as _errors_module

@@ -23,10 +23,17 @@ naming the ranks that never came, UnavailableError naming a dead one,
 InvalidArgumentError naming the rank and field at fault.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+
 from . import _errors
 from . import _ferry
 from . import _nest
 from . import _rpc
+
+if TYPE_CHECKING:
+    from ._types import GroupArg, ReduceOpArg, Tensor, TensorArg, TensorType
 
 __all__ = [
     "Group", "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all",
@@ -39,17 +46,17 @@ __all__ = [
 class ReduceOp:
     """Reductions (torch's names; torch.distributed.ReduceOp and strings
     such as "sum" work too)."""
-    SUM = "sum"
-    PRODUCT = "prod"
-    MIN = "min"
-    MAX = "max"
-    AVG = "avg"
-    BAND = "band"
-    BOR = "bor"
-    BXOR = "bxor"
+    SUM: str = "sum"
+    PRODUCT: str = "prod"
+    MIN: str = "min"
+    MAX: str = "max"
+    AVG: str = "avg"
+    BAND: str = "band"
+    BOR: str = "bor"
+    BXOR: str = "bxor"
 
 
-def _reduce_op(op):
+def _reduce_op(op: ReduceOpArg) -> str:
     if isinstance(op, str):
         return {"product": "prod"}.get(op.lower(), op.lower())
     name = getattr(op, "name", None) or str(op).rsplit(".", 1)[-1]
@@ -59,21 +66,27 @@ def _reduce_op(op):
 class Group:
     """A process group: its global ranks, in group order."""
 
-    def __init__(self, ranks, handle):
-        self.ranks = list(ranks)
-        self._handle = handle  # None on non-members.
+    ranks: list[int]
+    # None on non-members: typed as the group, which it is wherever the ops
+    # use it (after is_member()).
+    _handle: _ferry.Group
 
-    def rank(self):
+    def __init__(self, ranks: Iterable[int],
+                 handle: _ferry.Group | None) -> None:
+        self.ranks = list(ranks)
+        self._handle = handle  # type: ignore[assignment]
+
+    def rank(self) -> int:
         """This worker's rank in the group (-1 if not a member)."""
         return self._handle.rank if self._handle is not None else -1
 
-    def size(self):
+    def size(self) -> int:
         return len(self.ranks)
 
-    def is_member(self):
+    def is_member(self) -> bool:
         return self._handle is not None
 
-    def group_rank(self, global_rank):
+    def group_rank(self, global_rank: int) -> int:
         """The group rank of a global rank."""
         try:
             return self.ranks.index(global_rank)
@@ -82,17 +95,17 @@ class Group:
                 f"rank {global_rank} is not in the group {self.ranks}"
             ) from None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Group({self.ranks})"
 
 
-_world = {}
+_world: dict[int, Group] = {}  # id(worker) -> its world
 
 
-def _group(group):
+def _group(group: GroupArg) -> Group:
     if group is not None:
         # A torch ProcessGroup of the "ferry" backend stands for its group.
-        return getattr(group, "_ferry_group", group)
+        return getattr(group, "_ferry_group", group)  # type: ignore[arg-type]
     worker = _rpc._current()
     g = _world.get(id(worker))
     if g is None:
@@ -102,7 +115,7 @@ def _group(group):
     return g
 
 
-def new_group(ranks=None):
+def new_group(ranks: Iterable[int] | None = None) -> Group:
     """A group of ``ranks`` (global ranks, in group order; None: all).
     Every worker calls it, members in the same order of group creations."""
     worker = _rpc._current()
@@ -114,25 +127,26 @@ def new_group(ranks=None):
     return Group(ranks, worker.new_group(ranks))
 
 
-def get_rank(group=None):
+def get_rank(group: GroupArg = None) -> int:
     """This worker's rank in ``group`` (default: the world)."""
     return _group(group).rank()
 
 
-def get_world_size(group=None):
+def get_world_size(group: GroupArg = None) -> int:
     return _group(group).size()
 
 
 class Work:
     """A collective started with ``async_op=True``."""
 
-    def __init__(self, handle, finish=None):
+    def __init__(self, handle: _ferry.Work,
+                 finish: Callable[[Any], Any] | None = None) -> None:
         self._handle = handle
         self._finish = finish
         self._done = False
-        self._result = None
+        self._result: Any = None
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> Any:
         """Finishes the op (at most ``timeout`` seconds; None: the op's own
         deadline): outputs are written, inputs free again. Returns True, or
         the op's result if it returns one. Raises the op's error."""
@@ -142,14 +156,14 @@ class Work:
             self._done = True
         return self._result
 
-    def is_completed(self):
+    def is_completed(self) -> bool:
         return self._done or self._handle.is_completed()
 
-    def is_success(self):
+    def is_success(self) -> bool:
         """True if the op is done and succeeded."""
         return self.is_completed() and self.exception() is None
 
-    def exception(self):
+    def exception(self) -> _errors.Error | None:
         """The op's error once it is done (None if it succeeded or runs)."""
         if not self.is_completed():
             return None
@@ -160,25 +174,29 @@ class Work:
         return None
 
 
-def _run(handle, async_op, finish=None):
+def _run(handle: _ferry.Work, async_op: bool,
+         finish: Callable[[Any], Any] | None = None) -> Any:
+    # A Work if async_op, else its result.
     work = Work(handle, finish)
     return work if async_op else work.wait()
 
 
-def _timeout(timeout):
+def _timeout(timeout: float | None) -> float:
     return float(timeout) if timeout is not None else _rpc._default_timeout
 
 
-def _kind():
+def _kind() -> TensorType:
     return _rpc._current().tensor_type
 
 
-def _none_result(result):
+def _none_result(result: Any) -> Any:
     return None if result is True else result
 
 
-def all_to_all(output_tensor_list, input_tensor_list, group=None,
-               async_op=False, timeout=None):
+def all_to_all(output_tensor_list: Sequence[Tensor],
+               input_tensor_list: Sequence[TensorArg], group: GroupArg = None,
+               async_op: bool = False,
+               timeout: float | None = None) -> Work | None:
     """Sends input_tensor_list[i] to rank i; output_tensor_list[i] receives
     rank i's tensor for this rank. Shapes may differ per pair (uneven
     splits); one dtype, complex included."""
@@ -191,9 +209,11 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None,
     return _none_result(_run(handle, async_op))
 
 
-def all_to_all_single(output, input, output_split_sizes=None,
-                      input_split_sizes=None, group=None, async_op=False,
-                      timeout=None):
+def all_to_all_single(output: Tensor, input: TensorArg,
+                      output_split_sizes: Sequence[int] | None = None,
+                      input_split_sizes: Sequence[int] | None = None,
+                      group: GroupArg = None, async_op: bool = False,
+                      timeout: float | None = None) -> Work | None:
     """``input`` split on dim 0 by ``input_split_sizes`` (None: evenly) goes
     to the ranks; ``output`` receives the pieces, in rank order.
     ``output_split_sizes`` (None: whatever the ranks send) is checked."""
@@ -206,8 +226,10 @@ def all_to_all_single(output, input, output_split_sizes=None,
     return _none_result(_run(handle, async_op))
 
 
-def all_gather(tensor_list=None, tensor=None, group=None, async_op=False, *,
-               value=None, axis=None, options=None, timeout=None):
+def all_gather(tensor_list: Any = None, tensor: TensorArg | int | None = None,
+               group: GroupArg = None, async_op: bool = False, *,
+               value: Any = None, axis: int | None = None,
+               options: object = None, timeout: float | None = None) -> Any:
     """torch's form ``all_gather(tensor_list, tensor)``: tensor_list[i]
     receives rank i's tensor (shapes may differ by rank); an empty list is
     filled with them instead.
@@ -231,14 +253,15 @@ def all_gather(tensor_list=None, tensor=None, group=None, async_op=False, *,
                                None if fill else tensor_list,
                                _timeout(timeout), async_op, _kind())
     if fill:
-        def finish(result):
+        def finish(result: list[Tensor]) -> bool:
             tensor_list.extend(result)
             return True
         return _none_result(_run(handle, async_op, finish))
     return _none_result(_run(handle, async_op))
 
 
-def _all_gather_axis(value, axis, group, async_op, timeout):
+def _all_gather_axis(value: Any, axis: Any, group: GroupArg, async_op: bool,
+                     timeout: float | None) -> Any:
     g = _group(group)
     if not g.is_member():
         return None
@@ -247,8 +270,9 @@ def _all_gather_axis(value, axis, group, async_op, timeout):
     return _run(handle, async_op, lambda r: _nest.restore(value, r))
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False,
-               timeout=None):
+def all_reduce(tensor: Tensor, op: ReduceOpArg = ReduceOp.SUM,
+               group: GroupArg = None, async_op: bool = False,
+               timeout: float | None = None) -> Work | None:
     """Reduces ``tensor`` across the group, in place (sum, prod, min, max,
     avg; band/bor/bxor on integers)."""
     g = _group(group)
@@ -259,8 +283,10 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False,
     return _none_result(_run(handle, async_op))
 
 
-def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
-                   async_op=False, timeout=None):
+def reduce_scatter(output: Tensor, input_list: Sequence[TensorArg],
+                   op: ReduceOpArg = ReduceOp.SUM, group: GroupArg = None,
+                   async_op: bool = False,
+                   timeout: float | None = None) -> Work | None:
     """``output`` receives the reduction over ranks of input_list[rank]."""
     g = _group(group)
     if not g.is_member():
@@ -271,7 +297,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None,
     return _none_result(_run(handle, async_op))
 
 
-def broadcast(tensor, src, group=None, async_op=False, timeout=None):
+def broadcast(tensor: Tensor, src: int, group: GroupArg = None,
+              async_op: bool = False,
+              timeout: float | None = None) -> Work | None:
     """Rank ``src``'s ``tensor`` into every rank's ``tensor``."""
     g = _group(group)
     if not g.is_member():
@@ -281,8 +309,9 @@ def broadcast(tensor, src, group=None, async_op=False, timeout=None):
     return _none_result(_run(handle, async_op))
 
 
-def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False,
-            timeout=None):
+def scatter(tensor: Tensor, scatter_list: Sequence[TensorArg] | None = None,
+            src: int = 0, group: GroupArg = None, async_op: bool = False,
+            timeout: float | None = None) -> Work | None:
     """Rank ``src``'s scatter_list[i] into rank i's ``tensor``."""
     g = _group(group)
     if not g.is_member():
@@ -294,8 +323,9 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False,
     return _none_result(_run(handle, async_op))
 
 
-def gather(tensor, gather_list=None, dst=0, group=None, async_op=False,
-           timeout=None):
+def gather(tensor: TensorArg, gather_list: list[Any] | None = None,
+           dst: int = 0, group: GroupArg = None, async_op: bool = False,
+           timeout: float | None = None) -> Work | None:
     """Every rank's ``tensor`` into rank ``dst``'s gather_list (an empty
     list is filled)."""
     g = _group(group)
@@ -308,15 +338,16 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False,
     handle = _ferry.gather(g._handle, tensor, outputs, dst, _timeout(timeout),
                            async_op, _kind())
     if fill:
-        def finish(result):
-            gather_list.extend(result)
+        def finish(result: list[Tensor]) -> bool:
+            gather_list.extend(result)  # type: ignore[union-attr]  # fill
             return True
         return _none_result(_run(handle, async_op, finish))
     return _none_result(_run(handle, async_op))
 
 
-def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False,
-           timeout=None):
+def reduce(tensor: Tensor, dst: int, op: ReduceOpArg = ReduceOp.SUM,
+           group: GroupArg = None, async_op: bool = False,
+           timeout: float | None = None) -> Work | None:
     """Reduces every rank's ``tensor`` into rank ``dst``'s, in place (the
     other ranks' are left as they are)."""
     g = _group(group)
@@ -328,15 +359,19 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False,
     return _none_result(_run(handle, async_op))
 
 
-def send(tensor, dst, group=None, tag=0, timeout=None):
+def send(tensor: TensorArg, dst: int, group: GroupArg = None, tag: int = 0,
+         timeout: float | None = None) -> None:
     """Sends ``tensor`` to rank ``dst`` (a global rank), tagged. Returns once
     the message is at ``dst`` (its memory may then be reused); it need not
     wait for the receive. Messages to one rank with one tag are received in
     the order sent."""
-    isend(tensor, dst, group, tag, timeout).wait()
+    # On a non-member isend() is None, so this raises AttributeError (left
+    # as it was; mypy sees it).
+    isend(tensor, dst, group, tag, timeout).wait()  # type: ignore[union-attr]
 
 
-def isend(tensor, dst, group=None, tag=0, timeout=None):
+def isend(tensor: TensorArg, dst: int, group: GroupArg = None, tag: int = 0,
+          timeout: float | None = None) -> Work | None:
     """``send`` started: a ``Work``; do not modify ``tensor`` until its
     ``wait()`` returned."""
     g = _group(group)
@@ -347,14 +382,19 @@ def isend(tensor, dst, group=None, tag=0, timeout=None):
     return Work(handle)
 
 
-def recv(tensor, src=None, group=None, tag=0, timeout=None):
+def recv(tensor: Tensor, src: int | None = None, group: GroupArg = None,
+         tag: int = 0, timeout: float | None = None) -> int:
     """Receives the next message from rank ``src`` (a global rank; None: any
     rank) with ``tag`` into ``tensor`` (of the message's dtype and shape);
     returns the sender's global rank."""
-    return irecv(tensor, src, group, tag, timeout).wait()
+    # On a non-member irecv() is None, so this raises AttributeError (left
+    # as it was; mypy sees it).
+    return irecv(tensor, src, group,  # type: ignore[union-attr]
+                 tag, timeout).wait()
 
 
-def irecv(tensor, src=None, group=None, tag=0, timeout=None):
+def irecv(tensor: Tensor, src: int | None = None, group: GroupArg = None,
+          tag: int = 0, timeout: float | None = None) -> Work | None:
     """``recv`` started: a ``Work`` whose ``wait()`` returns the sender."""
     g = _group(group)
     if not g.is_member():
@@ -365,7 +405,8 @@ def irecv(tensor, src=None, group=None, tag=0, timeout=None):
     return Work(handle, lambda r: g.ranks[int(r)])
 
 
-def barrier(group=None, async_op=False, timeout=None):
+def barrier(group: GroupArg = None, async_op: bool = False,
+            timeout: float | None = None) -> Work | None:
     """Returns once every member called it."""
     g = _group(group)
     if not g.is_member():

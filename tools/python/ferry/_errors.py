@@ -21,59 +21,73 @@ INVALID_ARGUMENT); anything else is INTERNAL. The message is
 ``"<ExceptionClass>: <message>"``.
 """
 
+from __future__ import annotations
+
 
 class Error(Exception):
     """A ferry error: ``code`` is the status code's name, ``message`` the
     message (also ``str(error)``)."""
 
-    code = "UNKNOWN"
+    code: str = "UNKNOWN"
+    message: str
 
-    def __init__(self, message="", code=None):
+    def __init__(self, message: str = "", code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.code}: {self.message!r})"
 
 
-def _subclass(name, code, *bases):
+def _subclass(name: str, code: str, *bases: type) -> type[Error]:
     cls = type(name, (Error,) + bases, {"code": code, "__module__": "ferry"})
     cls.__doc__ = f"Status {code}."
     return cls
 
 
-CancelledError = _subclass("CancelledError", "CANCELLED")
-UnknownError = _subclass("UnknownError", "UNKNOWN")
-InvalidArgumentError = _subclass(
+CancelledError: type[Error] = _subclass("CancelledError", "CANCELLED")
+UnknownError: type[Error] = _subclass("UnknownError", "UNKNOWN")
+InvalidArgumentError: type[Error] = _subclass(
     "InvalidArgumentError", "INVALID_ARGUMENT", ValueError)
-DeadlineExceededError = _subclass(
+DeadlineExceededError: type[Error] = _subclass(
     "DeadlineExceededError", "DEADLINE_EXCEEDED", TimeoutError)
-NotFoundError = _subclass("NotFoundError", "NOT_FOUND", LookupError)
-AlreadyExistsError = _subclass("AlreadyExistsError", "ALREADY_EXISTS")
-PermissionDeniedError = _subclass(
+NotFoundError: type[Error] = _subclass(
+    "NotFoundError", "NOT_FOUND", LookupError)
+AlreadyExistsError: type[Error] = _subclass(
+    "AlreadyExistsError", "ALREADY_EXISTS")
+PermissionDeniedError: type[Error] = _subclass(
     "PermissionDeniedError", "PERMISSION_DENIED", PermissionError)
-ResourceExhaustedError = _subclass(
+ResourceExhaustedError: type[Error] = _subclass(
     "ResourceExhaustedError", "RESOURCE_EXHAUSTED")
-FailedPreconditionError = _subclass(
+FailedPreconditionError: type[Error] = _subclass(
     "FailedPreconditionError", "FAILED_PRECONDITION")
-AbortedError = _subclass("AbortedError", "ABORTED")
-OutOfRangeError = _subclass("OutOfRangeError", "OUT_OF_RANGE")
-UnimplementedError = _subclass(
+AbortedError: type[Error] = _subclass("AbortedError", "ABORTED")
+OutOfRangeError: type[Error] = _subclass("OutOfRangeError", "OUT_OF_RANGE")
+UnimplementedError: type[Error] = _subclass(
     "UnimplementedError", "UNIMPLEMENTED", NotImplementedError)
-InternalError = _subclass("InternalError", "INTERNAL")
-UnavailableError = _subclass(
+InternalError: type[Error] = _subclass("InternalError", "INTERNAL")
+UnavailableError: type[Error] = _subclass(
     "UnavailableError", "UNAVAILABLE", ConnectionError)
-DataLossError = _subclass("DataLossError", "DATA_LOSS")
-UnauthenticatedError = _subclass(
+DataLossError: type[Error] = _subclass("DataLossError", "DATA_LOSS")
+UnauthenticatedError: type[Error] = _subclass(
     "UnauthenticatedError", "UNAUTHENTICATED", PermissionError)
 
-BY_CODE = {cls.code: cls for cls in (
+BY_CODE: dict[str, type[Error]] = {cls.code: cls for cls in (
     CancelledError, UnknownError, InvalidArgumentError, DeadlineExceededError,
     NotFoundError, AlreadyExistsError, PermissionDeniedError,
     ResourceExhaustedError, FailedPreconditionError, AbortedError,
     OutOfRangeError, UnimplementedError, InternalError, UnavailableError,
     DataLossError, UnauthenticatedError)}
 
-__all__ = ["Error"] + [cls.__name__ for cls in BY_CODE.values()]
+# Written out (the names of Error and BY_CODE's classes, in that order) so
+# type checkers see what `from ._errors import *` brings.
+__all__ = [
+    "Error", "CancelledError", "UnknownError", "InvalidArgumentError",
+    "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
+    "PermissionDeniedError", "ResourceExhaustedError",
+    "FailedPreconditionError", "AbortedError", "OutOfRangeError",
+    "UnimplementedError", "InternalError", "UnavailableError",
+    "DataLossError", "UnauthenticatedError",
+]

@@ -1,7 +1,11 @@
 """Nested structures (tf.nest's shapes): lists, tuples and dicts."""
 
+from __future__ import annotations
 
-def restore(like, value):
+from typing import Any
+
+
+def restore(like: Any, value: Any) -> Any:
     """``value`` (lists and dicts, as ferry returns them) rebuilt with the
     container types of ``like`` (tuples stay tuples)."""
     if isinstance(like, tuple) and isinstance(value, list):

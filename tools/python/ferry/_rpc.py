@@ -31,16 +31,30 @@ Timeouts are in seconds: None (or negative) means the default given to
 ``init``/``connect`` (60 s), 0 means none.
 """
 
+from __future__ import annotations
+
 import atexit
 import collections
 import inspect
 import os
 import threading
 import time
+from typing import (TYPE_CHECKING, Any, Callable, NamedTuple, NoReturn,
+                    TypeVar, overload)
 
 from . import _errors
 from . import _ferry
 from . import _future
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    import numpy
+    import numpy.typing
+
+    from ._types import Args, TensorType, To
+
+    _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
     "BFloat16", "Client", "RRef", "WorkerInfo", "connect", "get_worker_info",
@@ -48,19 +62,29 @@ __all__ = [
     "rpc_sync", "serve", "shutdown", "status", "worker_name", "workers", "world_size",
 ]
 
-WorkerInfo = collections.namedtuple("WorkerInfo", ["name", "id"])
+if TYPE_CHECKING:
+    class WorkerInfo(NamedTuple):
+        name: str
+        id: int
+else:
+    WorkerInfo = collections.namedtuple("WorkerInfo", ["name", "id"])
 WorkerInfo.__doc__ = "A worker's name and rank (torch's WorkerInfo)."
 
 _lock = threading.Lock()
-_worker = None           # The _ferry.Worker of this process, once init().
+# The _ferry.Worker of this process, once init().
+_worker: _ferry.Worker | None = None
 _default_timeout = 60.0  # init()'s timeout, for collectives.
-_pending = []            # register() calls made before init().
-_clients = []            # Clients to close at exit.
-_retired = []            # Stopped workers, kept until exit (RRefs refer).
+# register() calls made before init(): Worker.register's arguments.
+_pending: list[tuple[str, Callable[..., Any], str, str, TensorType | None,
+                     Callable[..., Any]]] = []
+_clients: list[Client] = []  # Clients to close at exit.
+# Stopped workers (and closed clients' handles), kept until exit (RRefs
+# refer).
+_retired: list[_ferry.Worker | _ferry.Client] = []
 _stopping = False        # shutdown() under way.
 
 
-def _current():
+def _current() -> _ferry.Worker:
     w = _worker
     if w is None:
         raise _errors.FailedPreconditionError(
@@ -68,14 +92,14 @@ def _current():
     return w
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """True between ``init()`` and ``shutdown()``."""
     return _worker is not None
 
 
 # ---- init and shutdown ----
 
-def _env_int(value, var):
+def _env_int(value: int | None, var: str) -> int:
     if value is not None:
         return int(value)
     text = os.environ.get(var)
@@ -89,11 +113,14 @@ def _env_int(value, var):
             f"{var}={text!r} is not an integer") from None
 
 
-def _master(master, master_addr, master_port, rendezvous, world_size):
+def _master(master: str | None, master_addr: str | None,
+            master_port: int | str | None, rendezvous: str | None,
+            world_size: int) -> str:
+    # (mypy does not narrow rendezvous to str by the `not in` test.)
     if rendezvous not in (None, "env://"):
-        if rendezvous.startswith("tcp://"):
-            return rendezvous[len("tcp://"):]
-        if rendezvous.startswith("etcd://"):
+        if rendezvous.startswith("tcp://"):  # type: ignore[union-attr]
+            return rendezvous[len("tcp://"):]  # type: ignore[index]
+        if rendezvous.startswith("etcd://"):  # type: ignore[union-attr]
             return ""  # Membership in etcd: no master.
         raise _errors.InvalidArgumentError(
             f"rendezvous {rendezvous!r}: expected env://, tcp://HOST:PORT "
@@ -114,23 +141,32 @@ def _master(master, master_addr, master_port, rendezvous, world_size):
     return f"{addr}:{int(port)}"
 
 
-def _write_atomically(path, text):
+def _write_atomically(path: str, text: str) -> None:
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
 
 
-def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
-         name=None, master=None, rendezvous=None, listen=None, timeout=60.0,
-         startup_timeout=60.0, shutdown_timeout=10.0, heartbeat_timeout=30.0,
-         executor_threads=8, rref_lease=10.0, tensor_type="numpy",
-         token_file=None, tls_cert=None, tls_key=None, tls_ca=None,
-         tls_server_name=None, address_file=None, etcd_ca=None,
-         etcd_cert=None, etcd_key=None, etcd_user=None,
-         etcd_password_file=None, _on_listen=None,
-         flight_recorder_entries=2000, dump_dir=None, metrics_listen=None,
-         trace_file=None):
+def init(rank: int | None = None, world_size: int | None = None,
+         master_addr: str | None = None, master_port: int | None = None, *,
+         name: str | None = None,
+         master: str | None = None, rendezvous: str | None = None,
+         listen: str | None = None, timeout: float = 60.0,
+         startup_timeout: float = 60.0, shutdown_timeout: float = 10.0,
+         heartbeat_timeout: float = 30.0, executor_threads: int = 8,
+         rref_lease: float = 10.0, tensor_type: TensorType = "numpy",
+         token_file: str | None = None, tls_cert: str | None = None,
+         tls_key: str | None = None, tls_ca: str | None = None,
+         tls_server_name: str | None = None,
+         address_file: str | None = None, etcd_ca: str | None = None,
+         etcd_cert: str | None = None, etcd_key: str | None = None,
+         etcd_user: str | None = None,
+         etcd_password_file: str | None = None,
+         _on_listen: Callable[[str], object] | None = None,
+         flight_recorder_entries: int = 2000, dump_dir: str | None = None,
+         metrics_listen: str | None = None,
+         trace_file: str | None = None) -> WorkerInfo:
     """Makes this process worker ``name`` (default ``worker<rank>``) of a
     job, with every builtin and the functions ``register()``-ed so far, and
     returns once all ``world_size`` workers joined (torch's ``init_rpc``).
@@ -213,7 +249,7 @@ def init(rank=None, world_size=None, master_addr=None, master_port=None, *,
 _PYTHON_STACKS = "ferry.python_stacks"
 
 
-def _python_stacks():
+def _python_stacks() -> list[dict[str, Any]]:
     """Every Python thread's stack, innermost frame last (as tracebacks
     print): [{"thread", "ident", "daemon", "frames": [{"file", "line",
     "function", "code"}]}]."""
@@ -234,7 +270,7 @@ def _python_stacks():
     return out
 
 
-def shutdown(graceful=True, timeout=None):
+def shutdown(graceful: bool = True, timeout: float | None = None) -> None:
     """Leaves the job. Graceful (torch's default): waits, bounded, until
     every worker called it -- serving calls meanwhile -- drains calls and
     RRef messages, then stops. Otherwise stops this worker at once."""
@@ -257,7 +293,7 @@ def shutdown(graceful=True, timeout=None):
             _retired.append(worker)
 
 
-def serve(timeout=None):
+def serve(timeout: float | None = None) -> bool:
     """Serves calls until this worker stops -- when the job is shut down
     (``ferryctl down``, a client's ``shutdown_job``, the other workers'
     ``shutdown()``) -- or ``timeout`` seconds pass. True if it stopped."""
@@ -272,7 +308,7 @@ def serve(timeout=None):
 
 
 @atexit.register
-def _at_exit():
+def _at_exit() -> None:
     # ferry's threads stop before the interpreter does: from then on they
     # must not take the GIL.
     global _worker
@@ -286,27 +322,27 @@ def _at_exit():
     _ferry._stop_deferring()
 
 
-def rank():
+def rank() -> int:
     """This worker's rank."""
     return _current().rank
 
 
-def world_size():
+def world_size() -> int:
     """The number of workers in the job."""
     return _current().world_size
 
 
-def worker_name():
+def worker_name() -> str:
     """This worker's name."""
     return _current().name
 
 
-def workers():
+def workers() -> list[str]:
     """The workers' names, by rank."""
     return _current().workers()
 
 
-def get_worker_info(worker_name=None):
+def get_worker_info(worker_name: str | None = None) -> WorkerInfo:
     """``WorkerInfo(name, id)`` of a worker (default: this one); id is its
     rank."""
     w = _current()
@@ -318,14 +354,14 @@ def get_worker_info(worker_name=None):
     return WorkerInfo(worker_name, names.index(worker_name))
 
 
-def status():
+def status() -> dict[str, Any]:
     """This worker's status (``ferryctl status``'s fields) as a dict."""
     return _current().status()
 
 
 # ---- registering functions ----
 
-def _signature(name, fn):
+def _signature(name: str, fn: Callable[..., Any]) -> str:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -339,7 +375,8 @@ def _signature(name, fn):
     return f"{name}({', '.join(shown)}) -> value"
 
 
-def _invoke(fn, args, promise, caller):
+def _invoke(fn: Callable[..., Any], args: list[Any], promise: _ferry.Promise,
+            caller: str) -> None:
     """Runs a registered function for a call (on a ferry thread, with the
     GIL) and settles the call's promise: now, or when the coroutine or
     future it returned is done."""
@@ -358,7 +395,8 @@ def _invoke(fn, args, promise, caller):
         promise.set_result(result)
 
 
-def _settle_from(done, promise):
+def _settle_from(done: concurrent.futures.Future[Any],
+                 promise: _ferry.Promise) -> None:
     try:
         value = done.result()
     except BaseException as e:  # noqa: B902 -- the caller gets it
@@ -367,7 +405,20 @@ def _settle_from(done, promise):
     promise.set_result(value)
 
 
-def register(name, fn=None, *, doc=None, tensor_type=None):
+@overload
+def register(name: str, fn: None = None, *, doc: str | None = None,
+             tensor_type: TensorType | None = None) -> Callable[[_F], _F]:
+    ...
+
+
+@overload
+def register(name: str, fn: _F, *, doc: str | None = None,
+             tensor_type: TensorType | None = None) -> _F:
+    ...
+
+
+def register(name: str, fn: Any = None, *, doc: str | None = None,
+             tensor_type: TensorType | None = None) -> Any:
     """Registers ``fn`` as ``name`` on this worker (before or after
     ``init``); callable from any worker or client by name. Use as
     ``register("f", fn)`` or as a decorator ``@register("f")``.
@@ -403,7 +454,7 @@ def register(name, fn=None, *, doc=None, tensor_type=None):
 
 # ---- calls ----
 
-def _target(to):
+def _target(to: To) -> str:
     if isinstance(to, WorkerInfo):
         return to.name
     if isinstance(to, int) and not isinstance(to, bool):
@@ -414,7 +465,7 @@ def _target(to):
                     f"got {type(to).__name__}")
 
 
-def _function(func):
+def _function(func: str | Callable[..., Any]) -> str:
     if isinstance(func, str):
         return func
     name = getattr(func, "__ferry_name__", None)
@@ -425,7 +476,8 @@ def _function(func):
     return name
 
 
-def _args(args, kwargs):
+def _args(args: Args, kwargs: dict[str, Any] | None
+          ) -> tuple[Any, ...] | list[Any]:
     if kwargs:
         raise _errors.InvalidArgumentError(
             "kwargs: ferry functions take positional arguments only; pass "
@@ -440,23 +492,29 @@ def _args(args, kwargs):
 class _Calls:
     """rpc_sync / rpc_async / remote over an endpoint (worker or client)."""
 
-    def _endpoint(self):
+    def _endpoint(self) -> _ferry.Worker | _ferry.Client:
         raise NotImplementedError
 
-    def rpc_sync(self, to, func, args=None, kwargs=None, timeout=None):
+    def rpc_sync(self, to: To, func: str | Callable[..., Any],
+                 args: Args = None, kwargs: dict[str, Any] | None = None,
+                 timeout: float | None = None) -> Any:
         """``func(*args)`` on worker ``to`` (a name, rank or WorkerInfo);
         returns its result (the GIL is released while waiting)."""
         return self._endpoint().rpc_sync(
             _target(to), _function(func), _args(args, kwargs), timeout)
 
-    def rpc_async(self, to, func, args=None, kwargs=None, timeout=None):
+    def rpc_async(self, to: To, func: str | Callable[..., Any],
+                  args: Args = None, kwargs: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> _future.Future:
         """Like ``rpc_sync``; returns a ``ferry.Future`` at once."""
         fut = _future._new()
         self._endpoint().rpc_async(_target(to), _function(func),
                                    _args(args, kwargs), timeout, fut._settle)
         return fut
 
-    def remote(self, to, func, args=None, kwargs=None, timeout=None):
+    def remote(self, to: To, func: str | Callable[..., Any],
+               args: Args = None, kwargs: dict[str, Any] | None = None,
+               timeout: float | None = None) -> RRef:
         """Runs ``func(*args)`` on ``to``, which keeps the result; returns an
         ``RRef`` to it at once (creation errors surface on its use)."""
         return RRef._from_handle(self._endpoint().remote(
@@ -464,7 +522,7 @@ class _Calls:
 
 
 class _ThisWorker(_Calls):
-    def _endpoint(self):
+    def _endpoint(self) -> _ferry.Worker:
         return _current()
 
 
@@ -478,42 +536,44 @@ class Client(_Calls):
     """A program driving a job without being one of its ranks (``connect``).
     Calls and RRefs as on a worker, plus the job's administration."""
 
-    def __init__(self, handle):
-        self._handle = handle
+    def __init__(self, handle: _ferry.Client) -> None:
+        self._handle: _ferry.Client | None = handle
 
-    def _endpoint(self):
+    def _endpoint(self) -> _ferry.Client:
         if self._handle is None:
             raise _errors.FailedPreconditionError("the client is closed")
         return self._handle
 
     @property
-    def name(self):
+    def name(self) -> str:
         """"client<N>", as workers see it."""
         return self._endpoint().name
 
-    def workers(self):
+    def workers(self) -> list[str]:
         """The workers' names, by rank."""
         return self._endpoint().workers()
 
-    def status(self, worker, timeout=None):
+    def status(self, worker: To,
+               timeout: float | None = None) -> dict[str, Any]:
         """A worker's status as a dict."""
         return self._endpoint().status(_target(worker), timeout)
 
-    def functions(self, worker, timeout=None):
+    def functions(self, worker: To,
+                  timeout: float | None = None) -> list[dict[str, str]]:
         """A worker's functions: [{"name", "signature", "doc"}]."""
         return self._endpoint().functions(_target(worker), timeout)
 
-    def run_collective(self, op, request):
+    def run_collective(self, op: str, request: dict[str, Any]) -> Any:
         """A collective run by the workers on inputs sent from here, in
         ferryctl's request form: {"ranks": [input per rank], ...} →
         {"ranks": [output per rank]}."""
         return self._endpoint().run_collective(op, request)
 
-    def shutdown_job(self, timeout=10.0):
+    def shutdown_job(self, timeout: float = 10.0) -> None:
         """Asks every worker to shut down gracefully."""
         self._endpoint().shutdown_job(timeout)
 
-    def close(self):
+    def close(self) -> None:
         """Releases this client's RRefs and leaves the job. Idempotent."""
         handle, self._handle = self._handle, None
         if handle is not None:
@@ -522,16 +582,19 @@ class Client(_Calls):
         if self in _clients:
             _clients.remove(self)
 
-    def __enter__(self):
+    def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def connect(master=None, *, timeout=60.0, connect_timeout=30.0,
-            description="python", tensor_type="numpy", token_file=None,
-            tls_cert=None, tls_key=None, tls_ca=None, tls_server_name=None):
+def connect(master: str | None = None, *, timeout: float = 60.0,
+            connect_timeout: float = 30.0, description: str = "python",
+            tensor_type: TensorType = "numpy", token_file: str | None = None,
+            tls_cert: str | None = None, tls_key: str | None = None,
+            tls_ca: str | None = None,
+            tls_server_name: str | None = None) -> Client:
     """A ``Client`` of the job whose master is ``master`` ("HOST:PORT";
     default env ``FERRY_MASTER``, else ``MASTER_ADDR:MASTER_PORT``)."""
     if master is None:
@@ -555,14 +618,14 @@ class _Proxy:
     """``rref.rpc_sync().fn(*args)``: registered ``fn(value, *args)`` on the
     owner (torch's proxies, by registered name)."""
 
-    def __init__(self, rref, mode, timeout):
+    def __init__(self, rref: RRef, mode: str, timeout: float | None) -> None:
         self._rref, self._mode, self._timeout = rref, mode, timeout
 
-    def __getattr__(self, fn):
+    def __getattr__(self, fn: str) -> Callable[..., Any]:
         h = self._rref._handle
         timeout = self._timeout
 
-        def call(*args):
+        def call(*args: Any) -> Any:
             if self._mode == "sync":
                 return h.rpc_sync(fn, args, timeout)
             if self._mode == "async":
@@ -583,67 +646,69 @@ class RRef:
     the value. Tensors of its value come back as the kind of the arguments
     that made it (or ``tensor_type``)."""
 
-    def __init__(self, value):
+    _handle: _ferry.RRefHandle
+
+    def __init__(self, value: Any) -> None:
         self._handle = _current().wrap(value)
 
     @classmethod
-    def _from_handle(cls, handle):
+    def _from_handle(cls, handle: _ferry.RRefHandle) -> RRef:
         r = cls.__new__(cls)
         r._handle = handle
         return r
 
-    def to_here(self, timeout=None):
+    def to_here(self, timeout: float | None = None) -> Any:
         """A copy of the value, fetched from the owner."""
         return self._handle.to_here(timeout)
 
-    def to_here_async(self, timeout=None):
+    def to_here_async(self, timeout: float | None = None) -> _future.Future:
         """``to_here`` as a ``ferry.Future``."""
         fut = _future._new()
         self._handle.to_here_async(timeout, fut._settle)
         return fut
 
-    def owner(self):
+    def owner(self) -> WorkerInfo:
         """The owner's ``WorkerInfo``."""
         return WorkerInfo(self._handle.owner_name, self._handle.owner_rank)
 
-    def owner_name(self):
+    def owner_name(self) -> str:
         return self._handle.owner_name
 
-    def is_owner(self):
+    def is_owner(self) -> bool:
         return self._handle.is_owner()
 
-    def confirmed_by_owner(self):
+    def confirmed_by_owner(self) -> bool:
         """True once the owner holds the value (for ``remote``: its call
         returned successfully)."""
         return self._handle.confirmed_by_owner()
 
-    def local_value(self):
+    def local_value(self) -> Any:
         """The value itself, on the owner only."""
         return self._handle.local_value()
 
-    def rpc_sync(self, timeout=None):
+    def rpc_sync(self, timeout: float | None = None) -> _Proxy:
         """Proxy: ``rref.rpc_sync().fn(*args)`` runs registered
         ``fn(value, *args)`` on the owner."""
         return _Proxy(self, "sync", timeout)
 
-    def rpc_async(self, timeout=None):
+    def rpc_async(self, timeout: float | None = None) -> _Proxy:
         return _Proxy(self, "async", timeout)
 
-    def remote(self, timeout=None):
+    def remote(self, timeout: float | None = None) -> _Proxy:
         return _Proxy(self, "remote", timeout)
 
     @property
-    def tensor_type(self):
+    def tensor_type(self) -> TensorType:
         return self._handle.tensor_type
 
     @tensor_type.setter
-    def tensor_type(self, kind):
+    def tensor_type(self, kind: TensorType) -> None:
         self._handle.tensor_type = kind
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"RRef({self._handle.id} owned by {self._handle.owner_name})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> NoReturn:
         raise TypeError("ferry RRefs are passed as call arguments, "
                         "not pickled")
 
@@ -655,14 +720,16 @@ class BFloat16:
     ``to_float()`` widens back to float32 (exact). With torch, pass
     ``torch.bfloat16`` tensors instead."""
 
-    def __init__(self, bits):
+    bits: numpy.ndarray[Any, numpy.dtype[numpy.uint16]]
+
+    def __init__(self, bits: numpy.typing.ArrayLike) -> None:
         import numpy
         self.bits = numpy.asarray(bits)
         if self.bits.dtype != numpy.uint16:
             raise TypeError("BFloat16(bits): bits must be a uint16 array")
 
     @classmethod
-    def from_float(cls, values):
+    def from_float(cls, values: numpy.typing.ArrayLike) -> BFloat16:
         import numpy
         f = numpy.ascontiguousarray(values, dtype=numpy.float32)
         u = f.view(numpy.uint32).astype(numpy.uint64)
@@ -672,13 +739,13 @@ class BFloat16:
             numpy.uint16)
         return cls(bits)
 
-    def to_float(self):
+    def to_float(self) -> numpy.ndarray[Any, numpy.dtype[numpy.float32]]:
         import numpy
         return (self.bits.astype(numpy.uint32) << 16).view(numpy.float32)
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self.bits.shape
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"BFloat16({self.to_float()!r})"

@@ -31,6 +31,8 @@ public Python API only (a ``ProcessGroup`` subclass, ``Work`` objects over
 futures), so torch 2.x loads it without rebuilding anything (see README).
 """
 
+from __future__ import annotations
+
 import datetime
 import os
 import queue
@@ -38,6 +40,7 @@ import secrets
 import sys
 import tempfile
 import threading
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -51,12 +54,13 @@ from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
 
 __all__ = ["BACKEND", "ProcessGroupFerry", "configure", "master"]
 
-BACKEND = "ferry"
+BACKEND: str = "ferry"
 
-_init_kwargs = {}  # configure()'s, for the workers the backend starts.
+# configure()'s, for the workers the backend starts.
+_init_kwargs: dict[str, Any] = {}
 
 
-def configure(**init_kwargs):
+def configure(**init_kwargs: Any) -> None:
     """Options for the ferry workers the backend starts (``ferry.init``'s
     keywords: ``tls_cert``, ``tls_key``, ``tls_ca``, ``listen``,
     ``heartbeat_timeout``, ...); rank, world size, master and token come
@@ -66,7 +70,7 @@ def configure(**init_kwargs):
 
 # ---- Errors as torch users see them ----
 
-def _torch_error(e, what):
+def _torch_error(e: BaseException, what: str) -> RuntimeError:
     """A ferry error as torch raises its own: a RuntimeError naming the op
     (torch's DistBackendError where a torch has one)."""
     cls = getattr(dist, "DistBackendError", RuntimeError)
@@ -88,14 +92,17 @@ class _Completions:
     threads only push a done op's id (no GIL); this one waits for ids with
     the GIL released."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._done = _ferry.DoneQueue()
-        self._pending = {}  # id -> (handle, finish)
+        # id -> (handle, finish)
+        self._pending: dict[int, tuple[_ferry.Work,
+                                       Callable[[_ferry.Work], None]]] = {}
         self._next_id = 0
-        self._thread = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def add(self, handle, finish):
+    def add(self, handle: _ferry.Work,
+            finish: Callable[[_ferry.Work], None]) -> None:
         """Runs ``finish(handle)`` here once ``handle`` (a ferry op) is
         done."""
         with self._lock:
@@ -108,7 +115,7 @@ class _Completions:
             self._pending[op_id] = (handle, finish)
         self._done.watch(handle, op_id)
 
-    def _run(self):
+    def _run(self) -> None:
         while True:
             op_id = self._done.next(3600.0)
             if op_id is None:
@@ -127,11 +134,11 @@ _completions = _Completions()
 class _Failed:
     """What an op's inner future carries when the op failed."""
 
-    def __init__(self, error):
+    def __init__(self, error: BaseException) -> None:
         self.error = error
 
 
-def _unwrap(inner):
+def _unwrap(inner: torch.futures.Future[Any]) -> Any:
     """The op's result, or its error raised: so the future torch's C++
     sees fails as a C++ future does (torch 1.13's set_exception only marks
     it for Python, and DDP's reducer would take the exception for tensors).
@@ -148,21 +155,24 @@ class _Op:
     whoever asks for it (C++ callers, get_future): a synchronous op's
     caller waits on the parts themselves."""
 
-    def __init__(self, what, result):
+    def __init__(self, what: str, result: Any) -> None:
         self.what = what
         self.result = result
         self._lock = threading.Lock()
         self._left = 0
-        self._error = None
-        self._parts = []
-        self._claimed = set()  # ids of the parts a thread is finishing
+        self._error: BaseException | None = None
+        self._parts: list[_ferry.Work] = []
+        # ids of the parts a thread is finishing
+        self._claimed: set[int] = set()
         self._watched = False
-        self._outcome = None  # Once done: (error or None,).
-        self._inner = None  # The torch future's source, once asked for.
-        self._future = None
+        # Once done: (error or None,).
+        self._outcome: tuple[BaseException | None] | None = None
+        # The torch future's source, once asked for.
+        self._inner: torch.futures.Future[Any] | None = None
+        self._future: torch.futures.Future[Any] | None = None
         self.source = -1
 
-    def add_all(self, handles):
+    def add_all(self, handles: Iterable[_ferry.Work]) -> None:
         """Waits for every one of ``handles``, counted before any is
         watched: a part done at once must not complete the op while the
         others are still being added (torch's futures complete once)."""
@@ -175,7 +185,7 @@ class _Op:
             for handle in handles:
                 _completions.add(handle, self._finish)
 
-    def watch(self):
+    def watch(self) -> None:
         """Has the completions thread finish the parts once they are done
         (idempotent): for whoever waits on the future rather than on the
         op -- C++ callers (DDP's reducer), get_future, polling. Until then
@@ -190,7 +200,7 @@ class _Op:
             _completions.add(handle, self._finish)
 
     @property
-    def future(self):
+    def future(self) -> torch.futures.Future[Any]:
         """The op's torch future (made on first use): its result once done,
         or its error raised."""
         with self._lock:
@@ -201,17 +211,18 @@ class _Op:
             else:
                 outcome = None
         if outcome is not None:
-            self._complete(self._inner, outcome)
+            # (Set above: outcome is None unless this thread made it.)
+            self._complete(self._inner, outcome)  # type: ignore[arg-type]
         return self._future
 
-    def done(self):
+    def done(self) -> bool:
         return self._outcome is not None
 
-    def error(self):
+    def error(self) -> BaseException | None:
         """The op's error once done (None: it succeeded)."""
         return self._outcome[0] if self._outcome is not None else None
 
-    def wait(self):
+    def wait(self) -> None:
         """Waits until done, on the parts here where no other thread took
         them (the GIL released while ferry waits; bounded by the op's own
         timeout), so a synchronous op's caller wakes when ferry is done,
@@ -225,12 +236,12 @@ class _Op:
         elif self._outcome[0] is not None:
             raise self._outcome[0]
 
-    def done_now(self):
+    def done_now(self) -> _Op:
         """Completes an op with nothing to wait for."""
         self._done((None,))
         return self
 
-    def _claim(self, handle):
+    def _claim(self, handle: _ferry.Work) -> bool:
         """Whether this thread finishes ``handle``: the first to ask."""
         with self._lock:
             if id(handle) in self._claimed:
@@ -238,7 +249,7 @@ class _Op:
             self._claimed.add(id(handle))
             return True
 
-    def _finish(self, handle):
+    def _finish(self, handle: _ferry.Work) -> None:
         if not self._claim(handle):
             return
         try:
@@ -246,7 +257,7 @@ class _Op:
             if isinstance(r, int):
                 self.source = r
         except BaseException as e:  # noqa: B902 -- the op carries it
-            error = _torch_error(e, self.what)
+            error: RuntimeError | None = _torch_error(e, self.what)
         else:
             error = None
         with self._lock:
@@ -256,14 +267,15 @@ class _Op:
         if last:
             self._done((self._error,))
 
-    def _done(self, outcome):
+    def _done(self, outcome: tuple[BaseException | None]) -> None:
         with self._lock:
             self._outcome = outcome
             inner = self._inner
         if inner is not None:
             self._complete(inner, outcome)
 
-    def _complete(self, inner, outcome):
+    def _complete(self, inner: torch.futures.Future[Any],
+                  outcome: tuple[BaseException | None]) -> None:
         inner.set_result(self.result if outcome[0] is None
                          else _Failed(outcome[0]))
 
@@ -274,11 +286,12 @@ class _Work(_c10d.Work):
     Python callers only; C++ callers get torch's own Work over the future
     (a Python Work held only by C++ loses its Python half)."""
 
-    def __init__(self, op):
+    def __init__(self, op: _Op) -> None:
         super().__init__()
         self._op = op
 
-    def wait(self, timeout=datetime.timedelta(0)):
+    def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)
+             ) -> bool:
         seconds = timeout.total_seconds() if timeout else 0
         if seconds > 0 and not self._op.done():
             self._op.watch()
@@ -292,39 +305,39 @@ class _Work(_c10d.Work):
         self._op.wait()
         return True
 
-    def is_completed(self):
+    def is_completed(self) -> bool:
         self._op.watch()
         return self._op.done()
 
-    def is_success(self):
+    def is_success(self) -> bool:
         return self.is_completed() and self.exception() is None
 
-    def exception(self):
+    def exception(self) -> BaseException | None:
         self._op.watch()
         return self._op.error()
 
-    def get_future(self):
+    def get_future(self) -> torch.futures.Future[Any]:
         self._op.watch()
         return self._op.future
 
-    def result(self):
+    def result(self) -> Any:
         self.wait()
         return self._op.result
 
-    def source_rank(self):
+    def source_rank(self) -> int:
         return self._op.source
 
-    def _source_rank(self):
+    def _source_rank(self) -> int:
         return self._op.source
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         pass
 
 
 _C10D_PY = os.path.join("distributed", "distributed_c10d.py")
 
 
-def _work(op, depth):
+def _work(op: _Op, depth: int) -> _c10d.Work:
     """The Work of ``op`` for whoever called the ProcessGroup method
     ``depth`` frames up: ours (a Python object) when torch's Python API did
     -- it hands the Work to Python code -- else torch's own over the future
@@ -336,7 +349,9 @@ def _work(op, depth):
     if caller.endswith(_C10D_PY):
         return _Work(op)
     op.watch()
-    return _c10d._create_work_from_future(op.future)
+    # (Missing from torch 1.13's type stubs.)
+    return _c10d._create_work_from_future(  # type: ignore[attr-defined]
+        op.future)
 
 
 # ---- Reduce ops ----
@@ -347,7 +362,7 @@ _REDUCE_OPS = {
 }
 
 
-def _reduce_op(op):
+def _reduce_op(op: Any) -> str:
     kind = getattr(op, "op", op)
     name = getattr(kind, "name", None) or str(kind).rsplit(".", 1)[-1]
     if name not in _REDUCE_OPS:
@@ -362,16 +377,16 @@ def _reduce_op(op):
 class _Job:
     """This process's ferry worker as the backend uses it."""
 
-    def __init__(self, owned, from_world):
+    def __init__(self, owned: bool, from_world: bool) -> None:
         self.owned = owned            # Started by the backend.
         self.from_world = from_world  # Ferry rank == torch global rank.
 
 
-_job = None
+_job: _Job | None = None
 _job_lock = threading.Lock()
 
 
-def _private_token_file(token):
+def _private_token_file(token: str) -> tuple[str, str]:
     d = tempfile.mkdtemp(prefix="ferry-torch-")
     path = os.path.join(d, "token")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -380,12 +395,13 @@ def _private_token_file(token):
     return d, path
 
 
-def _get(store, key):
+def _get(store: dist.Store, key: str) -> str:
     value = store.get(key)
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _start_job(store, rank, size, timeout):
+def _start_job(store: dist.Store, rank: int, size: int,
+               timeout: datetime.timedelta) -> None:
     """Makes this process rank ``rank`` of a new ferry job of ``size``:
     rank 0 publishes its address and a fresh token through ``store``."""
     seconds = max(timeout.total_seconds(), 1.0)
@@ -398,9 +414,9 @@ def _start_job(store, rank, size, timeout):
     else:
         token = _get(store, "ferry/token")
     directory, token_file = _private_token_file(token)
-    kwargs = dict(timeout=seconds, startup_timeout=seconds,
-                  heartbeat_timeout=heartbeat, tensor_type="torch",
-                  token_file=token_file)
+    kwargs: dict[str, Any] = dict(
+        timeout=seconds, startup_timeout=seconds, heartbeat_timeout=heartbeat,
+        tensor_type="torch", token_file=token_file)
     kwargs.update(_init_kwargs)
     try:
         if rank == 0:
@@ -417,7 +433,8 @@ def _start_job(store, rank, size, timeout):
         os.rmdir(directory)
 
 
-def _ensure_job(store, rank, size, timeout, default_group):
+def _ensure_job(store: dist.Store, rank: int, size: int,
+                timeout: datetime.timedelta, default_group: bool) -> _Job:
     """The job the groups run on: this process's ferry worker, started now
     if there is none (or, for a new default group, restarted)."""
     global _job
@@ -435,7 +452,8 @@ def _ensure_job(store, rank, size, timeout, default_group):
         return _job
 
 
-def _ferry_ranks(store, group_rank, group_size, global_ranks, job):
+def _ferry_ranks(store: dist.Store, group_rank: int, group_size: int,
+                 global_ranks: Sequence[int], job: _Job) -> list[int]:
     """The ferry rank of each member, by group rank."""
     if job.from_world:
         return list(global_ranks) if global_ranks else list(range(group_size))
@@ -444,7 +462,8 @@ def _ferry_ranks(store, group_rank, group_size, global_ranks, job):
     return [int(_get(store, f"ferry/rank/{r}")) for r in range(group_size)]
 
 
-def _create(opts, pg_options=None):
+def _create(opts: Any, pg_options: object = None) -> ProcessGroupFerry:
+    # opts: torch's _DistributedBackendOptions, or _Options below.
     """torch's creator (extended API): a ProcessGroupFerry for the group."""
     del pg_options
     store, rank, size = opts.store, opts.group_rank, opts.group_size
@@ -472,7 +491,8 @@ def _create(opts, pg_options=None):
 _PG_BASE = getattr(_c10d, "Backend", None) or _c10d.ProcessGroup
 
 
-def _seconds(op_timeout, default):
+def _seconds(op_timeout: datetime.timedelta | None,
+             default: float) -> float:
     if op_timeout is not None:
         s = op_timeout.total_seconds()
         if s > 0:
@@ -480,11 +500,13 @@ def _seconds(op_timeout, default):
     return default
 
 
-class ProcessGroupFerry(_PG_BASE):
+# (A base chosen at run time: Any to type checkers.)
+class ProcessGroupFerry(_PG_BASE):  # type: ignore[misc,valid-type]
     """A torch ProcessGroup whose ops are ferry's collectives on ferry's
     group ``handle`` of the ferry ranks ``ranks`` (by group rank)."""
 
-    def __init__(self, rank, size, handle, ranks, timeout):
+    def __init__(self, rank: int, size: int, handle: _ferry.Group,
+                 ranks: Iterable[int], timeout: datetime.timedelta) -> None:
         super().__init__(rank, size)
         self._handle = handle
         self._ranks = list(ranks)
@@ -495,21 +517,22 @@ class ProcessGroupFerry(_PG_BASE):
 
     # -- identity --
 
-    def getBackendName(self):
+    def getBackendName(self) -> str:
         return BACKEND
 
-    def name(self):
+    def name(self) -> str:
         return BACKEND
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"ProcessGroupFerry(rank={self.rank()}, size={self.size()})"
 
     # -- helpers --
 
-    def _t(self, opts):
+    def _t(self, opts: Any) -> float:
         return _seconds(getattr(opts, "timeout", None), self._timeout)
 
-    def _run(self, what, result, start):
+    def _run(self, what: str, result: Any,
+             start: Callable[[], list[_ferry.Work]]) -> _c10d.Work:
         """``start()`` -> ferry op handles (started, async); the torch Work
         once they are all done. Called by the ProcessGroup methods only."""
         op = _Op(f"{what} on rank {self.rank()}", result)
@@ -524,7 +547,7 @@ class ProcessGroupFerry(_PG_BASE):
         return _work(op, 2)
 
     @staticmethod
-    def _check(tensors, what):
+    def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
         for t in tensors:
             if t.device.type != "cpu":
                 raise RuntimeError(
@@ -536,7 +559,9 @@ class ProcessGroupFerry(_PG_BASE):
 
     # -- collectives --
 
-    def allreduce(self, tensors, opts=None):
+    def allreduce(self, tensors: list[torch.Tensor] | torch.Tensor,
+                  opts: dist.AllreduceOptions | dist.ReduceOp | None = None
+                  ) -> _c10d.Work:
         if opts is None or isinstance(opts, dist.ReduceOp):
             # allreduce(tensors) and allreduce(tensors, op) as torch has.
             o = dist.AllreduceOptions()
@@ -554,7 +579,8 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.all_reduce(self._handle, x, red, t, True, "torch")
             for x in tensors])
 
-    def _sparse_allreduce(self, tensors, red, t):
+    def _sparse_allreduce(self, tensors: list[torch.Tensor], red: str,
+                          t: float) -> _c10d.Work:
         """Sparse COO tensors, summed (as gloo does: every rank's indices
         and values gathered, uneven, then added up), in place. Runs before
         it returns."""
@@ -577,7 +603,9 @@ class ProcessGroupFerry(_PG_BASE):
             raise _torch_error(e, what) from None
         return _work(op.done_now(), 2)
 
-    def allreduce_coalesced(self, tensors, opts=None):
+    def allreduce_coalesced(
+            self, tensors: list[torch.Tensor],
+            opts: dist.AllreduceCoalescedOptions | None = None) -> _c10d.Work:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
         self._check(tensors, "allreduce_coalesced")
         red = _reduce_op(opts.reduceOp)
@@ -586,27 +614,35 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.all_reduce(self._handle, x, red, t, True, "torch")
             for x in tensors])
 
-    def broadcast(self, tensors, opts=None):
+    def broadcast(self, tensors: list[torch.Tensor] | torch.Tensor,
+                  opts: dist.BroadcastOptions | None = None) -> _c10d.Work:
         opts = opts if opts is not None else dist.BroadcastOptions()
         if isinstance(tensors, torch.Tensor):
             tensors = [tensors]
         self._check(tensors, "broadcast")
         t = self._t(opts)
         return self._run("broadcast", tensors, lambda: [
-            _ferry.broadcast(self._handle, x, opts.rootRank, t, True, "torch")
+            # (opts is not None here: mypy does not narrow into lambdas.)
+            _ferry.broadcast(self._handle, x,
+                             opts.rootRank,  # type: ignore[union-attr]
+                             t, True, "torch")
             for x in tensors])
 
-    def reduce(self, tensors, opts=None):
+    def reduce(self, tensors: list[torch.Tensor],
+               opts: dist.ReduceOptions | None = None) -> _c10d.Work:
         opts = opts if opts is not None else dist.ReduceOptions()
         self._check(tensors, "reduce")
         red = _reduce_op(opts.reduceOp)
         t = self._t(opts)
         return self._run("reduce", tensors, lambda: [
-            _ferry.reduce(self._handle, x, opts.rootRank, red, t, True,
-                          "torch")
+            _ferry.reduce(self._handle, x,
+                          opts.rootRank,  # type: ignore[union-attr]
+                          red, t, True, "torch")
             for x in tensors])
 
-    def allgather(self, output_tensors, input_tensors, opts=None):
+    def allgather(self, output_tensors: list[list[torch.Tensor]],
+                  input_tensors: list[torch.Tensor],
+                  opts: _c10d.AllGatherOptions | None = None) -> _c10d.Work:
         t = self._t(opts)
         for outs in output_tensors:
             self._check(outs, "allgather")
@@ -615,7 +651,9 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.all_gather(self._handle, x, outs, t, True, "torch")
             for x, outs in zip(input_tensors, output_tensors)])
 
-    def _allgather_base(self, output, input, opts=None):
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor,
+                        opts: _c10d.AllGatherOptions | None = None
+                        ) -> _c10d.Work:
         t = self._t(opts)
         self._check([output, input], "_allgather_base")
         if output.numel() != input.numel() * self.size():
@@ -629,7 +667,10 @@ class ProcessGroupFerry(_PG_BASE):
         return self._run("_allgather_base", [output], lambda: [
             _ferry.all_gather(self._handle, input, outs, t, True, "torch")])
 
-    def allgather_coalesced(self, output_lists, input_list, opts=None):
+    def allgather_coalesced(self, output_lists: list[list[torch.Tensor]],
+                            input_list: list[torch.Tensor],
+                            opts: _c10d.AllGatherOptions | None = None
+                            ) -> _c10d.Work:
         t = self._t(opts)
         self._check(input_list, "allgather_coalesced")
         return self._run("allgather_coalesced", output_lists, lambda: [
@@ -638,7 +679,9 @@ class ProcessGroupFerry(_PG_BASE):
                               t, True, "torch")
             for j, x in enumerate(input_list)])
 
-    def gather(self, output_tensors, input_tensors, opts=None):
+    def gather(self, output_tensors: list[list[torch.Tensor]],
+               input_tensors: list[torch.Tensor],
+               opts: dist.GatherOptions | None = None) -> _c10d.Work:
         opts = opts if opts is not None else dist.GatherOptions()
         t = self._t(opts)
         root = opts.rootRank
@@ -649,7 +692,9 @@ class ProcessGroupFerry(_PG_BASE):
                           root, t, True, "torch")
             for i, x in enumerate(input_tensors)])
 
-    def scatter(self, output_tensors, input_tensors, opts=None):
+    def scatter(self, output_tensors: list[torch.Tensor],
+                input_tensors: list[list[torch.Tensor]],
+                opts: dist.ScatterOptions | None = None) -> _c10d.Work:
         opts = opts if opts is not None else dist.ScatterOptions()
         t = self._t(opts)
         root = opts.rootRank
@@ -661,7 +706,10 @@ class ProcessGroupFerry(_PG_BASE):
                            "torch")
             for i, out in enumerate(output_tensors)])
 
-    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+    def reduce_scatter(self, output_tensors: list[torch.Tensor],
+                       input_tensors: list[list[torch.Tensor]],
+                       opts: dist.ReduceScatterOptions | None = None
+                       ) -> _c10d.Work:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         t = self._t(opts)
         red = _reduce_op(opts.reduceOp)
@@ -671,7 +719,9 @@ class ProcessGroupFerry(_PG_BASE):
                                   "torch")
             for out, ins in zip(output_tensors, input_tensors)])
 
-    def _reduce_scatter_base(self, output, input, opts=None):
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor,
+                             opts: dist.ReduceScatterOptions | None = None
+                             ) -> _c10d.Work:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         t = self._t(opts)
         red = _reduce_op(opts.reduceOp)
@@ -681,7 +731,9 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.reduce_scatter(self._handle, output, ins, red, t, True,
                                   "torch")])
 
-    def alltoall(self, output_tensors, input_tensors, opts=None):
+    def alltoall(self, output_tensors: list[torch.Tensor],
+                 input_tensors: list[torch.Tensor],
+                 opts: dist.AllToAllOptions | None = None) -> _c10d.Work:
         t = self._t(opts)
         self._check(output_tensors, "alltoall")
         self._check(input_tensors, "alltoall")
@@ -689,8 +741,11 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.all_to_all(self._handle, input_tensors, output_tensors, t,
                               True, "torch")])
 
-    def alltoall_base(self, output, input, output_split_sizes,
-                      input_split_sizes, opts=None):
+    def alltoall_base(self, output: torch.Tensor, input: torch.Tensor,
+                      output_split_sizes: list[int] | None,
+                      input_split_sizes: list[int] | None,
+                      opts: dist.AllToAllOptions | None = None
+                      ) -> _c10d.Work:
         t = self._t(opts)
         self._check([output, input], "alltoall_base")
         out_splits = list(output_split_sizes or [])
@@ -705,28 +760,32 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.all_to_all_single(self._handle, input, output, out_splits,
                                      in_splits, t, True, "torch")])
 
-    def barrier(self, opts=None):
+    def barrier(self, opts: dist.BarrierOptions | None = None
+                ) -> _c10d.Work:
         t = self._t(opts)
         return self._run("barrier", [], lambda: [
             _ferry.barrier(self._handle, t, True)])
 
     # -- point-to-point --
 
-    def send(self, tensors, dst, tag):
+    def send(self, tensors: list[torch.Tensor], dst: int,
+             tag: int) -> _c10d.Work:
         self._check(tensors, "send")
         return self._run(f"send to rank {dst} with tag {tag}", tensors,
                          lambda: [_ferry.send(self._handle, x, dst, tag,
                                               self._timeout, True, "torch")
                                   for x in tensors])
 
-    def recv(self, tensors, src, tag):
+    def recv(self, tensors: list[torch.Tensor], src: int,
+             tag: int) -> _c10d.Work:
         self._check(tensors, "recv")
         return self._run(f"recv from rank {src} with tag {tag}", tensors,
                          lambda: [_ferry.recv(self._handle, x, src, tag,
                                               self._timeout, True, "torch")
                                   for x in tensors])
 
-    def recv_anysource(self, tensors, tag):
+    def recv_anysource(self, tensors: list[torch.Tensor],
+                       tag: int) -> _c10d.Work:
         self._check(tensors, "recv_anysource")
         return self._run(f"recv from any rank with tag {tag}", tensors,
                          lambda: [_ferry.recv(self._handle, x, -1, tag,
@@ -734,27 +793,27 @@ class ProcessGroupFerry(_PG_BASE):
                                   for x in tensors])
 
     # batch_isend_irecv's brackets: each op runs on its own.
-    def _start_coalescing(self):
+    def _start_coalescing(self) -> None:
         pass
 
-    def _end_coalescing(self, reqs):
+    def _end_coalescing(self, reqs: object) -> None:
         pass
 
 
-def master():
+def master() -> str:
     """The address of the ferry job's master (rank 0's worker): what
     ``ferryctl --master=`` and ``ferry.connect`` take (with the token the
     workers were given: ``configure(token_file=...)``)."""
     return _rpc._current().master_address
 
 
-def _register():
+def _register() -> None:
     if BACKEND.upper() in dist.Backend._plugins:
         return
     try:
         if _PG_BASE is not _c10d.ProcessGroup:  # torch 2.x: CPU tensors.
             dist.Backend.register_backend(BACKEND, _create, extended_api=True,
-                                          devices=["cpu"])
+                                          devices=["cpu"])  # type: ignore[call-arg]
         else:
             dist.Backend.register_backend(BACKEND, _create, extended_api=True)
     except TypeError:  # A torch without the extended API.
@@ -764,10 +823,11 @@ def _register():
 
 
 class _Options:
-    def __init__(self, store, rank, size, timeout):
+    def __init__(self, store: dist.Store, rank: int, size: int,
+                 timeout: datetime.timedelta) -> None:
         self.store, self.group_rank, self.group_size = store, rank, size
         self.timeout = timeout
-        self.global_ranks_in_group = []
+        self.global_ranks_in_group: list[int] = []
         self.group_id = ""
 
 

@@ -25,8 +25,11 @@ Every wait is bounded by the store's timeout (``set_timeout``, or the
 process group's).
 """
 
+from __future__ import annotations
+
 import datetime
 import os
+from typing import Any, Iterator
 from urllib.parse import parse_qs, urlparse
 
 import torch.distributed as dist
@@ -35,11 +38,12 @@ from . import _ferry
 
 __all__ = ["FerryStore"]
 
-_alive = []  # torch's C++ keeps only the C++ half of a Python store.
+# torch's C++ keeps only the C++ half of a Python store.
+_alive: list[FerryStore] = []
 
 
-def _options(query, timeout):
-    o = {k: v[-1] for k, v in parse_qs(query).items()}
+def _options(query: str, timeout: datetime.timedelta) -> dict[str, Any]:
+    o: dict[str, Any] = {k: v[-1] for k, v in parse_qs(query).items()}
     for key in ("token_file", "etcd_ca", "etcd_cert", "etcd_key",
                 "etcd_user"):
         o.setdefault(key, os.environ.get(f"FERRY_{key.upper()}"))
@@ -56,7 +60,9 @@ class FerryStore(dist.Store):
     """A torch Store kept by ferry: ``FerryStore("ferry://HOST:PORT")`` or
     ``FerryStore("etcd://HOST:PORT[,...]/JOB")`` (see the module)."""
 
-    def __init__(self, url, timeout=datetime.timedelta(minutes=5)):
+    def __init__(self, url: str,
+                 timeout: datetime.timedelta = datetime.timedelta(minutes=5)
+                 ) -> None:
         super().__init__()
         self._timeout = timeout
         parsed = urlparse(url)
@@ -74,46 +80,50 @@ class FerryStore(dist.Store):
                              "URL")
         _alive.append(self)
 
-    def _k(self, key):
+    def _k(self, key: str) -> str:
         return self._prefix + key
 
-    def _wait(self):
+    def _wait(self) -> float:
         return self._timeout.total_seconds()
 
-    def set(self, key, value):
+    def set(self, key: str, value: str | bytes) -> None:
         if isinstance(value, str):
             value = value.encode()
         self._store.set(self._k(key), bytes(value))
 
-    def get(self, key):
+    def get(self, key: str) -> bytes:
         return self._store.get(self._k(key), self._wait())
 
-    def add(self, key, amount):
+    def add(self, key: str, amount: int) -> int:
         return self._store.add(self._k(key), int(amount))
 
-    def compare_set(self, key, expected, desired):
+    def compare_set(self, key: str, expected: str | bytes,
+                    desired: str | bytes) -> bytes:
         as_bytes = lambda v: v.encode() if isinstance(v, str) else bytes(v)
         return self._store.compare_set(self._k(key), as_bytes(expected),
                                        as_bytes(desired))
 
-    def delete_key(self, key):
+    def delete_key(self, key: str) -> bool:
         return self._store.delete(self._k(key))
 
-    def check(self, keys):
+    def check(self, keys: list[str]) -> bool:
         return self._store.check([self._k(k) for k in keys])
 
-    def wait(self, keys, timeout=None):
+    def wait(self, keys: list[str],
+             timeout: datetime.timedelta | None = None) -> None:
         seconds = self._wait() if timeout is None else timeout.total_seconds()
         self._store.wait([self._k(k) for k in keys], seconds)
 
-    def num_keys(self):
+    def num_keys(self) -> int:
         return self._store.num_keys()
 
-    def set_timeout(self, timeout):
+    def set_timeout(self, timeout: datetime.timedelta) -> None:
         self._timeout = timeout
 
 
-def _handler(url, timeout=datetime.timedelta(minutes=5), **kwargs):
+def _handler(url: str,
+             timeout: datetime.timedelta = datetime.timedelta(minutes=5),
+             **kwargs: Any) -> Iterator[tuple[FerryStore, int, int]]:
     """torch's rendezvous handler for ferry:// and etcd:// URLs (rank and
     world_size in the query, as torch adds them)."""
     del kwargs
