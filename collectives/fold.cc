@@ -1,6 +1,7 @@
 #include "collectives/fold.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -35,6 +36,23 @@ bool Fold::Write(uint64_t offset, const char* bytes, uint64_t n) {
 }
 
 void Fold::Apply(uint64_t offset, const char* theirs, int64_t count) {
+  const size_t item = mine_.itemsize();
+  // Received bytes lie wherever the transport cut its slices: a typed read
+  // of them needs an aligned copy first (the reductions load elements).
+  if (reinterpret_cast<uintptr_t>(theirs) % std::min<size_t>(item, 8) != 0) {
+    alignas(16) char aligned[kBounceBytes];
+    const int64_t per = static_cast<int64_t>(kBounceBytes / item);
+    while (count > 0) {
+      const int64_t n = std::min(count, per);
+      std::memcpy(aligned, theirs, static_cast<size_t>(n) * item);
+      ReduceTo(reduce_, mine_.dtype(), out_ + offset, mine_.data() + offset,
+               aligned, n);
+      offset += static_cast<uint64_t>(n) * item;
+      theirs += static_cast<size_t>(n) * item;
+      count -= n;
+    }
+    return;
+  }
   ReduceTo(reduce_, mine_.dtype(), out_ + offset, mine_.data() + offset, theirs,
            count);
 }

@@ -41,13 +41,15 @@ class Fold : public LandingWriter {
   bool done() const { return next_ == mine_.nbytes() && carried_ == 0; }
 
  private:
+  // Misaligned received bytes are reduced through a buffer of this size.
+  static constexpr size_t kBounceBytes = 4096;
   void Apply(uint64_t offset, const char* theirs, int64_t count);
 
   const ReduceOp reduce_;
   const Tensor mine_;  // Kept alive while bytes may arrive.
   char* const out_;
   uint64_t next_ = 0;  // The next byte expected.
-  char carry_[kMaxItem];
+  alignas(16) char carry_[kMaxItem];
   size_t carried_ = 0;
 };
 

@@ -61,6 +61,23 @@ TEST(FoldTest, RangesCutAnywhereGiveTheWholeReduction) {
   }
 }
 
+// The transport's slices start anywhere: bytes at an odd address, more
+// of them than one bounce buffer holds.
+TEST(FoldTest, MisalignedBytesAreFolded) {
+  for (DType dtype :
+       {DType::kInt16, DType::kFloat32, DType::kFloat64, DType::kComplex128}) {
+    const Tensor mine = Sample(dtype, {3001}, 4);
+    const Tensor theirs = Sample(dtype, {3001}, 9);
+    std::vector<char> odd(theirs.nbytes() + 1);
+    std::memcpy(odd.data() + 1, theirs.data(), theirs.nbytes());
+    std::vector<char> out(mine.nbytes());
+    Fold fold(ReduceOp::kSum, mine, out.data());
+    ASSERT_TRUE(fold.Write(0, odd.data() + 1, theirs.nbytes()));
+    EXPECT_TRUE(fold.done());
+    EXPECT_EQ(out, Reference(ReduceOp::kSum, mine, theirs)) << DTypeName(dtype);
+  }
+}
+
 TEST(FoldTest, InPlaceReadsEachElementBeforeWritingIt) {
   std::mt19937 rng(11);
   for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kComplex128,
