@@ -89,8 +89,13 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
                             .ttl_ms = agent->limits().mailbox_ttl_ms,
                             .authenticator = &agent->authenticator(),
                             .open_streams = agent->open_streams()})),
-      recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}) {
-}
+      recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}),
+      votes_(std::make_unique<VoteBook>(
+          &agent->timers(), agent->world_size(), [agent](int rank) {
+            return agent->membership()
+                .DownReason(WorkerNode(rank))
+                .has_value();
+          })) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
 
@@ -176,6 +181,10 @@ void CollectiveContext::Began(const std::string& key, std::string label,
   mailbox_.Begin(key);
   if (stopping) {
     mailbox_.Abort(key, Stopping()).IgnoreError();
+    return;
+  }
+  if (std::optional<absl::Status> revoked = Revoked(GroupOfOp(key))) {
+    mailbox_.Abort(key, *revoked).IgnoreError();
     return;
   }
   // A member already known dead fails the op at once, as a death during
@@ -273,6 +282,47 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
   exchange_->FailNode(node, reason);
   for (const auto& [key, status] : aborts)
     mailbox_.Abort(key, status).IgnoreError();
+  votes_->Recheck();
+}
+
+absl::StatusOr<KeyValueStore*> CollectiveContext::Arbiter() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (arbiter_ != nullptr) return arbiter_.get();
+  }
+  // Not under mu_: opening etcd's connects. Racing first uses each open
+  // one; the first kept wins.
+  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KeyValueStore> store,
+                         agent_->membership_backend().OpenStore());
+  absl::MutexLock lock(&mu_);
+  if (arbiter_ == nullptr) arbiter_ = std::move(store);
+  return arbiter_.get();
+}
+
+bool CollectiveContext::Revoke(const std::string& group, absl::Status why) {
+  std::vector<std::string> running;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!revoked_.emplace(group, why).second) return false;
+    revoked_order_.push_back(group);
+    if (revoked_order_.size() > kMaxRevoked) {
+      revoked_.erase(revoked_order_.front());
+      revoked_order_.pop_front();
+    }
+    for (const auto& [key, op] : running_) {
+      if (GroupOfOp(key) == group) running.push_back(key);
+    }
+  }
+  for (const std::string& key : running) mailbox_.Abort(key, why).IgnoreError();
+  return true;
+}
+
+std::optional<absl::Status> CollectiveContext::Revoked(
+    const std::string& group) const {
+  absl::MutexLock lock(&mu_);
+  auto it = revoked_.find(group);
+  if (it == revoked_.end()) return std::nullopt;
+  return it->second;
 }
 
 void CollectiveContext::ExpireStale() {
@@ -306,6 +356,7 @@ void CollectiveContext::Stop() {
     sweep_ = 0;
   }
   if (sweep != 0) agent_->timers().Cancel(sweep);
+  votes_->Stop();
   // Ops still waiting end now instead of at their deadline.
   for (const std::string& key : running)
     mailbox_.Abort(key, Stopping()).IgnoreError();

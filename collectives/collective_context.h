@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,11 @@
 #include "collectives/flight_recorder.h"
 #include "collectives/mailbox.h"
 #include "collectives/process_group.h"
+#include "collectives/vote_book.h"
 #include "rpc/agent.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/timers.h"
+#include "rpc/membership/store_client.h"
 
 namespace ferry {
 
@@ -90,6 +93,23 @@ class CollectiveContext final
   // Whether this worker began op `key` (recently).
   bool Joined(const std::string& key) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // ---- Elastic groups (elastic.h) ----
+  // The votes of this worker's agreements.
+  VoteBook& votes() { return *votes_; }
+  // The job's store, which decides each agreement once (opened at the
+  // first use; the membership backend's, membership_backend.h).
+  absl::StatusOr<KeyValueStore*> Arbiter() ABSL_LOCKS_EXCLUDED(mu_);
+  // Group `group` (a group name, op_key.h) was revoked, `why` (ABORTED,
+  // naming who and why): its running ops fail with it now, and every op
+  // that begins later at once. False if it was revoked already (the
+  // first reason stays). At most kMaxRevoked groups are remembered.
+  bool Revoke(const std::string& group, absl::Status why)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Why group `group` was revoked, if it was.
+  std::optional<absl::Status> Revoked(const std::string& group) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr size_t kMaxRevoked = 4096;
+
   // Drops what outlived --mailbox_ttl_ms: messages of ops that never
   // began here, and messages still arriving. Runs periodically by itself.
   void ExpireStale();
@@ -137,6 +157,12 @@ class CollectiveContext final
   // Ops begun here (recently): key → op name.
   absl::flat_hash_map<std::string, std::string> joined_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<VoteBook> votes_;
+  std::unique_ptr<KeyValueStore> arbiter_ ABSL_GUARDED_BY(mu_);
+  // Revoked groups → why; the order they came in, to forget the oldest.
+  absl::flat_hash_map<std::string, absl::Status> revoked_
+      ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> revoked_order_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
   Timers::TimerId sweep_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -156,6 +156,10 @@ absl::Status CheckPointToPoint(absl::string_view key, int step, int src,
 
 std::string WorldGroupName() { return "world"; }
 
+std::string GroupOfOp(absl::string_view key) {
+  return std::string(key.substr(0, key.find('/')));
+}
+
 std::string NewGroupName(const std::vector<int>& ranks, int n) {
   return absl::StrCat("g", absl::StrJoin(ranks, ","), "#", n);
 }

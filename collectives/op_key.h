@@ -75,6 +75,10 @@ absl::StatusOr<std::string> TaggedOpKey(absl::string_view group,
 std::string PointToPointKey(absl::string_view group, int src, int dst,
                             int64_t tag, uint64_t sequence, uint64_t epoch);
 
+// The group name of op `key`: what comes before its first "/" (all of it
+// if none).
+std::string GroupOfOp(absl::string_view key);
+
 // The members of op `key`'s group (global ranks, in group order) in a job
 // of `world_size` ranks. INVALID_ARGUMENT if `key` is no op key of such a
 // job (unknown form, a rank out of range or twice, a bad SEQ or TAG).

@@ -56,6 +56,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     uint64_t sequence = 0;
   };
   OpNumber NextOp() ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for the group's agreements (elastic.h), counted apart: after
+  // a death or a revoke, members may have begun different numbers of ops,
+  // but they agree and shrink in the same order.
+  OpNumber NextAgreement() ABSL_LOCKS_EXCLUDED(mu_);
 
   // This rank's point-to-point bookkeeping in the group (p2p.h).
   P2pBook& p2p() { return p2p_; }
@@ -65,8 +69,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::string name_;
   const std::vector<int> members_;
   const int rank_;
+  OpNumber Next(bool agreement) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::Mutex mu_;
   OpNumber next_ ABSL_GUARDED_BY(mu_);
+  OpNumber next_agreement_ ABSL_GUARDED_BY(mu_);
   P2pBook p2p_;
 };
 

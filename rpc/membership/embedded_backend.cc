@@ -118,4 +118,8 @@ void EmbeddedBackend::Stop() {
   if (c != nullptr) c->Stop();
 }
 
+absl::StatusOr<std::unique_ptr<KeyValueStore>> EmbeddedBackend::OpenStore() {
+  return MasterStoreOver(options_.master, options_.master_address);
+}
+
 }  // namespace ferry

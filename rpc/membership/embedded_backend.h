@@ -52,6 +52,8 @@ class EmbeddedBackend final : public MembershipBackend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
+  // The master's store, over the membership channel.
+  absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() override;
 
   bool rank0_is_master() const override { return true; }
   bool rank_is_assignable() const override { return false; }

@@ -849,4 +849,8 @@ void EtcdBackend::Stop() {
   etcd_->Stop();
 }
 
+absl::StatusOr<std::unique_ptr<KeyValueStore>> EtcdBackend::OpenStore() {
+  return ConnectEtcdStore(options_.etcd, options_.job);
+}
+
 }  // namespace ferry

@@ -78,6 +78,8 @@ class EtcdBackend final : public MembershipBackend {
   absl::Status Leave(absl::Duration timeout) override ABSL_LOCKS_EXCLUDED(mu_);
   void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The job's store in etcd (store_client.h's ConnectEtcdStore).
+  absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() override;
   bool rank0_is_master() const override { return false; }
   bool rank_is_assignable() const override { return true; }
   std::string description() const override;

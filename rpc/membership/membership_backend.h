@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/membership/store_client.h"
 #include "rpc/node_key.h"
 
 namespace ferry {
@@ -129,6 +131,15 @@ class MembershipBackend {
   // Tells the others this node leaves (peers see "left", not "died"),
   // then Stop()s.
   virtual absl::Status Leave(absl::Duration timeout) = 0;
+
+  // The job's key-value store (store_client.h): the master's, or etcd's.
+  // Where something must be decided once for the whole job, whoever asks
+  // (collectives/agreements.h: its CompareSet picks one proposal), this
+  // is the arbiter. INVALID_ARGUMENT where the backend keeps none.
+  virtual absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() {
+    return absl::InvalidArgumentError(
+        absl::StrCat(description(), " keeps no store"));
+  }
 
   // Stops keeping this node alive and following; bounded; idempotent.
   // After it returns no callback runs.

@@ -23,12 +23,22 @@ namespace {
 
 class MasterStore final : public KeyValueStore {
  public:
-  MasterStore(std::string master, std::shared_ptr<const Security> security,
+  // `security`: null where `channel` adds the secrets itself.
+  MasterStore(std::string master, std::shared_ptr<grpc::Channel> channel,
+              std::shared_ptr<const Security> security,
               StoreClientOptions options)
       : master_(std::move(master)),
         options_(options),
         security_(std::move(security)),
-        stub_(proto::Store::NewStub(Channel(master_, *security_))) {}
+        stub_(proto::Store::NewStub(std::move(channel))) {}
+
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& target,
+                                                const Security& security) {
+    grpc::ChannelArguments args;
+    security.ConfigureChannel(&args);
+    return grpc::CreateCustomChannel(target, security.ChannelCredentials(),
+                                     args);
+  }
 
   absl::Status Set(const std::string& key, const std::string& value) override {
     proto::StoreSetRequest req;
@@ -115,7 +125,8 @@ class MasterStore final : public KeyValueStore {
     ctx.set_deadline(
         absl::ToChronoTime(absl::Now() + wait + options_.call_timeout));
     // The job's token, where it may be sent (TLS, loopback, unix socket).
-    if (security_->has_token() && security_->MaySendSecrets(master_)) {
+    if (security_ != nullptr && security_->has_token() &&
+        security_->MaySendSecrets(master_)) {
       ctx.AddMetadata("authorization", "Bearer " + security_->token());
     }
     grpc::Status s = ((*stub_).*method)(&ctx, req, resp);
@@ -123,14 +134,6 @@ class MasterStore final : public KeyValueStore {
     absl::Status status = FromGrpcStatus(s);
     return absl::Status(status.code(), absl::StrCat("store at ", master_, ": ",
                                                     status.message()));
-  }
-
-  static std::shared_ptr<grpc::Channel> Channel(const std::string& target,
-                                                const Security& security) {
-    grpc::ChannelArguments args;
-    security.ConfigureChannel(&args);
-    return grpc::CreateCustomChannel(target, security.ChannelCredentials(),
-                                     args);
   }
 
   const std::string master_;
@@ -288,8 +291,17 @@ absl::StatusOr<std::unique_ptr<KeyValueStore>> ConnectMasterStore(
   if (master.empty()) {
     return absl::InvalidArgumentError("store: no master address");
   }
+  std::shared_ptr<grpc::Channel> channel =
+      MasterStore::Channel(master, *security);
+  return std::unique_ptr<KeyValueStore>(new MasterStore(
+      master, std::move(channel), std::move(security), options));
+}
+
+std::unique_ptr<KeyValueStore> MasterStoreOver(
+    std::shared_ptr<grpc::Channel> channel, const std::string& master,
+    StoreClientOptions options) {
   return std::unique_ptr<KeyValueStore>(
-      new MasterStore(master, std::move(security), options));
+      new MasterStore(master, std::move(channel), nullptr, options));
 }
 
 absl::StatusOr<std::unique_ptr<KeyValueStore>> ConnectEtcdStore(

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/channel.h"
 #include "rpc/membership/etcd/etcd_options.h"
 #include "rpc/security.h"
 
@@ -66,6 +67,12 @@ struct StoreClientOptions {
 // the first call.
 absl::StatusOr<std::unique_ptr<KeyValueStore>> ConnectMasterStore(
     const std::string& master, std::shared_ptr<const Security> security,
+    StoreClientOptions options = {});
+
+// The same over `channel`, already open to the master at `master` (a
+// worker's membership channel, carrying its credential).
+std::unique_ptr<KeyValueStore> MasterStoreOver(
+    std::shared_ptr<grpc::Channel> channel, const std::string& master,
     StoreClientOptions options = {});
 
 // A store in etcd under "/ferry/<job>/store/" (`job` as ferry's etcd

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "collectives/elastic.h"
 #include "collectives/service.h"
 #include "rpc/base/status_util.h"
 
@@ -28,6 +29,7 @@ WorkerImpl::WorkerImpl(WorkerConfig options)
       collectives_(CollectiveContext::ForWorker(&agent_, options.collectives)) {
   // A fixed, valid name that nothing else registers.
   RegisterCollectiveFunctions(collectives_).IgnoreError();
+  RegisterElasticFunctions(collectives_).IgnoreError();
   if (options.rank == 0 && !options.membership_backend) {
     StoreLimits limits;
     limits.max_waits = options.limits.max_held_calls;

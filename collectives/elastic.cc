@@ -1,0 +1,277 @@
+#include "collectives/elastic.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "collectives/op_key.h"
+#include "collectives/runner.h"
+#include "rpc/membership/directory.h"
+
+namespace ferry {
+
+namespace {
+
+constexpr char kVoteFunction[] = "ferry.agree_vote";
+constexpr char kRevokeFunction[] = "ferry.revoke_group";
+constexpr size_t kMaxReason = 256;
+// Where the store keeps each agreement's decision.
+constexpr char kDecisionPrefix[] = "ferry/agree/";
+
+// A proposal and a decision, as the store keeps it: "1:0,1,3" (the AND of
+// the flags, then the members that took part).
+std::string Encode(const Agreement& a) {
+  return absl::StrCat(a.flag ? "1" : "0", ":", absl::StrJoin(a.members, ","));
+}
+
+// The decision `text` for `group`. DATA_LOSS if it is not one (the store
+// is shared with the job's programs: anything may be there).
+absl::StatusOr<Agreement> Decode(const std::string& key,
+                                 const std::string& text,
+                                 const ProcessGroup& group) {
+  auto bad = [&] {
+    return absl::DataLossError(absl::StrCat("agreement ", key, ": the store ",
+                                            "holds no decision but \"",
+                                            text.substr(0, 64), "\""));
+  };
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
+  if (parts.size() != 2 || (parts[0] != "0" && parts[0] != "1")) return bad();
+  Agreement a;
+  a.flag = parts[0] == "1";
+  // Members in group order: a subsequence of the group's.
+  size_t next = 0;
+  for (absl::string_view r : absl::StrSplit(parts[1], ',')) {
+    int rank;
+    if (!absl::SimpleAtoi(r, &rank)) return bad();
+    while (next < group.members().size() && group.members()[next] != rank) {
+      ++next;
+    }
+    if (next == group.members().size()) return bad();
+    a.members.push_back(rank);
+    ++next;
+  }
+  return a;
+}
+
+// What this worker proposes from the votes it collected.
+Agreement Proposal(const VoteBook::Votes& votes, const ProcessGroup& group) {
+  Agreement a;
+  for (int r : group.members()) {
+    auto it = votes.find(r);
+    if (it == votes.end()) continue;
+    a.flag = a.flag && it->second;
+    a.members.push_back(r);
+  }
+  return a;
+}
+
+// Proposes `mine` for agreement `key` and returns the decision: the first
+// proposal the store kept. Blocking (a store call).
+absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
+                                 const Agreement& mine) {
+  CollectiveContext& c = group.context();
+  absl::StatusOr<KeyValueStore*> store = c.Arbiter();
+  if (!store.ok()) return store.status();
+  absl::StatusOr<std::string> decided =
+      (*store)->CompareSet(kDecisionPrefix + key, "", Encode(mine));
+  if (!decided.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "agreement ", key, ": the job's store did not decide: ",
+        decided.status().message()));
+  }
+  absl::StatusOr<Agreement> a = Decode(key, *decided, group);
+  if (!a.ok()) return a.status();
+  if (std::find(a->members.begin(), a->members.end(), c.rank()) ==
+      a->members.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "agreement ", key, ": decided without ", c.agent().name(),
+        ", which the others counted gone"));
+  }
+  return a;
+}
+
+// Sends this worker's vote to every other member (failures ignored: a
+// member that cannot be reached is, or will be, known gone).
+void SendVotes(ProcessGroup& group, const std::string& key, bool flag,
+               absl::Duration timeout) {
+  RpcAgent& agent = group.context().agent();
+  for (int r = 0; r < group.size(); ++r) {
+    if (r == group.rank()) continue;
+    agent
+        .RpcAsync(absl::StrCat(group.global(r)), kVoteFunction,
+                  {Value(key), Value(flag)}, {.timeout = timeout})
+        .Then([](const absl::StatusOr<Value>&) {});
+  }
+}
+
+}  // namespace
+
+Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
+                             const CollectiveOptions& options) {
+  // Named by the group's agreement count, not its op sequence (which
+  // members that began different ops before a revoke no longer share).
+  CollectiveOptions named = options;
+  if (named.tag.empty()) {
+    const ProcessGroup::OpNumber n = group.NextAgreement();
+    named.tag = absl::StrCat("agree.", n.sequence, "@", n.epoch);
+  } else {
+    named.tag = absl::StrCat("agree:", options.tag);
+  }
+  absl::StatusOr<OpSpec> spec = PrepareOp(group, "agree", named);
+  if (!spec.ok()) return Future<Agreement>::Ready(spec.status());
+  CollectiveContext& c = group.context();
+  const absl::Time deadline = c.agent().timers().clock()->Now() + spec->timeout;
+  Future<VoteBook::Votes> votes = c.votes().Collect(
+      spec->key, group.members(), c.rank(), flag, deadline);
+  SendVotes(group, spec->key, flag, spec->timeout);
+  Promise<Agreement> done;
+  std::shared_ptr<ProcessGroup> keep = group.shared_from_this();
+  votes.Then([keep, key = spec->key,
+              done](const absl::StatusOr<VoteBook::Votes>& v) mutable {
+    if (!v.ok()) {
+      done.Set(v.status());
+      return;
+    }
+    Agreement mine = Proposal(*v, *keep);
+    // The store's answer is awaited on the executor, not on the thread
+    // that completed the votes (a call handler, a timer, a listener).
+    bool queued = keep->context().agent().executor().Submit(
+        [keep, key, mine, done] { done.Set(Decide(*keep, key, mine)); });
+    if (!queued) {
+      done.Set(absl::UnavailableError(
+          absl::StrCat("agreement ", key, ": this worker is stopping")));
+    }
+  });
+  return done.future();
+}
+
+absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
+                                const CollectiveOptions& options) {
+  // Bounded by the op's deadline inside (the votes' timer, the store's
+  // call timeout); the wait here only backs them up.
+  return AgreeAsync(group, flag, options).Wait(absl::InfiniteDuration());
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
+    ProcessGroup& group, const CollectiveOptions& options) {
+  absl::StatusOr<Agreement> live = Agree(group, true, options);
+  if (!live.ok()) return live.status();
+  // Every survivor names it alike: the same members, and the same count of
+  // groups of them made before (SPMD), as NewGroup needs.
+  return group.context().NewGroup(live->members);
+}
+
+namespace {
+
+// "group G was revoked by W (rank r): reason", relayed by `via` if not W.
+absl::Status RevokedStatus(const std::string& group, const std::string& by,
+                           int rank, const std::string& via,
+                           const std::string& reason) {
+  std::string relayed = via.empty() || via == by
+                            ? std::string()
+                            : absl::StrCat(", relayed by ", via);
+  return absl::AbortedError(absl::StrCat("group ", group, " was revoked by ",
+                                         by, " (rank ", rank, relayed,
+                                         "): ", reason));
+}
+
+// Tells every member of `members` but this worker and `skip` that `group`
+// was revoked by global rank `by` for `reason`.
+void TellRevoked(CollectiveContext& c, const std::string& group,
+                 const std::vector<int>& members, int skip, int by,
+                 const std::string& reason) {
+  for (int r : members) {
+    if (r == c.rank() || r == skip) continue;
+    c.agent()
+        .RpcAsync(absl::StrCat(r), kRevokeFunction,
+                  {Value(group), Value(static_cast<int64_t>(by)),
+                   Value(reason)})
+        .Then([](const absl::StatusOr<Value>&) {});
+  }
+}
+
+}  // namespace
+
+absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
+  if (reason.size() > kMaxReason) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("revoke: reason of ", reason.size(), " bytes (at most ",
+                     kMaxReason, ")"));
+  }
+  CollectiveContext& c = group.context();
+  const std::string& me = c.agent().name();
+  if (c.Revoke(group.name(), RevokedStatus(group.name(), me, c.rank(), me,
+                                           reason))) {
+    TellRevoked(c, group.name(), group.members(), -1, c.rank(), reason);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RegisterElasticFunctions(
+    std::shared_ptr<CollectiveContext> context) {
+  std::weak_ptr<CollectiveContext> weak = context;
+  Registry& registry = context->agent().registry();
+  absl::Status s = registry.Register(
+      kVoteFunction,
+      [weak](const CallContext& call, const std::string& key,
+             bool flag) -> absl::Status {
+        std::shared_ptr<CollectiveContext> c = weak.lock();
+        if (c == nullptr) return absl::UnavailableError("stopping");
+        if (!IsWorkerNode(call.caller_node)) {
+          return absl::PermissionDeniedError(
+              absl::StrCat(call.caller, " is no worker: only members vote"));
+        }
+        return c->votes().Vote(key, static_cast<int>(call.caller_node),
+                               c->rank(), flag);
+      },
+      {.params = {"agreement", "flag"},
+       .doc = "a member's vote in agreement `agreement` (elastic.h's Agree)",
+       .run_inline = true});
+  if (!s.ok()) return s;
+  return registry.Register(
+      kRevokeFunction,
+      [weak](const CallContext& call, const std::string& group, int64_t by,
+             const std::string& reason) -> absl::Status {
+        std::shared_ptr<CollectiveContext> c = weak.lock();
+        if (c == nullptr) return absl::UnavailableError("stopping");
+        const int world = c->agent().world_size();
+        if (!IsWorkerNode(call.caller_node)) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              call.caller, " is no worker: only members revoke a group"));
+        }
+        if (reason.size() > kMaxReason || by < 0 || by >= world) {
+          return absl::InvalidArgumentError(
+              "revoke: a reason over 256 bytes, or a rank out of range");
+        }
+        absl::StatusOr<std::vector<int>> members =
+            MembersOfOp(absl::StrCat(group, "/0"), world);
+        if (!members.ok()) return members.status();
+        const int from = static_cast<int>(call.caller_node);
+        auto member = [&](int r) {
+          return std::find(members->begin(), members->end(), r) !=
+                 members->end();
+        };
+        if (!member(from) || !member(by) || !member(c->rank())) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "revoke: ", call.caller, " may not revoke group ", group,
+              " here: the sender, the revoker and this worker must be "
+              "members"));
+        }
+        const std::string by_name = c->agent().directory().at(by).name;
+        if (c->Revoke(group, RevokedStatus(group, by_name, by, call.caller,
+                                           reason))) {
+          // Relayed once by each member: the revoker may have died while
+          // telling the others.
+          TellRevoked(*c, group, *members, from, by, reason);
+        }
+        return absl::OkStatus();
+      },
+      {.params = {"group", "by", "reason"},
+       .doc = "group `group` was revoked by rank `by` (elastic.h's Revoke)",
+       .run_inline = true});
+}
+
+}  // namespace ferry

@@ -1,0 +1,234 @@
+// Survivors go on (collectives/elastic.h), in-process on both membership
+// backends (the embedded master, and a real etcd started by the test):
+// agreement among all and among survivors, shrinking the world after a
+// death and running collectives on the result, and revoking a group with
+// ops pending on every member.
+#include "collectives/elastic.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "collectives/collectives.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/etcd_cluster.h"
+#include "tests/testing/status_matchers.h"
+#include "tools/rendezvous.h"
+#include "tools/runtime/local_job.h"
+
+namespace ferry {
+namespace {
+
+using ::ferry::testing::EtcdCluster;
+using ::ferry::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int kWorkers = 4;
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+Tensor F32(std::vector<float> v) { return Tensor::FromVector<float>(v); }
+
+enum class Backend { kEmbedded, kEtcd };
+
+class ElasticTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  static void TearDownTestSuite() { etcd_.reset(); }
+
+  void SetUp() override {
+    if (GetParam() == Backend::kEtcd) {
+      if (!EtcdCluster::Installed()) GTEST_SKIP() << EtcdCluster::SkipReason();
+      if (etcd_ == nullptr) {
+        auto started = EtcdCluster::Start();
+        ASSERT_TRUE(started.ok()) << started.status();
+        etcd_ = *std::move(started);
+      }
+    }
+    LocalJob::Options options;
+    if (GetParam() == Backend::kEtcd) {
+      const std::string job = absl::StrReplaceAll(
+          ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+          {{"/", "-"}});
+      absl::StatusOr<BackendFactory> factory = BackendFactoryFor(
+          {.url = absl::StrCat("etcd://", etcd_->endpoints(), "/", job),
+           .ttl = absl::Seconds(2)});
+      ASSERT_OK(factory.status());
+      options.configure = [factory = *factory](WorkerConfig& o) {
+        o.membership_backend = factory;
+      };
+    }
+    ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(kWorkers, options));
+  }
+
+  ProcessGroup& World(int r) { return job_->worker(r).collectives().world(); }
+
+  // fn(rank) on each of `ranks` at once; the results by rank.
+  template <typename T>
+  std::vector<T> OnRanks(const std::vector<int>& ranks,
+                         const std::function<T(int)>& fn, T none) {
+    std::vector<T> out(kWorkers, none);
+    std::vector<std::thread> threads;
+    for (int r : ranks) threads.emplace_back([&, r] { out[r] = fn(r); });
+    for (auto& t : threads) t.join();
+    return out;
+  }
+
+  // Until every worker but `rank` saw it gone.
+  void AwaitDown(int rank) {
+    const absl::Time deadline = absl::Now() + kWait;
+    for (int r = 0; r < kWorkers; ++r) {
+      if (r == rank) continue;
+      while (!job_->worker(r).rpc().membership().DownReason(rank)) {
+        ASSERT_LT(absl::Now(), deadline) << "worker" << r;
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+  }
+
+  static std::unique_ptr<EtcdCluster> etcd_;
+  std::unique_ptr<LocalJob> job_;
+};
+
+std::unique_ptr<EtcdCluster> ElasticTest::etcd_;
+
+using AgreeResult = absl::StatusOr<Agreement>;
+
+TEST_P(ElasticTest, AllAgreeOnTheAndOfTheirFlags) {
+  std::vector<AgreeResult> got = OnRanks<AgreeResult>(
+      {0, 1, 2, 3}, [&](int r) { return Agree(World(r), r != 2); },
+      absl::UnknownError("not run"));
+  for (int r = 0; r < kWorkers; ++r) {
+    ASSERT_OK(got[r].status());
+    EXPECT_FALSE(got[r]->flag);
+    EXPECT_THAT(got[r]->members, ElementsAre(0, 1, 2, 3));
+  }
+  // And again, all true: each agreement is its own.
+  got = OnRanks<AgreeResult>(
+      {0, 1, 2, 3}, [&](int r) { return Agree(World(r), true); },
+      absl::UnknownError("not run"));
+  for (int r = 0; r < kWorkers; ++r) {
+    ASSERT_OK(got[r].status());
+    EXPECT_TRUE(got[r]->flag);
+  }
+}
+
+TEST_P(ElasticTest, SurvivorsShrinkTheWorldAndGoOn) {
+  // Rank 0 hosts the embedded master: on it, another rank dies.
+  job_->worker(2).Stop();
+  AwaitDown(2);
+  const std::vector<int> live = {0, 1, 3};
+  std::vector<absl::Status> world = OnRanks<absl::Status>(
+      live, [&](int r) { return AllReduce(World(r), F32({1})).status(); },
+      absl::OkStatus());
+  for (int r : live) {
+    EXPECT_THAT(world[r], StatusIs(absl::StatusCode::kUnavailable,
+                                   HasSubstr("worker2")));
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> shrunk(kWorkers);
+  std::vector<absl::Status> made = OnRanks<absl::Status>(
+      live,
+      [&](int r) -> absl::Status {
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Shrink(World(r));
+        if (!g.ok()) return g.status();
+        shrunk[r] = *g;
+        return absl::OkStatus();
+      },
+      absl::OkStatus());
+  for (int i = 0; i < 3; ++i) {
+    const int r = live[i];
+    ASSERT_OK(made[r]);
+    EXPECT_THAT(shrunk[r]->members(), ElementsAre(0, 1, 3));
+    EXPECT_EQ(shrunk[r]->rank(), i);  // Dense, in the old order.
+  }
+  // The survivors' group works: twice, so its sequence goes on too.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<absl::Status> sums = OnRanks<absl::Status>(
+        live,
+        [&](int r) -> absl::Status {
+          absl::StatusOr<Tensor> sum =
+              AllReduce(*shrunk[r], F32({static_cast<float>(r)}));
+          if (!sum.ok()) return sum.status();
+          if (*sum != F32({4})) return absl::InternalError(sum->DebugString());
+          return absl::OkStatus();
+        },
+        absl::OkStatus());
+    for (int r : live) EXPECT_OK(sums[r]);
+  }
+}
+
+TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
+  // Ranks 1..3 start 8 all_reduces each; rank 0 never joins, so they wait.
+  std::vector<std::vector<Work<Tensor>>> pending(kWorkers);
+  for (int r = 1; r < kWorkers; ++r) {
+    for (int i = 0; i < 8; ++i) {
+      pending[r].push_back(AllReduceAsync(World(r), F32({1})));
+    }
+  }
+  ASSERT_OK(Revoke(World(0), "rank 0 gives up"));
+  for (int r = 1; r < kWorkers; ++r) {
+    for (const Work<Tensor>& w : pending[r]) {
+      EXPECT_THAT(w.Wait(kWait).status(),
+                  StatusIs(absl::StatusCode::kAborted,
+                           AllOf(HasSubstr("group world was revoked by "
+                                           "worker0 (rank 0"),
+                                 HasSubstr("rank 0 gives up"))))
+          << "worker" << r;
+    }
+  }
+  // Every later op fails at once, on every member, the revoker included.
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_THAT(Barrier(World(r)), StatusIs(absl::StatusCode::kAborted))
+        << "worker" << r;
+  }
+  // Only shrinking is left: all are alive, so all are in the new group.
+  std::vector<absl::Status> made = OnRanks<absl::Status>(
+      {0, 1, 2, 3},
+      [&](int r) -> absl::Status {
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Shrink(World(r));
+        if (!g.ok()) return g.status();
+        if ((*g)->size() != kWorkers) return absl::InternalError("size");
+        return Barrier(**g);
+      },
+      absl::OkStatus());
+  for (int r = 0; r < kWorkers; ++r) EXPECT_OK(made[r]);
+}
+
+TEST_P(ElasticTest, OnlyMembersVoteOrRevoke) {
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect());
+  EXPECT_THAT(client->rpc()
+                  .RpcSync("1", "ferry.agree_vote",
+                           {Value("world/0"), Value(true)})
+                  .status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(client->rpc()
+                  .RpcSync("1", "ferry.revoke_group",
+                           {Value("world"), Value(int64_t{0}), Value("x")})
+                  .status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // A worker revoking a group it is not in, here.
+  EXPECT_THAT(job_->worker(0)
+                  .rpc()
+                  .RpcSync("1", "ferry.revoke_group",
+                           {Value("g2,3#0"), Value(int64_t{2}), Value("x")})
+                  .status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_FALSE(job_->worker(1).collectives().Revoked("g2,3#0"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ElasticTest,
+                         ::testing::Values(Backend::kEmbedded, Backend::kEtcd),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return info.param == Backend::kEmbedded
+                                      ? "EmbeddedMaster"
+                                      : "Etcd";
+                         });
+
+}  // namespace
+}  // namespace ferry
