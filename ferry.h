@@ -23,6 +23,7 @@
 #define FERRY_FERRY_H_
 
 #include "collectives/collectives.h"  // IWYU pragma: export
+#include "collectives/elastic.h"      // IWYU pragma: export
 #include "collectives/into.h"         // IWYU pragma: export
 #include "collectives/kjt.h"          // IWYU pragma: export
 #include "collectives/p2p.h"          // IWYU pragma: export

@@ -314,6 +314,9 @@ bool CollectiveContext::Revoke(const std::string& group, absl::Status why) {
     }
   }
   for (const std::string& key : running) mailbox_.Abort(key, why).IgnoreError();
+  agent_->events().Record({.kind = "revoked",
+                           .group = group,
+                           .detail = std::string(why.message())});
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "collectives/collective_context.h"
 #include "collectives/op_key.h"
 #include "collectives/runner.h"
 #include "rpc/membership/directory.h"

@@ -32,12 +32,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/collective_context.h"
 #include "collectives/options.h"
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
 
 namespace ferry {
+
+class CollectiveContext;
 
 struct Agreement {
   // The AND of the flags of the members that took part.

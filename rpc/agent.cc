@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -182,7 +183,9 @@ RpcAgent::RpcAgent(AgentOptions options)
   churn_ = std::make_unique<ChurnLog>(
       timers_, kChurnLogInterval,
       [this](absl::string_view line) { ReportEvent("peer_down", line); });
+  events_ = std::make_unique<MembershipEvents>(timers_);
   RegisterTelemetryBuiltins();
+  RegisterEventsBuiltin();
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     OnNodeDown(node, reason);
   });
@@ -559,6 +562,15 @@ void RpcAgent::OnNodeDown(uint64_t node, const absl::Status& reason) {
   // thousand, so their departures are summarized.
   if (IsWorkerNode(node)) {
     ReportEvent("peer_down", line);
+    const int rank = static_cast<int>(node);
+    // Both backends word a graceful departure so (membership_client.cc,
+    // etcd_backend.cc).
+    events_->Record({.kind = absl::EndsWith(reason.message(), "left the job")
+                                 ? "left"
+                                 : "died",
+                     .rank = rank,
+                     .worker = NodeLabel(node),
+                     .detail = std::string(reason.message())});
   } else {
     churn_->Departed(line);
   }
@@ -573,11 +585,50 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
   if (replaced.ok() && !worker.public_key.empty()) {
     authenticator_->Admit(WorkerNode(worker.rank), worker.public_key);
   }
-  ReportEvent("peer_rejoined",
-              replaced.ok()
-                  ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
-                                    worker.address, incarnation)
-                  : std::string(replaced.message()));
+  const std::string detail =
+      replaced.ok()
+          ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
+                            worker.address, incarnation)
+          : std::string(replaced.message());
+  ReportEvent("peer_rejoined", detail);
+  if (replaced.ok()) {
+    events_->Record({.kind = "replaced",
+                     .rank = worker.rank,
+                     .worker = worker.name,
+                     .detail = detail});
+  }
+}
+
+void RpcAgent::RegisterEventsBuiltin() {
+  absl::Status s = registry_.RegisterAsync(
+      "ferry.membership_events",
+      [this](const CallContext&, std::vector<Value> args) -> Future<Value> {
+        if (args.size() != 2 || !args[0].is_int() || !args[1].is_int()) {
+          return Future<Value>::Ready(absl::InvalidArgumentError(
+              "ferry.membership_events(after: int, wait_ms: int)"));
+        }
+        // At most 30 s held: a watcher polls again.
+        const int64_t wait_ms = std::clamp<int64_t>(args[1].as_int(), 0, 30000);
+        return events_->Poll(args[0].as_int(), absl::Milliseconds(wait_ms))
+            .Map([this](const absl::StatusOr<std::vector<MembershipEvent>>&
+                            events) -> absl::StatusOr<Value> {
+              if (!events.ok()) return events.status();
+              Value::List list;
+              for (const MembershipEvent& e : *events) {
+                list.push_back(EventValue(e));
+              }
+              return Value(Value::Map{{"events", Value(std::move(list))},
+                                      {"last", events_->last()},
+                                      {"worker", options_.name}});
+            });
+      },
+      "ferry.membership_events(after: int, wait_ms: int) -> map",
+      {.doc = "this worker's membership events numbered above `after` "
+              "(deaths, departures, replacements, revocations), waiting up "
+              "to `wait_ms` (at most 30 s) for one: what `ferryctl watch` "
+              "polls",
+       .run_inline = true});
+  (void)s;  // A fixed, valid, unique name.
 }
 
 void RpcAgent::OnFenced(const absl::Status& reason) {
@@ -774,6 +825,7 @@ void RpcAgent::StopServing(const absl::Status& stopped) {
   }
   if (backend_ != nullptr) backend_->Stop();
   churn_->Stop();
+  events_->Stop();
   if (heartbeat_probe_ != nullptr) heartbeat_probe_->Stop();
   for (AgentExtension* e : extensions_) e->Stop();
   if (call_service_ != nullptr) call_service_->Abort(stopped);

@@ -44,6 +44,7 @@
 #include "rpc/caller.h"
 #include "rpc/channels.h"
 #include "rpc/churn_log.h"
+#include "rpc/membership_events.h"
 #include "rpc/heartbeat_probe.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/directory_service.h"
@@ -218,6 +219,8 @@ class RpcAgent {
   Executor& executor() { return *executor_; }
   ChannelPool& channels() { return *channels_; }
   Membership& membership() { return membership_; }
+  // Deaths, departures, replacements, revocations (membership_events.h).
+  MembershipEvents& events() { return *events_; }
   Caller& caller() { return *caller_; }
   MembershipBackend& membership_backend() { return *backend_; }
   const std::shared_ptr<const Security>& security() const { return security_; }
@@ -268,6 +271,8 @@ class RpcAgent {
   void RegisterTelemetryBuiltins();
   absl::Status StartTelemetry();
   void StartHeartbeatProbe();
+  // Registers ferry.membership_events (events_'s Poll).
+  void RegisterEventsBuiltin();
   // What ferry.stacks answers.
   Value StacksValue() const;
   // A node's name for messages: "worker2", "client3".
@@ -295,6 +300,7 @@ class RpcAgent {
   std::unique_ptr<Caller> caller_;
   // Clients' departures, at most a line per interval (rpc/churn_log.h).
   std::unique_ptr<ChurnLog> churn_;
+  std::unique_ptr<MembershipEvents> events_;
   std::unique_ptr<CallService> call_service_;
   std::unique_ptr<CallStreamService> call_stream_service_;
   std::unique_ptr<RendezvousService> rendezvous_;        // Rank 0.

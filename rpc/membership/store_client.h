@@ -23,9 +23,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "grpcpp/channel.h"
 #include "rpc/membership/etcd/etcd_options.h"
 #include "rpc/security.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
 
 namespace ferry {
 

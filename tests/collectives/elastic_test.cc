@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
@@ -121,8 +122,23 @@ TEST_P(ElasticTest, AllAgreeOnTheAndOfTheirFlags) {
 
 TEST_P(ElasticTest, SurvivorsShrinkTheWorldAndGoOn) {
   // Rank 0 hosts the embedded master: on it, another rank dies.
+  std::vector<MembershipEvent> heard;
+  absl::Mutex mu;
+  job_->worker(1).rpc().events().Subscribe([&](const MembershipEvent& e) {
+    absl::MutexLock lock(&mu);
+    heard.push_back(e);
+  });
   job_->worker(2).Stop();
   AwaitDown(2);
+  {
+    // The death is an event, with its cause, as soon as it is known.
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(heard.size(), 1u);
+    EXPECT_EQ(heard[0].kind, "died");
+    EXPECT_EQ(heard[0].rank, 2);
+    EXPECT_EQ(heard[0].worker, "worker2");
+    EXPECT_FALSE(heard[0].detail.empty());
+  }
   const std::vector<int> live = {0, 1, 3};
   std::vector<absl::Status> world = OnRanks<absl::Status>(
       live, [&](int r) { return AllReduce(World(r), F32({1})).status(); },
@@ -181,6 +197,14 @@ TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
                                  HasSubstr("rank 0 gives up"))))
           << "worker" << r;
     }
+  }
+  for (int r = 0; r < kWorkers; ++r) {
+    std::vector<MembershipEvent> events =
+        job_->worker(r).rpc().events().Since(0);
+    ASSERT_EQ(events.size(), 1u) << "worker" << r;
+    EXPECT_EQ(events[0].kind, "revoked");
+    EXPECT_EQ(events[0].group, "world");
+    EXPECT_THAT(events[0].detail, HasSubstr("rank 0 gives up"));
   }
   // Every later op fails at once, on every member, the revoker included.
   for (int r = 0; r < kWorkers; ++r) {

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -102,6 +104,11 @@ TEST_F(ReplacementE2eTest, AKilledWorkerIsReplacedWhileTheMasterLives) {
   ASSERT_OK_AND_ASSIGN(RRef old, client_->rrefs().Remote("worker2", "arange",
                                                          {Value(int64_t{3})}));
   ASSERT_OK(old.ToHere());
+  // An operator watches worker1: the death and the join come as lines
+  // (--all: from the job's start, whenever the watch's first poll lands).
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<BackgroundProcess> watch,
+      job_->CtlInBackground({"watch", "worker1", "--count=2", "--all"}));
   ASSERT_EQ(kill(job_->pid(2), SIGKILL), 0);
   ASSERT_TRUE(WaitForPidGone(job_->pid(2), kWait));
   // A new process while the master still counts the old one alive is
@@ -118,6 +125,18 @@ TEST_F(ReplacementE2eTest, AKilledWorkerIsReplacedWhileTheMasterLives) {
       << replacement->Wait(absl::ZeroDuration()).Describe();
   std::cout << "[timing] replacement worker2 joined in "
             << absl::FormatDuration(absl::Now() - started) << std::endl;
+  ProcessResult watched = watch->Wait(kWait);
+  EXPECT_EQ(watched.exit_code, 0) << watched.Describe();
+  std::vector<std::string> lines = absl::StrSplit(
+      absl::StripTrailingAsciiWhitespace(watched.out), '\n');
+  ASSERT_EQ(lines.size(), 2u) << watched.Describe();
+  ASSERT_OK_AND_ASSIGN(Value died, ParseJson(lines[0]));
+  ASSERT_OK_AND_ASSIGN(Value joined, ParseJson(lines[1]));
+  EXPECT_EQ(*died.Find("event"), Value("died")) << lines[0];
+  EXPECT_EQ(*died.Find("rank"), Value(2)) << lines[0];
+  EXPECT_EQ(*died.Find("seen_by"), Value("worker1")) << lines[0];
+  EXPECT_EQ(*joined.Find("event"), Value("replaced")) << lines[1];
+  EXPECT_EQ(*joined.Find("worker"), Value("worker2")) << lines[1];
 
   // Calls reach it, and it reaches the others (its fresh credential
   // admitted everywhere).

@@ -29,7 +29,7 @@ const std::vector<std::string>& GlobalFlags() {
 
 // Flags that are true by being there (--insecure) or say so (=false).
 bool IsBoolFlag(const std::string& name) {
-  return name == "insecure" || name == "trace";
+  return name == "insecure" || name == "trace" || name == "all";
 }
 
 const std::vector<std::string>* CommandFlags(const std::string& command) {
@@ -47,6 +47,7 @@ const std::vector<std::string>* CommandFlags(const std::string& command) {
           {"dump", {"out"}},
           {"analyze", {"format"}},
           {"stacks", {"format"}},
+          {"watch", {"count", "all"}},
       };
   auto it = table->find(command);
   return it == table->end() ? nullptr : &it->second;

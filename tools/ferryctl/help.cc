@@ -24,6 +24,7 @@ commands:
   stacks      a worker's threads and stacks, and what each of its waits is for
   dump        the workers' flight recorders (recent collectives) into files
   analyze     compare flight recorder dumps: the first op where ranks differ
+  watch       membership events (deaths, replacements, revocations) as they come
 
 global flags:
   --master=HOST:PORT   the job's rank 0 (default $FERRY_MASTER or 127.0.0.1:29500)
@@ -115,6 +116,24 @@ dump into their --dump_dir when an op fails or times out. Prints
 examples:
   ferryctl dump --out=/tmp/dumps
   ferryctl analyze /tmp/dumps
+)"},
+      {"watch", R"(usage: ferryctl watch [WORKER] [--count=N] [--all]
+
+Prints the job's membership events as WORKER sees them (default: the first
+worker that answers, worker0 first), one JSON line each, until interrupted
+or N lines were printed:
+  {"seq":3,"event":"died","rank":2,"worker":"worker2",
+   "detail":"worker2 missed heartbeats for 2000 ms","time":"...",
+   "seen_by":"worker1"}
+"event" is "died" or "left" (with the cause), "replaced" (a new process took
+the rank), or "revoked" (with "group", and who revoked it and why). --all
+prints the events the worker kept (its last 1024) first. When the watched
+worker stops answering, the next live one is watched from then on, after
+what it kept about the one that stopped.
+
+examples:
+  ferryctl watch
+  ferryctl watch worker1 --count=2
 )"},
       {"analyze", R"(usage: ferryctl analyze DIR [--format=text|json]
 

@@ -53,6 +53,7 @@ std::optional<UsageError> CheckArity(const CommandLine& cl) {
       {"functions", {0, 1}}, {"call", {2, 3}},    {"run", {1, 1}},
       {"remote", {2, 3}},    {"rrefs", {0, 1}},   {"collective", {1, 1}},
       {"dump", {0, 4096}},   {"analyze", {1, 1}}, {"stacks", {1, 1}},
+      {"watch", {0, 1}},
   };
   auto it = kArity.find(cl.command);
   if (it == kArity.end()) return std::nullopt;
@@ -142,6 +143,13 @@ absl::StatusOr<std::optional<Value>> Dispatch(const CommandLine& cl) {
   }
   if (cl.command == "dump")
     return DumpCommand(*session, cl.Flag("out").value_or(""), p);
+  if (cl.command == "watch") {
+    FERRY_ASSIGN_OR_RETURN(int64_t count, cl.IntFlag("count", 0));
+    FERRY_RETURN_IF_ERROR(WatchCommand(*session, p.empty() ? "" : p[0], count,
+                                       cl.BoolFlag("all"), std::cout,
+                                       std::cerr));
+    return std::optional<Value>();
+  }
   if (cl.command == "stacks") {
     FERRY_ASSIGN_OR_RETURN(Value stacks, StacksCommand(*session, p[0]));
     const std::string format =

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -32,6 +33,9 @@ constexpr char kStacksFunction[] = "ferry.stacks";
 constexpr char kTraceFunction[] = "ferry.trace";
 // Python workers' own (tools/python/ferry/_rpc.py).
 constexpr char kPythonStacksFunction[] = "ferry.python_stacks";
+constexpr char kEventsFunction[] = "ferry.membership_events";
+// How long one poll of a worker's events is held open there.
+constexpr int64_t kWatchPollMs = 20000;
 
 const Value& Field(const Value& v, const char* key) {
   static const Value* null = new Value();
@@ -260,6 +264,98 @@ std::string TraceText(const Value& traced) {
   std::string out = absl::StrCat("trace ", Text(traced, "trace_id"), "\n");
   TreeText(List(traced, "spans"), 1, &out);
   return out;
+}
+
+namespace {
+
+// One poll of `worker`'s events above `after`, held at most `wait_ms`.
+absl::StatusOr<Value> PollEvents(ClientImpl& client, const std::string& worker,
+                                 int64_t after, int64_t wait_ms) {
+  return client.rpc().RpcSync(
+      worker, kEventsFunction, {Value(after), Value(wait_ms)},
+      {.timeout = absl::Milliseconds(wait_ms) + absl::Seconds(10)});
+}
+
+// The workers to watch, in the order to try them.
+std::vector<std::string> WatchOrder(ClientImpl& client,
+                                    const std::string& worker) {
+  if (!worker.empty()) return {worker};
+  std::vector<std::string> order;
+  for (const WorkerInfo& w : client.rpc().directory().workers()) {
+    order.push_back(w.name);
+  }
+  return order;
+}
+
+}  // namespace
+
+absl::Status WatchCommand(Session& session, const std::string& worker,
+                          int64_t count, bool all, std::ostream& out,
+                          std::ostream& notes) {
+  FERRY_ASSIGN_OR_RETURN(ClientImpl * client, session.client());
+  const std::vector<std::string> order = WatchOrder(*client, worker);
+  int64_t printed = 0;
+  std::string lost;  // The worker that stopped answering, if any.
+  absl::Status last_error = absl::UnavailableError("no worker to watch");
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string& target = order[i];
+    absl::StatusOr<const WorkerInfo*> info =
+        client->rpc().directory().Resolve(target);
+    if (info.ok() &&
+        client->rpc().membership().DownReason(WorkerNode((*info)->rank))) {
+      continue;  // Known gone.
+    }
+    // Where to start: its newest event (or all it kept).
+    absl::StatusOr<Value> first =
+        PollEvents(*client, target, std::numeric_limits<int64_t>::max(), 0);
+    if (!first.ok()) {
+      last_error = first.status();
+      continue;
+    }
+    int64_t after = all ? 0 : Field(*first, "last").is_int()
+                                  ? Field(*first, "last").as_int()
+                                  : 0;
+    std::vector<Value> backlog;
+    if (!lost.empty()) {
+      notes << "ferryctl watch: " << lost << " stopped answering ("
+            << last_error.message() << "); watching " << target << "\n";
+      // What the new one kept about the one lost.
+      absl::StatusOr<Value> kept = PollEvents(*client, target, 0, 0);
+      if (kept.ok() && Field(*kept, "events").is_list()) {
+        for (const Value& e : Field(*kept, "events").as_list()) {
+          if (Field(e, "worker").is_string() &&
+              Field(e, "worker").as_string() == lost) {
+            backlog.push_back(e);
+          }
+        }
+      }
+    }
+    while (true) {
+      for (Value& e : backlog) {
+        if (e.is_map()) e.as_map()["seen_by"] = Value(target);
+        out << ToJson(e) << std::endl;
+        if (count > 0 && ++printed >= count) return absl::OkStatus();
+      }
+      absl::StatusOr<Value> got =
+          PollEvents(*client, target, after, kWatchPollMs);
+      if (!got.ok()) {
+        last_error = got.status();
+        break;
+      }
+      backlog.clear();
+      const Value& events = Field(*got, "events");
+      if (!events.is_list()) continue;
+      for (const Value& e : events.as_list()) {
+        backlog.push_back(e);
+        if (Field(e, "seq").is_int()) {
+          after = std::max(after, Field(e, "seq").as_int());
+        }
+      }
+    }
+    lost = target;
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "watch: no worker answers (the last: ", last_error.message(), ")"));
 }
 
 absl::StatusOr<std::string> AnalyzeCommand(const std::string& dir, bool json) {

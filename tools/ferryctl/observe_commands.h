@@ -54,6 +54,20 @@ absl::StatusOr<Value> TracedCallCommand(Session& session,
 // The span tree for people: one line per span, indented by depth.
 std::string TraceText(const Value& traced);
 
+// `watch [WORKER] [--count=N] [--all]`: the job's membership events
+// (rpc/membership_events.h: deaths and departures with their cause,
+// replacements, revocations) as WORKER sees them — by default the first
+// worker that answers, worker0 first — one JSON line each on `out`:
+//   {"seq","event","rank","worker","detail","time","group"?,"seen_by"}
+// from now on (--all: the ones the worker kept first), until interrupted
+// or `count` (> 0) lines were printed. When the watched worker stops
+// answering, the next live one is watched, from its newest event on, after
+// the events it kept about the one that stopped (its death, say): a note
+// on `notes` says so. UNAVAILABLE once no worker answers.
+absl::Status WatchCommand(Session& session, const std::string& worker,
+                          int64_t count, bool all, std::ostream& out,
+                          std::ostream& notes);
+
 // `analyze DIR`: tools/ferryctl/analyze.h's report as JSON (`json`) or
 // text.
 absl::StatusOr<std::string> AnalyzeCommand(const std::string& dir, bool json);

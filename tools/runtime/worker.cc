@@ -127,6 +127,15 @@ WorkerStatus Worker::status() const {
   return WorkerStatusFromProto(impl_->rpc().Status());
 }
 
+int64_t Worker::OnMembershipChange(
+    std::function<void(const MembershipEvent&)> fn) {
+  return impl_->rpc().events().Subscribe(std::move(fn));
+}
+
+void Worker::RemoveMembershipListener(int64_t id) {
+  impl_->rpc().events().Unsubscribe(id);
+}
+
 absl::Status Worker::Shutdown(std::optional<absl::Duration> timeout) {
   return impl_->Shutdown(timeout);
 }

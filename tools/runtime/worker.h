@@ -35,6 +35,7 @@
 #include "collectives/process_group.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/membership_events.h"
 #include "rpc/registry.h"
 #include "rpc/security_options.h"
 #include "rpc/telemetry_options.h"
@@ -154,6 +155,13 @@ class Worker {
       std::vector<int> ranks);
 
   WorkerStatus status() const;
+
+  // Calls `fn` with each membership event this worker sees from now on
+  // (rpc/membership_events.h: a death or departure with its cause, a
+  // replacement joining, a group revoked), on the thread that saw it: it
+  // must not block. Returns an id for RemoveMembershipListener.
+  int64_t OnMembershipChange(std::function<void(const MembershipEvent&)> fn);
+  void RemoveMembershipListener(int64_t id);
 
   // Graceful and collective: waits (bounded) until every worker called it,
   // drains calls and RRef messages, stops. DEADLINE_EXCEEDED says which

@@ -58,7 +58,7 @@ TEST(HelpTest, UsageListsEveryCommand) {
   EXPECT_THAT(ListedCommands(),
               UnorderedElementsAre("up", "down", "status", "functions", "call",
                                    "remote", "rrefs", "collective", "run",
-                                   "dump", "analyze", "stacks"));
+                                   "dump", "analyze", "stacks", "watch"));
   // And ferryctl knows each of them.
   for (const std::string& command : ListedCommands()) {
     EXPECT_NE(CommandFlags(command), nullptr) << command;
