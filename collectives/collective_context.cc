@@ -183,7 +183,7 @@ void CollectiveContext::Began(const std::string& key, std::string label,
     mailbox_.Abort(key, Stopping()).IgnoreError();
     return;
   }
-  if (std::optional<absl::Status> revoked = Revoked(GroupOfOp(key))) {
+  if (std::optional<absl::Status> revoked = RevokedFor(key, members)) {
     mailbox_.Abort(key, *revoked).IgnoreError();
     return;
   }
@@ -299,15 +299,23 @@ absl::StatusOr<KeyValueStore*> CollectiveContext::Arbiter() {
   return arbiter_.get();
 }
 
-bool CollectiveContext::Revoke(const std::string& group, absl::Status why) {
+bool CollectiveContext::Revoke(const std::string& group,
+                               const std::vector<int>& members,
+                               absl::Status why) {
+  const uint64_t epoch = Epoch(members);
   std::vector<std::string> running;
   {
     absl::MutexLock lock(&mu_);
-    if (!revoked_.emplace(group, why).second) return false;
-    revoked_order_.push_back(group);
-    if (revoked_order_.size() > kMaxRevoked) {
-      revoked_.erase(revoked_order_.front());
-      revoked_order_.pop_front();
+    auto [it, fresh] = revoked_.try_emplace(group, Revocation{epoch, why});
+    if (!fresh) {
+      if (it->second.epoch >= epoch) return false;
+      it->second = Revocation{epoch, why};
+    } else {
+      revoked_order_.push_back(group);
+      if (revoked_order_.size() > kMaxRevoked) {
+        revoked_.erase(revoked_order_.front());
+        revoked_order_.pop_front();
+      }
     }
     for (const auto& [key, op] : running_) {
       if (GroupOfOp(key) == group) running.push_back(key);
@@ -325,7 +333,22 @@ std::optional<absl::Status> CollectiveContext::Revoked(
   absl::MutexLock lock(&mu_);
   auto it = revoked_.find(group);
   if (it == revoked_.end()) return std::nullopt;
-  return it->second;
+  return it->second.why;
+}
+
+std::optional<absl::Status> CollectiveContext::RevokedFor(
+    const std::string& key, const std::vector<int>& members) const {
+  std::optional<Revocation> revocation;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = revoked_.find(GroupOfOp(key));
+    if (it == revoked_.end()) return std::nullopt;
+    revocation = it->second;
+  }
+  // A tagged op belongs to the epoch it begins in.
+  const uint64_t epoch = EpochOfOp(key).value_or(Epoch(members));
+  if (epoch > revocation->epoch) return std::nullopt;
+  return revocation->why;
 }
 
 void CollectiveContext::ExpireStale() {

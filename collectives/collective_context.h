@@ -99,13 +99,16 @@ class CollectiveContext final
   // The job's store, which decides each agreement once (opened at the
   // first use; the membership backend's, membership_backend.h).
   absl::StatusOr<KeyValueStore*> Arbiter() ABSL_LOCKS_EXCLUDED(mu_);
-  // Group `group` (a group name, op_key.h) was revoked, `why` (ABORTED,
-  // naming who and why): its running ops fail with it now, and every op
-  // that begins later at once. False if it was revoked already (the
-  // first reason stays). At most kMaxRevoked groups are remembered.
-  bool Revoke(const std::string& group, absl::Status why)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  // Why group `group` was revoked, if it was.
+  // Group `group` (a group name, op_key.h) of `members` was revoked, `why`
+  // (ABORTED, naming who and why), in its membership epoch now: its running
+  // ops fail with it at once, and every op of that epoch or an earlier one
+  // that begins later. A replacement starts a new epoch, where the group
+  // works again (elastic.h's Grow). False if it was revoked in this epoch
+  // already (the first reason stays). At most kMaxRevoked groups are
+  // remembered.
+  bool Revoke(const std::string& group, const std::vector<int>& members,
+              absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Why group `group` was revoked last, if it was.
   std::optional<absl::Status> Revoked(const std::string& group) const
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr size_t kMaxRevoked = 4096;
@@ -135,6 +138,11 @@ class CollectiveContext final
   absl::Status Stopping() const;
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
+  // Why op `key` of `members` must fail at once: its group was revoked in
+  // its epoch or a later one.
+  std::optional<absl::Status> RevokedFor(const std::string& key,
+                                         const std::vector<int>& members) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Each group's oldest running op and whom it waits for, into `groups`.
   void FillWaits(
       const absl::flat_hash_map<std::string, proto::GroupProgress*>& groups,
@@ -159,9 +167,12 @@ class CollectiveContext final
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<VoteBook> votes_;
   std::unique_ptr<KeyValueStore> arbiter_ ABSL_GUARDED_BY(mu_);
-  // Revoked groups → why; the order they came in, to forget the oldest.
-  absl::flat_hash_map<std::string, absl::Status> revoked_
-      ABSL_GUARDED_BY(mu_);
+  struct Revocation {
+    uint64_t epoch = 0;
+    absl::Status why;
+  };
+  // Revoked groups; the order they came in, to forget the oldest.
+  absl::flat_hash_map<std::string, Revocation> revoked_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> revoked_order_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> joined_order_ ABSL_GUARDED_BY(mu_);
   Timers::TimerId sweep_ ABSL_GUARDED_BY(mu_) = 0;

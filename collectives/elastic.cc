@@ -167,6 +167,76 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
 
 namespace {
 
+// How often Grow looks whether every rank is live again.
+constexpr absl::Duration kLiveCheck = absl::Milliseconds(20);
+
+// The world ranks known gone here.
+std::vector<int> DownRanks(CollectiveContext& c) {
+  std::vector<int> down;
+  for (int r = 0; r < c.agent().world_size(); ++r) {
+    if (c.agent().membership().DownReason(WorkerNode(r))) down.push_back(r);
+  }
+  return down;
+}
+
+// Returns once no rank is known gone; DEADLINE_EXCEEDED at `deadline` (on
+// the worker's clock, looked at every kLiveCheck) naming those still gone.
+absl::Status AwaitAllLive(CollectiveContext& c, absl::Time deadline) {
+  Timers& timers = c.agent().timers();
+  while (true) {
+    std::vector<int> down = DownRanks(c);
+    if (down.empty()) return absl::OkStatus();
+    if (timers.clock()->Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "grow: ranks ", absl::StrJoin(down, ", "),
+          " are still gone (no replacement joined for them)"));
+    }
+    Promise<Done> tick;
+    timers.RunAt(std::min(deadline, timers.clock()->Now() + kLiveCheck),
+                 [tick] { tick.Set(Done()); });
+    // The timer sets it (or is dropped at Stop: bounded by the deadline).
+    tick.future().Wait(TimeLeft(*timers.clock(), deadline) + kLiveCheck)
+        .IgnoreError();
+    if (c.stopping()) return absl::UnavailableError("grow: stopping");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
+    ProcessGroup& group, const CollectiveOptions& options) {
+  CollectiveContext& c = group.context();
+  ProcessGroup& world = c.world();
+  absl::Duration timeout = options.timeout > absl::ZeroDuration()
+                               ? options.timeout
+                               : c.agent().default_timeout();
+  if (timeout <= absl::ZeroDuration()) timeout = absl::Hours(24 * 7);
+  const absl::Time deadline = c.agent().timers().clock()->Now() + timeout;
+  if (absl::Status live = AwaitAllLive(c, deadline); !live.ok()) return live;
+  // Named by the world's epoch now, the same on the survivors and the
+  // newcomers once all saw the replacements.
+  CollectiveOptions named = options;
+  named.timeout = TimeLeft(*c.agent().timers().clock(), deadline);
+  named.tag = absl::StrCat("grow@", c.Epoch(world.members()));
+  absl::StatusOr<Agreement> all = Agree(world, true, named);
+  if (!all.ok()) return all.status();
+  if (all->members.size() != world.members().size()) {
+    std::vector<int> missing;
+    for (int r : world.members()) {
+      if (std::find(all->members.begin(), all->members.end(), r) ==
+          all->members.end()) {
+        missing.push_back(r);
+      }
+    }
+    return absl::UnavailableError(
+        absl::StrCat("grow: ranks ", absl::StrJoin(missing, ", "),
+                     " died while the world grew back; shrink again"));
+  }
+  return world.shared_from_this();
+}
+
+namespace {
+
 // "group G was revoked by W (rank r): reason", relayed by `via` if not W.
 absl::Status RevokedStatus(const std::string& group, const std::string& by,
                            int rank, const std::string& via,
@@ -204,8 +274,8 @@ absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
   }
   CollectiveContext& c = group.context();
   const std::string& me = c.agent().name();
-  if (c.Revoke(group.name(), RevokedStatus(group.name(), me, c.rank(), me,
-                                           reason))) {
+  if (c.Revoke(group.name(), group.members(),
+               RevokedStatus(group.name(), me, c.rank(), me, reason))) {
     TellRevoked(c, group.name(), group.members(), -1, c.rank(), reason);
   }
   return absl::OkStatus();
@@ -262,8 +332,9 @@ absl::Status RegisterElasticFunctions(
               "members"));
         }
         const std::string by_name = c->agent().directory().at(by).name;
-        if (c->Revoke(group, RevokedStatus(group, by_name, by, call.caller,
-                                           reason))) {
+        if (c->Revoke(group, *members,
+                      RevokedStatus(group, by_name, by, call.caller,
+                                    reason))) {
           // Relayed once by each member: the revoker may have died while
           // telling the others.
           TellRevoked(*c, group, *members, from, by, reason);

@@ -62,6 +62,16 @@ absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
     ProcessGroup& group, const CollectiveOptions& options = {});
 
+// The world again, once every rank of the job is live (replacements took
+// the dead ranks' places): waits for that (DEADLINE_EXCEEDED naming the
+// ranks still gone), then agrees among all ranks — each calls Grow: the
+// survivors with the group they shrank to, a replacement with its world —
+// and returns the world group. It works again in its new membership epoch
+// (op_key.h), a revocation of an earlier epoch included. UNAVAILABLE
+// naming the ranks that died meanwhile (shrink again).
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
+    ProcessGroup& group, const CollectiveOptions& options = {});
+
 // Revokes `group` on every member: each pending and future op of the group
 // fails at once (ABORTED: "group G was revoked by workerR (rank r):
 // reason"); only Agree and Shrink work on it from then on. Returns once

@@ -120,7 +120,7 @@ TEST_P(ElasticTest, AllAgreeOnTheAndOfTheirFlags) {
   }
 }
 
-TEST_P(ElasticTest, SurvivorsShrinkTheWorldAndGoOn) {
+TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
   // Rank 0 hosts the embedded master: on it, another rank dies.
   std::vector<MembershipEvent> heard;
   absl::Mutex mu;
@@ -177,6 +177,33 @@ TEST_P(ElasticTest, SurvivorsShrinkTheWorldAndGoOn) {
         absl::OkStatus());
     for (int r : live) EXPECT_OK(sums[r]);
   }
+  // The world, revoked, stays so until it grows back.
+  ASSERT_OK(Revoke(World(0), "rank 2 died"));
+
+  // A replacement for rank 2 (on etcd, once the old one's lease expired).
+  const absl::Time deadline = absl::Now() + kWait;
+  absl::Status replaced;
+  while (absl::IsAlreadyExists(replaced = job_->Replace(2)) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_OK(replaced);
+  // The survivors grow their group back, the newcomer its world: all get
+  // the world, which works again with the newcomer.
+  std::vector<absl::Status> grown = OnRanks<absl::Status>(
+      {0, 1, 2, 3},
+      [&](int r) -> absl::Status {
+        ProcessGroup& from = r == 2 ? World(r) : *shrunk[r];
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Grow(from);
+        if (!g.ok()) return g.status();
+        if ((*g)->name() != "world") return absl::InternalError((*g)->name());
+        absl::StatusOr<Tensor> sum = AllReduce(**g, F32({1}));
+        if (!sum.ok()) return sum.status();
+        if (*sum != F32({4})) return absl::InternalError(sum->DebugString());
+        return absl::OkStatus();
+      },
+      absl::OkStatus());
+  for (int r = 0; r < kWorkers; ++r) EXPECT_OK(grown[r]);
 }
 
 TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
