@@ -291,13 +291,29 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   const Slot& slot = slots_[rank];
   if (slot.joined && !Holds(slot, r.incarnation(), r.worker().public_key())) {
     if (!Replaceable(rank)) {
+      // A holder out of contact (no poll open: a crash resets the
+      // connection) is not called alive: the replacement is told to retry
+      // (UNAVAILABLE; the joiner does, until its startup deadline) until
+      // the holder is declared dead, or polls again and is refused as alive.
+      if (std::optional<absl::Duration> silent = SilentFor(rank)) {
+        return Error(
+            grpc::StatusCode::UNAVAILABLE,
+            absl::StrCat(
+                "rank ", rank, " is still held by ", slot.info.name(),
+                " (pid ", slot.info.pid(), " at ", slot.info.address(),
+                "), out of contact for ", absl::ToInt64Milliseconds(*silent),
+                " ms: it is declared dead after ",
+                absl::ToInt64Milliseconds(options_.heartbeat_timeout),
+                " ms without contact, and its rank is free then"));
+      }
       return Error(
           grpc::StatusCode::ALREADY_EXISTS,
           absl::StrCat("rank ", rank, " is already taken by ", slot.info.name(),
                        " (pid ", slot.info.pid(), " at ", slot.info.address(),
                        ")",
-                       complete_ ? ", which is alive: a rank is taken over "
-                                   "only once its holder died or left"
+                       complete_ ? ", which is alive (its heartbeat poll is "
+                                   "open at the master): a rank is taken "
+                                   "over only once its holder died or left"
                                  : ""));
     }
     if (r.worker().name() != slot.info.name()) {
@@ -333,6 +349,14 @@ std::string RendezvousService::ExpectedFrom(uint64_t node,
 
 RendezvousService::Finishes RendezvousService::AdmitJoin(
     Held* held, const proto::JoinRequest& r, const std::string& secret) {
+  if (Held* poll = NudgeContestedHolder(r); poll != nullptr) {
+    return {{poll, grpc::Status::OK},
+            {held, Error(grpc::StatusCode::UNAVAILABLE,
+                         absl::StrCat("rank ", r.worker().rank(),
+                                      " is held by ",
+                                      slots_[r.worker().rank()].info.name(),
+                                      ": asking it whether it is alive"))}};
+  }
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};
   const int rank = r.worker().rank();
@@ -430,6 +454,36 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
     finishes.emplace_back(held, grpc::Status::OK);
   }
   return finishes;
+}
+
+RendezvousService::Held* RendezvousService::NudgeContestedHolder(
+    const proto::JoinRequest& r) {
+  const int rank = r.worker().rank();
+  if (!complete_ || rank <= 0 || rank >= static_cast<int>(slots_.size()) ||
+      Holds(slots_[rank], r.incarnation(), r.worker().public_key()) ||
+      Replaceable(rank)) {
+    return nullptr;
+  }
+  auto it = nodes_.find(WorkerNode(rank));
+  if (it == nodes_.end() || it->second.held_poll == 0 ||
+      Now() - it->second.last_seen <= kNudgeAfter) {
+    return nullptr;
+  }
+  // A crashed holder's poll may still look open (its connection's reset
+  // not seen yet): answered now, a live holder polls again at once, a dead
+  // one does not — the joiner's retry finds out which (SilentFor).
+  Held* poll = Take(it->second.held_poll);
+  FillEvents(poll->since, poll->poll);
+  return poll;
+}
+
+std::optional<absl::Duration> RendezvousService::SilentFor(int rank) const {
+  if (!complete_ || rank == 0) return std::nullopt;
+  auto it = nodes_.find(WorkerNode(rank));
+  if (it == nodes_.end() || it->second.down || it->second.held_poll != 0) {
+    return std::nullopt;
+  }
+  return Now() - it->second.last_seen;
 }
 
 bool RendezvousService::Replaceable(int rank) const {

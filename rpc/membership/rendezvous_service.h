@@ -111,6 +111,9 @@ class RendezvousService final
  public:
   static constexpr size_t kMaxNameBytes = 256;
   static constexpr int64_t kMaxHoldMs = int64_t{24} * 3600 * 1000;
+  // A join for a rank whose holder's poll is older than this asks the
+  // holder whether it is alive (NudgeContestedHolder).
+  static constexpr absl::Duration kNudgeAfter = absl::Milliseconds(200);
 
   // One call to the master, answered exactly once through Answer (maybe
   // later: held), on whichever thread decides it, never under the
@@ -255,6 +258,17 @@ class RendezvousService final
   // Whether worker `rank`'s holder is gone, so a new incarnation may take
   // the rank (the job formed; never rank 0).
   bool Replaceable(int rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a join of `r` contesting a rank whose holder is not declared gone
+  // and whose poll was held longer than kNudgeAfter: that poll, taken, to
+  // be answered now (the holder, if alive, polls again at once). Null
+  // otherwise.
+  Held* NudgeContestedHolder(const proto::JoinRequest& r)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long worker `rank`'s live holder has been out of contact (no poll
+  // held: a live worker polls again at once); nullopt if it is in
+  // contact, gone, or never replaceable.
+  std::optional<absl::Duration> SilentFor(int rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new incarnation takes rank r.worker().rank() (CheckJoin passed).
   Finishes AdmitReplacement(Held* held, const proto::JoinRequest& r,
                             const std::string& secret)

@@ -41,6 +41,7 @@ namespace {
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kIncarnation = 7;
 // A new incarnation of a rank (a replacement process).
@@ -268,6 +269,16 @@ class RendezvousServiceTest : public ::testing::Test {
     return p->status.get();
   }
 
+  // A join for rank `rank` by a new incarnation; its answer.
+  grpc::Status TakeOver(int rank) {
+    proto::JoinRequest takeover = JoinOf(rank);
+    takeover.set_incarnation(kReplacement);
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::JoinResponse response;
+    return stub_->Join(&context, takeover, &response);
+  }
+
   // Waits until the master holds `n` polls.
   bool AwaitHeldPolls(int64_t n) {
     return Eventually([&] { return service_->held_polls() == n; });
@@ -448,18 +459,52 @@ TEST_F(RendezvousServiceTest, RegisteringRetriesUntilItsTimeoutOnTheClock) {
 // state: before it formed (a clash) and after (a takeover).
 TEST_F(RendezvousServiceTest, ALiveRanksHolderCannotBeReplaced) {
   Form();
-  proto::JoinRequest takeover = JoinOf(1);
-  takeover.set_incarnation(kReplacement);
-  grpc::ClientContext context;
-  Deadline(&context);
-  proto::JoinResponse response;
-  grpc::Status refused = stub_->Join(&context, takeover, &response);
+  auto holder = PollAsync(WorkerNode(1), kIncarnation + 1, 0, false, 60000);
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  grpc::Status refused = TakeOver(1);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_THAT(refused.error_message(),
               HasSubstr("rank 1 is already taken by worker1"));
   EXPECT_THAT(refused.error_message(), HasSubstr("which is alive"));
   // The holder goes on untouched.
+  EXPECT_EQ(service_->held_polls(), 1);
   EXPECT_TRUE(Poll(WorkerNode(1), kIncarnation + 1, 0, false).ok());
+}
+
+// A crashed holder's poll may still look open: one held longer than
+// kNudgeAfter is answered, to see whether the holder polls again, and the
+// replacement is told to retry. A live holder polls again, and the retry
+// is refused.
+TEST_F(RendezvousServiceTest, AContestedHoldersOldPollIsAnsweredToAskIfItLives) {
+  Form();
+  auto old_poll = PollAsync(WorkerNode(1), kIncarnation + 1, 0, false, 60000);
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  timers_.Advance(RendezvousService::kNudgeAfter + absl::Milliseconds(1));
+  grpc::Status asked = TakeOver(1);
+  EXPECT_EQ(asked.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(asked.error_message(),
+              HasSubstr("asking it whether it is alive"));
+  EXPECT_TRUE(old_poll->status.get().ok());
+  auto again = PollAsync(WorkerNode(1), kIncarnation + 1, 0, false, 60000);
+  ASSERT_TRUE(AwaitHeldPolls(1));
+  EXPECT_EQ(TakeOver(1).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  timers_.Advance(absl::Seconds(60));  // The end of its hold.
+  EXPECT_TRUE(again->status.get().ok());
+}
+
+// A holder out of contact (no poll open: its connection was reset) is
+// never called alive: the replacement is told to retry (UNAVAILABLE, which
+// the joiner does until its startup deadline) until the holder is
+// declared dead.
+TEST_F(RendezvousServiceTest, AReplacementForAHolderOutOfContactRetries) {
+  Form();
+  timers_.Advance(absl::Seconds(3));
+  grpc::Status wait = TakeOver(1);
+  EXPECT_EQ(wait.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(wait.error_message(),
+              HasSubstr("rank 1 is still held by worker1"));
+  EXPECT_THAT(wait.error_message(), HasSubstr("out of contact for 3000 ms"));
+  EXPECT_THAT(wait.error_message(), Not(HasSubstr("alive")));
 }
 
 // Worker1 leaves; a new process for rank 1 rejoins as a new incarnation:
