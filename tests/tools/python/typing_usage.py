@@ -89,12 +89,20 @@ def collectives() -> None:
     values: list[torch.Tensor | numpy.typing.NDArray[Any]] = kjt["a"]
     a2a = ferry.SparseFeaturesAllToAll(None, [1], [0])
     pending = a2a(ferry.SparseFeatures(id_list_features=kjt))
-    print(done, members, sender, values, pending)
+    agreed: bool
+    took_part: list[int]
+    agreed, took_part = ferry.agree(False, group=group, timeout=5.0)
+    ferry.revoke_group(group, reason="a member died")
+    live: ferry.Group = ferry.shrink_group(group, timeout=5.0)
+    ferry.barrier(group=ferry.shrink_group())
+    print(done, members, sender, values, pending, agreed, took_part, live)
 
     ferry.all_reduce([1.0, 2.0])  # type: ignore[arg-type]
     ferry.all_reduce(t, async_op="yes")  # type: ignore[arg-type]
     ferry.broadcast(t, src="0")  # type: ignore[arg-type]
     ferry.new_group(["a"])  # type: ignore[list-item]
+    ferry.revoke_group(reason=3)  # type: ignore[arg-type]
+    rank_list: list[str] = ferry.agree()[1]  # type: ignore[assignment]
 
 
 def torch_backend() -> None:

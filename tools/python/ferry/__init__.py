@@ -11,7 +11,8 @@ numpy-native, over ferry's C++ runtime.
 The pieces (each module's docstring has the contracts):
   _rpc          init, connect, register, rpc_sync/rpc_async/remote, RRef
   _future       Future (concurrent.futures + asyncio + torch's wait/then)
-  _collectives  all_to_all, all_gather (torch and tf forms), all_reduce, ...
+  _collectives  all_to_all, all_gather (torch and tf forms), all_reduce, ...;
+                elastic groups: agree, shrink_group, revoke_group
   _kjt          KeyedJaggedTensor, SparseFeaturesAllToAll
   _errors       Error and its subclasses per status code
   _version      __version__

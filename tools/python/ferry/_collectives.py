@@ -21,6 +21,16 @@ that return one. Every collective is bounded by ``timeout`` (seconds;
 default ``init``'s) and fails on every rank alike: DeadlineExceededError
 naming the ranks that never came, UnavailableError naming a dead one,
 InvalidArgumentError naming the rank and field at fault.
+
+Elastic groups (collectives/elastic.h, ULFM's agree/shrink/revoke): when a
+member dies, ``revoke_group(group, reason)`` on any member makes every
+pending and later op of the group fail at once on every member
+(AbortedError: "group G was revoked by workerR (rank r): reason"); the
+survivors then call ``shrink_group(group)`` for a group of the live members
+and go on with it. ``agree(flag, group)`` is a fault-tolerant AND among the
+members that take part. ``agree`` and ``shrink_group`` are ops of the group
+like the collectives (every live member calls them, in the same order) and
+the only ones that work on a revoked group.
 """
 
 from __future__ import annotations
@@ -36,10 +46,11 @@ if TYPE_CHECKING:
     from ._types import GroupArg, ReduceOpArg, Tensor, TensorArg, TensorType
 
 __all__ = [
-    "Group", "ReduceOp", "Work", "all_gather", "all_reduce", "all_to_all",
-    "all_to_all_single", "barrier", "broadcast", "gather", "get_rank",
-    "get_world_size", "irecv", "isend", "new_group", "recv", "reduce",
-    "reduce_scatter", "scatter", "send",
+    "Group", "ReduceOp", "Work", "agree", "all_gather", "all_reduce",
+    "all_to_all", "all_to_all_single", "barrier", "broadcast", "gather",
+    "get_rank", "get_world_size", "irecv", "isend", "new_group", "recv",
+    "reduce", "reduce_scatter", "revoke_group", "scatter", "send",
+    "shrink_group",
 ]
 
 
@@ -413,3 +424,62 @@ def barrier(group: GroupArg = None, async_op: bool = False,
         return None
     handle = _ferry.barrier(g._handle, _timeout(timeout), async_op)
     return _none_result(_run(handle, async_op))
+
+
+# ---- elastic groups (collectives/elastic.h) ----
+
+def _member(g: Group, what: str) -> None:
+    # Non-members have no handle: nothing to agree on, shrink or revoke.
+    if not g.is_member():
+        raise _errors.InvalidArgumentError(
+            f"{what}: worker{_rpc._current().rank} is not a member of {g!r}")
+
+
+def agree(flag: bool = True, group: GroupArg = None,
+          timeout: float | None = None) -> tuple[bool, list[int]]:
+    """A fault-tolerant agreement among the live members of ``group``
+    (default: the world): returns ``(AND of the flags of the members that
+    took part, their global ranks in group order)`` -- global ranks, as
+    ``Group.ranks`` and ``src``/``dst`` everywhere, not group ranks. Every
+    member that returns gets the same result, even while members die; a
+    member counts as gone once the job's membership says so (a live but
+    silent one is waited for). Works on a revoked group.
+
+    Every live member calls it, in the same order as its other ops on the
+    group. Raises DeadlineExceededError after ``timeout`` seconds (default
+    ``init``'s) naming the members that neither voted nor are known gone,
+    UnavailableError if the job's store cannot be reached, and
+    FailedPreconditionError if the others decided without this worker
+    (they counted it gone). InvalidArgumentError on a non-member."""
+    g = _group(group)
+    _member(g, "agree")
+    return _ferry.agree(g._handle, bool(flag), _timeout(timeout))
+
+
+def shrink_group(group: GroupArg = None,
+                 timeout: float | None = None) -> Group:
+    """A new group of the live members of ``group`` (default: the world),
+    as ``agree`` decides them: a ``Group`` like ``new_group``'s, its ranks
+    renumbered densely in the old order (``ranks`` lists their global
+    ranks). Only the survivors call it (each live member, in the same order
+    as its other ops on the group); nothing else is re-initialised. Works
+    on a revoked group -- the way on after ``revoke_group``. Errors as
+    ``agree``'s."""
+    g = _group(group)
+    _member(g, "shrink_group")
+    handle = _ferry.shrink(g._handle, _timeout(timeout))
+    return Group(handle.members, handle)
+
+
+def revoke_group(group: GroupArg = None, reason: str = "") -> None:
+    """Revokes ``group`` (default: the world) on every member: each pending
+    and later op of the group fails at once there with AbortedError
+    ("group G was revoked by workerR (rank r): reason"), this worker's
+    included; only ``agree`` and ``shrink_group`` work on it from then on.
+    One member calls it; returns once the group is revoked here and the
+    others are being told (each member that hears of it tells the rest).
+    InvalidArgumentError for a ``reason`` over 256 bytes or on a
+    non-member."""
+    g = _group(group)
+    _member(g, "revoke_group")
+    _ferry.revoke(g._handle, reason)

@@ -116,7 +116,7 @@ class Client(_Calls):
     def close(self) -> None: ...
 
 class Group:
-    # Made by Worker.world() and Worker.new_group().
+    # Made by Worker.world(), Worker.new_group() and shrink().
     @property
     def rank(self) -> int: ...
     @property
@@ -191,6 +191,15 @@ def kjt_all_to_all(group: Group, kjt: dict[str, Any],
                    features_per_rank: Sequence[int], stagger: int,
                    timeout: float, async_op: bool,
                    tensor_type: _TensorType) -> Work: ...
+
+# ---- elastic_ops.cc ----
+
+# timeout in seconds (0: the worker's default). agree's result: the AND of
+# the flags, and the global ranks that took part.
+def agree(group: Group, flag: bool,
+          timeout: float) -> tuple[bool, list[int]]: ...
+def shrink(group: Group, timeout: float) -> Group: ...
+def revoke(group: Group, reason: str) -> None: ...
 
 # ---- bench.cc: the submodule _ferry.bench ----
 

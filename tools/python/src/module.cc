@@ -7,6 +7,7 @@
 #include "tools/python/src/bench.h"
 #include "tools/python/src/collective_ops.h"
 #include "tools/python/src/convert.h"
+#include "tools/python/src/elastic_ops.h"
 #include "tools/python/src/endpoints.h"
 #include "tools/python/src/errors.h"
 #include "tools/python/src/futures.h"
@@ -29,6 +30,7 @@ PYBIND11_MODULE(_ferry, m) {
   BindFutures(m);
   BindEndpoints(m);
   BindCollectives(m);
+  BindElastic(m);
   BindBench(m);
   BindStore(m);
 }
