@@ -91,10 +91,13 @@ CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
                             .open_streams = agent->open_streams()})),
       recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}),
       votes_(std::make_unique<VoteBook>(
-          &agent->timers(), agent->world_size(), [agent](int rank) {
+          &agent->timers(), agent->world_size(),
+          [agent](int rank, uint64_t generation) {
+            // Gone, or replaced since the group knew it.
             return agent->membership()
-                .DownReason(WorkerNode(rank))
-                .has_value();
+                       .DownReason(WorkerNode(rank))
+                       .has_value() ||
+                   agent->directory().at(rank).generation != generation;
           })) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
@@ -115,6 +118,15 @@ uint64_t CollectiveContext::Epoch(const std::vector<int>& members) const {
   uint64_t epoch = 0;
   for (int r : members) epoch += directory.at(r).generation;
   return epoch;
+}
+
+std::vector<uint64_t> CollectiveContext::Generations(
+    const std::vector<int>& members) const {
+  const Directory& directory = agent_->directory();
+  std::vector<uint64_t> out;
+  out.reserve(members.size());
+  for (int r : members) out.push_back(directory.at(r).generation);
+  return out;
 }
 
 absl::StatusOr<int> CollectiveContext::IndexIn(
@@ -345,8 +357,17 @@ std::optional<absl::Status> CollectiveContext::RevokedFor(
     if (it == revoked_.end()) return std::nullopt;
     revocation = it->second;
   }
-  // A tagged op belongs to the epoch it begins in.
-  const uint64_t epoch = EpochOfOp(key).value_or(Epoch(members));
+  // A tagged or point-to-point op belongs to its group's epoch now (of all
+  // its members: `members` may name only a message's pair).
+  (void)members;
+  uint64_t epoch = revocation->epoch;
+  if (std::optional<uint64_t> e = EpochOfOp(key)) {
+    epoch = *e;
+  } else if (absl::StatusOr<std::vector<int>> all =
+                 MembersOfOp(key, agent_->world_size());
+             all.ok()) {
+    epoch = Epoch(*all);
+  }
   if (epoch > revocation->epoch) return std::nullopt;
   return revocation->why;
 }

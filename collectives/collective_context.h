@@ -71,6 +71,8 @@ class CollectiveContext final
   // The membership epoch of a group of `members` (global ranks): the sum of
   // their generations in the directory (op_key.h).
   uint64_t Epoch(const std::vector<int>& members) const;
+  // Each member's generation in the directory now.
+  std::vector<uint64_t> Generations(const std::vector<int>& members) const;
   // Op `key` (members: global ranks) runs here from now until Ended. It
   // fails at once (UNAVAILABLE) if a member is gone, or if it is named
   // after an epoch already past (a member was replaced meanwhile). `op`
@@ -112,6 +114,11 @@ class CollectiveContext final
   std::optional<absl::Status> Revoked(const std::string& group) const
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr size_t kMaxRevoked = 4096;
+  // Why op `key` of `members` must fail at once: its group was revoked in
+  // its epoch or a later one.
+  std::optional<absl::Status> RevokedFor(const std::string& key,
+                                         const std::vector<int>& members) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops what outlived --mailbox_ttl_ms: messages of ops that never
   // began here, and messages still arriving. Runs periodically by itself.
@@ -138,11 +145,6 @@ class CollectiveContext final
   absl::Status Stopping() const;
   // This worker's index in `ranks`, after checking them.
   absl::StatusOr<int> IndexIn(const std::vector<int>& ranks) const;
-  // Why op `key` of `members` must fail at once: its group was revoked in
-  // its epoch or a later one.
-  std::optional<absl::Status> RevokedFor(const std::string& key,
-                                         const std::vector<int>& members) const
-      ABSL_LOCKS_EXCLUDED(mu_);
   // Each group's oldest running op and whom it waits for, into `groups`.
   void FillWaits(
       const absl::flat_hash_map<std::string, proto::GroupProgress*>& groups,

@@ -112,8 +112,9 @@ void SendVotes(ProcessGroup& group, const std::string& key, bool flag,
 
 Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
                              const CollectiveOptions& options) {
-  // Named by the group's agreement count, not its op sequence (which
-  // members that began different ops before a revoke no longer share).
+  // Named by the group's agreement count (process_group.h), not its op
+  // sequence (which members that began different ops before a revoke no
+  // longer share).
   CollectiveOptions named = options;
   if (named.tag.empty()) {
     const ProcessGroup::OpNumber n = group.NextAgreement();
@@ -125,8 +126,9 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   if (!spec.ok()) return Future<Agreement>::Ready(spec.status());
   CollectiveContext& c = group.context();
   const absl::Time deadline = c.agent().timers().clock()->Now() + spec->timeout;
-  Future<VoteBook::Votes> votes = c.votes().Collect(
-      spec->key, group.members(), c.rank(), flag, deadline);
+  Future<VoteBook::Votes> votes =
+      c.votes().Collect(spec->key, group.members(), group.generations(),
+                        c.rank(), flag, deadline);
   SendVotes(group, spec->key, flag, spec->timeout);
   Promise<Agreement> done;
   std::shared_ptr<ProcessGroup> keep = group.shared_from_this();
@@ -217,9 +219,15 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
   // newcomers once all saw the replacements.
   CollectiveOptions named = options;
   named.timeout = TimeLeft(*c.agent().timers().clock(), deadline);
-  named.tag = absl::StrCat("grow@", c.Epoch(world.members()));
+  const uint64_t epoch = c.Epoch(world.members());
+  named.tag = absl::StrCat("grow@", epoch);
+  // The world's members are the incarnations live now, newcomers included.
+  world.RefreshGenerations();
   absl::StatusOr<Agreement> all = Agree(world, true, named);
   if (!all.ok()) return all.status();
+  // Every rank is here, at this point of its program: the world's
+  // agreements start afresh, alike on the survivors and the newcomers.
+  world.StartAgreementEra(epoch);
   if (all->members.size() != world.members().size()) {
     std::vector<int> missing;
     for (int r : world.members()) {

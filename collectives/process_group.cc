@@ -2,19 +2,45 @@
 
 #include "collectives/collective_context.h"
 
+#include <utility>
+
 namespace ferry {
 
-ProcessGroup::OpNumber ProcessGroup::Next(bool agreement) {
+ProcessGroup::ProcessGroup(CollectiveContext* context, std::string name,
+                           std::vector<int> members, int rank)
+    : context_(context),
+      name_(std::move(name)),
+      members_(std::move(members)),
+      rank_(rank),
+      generations_(context_->Generations(members_)) {}
+
+std::vector<uint64_t> ProcessGroup::generations() const {
+  absl::MutexLock lock(&mu_);
+  return generations_;
+}
+
+void ProcessGroup::RefreshGenerations() {
+  std::vector<uint64_t> now = context_->Generations(members_);
+  absl::MutexLock lock(&mu_);
+  generations_ = std::move(now);
+}
+
+ProcessGroup::OpNumber ProcessGroup::NextOp() {
   // Read outside the lock: the directory is the context's, lock-free.
   const uint64_t epoch = context_->Epoch(members_);
   absl::MutexLock lock(&mu_);
-  OpNumber& next = agreement ? next_agreement_ : next_;
-  if (epoch > next.epoch) next = OpNumber{epoch, 0};
-  return OpNumber{next.epoch, next.sequence++};
+  if (epoch > next_.epoch) next_ = OpNumber{epoch, 0};
+  return OpNumber{next_.epoch, next_.sequence++};
 }
 
-ProcessGroup::OpNumber ProcessGroup::NextOp() { return Next(false); }
+ProcessGroup::OpNumber ProcessGroup::NextAgreement() {
+  absl::MutexLock lock(&mu_);
+  return OpNumber{next_agreement_.epoch, next_agreement_.sequence++};
+}
 
-ProcessGroup::OpNumber ProcessGroup::NextAgreement() { return Next(true); }
+void ProcessGroup::StartAgreementEra(uint64_t era) {
+  absl::MutexLock lock(&mu_);
+  next_agreement_ = OpNumber{era, 0};
+}
 
 }  // namespace ferry

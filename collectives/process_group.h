@@ -28,12 +28,9 @@ class CollectiveContext;
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
+  // Notes the members' incarnations now (generations()).
   ProcessGroup(CollectiveContext* context, std::string name,
-               std::vector<int> members, int rank)
-      : context_(context),
-        name_(std::move(name)),
-        members_(std::move(members)),
-        rank_(rank) {}
+               std::vector<int> members, int rank);
 
   // This worker's rank in the group.
   int rank() const { return rank_; }
@@ -56,10 +53,21 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
     uint64_t sequence = 0;
   };
   OpNumber NextOp() ABSL_LOCKS_EXCLUDED(mu_);
-  // The same for the group's agreements (elastic.h), counted apart: after
-  // a death or a revoke, members may have begun different numbers of ops,
-  // but they agree and shrink in the same order.
+  // The identity of the group's next agreement (elastic.h), counted apart
+  // from its ops: after a death or a revoke, members may have begun
+  // different numbers of ops, but they agree and shrink in the same order.
+  // Not named by the membership epoch, which members learn at different
+  // moments (one that saw a replacement, one not yet), but by an era
+  // (`epoch` here) that only StartAgreementEra changes: Grow does, on every
+  // member at one point of its program, the newcomers included.
   OpNumber NextAgreement() ABSL_LOCKS_EXCLUDED(mu_);
+  void StartAgreementEra(uint64_t era) ABSL_LOCKS_EXCLUDED(mu_);
+  // The generation (directory.h) of each member, by group rank, as this
+  // group knew them: when it was made, or last grew (RefreshGenerations).
+  // A member replaced since is gone for the group's agreements: its new
+  // incarnation takes no part in them until the group grows.
+  std::vector<uint64_t> generations() const ABSL_LOCKS_EXCLUDED(mu_);
+  void RefreshGenerations() ABSL_LOCKS_EXCLUDED(mu_);
 
   // This rank's point-to-point bookkeeping in the group (p2p.h).
   P2pBook& p2p() { return p2p_; }
@@ -69,11 +77,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::string name_;
   const std::vector<int> members_;
   const int rank_;
-  OpNumber Next(bool agreement) ABSL_LOCKS_EXCLUDED(mu_);
-
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   OpNumber next_ ABSL_GUARDED_BY(mu_);
   OpNumber next_agreement_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> generations_ ABSL_GUARDED_BY(mu_);
   P2pBook p2p_;
 };
 

@@ -36,7 +36,8 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
 
 // Begins the op here and runs `algorithm` with its Result; the future is
 // its result once the op ended (on failure, the same status on every
-// member). UNAVAILABLE at once if the worker is stopping.
+// member). UNAVAILABLE at once if the worker is stopping; ABORTED if the
+// group was revoked (elastic.h).
 template <typename T>
 Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
                   absl::AnyInvocable<void(Result<T>) &&> algorithm) {
@@ -56,6 +57,14 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
           result.Set(std::move(status));
         }
       });
+  // An op of a revoked group fails here and sends nothing (a member still
+  // waiting in an earlier op must not be answered by it), even where no
+  // message would tell it (a group of one).
+  if (std::optional<absl::Status> revoked =
+          group.context().RevokedFor(spec.key, group.members())) {
+    op->Fail(*std::move(revoked));
+    return result.future();
+  }
   std::move(algorithm)(
       Result<T>(std::move(op), [slot](T value) { *slot = std::move(value); }));
   return result.future();

@@ -9,8 +9,8 @@
 namespace ferry {
 
 VoteBook::VoteBook(Timers* timers, int world_size,
-                   std::function<bool(int)> is_down)
-    : timers_(timers), world_size_(world_size), is_down_(std::move(is_down)) {}
+                   std::function<bool(int, uint64_t)> is_gone)
+    : timers_(timers), world_size_(world_size), is_gone_(std::move(is_gone)) {}
 
 VoteBook::~VoteBook() { Stop(); }
 
@@ -18,7 +18,7 @@ std::vector<int> VoteBook::Missing(const Entry& entry) const {
   std::vector<int> missing;
   for (size_t i = 0; i < entry.members.size(); ++i) {
     const int r = entry.members[i];
-    if (entry.votes.count(r) == 0 && !is_down_(r)) {
+    if (entry.votes.count(r) == 0 && !is_gone_(r, entry.generations[i])) {
       missing.push_back(static_cast<int>(i));
     }
   }
@@ -40,8 +40,10 @@ VoteBook::TakeIfComplete(const std::string& key) {
 }
 
 Future<VoteBook::Votes> VoteBook::Collect(const std::string& key,
-                                          std::vector<int> members, int self,
-                                          bool flag, absl::Time deadline) {
+                                          std::vector<int> members,
+                                          std::vector<uint64_t> generations,
+                                          int self, bool flag,
+                                          absl::Time deadline) {
   Promise<Votes> done;
   std::optional<std::pair<Promise<Votes>, Votes>> complete;
   {
@@ -55,7 +57,9 @@ Future<VoteBook::Votes> VoteBook::Collect(const std::string& key,
       return Future<Votes>::Ready(absl::AlreadyExistsError(
           absl::StrCat("agreement ", key, " is being collected already")));
     }
+    generations.resize(members.size(), 0);
     entry.members = std::move(members);
+    entry.generations = std::move(generations);
     entry.votes[self] = flag;
     entry.done = done;
     complete = TakeIfComplete(key);

@@ -20,6 +20,7 @@
 #define FERRY_COLLECTIVES_VOTE_BOOK_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -44,19 +45,22 @@ class VoteBook {
   // Global rank → flag, of the members that voted (this worker included).
   using Votes = std::map<int, bool>;
 
-  // `is_down(global rank)`: whether that worker is known gone. `timers`
-  // must outlive the book (Stop() first).
-  VoteBook(Timers* timers, int world_size, std::function<bool(int)> is_down);
+  // `is_gone(global rank, generation)`: whether that incarnation of the
+  // worker is known gone (dead, or replaced by a later one). `timers` must
+  // outlive the book (Stop() first).
+  VoteBook(Timers* timers, int world_size,
+           std::function<bool(int, uint64_t)> is_gone);
   ~VoteBook();
 
   // Collects agreement `key` (an op key of the group of `members`, global
-  // ranks in group order, this worker `self` among them) with this
-  // worker's `flag`: resolves with the votes once every member voted or is
-  // gone; DEADLINE_EXCEEDED at `deadline` naming the members that neither
+  // ranks in group order, at `generations`, this worker `self` among them)
+  // with this worker's `flag`: resolves with the votes once every member
+  // voted or is gone; DEADLINE_EXCEEDED at `deadline` naming the members that neither
   // voted nor are gone (by group rank and global rank); ALREADY_EXISTS if
   // `key` is being collected already; UNAVAILABLE after Stop.
   Future<Votes> Collect(const std::string& key, std::vector<int> members,
-                        int self, bool flag, absl::Time deadline)
+                        std::vector<uint64_t> generations, int self, bool flag,
+                        absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Global rank `from` (authenticated by the caller) votes `flag` in `key`
@@ -77,6 +81,7 @@ class VoteBook {
     Votes votes;
     // Set while this worker collects the key.
     std::vector<int> members;
+    std::vector<uint64_t> generations;
     std::optional<Promise<Votes>> done;
     Timers::TimerId timer = 0;
   };
@@ -91,7 +96,7 @@ class VoteBook {
 
   Timers* const timers_;
   const int world_size_;
-  const std::function<bool(int)> is_down_;
+  const std::function<bool(int, uint64_t)> is_gone_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   // Keys holding only peers' votes, oldest first (at most kMaxEarly).

@@ -226,8 +226,14 @@ TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
     }
   }
   for (int r = 0; r < kWorkers; ++r) {
-    std::vector<MembershipEvent> events =
-        job_->worker(r).rpc().events().Since(0);
+    // A member's ops may fail first by another's word (Op::Fail): the
+    // revocation itself reaches it a moment later.
+    std::vector<MembershipEvent> events;
+    const absl::Time deadline = absl::Now() + kWait;
+    while ((events = job_->worker(r).rpc().events().Since(0)).empty() &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
     ASSERT_EQ(events.size(), 1u) << "worker" << r;
     EXPECT_EQ(events[0].kind, "revoked");
     EXPECT_EQ(events[0].group, "world");

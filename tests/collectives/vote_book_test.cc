@@ -47,14 +47,17 @@ class VoteBookTest : public ::testing::Test {
   ManualTimers timers_{&clock_};
   absl::Mutex mu_;
   std::set<int> down_ ABSL_GUARDED_BY(mu_);
-  VoteBook book_{&timers_, kWorld, [this](int r) { return IsDown(r); }};
+  VoteBook book_{&timers_, kWorld,
+                 [this](int r, uint64_t generation) {
+                   return IsDown(r) || generation != 0;
+                 }};
 };
 
 TEST_F(VoteBookTest, CompletesWhenEveryMemberVotedEvenBeforeTheCollection) {
   // A peer's vote may come before this worker begins the agreement.
   ASSERT_OK(book_.Vote("world/0", 1, 0, true));
   Future<VoteBook::Votes> votes =
-      book_.Collect("world/0", kMembers, 0, true, clock_.Now() + absl::Seconds(5));
+      book_.Collect("world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/0", 2, 0, false));
   EXPECT_FALSE(votes.IsReady());
   ASSERT_OK(book_.Vote("world/0", 3, 0, true));
@@ -79,7 +82,7 @@ TEST_F(VoteBookTest, AMemberDyingAtAnyStepIsLeftOutOnlyIfItNeverVoted) {
       }
       const std::string op = absl::StrCat("world/", dies_after * 10 + victim);
       Future<VoteBook::Votes> votes =
-          book_.Collect(op, kMembers, 0, true, clock_.Now() + absl::Seconds(5));
+          book_.Collect(op, kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
       bool victim_voted = false;
       for (size_t i = 0; i < order.size(); ++i) {
         if (i == dies_after) Die(victim);
@@ -97,9 +100,30 @@ TEST_F(VoteBookTest, AMemberDyingAtAnyStepIsLeftOutOnlyIfItNeverVoted) {
   }
 }
 
+// A member replaced since the group knew it (a later generation) takes no
+// part: its new incarnation is not waited for.
+TEST_F(VoteBookTest, AReplacedMemberIsGoneForTheGroup) {
+  Future<VoteBook::Votes> votes = book_.Collect(
+      "world/0", kMembers, {0, 0, 0, 0}, 0, true, clock_.Now() + absl::Seconds(5));
+  ASSERT_OK(book_.Vote("world/0", 1, 0, true));
+  ASSERT_OK(book_.Vote("world/0", 2, 0, true));
+  EXPECT_FALSE(votes.IsReady());
+  Future<VoteBook::Votes> after = book_.Collect(
+      "world/1", kMembers, {0, 0, 0, 1}, 0, true, clock_.Now() + absl::Seconds(5));
+  ASSERT_OK(book_.Vote("world/1", 1, 0, true));
+  ASSERT_OK(book_.Vote("world/1", 2, 0, true));
+  // The group knew rank 3 at generation 1; the directory (this fixture's
+  // is_gone) holds generation 0 now: another incarnation, not waited for.
+  ASSERT_TRUE(after.IsReady());
+  EXPECT_THAT(*after.Wait(absl::ZeroDuration()),
+              ElementsAre(Pair(0, true), Pair(1, true), Pair(2, true)));
+  ASSERT_OK(book_.Vote("world/0", 3, 0, true));
+  EXPECT_TRUE(votes.IsReady());
+}
+
 TEST_F(VoteBookTest, TimesOutNamingTheSilentLiveMembers) {
   Future<VoteBook::Votes> votes =
-      book_.Collect("world/0", kMembers, 0, true, clock_.Now() + absl::Seconds(5));
+      book_.Collect("world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/0", 1, 0, true));
   Die(3);
   timers_.Advance(absl::Seconds(4));
@@ -121,14 +145,14 @@ TEST_F(VoteBookTest, TakesVotesOnlyFromMembersAndTheFirstOfEach) {
   EXPECT_THAT(book_.Vote("nonsense", 1, 0, true),
               StatusIs(absl::StatusCode::kInvalidArgument));
   Future<VoteBook::Votes> votes = book_.Collect(
-      "g0,1,2#0/0", {0, 1, 2}, 0, true, clock_.Now() + absl::Seconds(5));
+      "g0,1,2#0/0", {0, 1, 2}, {}, 0, true, clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("g0,1,2#0/0", 1, 0, false));
   ASSERT_OK(book_.Vote("g0,1,2#0/0", 1, 0, true));  // Ignored.
   ASSERT_OK(book_.Vote("g0,1,2#0/0", 2, 0, true));
   ASSERT_TRUE(votes.IsReady());
   EXPECT_THAT(*votes.Wait(absl::ZeroDuration()),
               ElementsAre(Pair(0, true), Pair(1, false), Pair(2, true)));
-  EXPECT_THAT(book_.Collect("g0,1,2#0/0", {0, 1, 2}, 0, true,
+  EXPECT_THAT(book_.Collect("g0,1,2#0/0", {0, 1, 2}, {}, 0, true,
                             clock_.Now() + absl::Seconds(5))
                   .Wait(absl::ZeroDuration())
                   .status(),
@@ -142,11 +166,11 @@ TEST_F(VoteBookTest, EarlyVotesAreBounded) {
   // The newest are kept: a collection of one completes with its vote.
   Future<VoteBook::Votes> kept =
       book_.Collect(absl::StrCat("world/", 3 * VoteBook::kMaxEarly - 1),
-                    {0, 1}, 0, true, clock_.Now() + absl::Seconds(5));
+                    {0, 1}, {}, 0, true, clock_.Now() + absl::Seconds(5));
   EXPECT_TRUE(kept.IsReady());
   // The oldest were dropped.
   Future<VoteBook::Votes> dropped = book_.Collect(
-      "world/0", {0, 1}, 0, true, clock_.Now() + absl::Seconds(5));
+      "world/0", {0, 1}, {}, 0, true, clock_.Now() + absl::Seconds(5));
   EXPECT_FALSE(dropped.IsReady());
   book_.Stop();
   EXPECT_THAT(dropped.Wait(absl::ZeroDuration()).status(),

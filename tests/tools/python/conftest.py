@@ -1,8 +1,10 @@
 """Shared fixtures of the Python tests: where things are, and jobs of
 Python workers started with ferry.launch."""
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -43,3 +45,41 @@ def launch(path, nproc, *args, timeout=150):
     out = r.stdout.decode(errors="replace")
     assert r.returncode == 0, f"{os.path.basename(path)} failed:\n{out}"
     return out
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    """A single-member etcd on 127.0.0.1: its client endpoint."""
+    binary = os.environ.get("FERRY_ETCD", "/usr/bin/etcd")
+    if not os.access(binary, os.X_OK):
+        pytest.skip(f"etcd is not installed ({binary})")
+    client, peer = free_port(), free_port()
+    endpoint = f"127.0.0.1:{client}"
+    proc = subprocess.Popen(
+        [binary, "--name=e0", f"--data-dir={tmp_path}/etcd",
+         f"--listen-client-urls=http://{endpoint}",
+         f"--advertise-client-urls=http://{endpoint}",
+         f"--listen-peer-urls=http://127.0.0.1:{peer}",
+         f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+         f"--initial-cluster=e0=http://127.0.0.1:{peer}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # Until it answers.
+            try:
+                socket.create_connection(("127.0.0.1", client), 1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "etcd did not start"
+                assert proc.poll() is None, "etcd exited"
+                time.sleep(0.05)
+        yield endpoint
+    finally:
+        proc.kill()
+        proc.wait()

@@ -39,10 +39,6 @@ def test_a_world_of_one(alone):
     assert torch.equal(t, torch.ones(2))
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "collectives: an op that exchanges no message (a group of one) does "
-    "not see its group's revoke: the revoke aborts the op's mailbox, "
-    "which it never reads"))
 def test_a_revoked_world_of_one_refuses_ops(alone):
     ferry.revoke_group(reason="alone")
     with pytest.raises(ferry.AbortedError, match="revoked.*alone"):

@@ -58,7 +58,7 @@ def test_every_op_on_file_init(tmp_path, world):
 
 
 def test_env_init(tmp_path):
-    torch_job("env", ["collectives"], 2,
+    torch_job("env", ["collectives", "elastic"], 2,
               env={"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
 
 

@@ -46,38 +46,6 @@ def gloo_job(tmp_path, url, world=2):
         assert p.returncode == 0 and "passed" in out, out
 
 
-@pytest.fixture
-def etcd(tmp_path):
-    """A single-member etcd on 127.0.0.1: its client endpoint."""
-    binary = os.environ.get("FERRY_ETCD", "/usr/bin/etcd")
-    if not os.access(binary, os.X_OK):
-        pytest.skip(f"etcd is not installed ({binary})")
-    client, peer = free_port(), free_port()
-    endpoint = f"127.0.0.1:{client}"
-    proc = subprocess.Popen(
-        [binary, "--name=e0", f"--data-dir={tmp_path}/etcd",
-         f"--listen-client-urls=http://{endpoint}",
-         f"--advertise-client-urls=http://{endpoint}",
-         f"--listen-peer-urls=http://127.0.0.1:{peer}",
-         f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-         f"--initial-cluster=e0=http://127.0.0.1:{peer}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # Until it answers.
-            try:
-                socket.create_connection(("127.0.0.1", client), 1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "etcd did not start"
-                assert proc.poll() is None, "etcd exited"
-                time.sleep(0.05)
-        yield endpoint
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_gloo_rendezvous_on_a_ferry_job(tmp_path, ferryctl, ferryd,
                                         monkeypatch):
     # A job started as users start one: ferryctl up (it records the job's

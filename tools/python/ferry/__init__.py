@@ -12,7 +12,8 @@ The pieces (each module's docstring has the contracts):
   _rpc          init, connect, register, rpc_sync/rpc_async/remote, RRef
   _future       Future (concurrent.futures + asyncio + torch's wait/then)
   _collectives  all_to_all, all_gather (torch and tf forms), all_reduce, ...;
-                elastic groups: agree, shrink_group, revoke_group
+                elastic groups: agree, shrink_group, grow_group,
+                revoke_group, membership_events, on_membership_change
   _kjt          KeyedJaggedTensor, SparseFeaturesAllToAll
   _errors       Error and its subclasses per status code
   _version      __version__

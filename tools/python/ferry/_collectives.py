@@ -35,7 +35,9 @@ the only ones that work on a revoked group.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+import threading
+import traceback
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from . import _errors
 from . import _ferry
@@ -48,7 +50,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Group", "ReduceOp", "Work", "agree", "all_gather", "all_reduce",
     "all_to_all", "all_to_all_single", "barrier", "broadcast", "gather",
-    "get_rank", "get_world_size", "irecv", "isend", "new_group", "recv",
+    "get_rank", "get_world_size", "grow_group", "irecv", "isend",
+    "membership_events", "new_group", "on_membership_change", "recv",
     "reduce", "reduce_scatter", "revoke_group", "scatter", "send",
     "shrink_group",
 ]
@@ -469,6 +472,62 @@ def shrink_group(group: GroupArg = None,
     _member(g, "shrink_group")
     handle = _ferry.shrink(g._handle, _timeout(timeout))
     return Group(handle.members, handle)
+
+
+def grow_group(group: GroupArg = None,
+               timeout: float | None = None) -> Group:
+    """The world again, once replacements took the dead ranks' places:
+    waits until every rank is live (DeadlineExceededError naming those
+    still gone), agrees among all of them, and returns the world group,
+    which works again with the newcomers. Every rank calls it: the
+    survivors with the group they shrank to (``group``), a replacement
+    with its world (``None``). UnavailableError if a rank died meanwhile
+    (shrink again)."""
+    g = _group(group)
+    _member(g, "grow_group")
+    _ferry.grow(g._handle, _timeout(timeout))
+    return _group(None)
+
+
+def membership_events(timeout: float | None = None
+                      ) -> Iterator[dict[str, Any]]:
+    """This worker's membership events from now on, as they come: dicts
+    ``{"seq", "event", "rank", "worker", "detail", "time"}`` (and
+    ``"group"`` for a revocation); "event" is "died" or "left" (with the
+    cause in "detail"), "replaced" (a new process took the rank), or
+    "revoked". Ends after ``timeout`` seconds without one (None: never)."""
+    stream = _ferry.EventStream(_rpc._current())
+    try:
+        while True:
+            event = stream.next(timeout)
+            if event is None:
+                return
+            yield event
+    finally:
+        stream.close()
+
+
+def on_membership_change(callback: Callable[[dict[str, Any]], Any]
+                         ) -> Callable[[], None]:
+    """Calls ``callback(event)`` (``membership_events``' dicts) for each
+    membership event from now on, on a thread of its own; returns a
+    function that stops it. An exception in the callback is printed and
+    the next event still comes."""
+    stream = _ferry.EventStream(_rpc._current())
+
+    def pump() -> None:
+        while True:
+            event = stream.next(None)
+            if event is None:
+                return
+            try:
+                callback(event)
+            except Exception:  # noqa: BLE001 -- reported, not fatal
+                traceback.print_exc()
+
+    threading.Thread(target=pump, name="ferry-membership-events",
+                     daemon=True).start()
+    return stream.close
 
 
 def revoke_group(group: GroupArg = None, reason: str = "") -> None:

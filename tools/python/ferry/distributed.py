@@ -800,6 +800,30 @@ class ProcessGroupFerry(_PG_BASE):  # type: ignore[misc,valid-type]
         pass
 
 
+def shrink_group(pg: Any = None,
+                 timeout: float | None = None) -> ProcessGroupFerry:
+    """A new "ferry" process group of the live members of ``pg`` (default:
+    the default group), as ``ferry.shrink_group`` agrees them: its ranks
+    renumbered densely in the old order, nobody re-initialised. Pass it as
+    ``group=`` to torch.distributed's ops and to DDP (``process_group=``);
+    read its ``rank()`` and ``size()`` from it (torch's group registry does
+    not hold it). Raises as the ops do (RuntimeError naming what failed)."""
+    if pg is None:
+        pg = dist.distributed_c10d._get_default_group()
+    inner = pg
+    if not isinstance(inner, ProcessGroupFerry) and hasattr(pg, "_get_backend"):
+        inner = pg._get_backend(torch.device("cpu"))  # torch 2.x wraps it.
+    if not isinstance(inner, ProcessGroupFerry):
+        raise ValueError(f"shrink_group: {pg!r} is not a ferry group")
+    seconds = timeout if timeout is not None else inner._timeout
+    try:
+        handle = _ferry.shrink(inner._handle, seconds)
+    except _errors.Error as e:
+        raise _torch_error(e, f"shrink_group on rank {inner.rank()}")
+    return ProcessGroupFerry(handle.rank, handle.size, handle, handle.members,
+                             datetime.timedelta(seconds=inner._timeout))
+
+
 def master() -> str:
     """The address of the ferry job's master (rank 0's worker): what
     ``ferryctl --master=`` and ``ferry.connect`` take (with the token the

@@ -227,6 +227,20 @@ def check_timeout():
     dist.barrier()
 
 
+def check_elastic():
+    # Every rank alive: the shrunk group is all of them, a new process
+    # group that torch's ops and DDP take.
+    pg = ferry.distributed.shrink_group()
+    assert pg.size() == world and pg.rank() == rank, (pg.size(), pg.rank())
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=pg)
+    assert torch.equal(t, torch.full((3,), float(sum(range(world))))), t
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Linear(4, 2), process_group=pg)
+    model(torch.ones(8, 4)).sum().backward()
+    dist.barrier(group=pg)
+
+
 for name in checks:
     globals()[f"check_{name}"]()
     print(f"{name} passed", flush=True)
