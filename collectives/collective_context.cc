@@ -167,6 +167,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
                                         std::move(ranks), mine);
 }
 
+absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
+    std::vector<int> ranks, uint64_t n, bool pinned) {
+  FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
+  std::string name = NewGroupName(ranks, n);
+  return std::make_shared<ProcessGroup>(this, std::move(name), std::move(ranks),
+                                        mine, pinned);
+}
+
 absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::ClientGroup(
     std::vector<int> ranks) {
   FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));

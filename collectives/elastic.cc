@@ -85,6 +85,7 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
   }
   absl::StatusOr<Agreement> a = Decode(key, *decided, group);
   if (!a.ok()) return a.status();
+  a->id = key;
   if (std::find(a->members.begin(), a->members.end(), c.rank()) ==
       a->members.end()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -162,9 +163,12 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
     ProcessGroup& group, const CollectiveOptions& options) {
   absl::StatusOr<Agreement> live = Agree(group, true, options);
   if (!live.ok()) return live.status();
-  // Every survivor names it alike: the same members, and the same count of
-  // groups of them made before (SPMD), as NewGroup needs.
-  return group.context().NewGroup(live->members);
+  // Every survivor names it alike, from the agreement's name (FNV-1a: the
+  // same in every process), above any count NewGroup reaches.
+  uint64_t n = 14695981039346656037ull;
+  for (unsigned char ch : live->id) n = (n ^ ch) * 1099511628211ull;
+  n = (uint64_t{1} << 40) | (n & ((uint64_t{1} << 40) - 1));
+  return group.context().NamedGroup(live->members, n, /*pinned=*/true);
 }
 
 namespace {

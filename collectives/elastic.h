@@ -45,6 +45,8 @@ struct Agreement {
   bool flag = true;
   // The global ranks of the members that took part, in group order.
   std::vector<int> members;
+  // The agreement's name (an op key of the group), the same everywhere.
+  std::string id;
 };
 
 // Agreement on `flag` among the group's live members (above). Errors:
@@ -58,7 +60,11 @@ absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
                                 const CollectiveOptions& options = {});
 
 // A new group of `group`'s live members (agreed, as Agree), ranked densely
-// in their old order; nobody else is re-initialised. Errors as Agree.
+// in their old order; nobody else is re-initialised. It is pinned to the
+// incarnations agreed (process_group.h): once a member is replaced, its
+// ops fail at once (UNAVAILABLE) rather than wait for a newcomer that is
+// in Grow. Named from the agreement ("g<ranks>#<n>", n ≥ 2^40), alike on
+// every member whatever groups each made before. Errors as Agree.
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
     ProcessGroup& group, const CollectiveOptions& options = {});
 

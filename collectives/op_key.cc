@@ -160,7 +160,7 @@ std::string GroupOfOp(absl::string_view key) {
   return std::string(key.substr(0, key.find('/')));
 }
 
-std::string NewGroupName(const std::vector<int>& ranks, int n) {
+std::string NewGroupName(const std::vector<int>& ranks, uint64_t n) {
   return absl::StrCat("g", absl::StrJoin(ranks, ","), "#", n);
 }
 

@@ -54,7 +54,7 @@ inline constexpr size_t kMaxOpTagBytes = 256;
 
 std::string WorldGroupName();
 // NewGroup's `n`-th group of `ranks`: "g0,2#1".
-std::string NewGroupName(const std::vector<int>& ranks, int n);
+std::string NewGroupName(const std::vector<int>& ranks, uint64_t n);
 // A client's op on `ranks`: "c0,2".
 std::string ClientGroupName(const std::vector<int>& ranks);
 // "world/17", or "world/17@2" in epoch 2.

@@ -7,12 +7,22 @@
 namespace ferry {
 
 ProcessGroup::ProcessGroup(CollectiveContext* context, std::string name,
-                           std::vector<int> members, int rank)
+                           std::vector<int> members, int rank, bool pinned)
     : context_(context),
       name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
+      pinned_(pinned),
       generations_(context_->Generations(members_)) {}
+
+std::optional<int> ProcessGroup::ReplacedMember() const {
+  const std::vector<uint64_t> now = context_->Generations(members_);
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (now[i] != generations_[i]) return static_cast<int>(i);
+  }
+  return std::nullopt;
+}
 
 std::vector<uint64_t> ProcessGroup::generations() const {
   absl::MutexLock lock(&mu_);

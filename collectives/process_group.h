@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,9 +29,12 @@ class CollectiveContext;
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
-  // Notes the members' incarnations now (generations()).
+  // Notes the members' incarnations now (generations()). A `pinned` group
+  // (Shrink's, elastic.h) holds those incarnations only: once a member was
+  // replaced, its ops fail at once (ReplacedMember) instead of waiting for
+  // a newcomer that takes no part in them.
   ProcessGroup(CollectiveContext* context, std::string name,
-               std::vector<int> members, int rank);
+               std::vector<int> members, int rank, bool pinned = false);
 
   // This worker's rank in the group.
   int rank() const { return rank_; }
@@ -68,6 +72,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // incarnation takes no part in them until the group grows.
   std::vector<uint64_t> generations() const ABSL_LOCKS_EXCLUDED(mu_);
   void RefreshGenerations() ABSL_LOCKS_EXCLUDED(mu_);
+  bool pinned() const { return pinned_; }
+  // The group rank of a member replaced since the group knew it, if any.
+  std::optional<int> ReplacedMember() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // This rank's point-to-point bookkeeping in the group (p2p.h).
   P2pBook& p2p() { return p2p_; }
@@ -77,6 +84,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::string name_;
   const std::vector<int> members_;
   const int rank_;
+  const bool pinned_;
   mutable absl::Mutex mu_;
   OpNumber next_ ABSL_GUARDED_BY(mu_);
   OpNumber next_agreement_ ABSL_GUARDED_BY(mu_);

@@ -65,6 +65,16 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
     op->Fail(*std::move(revoked));
     return result.future();
   }
+  // A pinned group (Shrink's) whose member was replaced: its newcomer
+  // takes no part, so nobody would come.
+  if (std::optional<int> replaced =
+          group.pinned() ? group.ReplacedMember() : std::nullopt) {
+    op->Fail(absl::UnavailableError(absl::StrCat(
+        spec.name, " op ", spec.label, ": rank ", *replaced, " (worker",
+        group.global(*replaced), ") of group ", group.name(),
+        " was replaced since the group was made: shrink it, or grow")));
+    return result.future();
+  }
   std::move(algorithm)(
       Result<T>(std::move(op), [slot](T value) { *slot = std::move(value); }));
   return result.future();

@@ -17,10 +17,11 @@ WORLD = 4
 STEPS = 40
 KILL_AT = 10
 HEARTBEAT_S = 2.0
-# On etcd, the lease TTL. With 2 s, a replacement started at once on this
-# loaded 2-core machine saw its rank key deleted moments after it joined
-# (the survivors saw "replaced" then "died" for it, while it went on
-# unfenced) -- not understood yet; RELIABILITY.md has the open finding.
+# On etcd, the lease TTL. With 2 s, in 1 of 4 runs (before shrunk groups
+# were pinned to their incarnations; 0 of 3 since) the survivors saw the
+# replacement's rank key deleted moments after it joined ("replaced", then
+# "died" for it) while it went on unfenced -- not understood yet
+# (RELIABILITY.md, open findings); 5 s keeps this test off that edge.
 ETCD_HEARTBEAT_S = 5.0
 # Bound on the whole job (each step is short; detection and joins take
 # heartbeats): generous for a loaded 2-core machine.
@@ -60,8 +61,9 @@ def run(env, victim, heartbeat_s=HEARTBEAT_S):
             if p.poll() is None:
                 p.kill()
                 p.communicate()
-    for r in range(WORLD):
-        assert procs[r].returncode == 0, f"rank {r}:\n{outs[r]}"
+    failed = [r for r in range(WORLD) if procs[r].returncode != 0]
+    assert not failed, "\n".join(f"--- rank {r} (exit {procs[r].returncode}):"
+                                 f"\n{outs.get(r)}" for r in range(WORLD))
     return outs
 
 
@@ -105,3 +107,33 @@ def test_elastic_training_on_etcd_with_worker0_killed(etcd):
     outs = run({"FERRY_RENDEZVOUS": f"etcd://{etcd}/elastic"}, victim=0,
                heartbeat_s=ETCD_HEARTBEAT_S)
     check(outs, victim=0)
+
+
+def test_two_of_five_killed_at_once_the_three_go_on():
+    # No replacement: the three survivors shrink (once or twice, as the
+    # deaths come to light) and finish the training alone.
+    world, victims = 5, [1, 3]
+    env = dict(os.environ, WORLD_SIZE=str(world), HEARTBEAT_S=str(HEARTBEAT_S),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(conftest.free_port()))
+    args = [f"--kill-rank={v}" for v in victims] + [f"--kill-at={KILL_AT}"]
+    procs = {r: start(r, env, *args) for r in range(world)}
+    deadline = time.monotonic() + JOB_TIMEOUT
+    outs = {}
+    try:
+        for r, p in procs.items():
+            outs[r] = p.communicate(
+                timeout=max(1, deadline - time.monotonic()))[0]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    for v in victims:
+        assert procs[v].returncode == -9 and "killed" in outs[v], outs[v]
+    for r in (0, 2, 4):
+        out = outs[r]
+        assert procs[r].returncode == 0, f"rank {r}:\n{out}"
+        shrinks = re.findall(r"shrank to (\d) ranks \[([0-9, ]+)\]", out)
+        assert shrinks and shrinks[-1] == ("3", "0, 2, 4"), out
+        assert "width 3" in out, out
+        assert re.search(rf"done at step {STEPS} ", out), out

@@ -84,9 +84,13 @@ def main() -> None:
 
     w = np.zeros(FEATURES, dtype=np.float32)
     step = 0
-    group = None  # The world.
     if args.rejoin:
         group, step, w = grow(None, step, w, survivor=False)
+    else:
+        # The training group: the world's ranks, pinned to these processes
+        # (a shrunk group's ops fail at once once a member is replaced,
+        # rather than wait for the newcomer, which is growing the world).
+        group = ferry.shrink_group()
     committed = (step, w.copy())
     rejoins = 0
 
@@ -113,8 +117,7 @@ def main() -> None:
             group = ferry.shrink_group(group)
             step, w = committed[0], committed[1].copy()
             print(f"shrank to {ferry.get_world_size(group)} ranks "
-                  f"{group.ranks if group else ''}; back to step {step}",
-                  flush=True)
+                  f"{group.ranks}; back to step {step}", flush=True)
             continue
         if step < args.steps:
             width = ferry.get_world_size(group)
@@ -140,7 +143,8 @@ def main() -> None:
     ferry.shutdown()
 
 
-def grow(group, step: int, w: np.ndarray, survivor: bool):
+def grow(group: ferry.Group | None, step: int, w: np.ndarray,
+         survivor: bool) -> tuple[ferry.Group, int, np.ndarray]:
     """The world back (ferry.grow_group), and the survivors' state on every
     rank: one all_reduce of (weights, step) from the survivors, which hold
     the same; the newcomer adds zeros."""
@@ -156,7 +160,7 @@ def grow(group, step: int, w: np.ndarray, survivor: bool):
     step = int(round(state[FEATURES] / n))
     print(f"grew to {ferry.get_world_size(world)} ranks at step {step}",
           flush=True)
-    return world, step, w
+    return ferry.shrink_group(world), step, w  # Pinned again, as at start.
 
 
 if __name__ == "__main__":
