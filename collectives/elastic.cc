@@ -70,14 +70,23 @@ Agreement Proposal(const VoteBook::Votes& votes, const ProcessGroup& group) {
 }
 
 // Proposes `mine` for agreement `key` and returns the decision: the first
-// proposal the store kept. Blocking (a store call).
+// proposal the store kept. Blocking (store calls). `spent` (if not empty)
+// names an earlier agreement of the group whose decision every live member
+// has read: it is deleted, so a loop that agrees every step leaves two
+// decisions per group in the store, not one per step (the store holds
+// 65536 keys at most). (Agreement n+2 completes only once every live
+// member voted in it, after its own Agree(n) returned.)
 absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
+                                 const std::string& spent,
                                  const Agreement& mine) {
   CollectiveContext& c = group.context();
   absl::StatusOr<KeyValueStore*> store = c.Arbiter();
   if (!store.ok()) return store.status();
   absl::StatusOr<std::string> decided =
       (*store)->CompareSet(kDecisionPrefix + key, "", Encode(mine));
+  if (decided.ok() && !spent.empty()) {
+    (*store)->Delete(kDecisionPrefix + spent).IgnoreError();  // Tidying.
+  }
   if (!decided.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "agreement ", key, ": the job's store did not decide: ",
@@ -117,9 +126,14 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   // sequence (which members that began different ops before a revoke no
   // longer share).
   CollectiveOptions named = options;
+  std::string spent;
   if (named.tag.empty()) {
     const ProcessGroup::OpNumber n = group.NextAgreement();
     named.tag = absl::StrCat("agree.", n.sequence, "@", n.epoch);
+    if (n.sequence >= 2) {
+      spent = absl::StrCat(group.name(), "/t:agree.", n.sequence - 2, "@",
+                           n.epoch);
+    }
   } else {
     named.tag = absl::StrCat("agree:", options.tag);
   }
@@ -133,7 +147,7 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   SendVotes(group, spec->key, flag, spec->timeout);
   Promise<Agreement> done;
   std::shared_ptr<ProcessGroup> keep = group.shared_from_this();
-  votes.Then([keep, key = spec->key,
+  votes.Then([keep, key = spec->key, spent,
               done](const absl::StatusOr<VoteBook::Votes>& v) mutable {
     if (!v.ok()) {
       done.Set(v.status());
@@ -143,7 +157,9 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
     // The store's answer is awaited on the executor, not on the thread
     // that completed the votes (a call handler, a timer, a listener).
     bool queued = keep->context().agent().executor().Submit(
-        [keep, key, mine, done] { done.Set(Decide(*keep, key, mine)); });
+        [keep, key, spent, mine, done] {
+          done.Set(Decide(*keep, key, spent, mine));
+        });
     if (!queued) {
       done.Set(absl::UnavailableError(
           absl::StrCat("agreement ", key, ": this worker is stopping")));

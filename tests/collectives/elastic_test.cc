@@ -118,6 +118,18 @@ TEST_P(ElasticTest, AllAgreeOnTheAndOfTheirFlags) {
     ASSERT_OK(got[r].status());
     EXPECT_TRUE(got[r]->flag);
   }
+  // An agreement per step leaves two decisions in the job's store, not one
+  // per step.
+  for (int step = 0; step < 6; ++step) {
+    got = OnRanks<AgreeResult>(
+        {0, 1, 2, 3}, [&](int r) { return Agree(World(r), true); },
+        absl::UnknownError("not run"));
+    for (int r = 0; r < kWorkers; ++r) ASSERT_OK(got[r].status());
+  }
+  ASSERT_OK_AND_ASSIGN(KeyValueStore * store,
+                       job_->worker(0).collectives().Arbiter());
+  ASSERT_OK_AND_ASSIGN(int64_t keys, store->NumKeys());
+  EXPECT_LE(keys, 2);
 }
 
 TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
