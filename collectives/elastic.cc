@@ -104,6 +104,18 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
   return a;
 }
 
+// An op's timeout as PrepareOp (runner.h) takes it: the option, else the
+// worker's default; none becomes a week.
+absl::Duration OpTimeout(ProcessGroup& group,
+                         const CollectiveOptions& options) {
+  absl::Duration timeout = options.timeout > absl::ZeroDuration()
+                               ? options.timeout
+                               : group.context().agent().default_timeout();
+  return timeout > absl::ZeroDuration() && timeout <= absl::Hours(24 * 7)
+             ? timeout
+             : absl::Hours(24 * 7);
+}
+
 // Sends this worker's vote to every other member (failures ignored: a
 // member that cannot be reached is, or will be, known gone).
 void SendVotes(ProcessGroup& group, const std::string& key, bool flag,
@@ -170,9 +182,11 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
 
 absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
                                 const CollectiveOptions& options) {
-  // Bounded by the op's deadline inside (the votes' timer, the store's
-  // call timeout); the wait here only backs them up.
-  return AgreeAsync(group, flag, options).Wait(absl::InfiniteDuration());
+  // Bounded inside (the votes' timer at the op's deadline, then one store
+  // call within its call timeout); this wait only backs them up.
+  return AgreeAsync(group, flag, options)
+      .Wait(OpTimeout(group, options) + StoreClientOptions().call_timeout +
+            absl::Seconds(5));
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
@@ -229,11 +243,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
     ProcessGroup& group, const CollectiveOptions& options) {
   CollectiveContext& c = group.context();
   ProcessGroup& world = c.world();
-  absl::Duration timeout = options.timeout > absl::ZeroDuration()
-                               ? options.timeout
-                               : c.agent().default_timeout();
-  if (timeout <= absl::ZeroDuration()) timeout = absl::Hours(24 * 7);
-  const absl::Time deadline = c.agent().timers().clock()->Now() + timeout;
+  const absl::Time deadline =
+      c.agent().timers().clock()->Now() + OpTimeout(group, options);
   if (absl::Status live = AwaitAllLive(c, deadline); !live.ok()) return live;
   // Named by the world's epoch now, the same on the survivors and the
   // newcomers once all saw the replacements.
