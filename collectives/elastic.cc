@@ -89,17 +89,17 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
   }
   if (!decided.ok()) {
     return absl::UnavailableError(absl::StrCat(
-        "agreement ", key, ": the job's store did not decide: ",
-        decided.status().message()));
+        "agreement ", key,
+        ": the job's store did not decide: ", decided.status().message()));
   }
   absl::StatusOr<Agreement> a = Decode(key, *decided, group);
   if (!a.ok()) return a.status();
   a->id = key;
   if (std::find(a->members.begin(), a->members.end(), c.rank()) ==
       a->members.end()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "agreement ", key, ": decided without ", c.agent().name(),
-        ", which the others counted gone"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("agreement ", key, ": decided without ", c.agent().name(),
+                     ", which the others counted gone"));
   }
   return a;
 }
@@ -143,8 +143,8 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
     const ProcessGroup::OpNumber n = group.NextAgreement();
     named.tag = absl::StrCat("agree.", n.sequence, "@", n.epoch);
     if (n.sequence >= 2) {
-      spent = absl::StrCat(group.name(), "/t:agree.", n.sequence - 2, "@",
-                           n.epoch);
+      spent =
+          absl::StrCat(group.name(), "/t:agree.", n.sequence - 2, "@", n.epoch);
     }
   } else {
     named.tag = absl::StrCat("agree:", options.tag);
@@ -223,15 +223,16 @@ absl::Status AwaitAllLive(CollectiveContext& c, absl::Time deadline) {
     std::vector<int> down = DownRanks(c);
     if (down.empty()) return absl::OkStatus();
     if (timers.clock()->Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "grow: ranks ", absl::StrJoin(down, ", "),
-          " are still gone (no replacement joined for them)"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("grow: ranks ", absl::StrJoin(down, ", "),
+                       " are still gone (no replacement joined for them)"));
     }
     Promise<Done> tick;
     timers.RunAt(std::min(deadline, timers.clock()->Now() + kLiveCheck),
                  [tick] { tick.Set(Done()); });
     // The timer sets it (or is dropped at Stop: bounded by the deadline).
-    tick.future().Wait(TimeLeft(*timers.clock(), deadline) + kLiveCheck)
+    tick.future()
+        .Wait(TimeLeft(*timers.clock(), deadline) + kLiveCheck)
         .IgnoreError();
     if (c.stopping()) return absl::UnavailableError("grow: stopping");
   }
@@ -296,9 +297,9 @@ void TellRevoked(CollectiveContext& c, const std::string& group,
   for (int r : members) {
     if (r == c.rank() || r == skip) continue;
     c.agent()
-        .RpcAsync(absl::StrCat(r), kRevokeFunction,
-                  {Value(group), Value(static_cast<int64_t>(by)),
-                   Value(reason)})
+        .RpcAsync(
+            absl::StrCat(r), kRevokeFunction,
+            {Value(group), Value(static_cast<int64_t>(by)), Value(reason)})
         .Then([](const absl::StatusOr<Value>&) {});
   }
 }
@@ -372,8 +373,7 @@ absl::Status RegisterElasticFunctions(
         }
         const std::string by_name = c->agent().directory().at(by).name;
         if (c->Revoke(group, *members,
-                      RevokedStatus(group, by_name, by, call.caller,
-                                    reason))) {
+                      RevokedStatus(group, by_name, by, call.caller, reason))) {
           // Relayed once by each member: the revoker may have died while
           // telling the others.
           TellRevoked(*c, group, *members, from, by, reason);

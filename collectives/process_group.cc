@@ -1,8 +1,8 @@
 #include "collectives/process_group.h"
 
-#include "collectives/collective_context.h"
-
 #include <utility>
+
+#include "collectives/collective_context.h"
 
 namespace ferry {
 

@@ -88,8 +88,8 @@ void VoteBook::Expire(const std::string& key) {
     if (it == entries_.end() || !it->second.done.has_value()) return;
     std::vector<std::string> names;
     for (int i : Missing(it->second)) {
-      names.push_back(
-          absl::StrCat("group rank ", i, " (worker", it->second.members[i], ")"));
+      names.push_back(absl::StrCat("group rank ", i, " (worker",
+                                   it->second.members[i], ")"));
     }
     missing = absl::StrJoin(names, ", ");
     done = std::move(it->second.done);

@@ -55,13 +55,12 @@ class VoteBook {
   // Collects agreement `key` (an op key of the group of `members`, global
   // ranks in group order, at `generations`, this worker `self` among them)
   // with this worker's `flag`: resolves with the votes once every member
-  // voted or is gone; DEADLINE_EXCEEDED at `deadline` naming the members that neither
-  // voted nor are gone (by group rank and global rank); ALREADY_EXISTS if
-  // `key` is being collected already; UNAVAILABLE after Stop.
+  // voted or is gone; DEADLINE_EXCEEDED at `deadline` naming the members that
+  // neither voted nor are gone (by group rank and global rank); ALREADY_EXISTS
+  // if `key` is being collected already; UNAVAILABLE after Stop.
   Future<Votes> Collect(const std::string& key, std::vector<int> members,
                         std::vector<uint64_t> generations, int self, bool flag,
-                        absl::Time deadline)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                        absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Global rank `from` (authenticated by the caller) votes `flag` in `key`
   // to this worker `self`. INVALID_ARGUMENT for a key no member could

@@ -586,10 +586,9 @@ void RpcAgent::OnRejoined(const WorkerInfo& worker, uint64_t incarnation) {
     authenticator_->Admit(WorkerNode(worker.rank), worker.public_key);
   }
   const std::string detail =
-      replaced.ok()
-          ? absl::StrFormat("%s at %s (incarnation %016x)", worker.name,
-                            worker.address, incarnation)
-          : std::string(replaced.message());
+      replaced.ok() ? absl::StrFormat("%s at %s (incarnation %016x)",
+                                      worker.name, worker.address, incarnation)
+                    : std::string(replaced.message());
   ReportEvent("peer_rejoined", detail);
   if (replaced.ok()) {
     events_->Record({.kind = "replaced",
@@ -610,8 +609,9 @@ void RpcAgent::RegisterEventsBuiltin() {
         // At most 30 s held: a watcher polls again.
         const int64_t wait_ms = std::clamp<int64_t>(args[1].as_int(), 0, 30000);
         return events_->Poll(args[0].as_int(), absl::Milliseconds(wait_ms))
-            .Map([this](const absl::StatusOr<std::vector<MembershipEvent>>&
-                            events) -> absl::StatusOr<Value> {
+            .Map([this](
+                     const absl::StatusOr<std::vector<MembershipEvent>>& events)
+                     -> absl::StatusOr<Value> {
               if (!events.ok()) return events.status();
               Value::List list;
               for (const MembershipEvent& e : *events) {

@@ -1,8 +1,7 @@
 #include "rpc/membership_events.h"
 
-#include <utility>
-
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -16,7 +15,8 @@ Value EventValue(const MembershipEvent& e) {
       {"rank", e.rank},
       {"worker", e.worker},
       {"detail", e.detail},
-      {"time", absl::FormatTime(absl::RFC3339_full, e.time, absl::UTCTimeZone())},
+      {"time",
+       absl::FormatTime(absl::RFC3339_full, e.time, absl::UTCTimeZone())},
   };
   if (!e.group.empty()) m.emplace("group", e.group);
   return Value(std::move(m));
@@ -91,15 +91,15 @@ Future<std::vector<MembershipEvent>> MembershipEvents::Poll(
     }
     // A number past the last (a watcher of an earlier incarnation) counts
     // as "from now on".
-    std::vector<MembershipEvent> now = SinceLocked(after > last_ ? last_ : after);
+    std::vector<MembershipEvent> now =
+        SinceLocked(after > last_ ? last_ : after);
     if (!now.empty() || wait <= absl::ZeroDuration()) {
       return Future<std::vector<MembershipEvent>>::Ready(std::move(now));
     }
     if (polls_.size() >= kMaxPolls) {
       return Future<std::vector<MembershipEvent>>::Ready(
-          absl::ResourceExhaustedError(
-              absl::StrCat("membership events: ", kMaxPolls,
-                           " polls wait already")));
+          absl::ResourceExhaustedError(absl::StrCat(
+              "membership events: ", kMaxPolls, " polls wait already")));
     }
     id = next_id_++;
     polls_.emplace(id, Waiting{after > last_ ? last_ : after, answer});

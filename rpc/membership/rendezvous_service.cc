@@ -298,13 +298,13 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
       if (std::optional<absl::Duration> silent = SilentFor(rank)) {
         return Error(
             grpc::StatusCode::UNAVAILABLE,
-            absl::StrCat(
-                "rank ", rank, " is still held by ", slot.info.name(),
-                " (pid ", slot.info.pid(), " at ", slot.info.address(),
-                "), out of contact for ", absl::ToInt64Milliseconds(*silent),
-                " ms: it is declared dead after ",
-                absl::ToInt64Milliseconds(options_.heartbeat_timeout),
-                " ms without contact, and its rank is free then"));
+            absl::StrCat("rank ", rank, " is still held by ", slot.info.name(),
+                         " (pid ", slot.info.pid(), " at ", slot.info.address(),
+                         "), out of contact for ",
+                         absl::ToInt64Milliseconds(*silent),
+                         " ms: it is declared dead after ",
+                         absl::ToInt64Milliseconds(options_.heartbeat_timeout),
+                         " ms without contact, and its rank is free then"));
       }
       return Error(
           grpc::StatusCode::ALREADY_EXISTS,
@@ -350,12 +350,12 @@ std::string RendezvousService::ExpectedFrom(uint64_t node,
 RendezvousService::Finishes RendezvousService::AdmitJoin(
     Held* held, const proto::JoinRequest& r, const std::string& secret) {
   if (Held* poll = NudgeContestedHolder(r); poll != nullptr) {
-    return {{poll, grpc::Status::OK},
-            {held, Error(grpc::StatusCode::UNAVAILABLE,
-                         absl::StrCat("rank ", r.worker().rank(),
-                                      " is held by ",
-                                      slots_[r.worker().rank()].info.name(),
-                                      ": asking it whether it is alive"))}};
+    return {
+        {poll, grpc::Status::OK},
+        {held, Error(grpc::StatusCode::UNAVAILABLE,
+                     absl::StrCat("rank ", r.worker().rank(), " is held by ",
+                                  slots_[r.worker().rank()].info.name(),
+                                  ": asking it whether it is alive"))}};
   }
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};

@@ -156,8 +156,8 @@ TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
       live, [&](int r) { return AllReduce(World(r), F32({1})).status(); },
       absl::OkStatus());
   for (int r : live) {
-    EXPECT_THAT(world[r], StatusIs(absl::StatusCode::kUnavailable,
-                                   HasSubstr("worker2")));
+    EXPECT_THAT(world[r],
+                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
   }
   std::vector<std::shared_ptr<ProcessGroup>> shrunk(kWorkers);
   std::vector<absl::Status> made = OnRanks<absl::Status>(
@@ -271,11 +271,11 @@ TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
 
 TEST_P(ElasticTest, OnlyMembersVoteOrRevoke) {
   ASSERT_OK_AND_ASSIGN(auto client, job_->Connect());
-  EXPECT_THAT(client->rpc()
-                  .RpcSync("1", "ferry.agree_vote",
-                           {Value("world/0"), Value(true)})
-                  .status(),
-              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(
+      client->rpc()
+          .RpcSync("1", "ferry.agree_vote", {Value("world/0"), Value(true)})
+          .status(),
+      StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(client->rpc()
                   .RpcSync("1", "ferry.revoke_group",
                            {Value("world"), Value(int64_t{0}), Value("x")})

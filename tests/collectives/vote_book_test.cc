@@ -47,8 +47,7 @@ class VoteBookTest : public ::testing::Test {
   ManualTimers timers_{&clock_};
   absl::Mutex mu_;
   std::set<int> down_ ABSL_GUARDED_BY(mu_);
-  VoteBook book_{&timers_, kWorld,
-                 [this](int r, uint64_t generation) {
+  VoteBook book_{&timers_, kWorld, [this](int r, uint64_t generation) {
                    return IsDown(r) || generation != 0;
                  }};
 };
@@ -56,15 +55,15 @@ class VoteBookTest : public ::testing::Test {
 TEST_F(VoteBookTest, CompletesWhenEveryMemberVotedEvenBeforeTheCollection) {
   // A peer's vote may come before this worker begins the agreement.
   ASSERT_OK(book_.Vote("world/0", 1, 0, true));
-  Future<VoteBook::Votes> votes =
-      book_.Collect("world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
+  Future<VoteBook::Votes> votes = book_.Collect(
+      "world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/0", 2, 0, false));
   EXPECT_FALSE(votes.IsReady());
   ASSERT_OK(book_.Vote("world/0", 3, 0, true));
   ASSERT_TRUE(votes.IsReady());
-  EXPECT_THAT(*votes.Wait(absl::ZeroDuration()),
-              ElementsAre(Pair(0, true), Pair(1, true), Pair(2, false),
-                          Pair(3, true)));
+  EXPECT_THAT(
+      *votes.Wait(absl::ZeroDuration()),
+      ElementsAre(Pair(0, true), Pair(1, true), Pair(2, false), Pair(3, true)));
 }
 
 // A member dies at every step of the collection: before it began, between
@@ -75,14 +74,14 @@ TEST_F(VoteBookTest, AMemberDyingAtAnyStepIsLeftOutOnlyIfItNeverVoted) {
   for (size_t dies_after = 0; dies_after <= order.size(); ++dies_after) {
     for (int victim : order) {
       SCOPED_TRACE(::testing::Message() << "rank " << victim << " dies after "
-                                      << dies_after << " votes");
+                                        << dies_after << " votes");
       {
         absl::MutexLock lock(&mu_);
         down_.clear();
       }
       const std::string op = absl::StrCat("world/", dies_after * 10 + victim);
-      Future<VoteBook::Votes> votes =
-          book_.Collect(op, kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
+      Future<VoteBook::Votes> votes = book_.Collect(
+          op, kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
       bool victim_voted = false;
       for (size_t i = 0; i < order.size(); ++i) {
         if (i == dies_after) Die(victim);
@@ -103,13 +102,15 @@ TEST_F(VoteBookTest, AMemberDyingAtAnyStepIsLeftOutOnlyIfItNeverVoted) {
 // A member replaced since the group knew it (a later generation) takes no
 // part: its new incarnation is not waited for.
 TEST_F(VoteBookTest, AReplacedMemberIsGoneForTheGroup) {
-  Future<VoteBook::Votes> votes = book_.Collect(
-      "world/0", kMembers, {0, 0, 0, 0}, 0, true, clock_.Now() + absl::Seconds(5));
+  Future<VoteBook::Votes> votes =
+      book_.Collect("world/0", kMembers, {0, 0, 0, 0}, 0, true,
+                    clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/0", 1, 0, true));
   ASSERT_OK(book_.Vote("world/0", 2, 0, true));
   EXPECT_FALSE(votes.IsReady());
-  Future<VoteBook::Votes> after = book_.Collect(
-      "world/1", kMembers, {0, 0, 0, 1}, 0, true, clock_.Now() + absl::Seconds(5));
+  Future<VoteBook::Votes> after =
+      book_.Collect("world/1", kMembers, {0, 0, 0, 1}, 0, true,
+                    clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/1", 1, 0, true));
   ASSERT_OK(book_.Vote("world/1", 2, 0, true));
   // The group knew rank 3 at generation 1; the directory (this fixture's
@@ -122,8 +123,8 @@ TEST_F(VoteBookTest, AReplacedMemberIsGoneForTheGroup) {
 }
 
 TEST_F(VoteBookTest, TimesOutNamingTheSilentLiveMembers) {
-  Future<VoteBook::Votes> votes =
-      book_.Collect("world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
+  Future<VoteBook::Votes> votes = book_.Collect(
+      "world/0", kMembers, {}, 0, true, clock_.Now() + absl::Seconds(5));
   ASSERT_OK(book_.Vote("world/0", 1, 0, true));
   Die(3);
   timers_.Advance(absl::Seconds(4));
@@ -152,8 +153,9 @@ TEST_F(VoteBookTest, TakesVotesOnlyFromMembersAndTheFirstOfEach) {
   ASSERT_TRUE(votes.IsReady());
   EXPECT_THAT(*votes.Wait(absl::ZeroDuration()),
               ElementsAre(Pair(0, true), Pair(1, false), Pair(2, true)));
-  EXPECT_THAT(book_.Collect("g0,1,2#0/0", {0, 1, 2}, {}, 0, true,
-                            clock_.Now() + absl::Seconds(5))
+  EXPECT_THAT(book_
+                  .Collect("g0,1,2#0/0", {0, 1, 2}, {}, 0, true,
+                           clock_.Now() + absl::Seconds(5))
                   .Wait(absl::ZeroDuration())
                   .status(),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
@@ -165,8 +167,8 @@ TEST_F(VoteBookTest, EarlyVotesAreBounded) {
   }
   // The newest are kept: a collection of one completes with its vote.
   Future<VoteBook::Votes> kept =
-      book_.Collect(absl::StrCat("world/", 3 * VoteBook::kMaxEarly - 1),
-                    {0, 1}, {}, 0, true, clock_.Now() + absl::Seconds(5));
+      book_.Collect(absl::StrCat("world/", 3 * VoteBook::kMaxEarly - 1), {0, 1},
+                    {}, 0, true, clock_.Now() + absl::Seconds(5));
   EXPECT_TRUE(kept.IsReady());
   // The oldest were dropped.
   Future<VoteBook::Votes> dropped = book_.Collect(
