@@ -81,15 +81,38 @@ class ElasticTest : public ::testing::TestWithParam<Backend> {
     return out;
   }
 
+  // Worker `r`'s membership events up to the first that `want` matches
+  // (empty if none came within kWait): long polls, no sleeping.
+  std::vector<MembershipEvent> AwaitEvent(
+      int r, const std::function<bool(const MembershipEvent&)>& want) {
+    MembershipEvents& events = job_->worker(r).rpc().events();
+    const absl::Time deadline = absl::Now() + kWait;
+    std::vector<MembershipEvent> seen;
+    int64_t after = 0;
+    while (absl::Now() < deadline) {
+      absl::StatusOr<std::vector<MembershipEvent>> got =
+          events.Poll(after, deadline - absl::Now()).Wait(kWait);
+      if (!got.ok()) break;
+      for (const MembershipEvent& e : *got) {
+        seen.push_back(e);
+        after = e.seq;
+        if (want(e)) return seen;
+      }
+    }
+    return {};
+  }
+
   // Until every worker but `rank` saw it gone.
   void AwaitDown(int rank) {
-    const absl::Time deadline = absl::Now() + kWait;
     for (int r = 0; r < kWorkers; ++r) {
       if (r == rank) continue;
-      while (!job_->worker(r).rpc().membership().DownReason(rank)) {
-        ASSERT_LT(absl::Now(), deadline) << "worker" << r;
-        absl::SleepFor(absl::Milliseconds(10));
-      }
+      ASSERT_FALSE(AwaitEvent(r,
+                              [&](const MembershipEvent& e) {
+                                return e.rank == rank && e.kind == "died";
+                              })
+                       .empty())
+          << "worker" << r;
+      EXPECT_TRUE(job_->worker(r).rpc().membership().DownReason(rank));
     }
   }
 
@@ -192,14 +215,9 @@ TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
   // The world, revoked, stays so until it grows back.
   ASSERT_OK(Revoke(World(0), "rank 2 died"));
 
-  // A replacement for rank 2 (on etcd, once the old one's lease expired).
-  const absl::Time deadline = absl::Now() + kWait;
-  absl::Status replaced;
-  while (absl::IsAlreadyExists(replaced = job_->Replace(2)) &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_OK(replaced);
+  // A replacement for rank 2 (its join waits until the old one is gone
+  // for good: on etcd, until its lease expired).
+  ASSERT_OK(job_->Replace(2));
   // The survivors grow their group back, the newcomer its world: all get
   // the world, which works again with the newcomer.
   std::vector<absl::Status> grown = OnRanks<absl::Status>(
@@ -240,12 +258,8 @@ TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
   for (int r = 0; r < kWorkers; ++r) {
     // A member's ops may fail first by another's word (Op::Fail): the
     // revocation itself reaches it a moment later.
-    std::vector<MembershipEvent> events;
-    const absl::Time deadline = absl::Now() + kWait;
-    while ((events = job_->worker(r).rpc().events().Since(0)).empty() &&
-           absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    std::vector<MembershipEvent> events =
+        AwaitEvent(r, [](const MembershipEvent&) { return true; });
     ASSERT_EQ(events.size(), 1u) << "worker" << r;
     EXPECT_EQ(events[0].kind, "revoked");
     EXPECT_EQ(events[0].group, "world");

@@ -36,6 +36,18 @@ def start(rank, env, *args):
         stderr=subprocess.STDOUT, text=True)
 
 
+def output(p, deadline):
+    """`p`'s whole output, waiting until `deadline` (time.monotonic)."""
+    return p.communicate(timeout=max(1, deadline - time.monotonic()))[0]
+
+
+def stop_all(procs):
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+
+
 def run(env, victim, heartbeat_s=HEARTBEAT_S):
     """The job with `victim` killed and replaced: each process's output, by
     rank ("victim" the killed one's, `victim` its replacement's)."""
@@ -49,18 +61,12 @@ def run(env, victim, heartbeat_s=HEARTBEAT_S):
     try:
         # The victim kills itself; a supervisor would restart it: here,
         # once it is gone.
-        outs["victim"] = procs[victim].communicate(
-            timeout=max(1, deadline - time.monotonic()))[0]
+        outs["victim"] = output(procs[victim], deadline)
         assert procs[victim].returncode == -9, outs["victim"]
         procs[victim] = start(victim, env, "--rejoin")
-        for r, p in procs.items():
-            outs[r] = p.communicate(
-                timeout=max(1, deadline - time.monotonic()))[0]
+        outs.update({r: output(p, deadline) for r, p in procs.items()})
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        stop_all(procs)
     failed = [r for r in range(WORLD) if procs[r].returncode != 0]
     assert not failed, "\n".join(f"--- rank {r} (exit {procs[r].returncode}):"
                                  f"\n{outs.get(r)}" for r in range(WORLD))
@@ -118,16 +124,10 @@ def test_two_of_five_killed_at_once_the_three_go_on():
     args = [f"--kill-rank={v}" for v in victims] + [f"--kill-at={KILL_AT}"]
     procs = {r: start(r, env, *args) for r in range(world)}
     deadline = time.monotonic() + JOB_TIMEOUT
-    outs = {}
     try:
-        for r, p in procs.items():
-            outs[r] = p.communicate(
-                timeout=max(1, deadline - time.monotonic()))[0]
+        outs = {r: output(p, deadline) for r, p in procs.items()}
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+        stop_all(procs)
     for v in victims:
         assert procs[v].returncode == -9 and "killed" in outs[v], outs[v]
     for r in (0, 2, 4):
