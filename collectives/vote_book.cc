@@ -30,8 +30,14 @@ VoteBook::TakeIfComplete(const std::string& key) {
   auto it = entries_.find(key);
   if (it == entries_.end() || !it->second.done.has_value()) return std::nullopt;
   if (!Missing(it->second).empty()) return std::nullopt;
-  std::pair<Promise<Votes>, Votes> out(*it->second.done,
-                                       std::move(it->second.votes));
+  // The members' votes only: the key's group (what Vote checked) is the
+  // members' for every real caller, but the result must not depend on it.
+  Votes votes;
+  for (int r : it->second.members) {
+    auto v = it->second.votes.find(r);
+    if (v != it->second.votes.end()) votes.emplace(r, v->second);
+  }
+  std::pair<Promise<Votes>, Votes> out(*it->second.done, std::move(votes));
   // Cancelled here, it will not run; if it is running, Expire finds no
   // entry (or a new one, which it leaves alone: it has no promise yet).
   timers_->Cancel(it->second.timer);
