@@ -284,8 +284,11 @@ std::optional<uint64_t> Authenticator::Resolve(const PresentedCredential& c,
     return std::nullopt;
   }
   absl::MutexLock lock(&mu_);
-  // It may have left meanwhile.
-  if (LookupLocked(c) != Lookup::kVouched) return std::nullopt;
+  // Its announcement may have arrived meanwhile (then it is known: the
+  // check above is the same check), or it may have left.
+  const Lookup now = LookupLocked(c);
+  if (now == Lookup::kKnown) return c.node;
+  if (now != Lookup::kVouched) return std::nullopt;
   const bool announced =
       master_announces_clients_ && ClientIssuer(c.node) == uint64_t{0};
   if (announced) {
