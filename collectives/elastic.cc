@@ -57,6 +57,13 @@ absl::StatusOr<Agreement> Decode(const std::string& key,
   return a;
 }
 
+// An agreement stopped by a test's fault (VoteBook::SetFaultForTesting) at
+// `where`, as if this worker died there.
+absl::Status Injected(const std::string& key, const std::string& where) {
+  return absl::UnavailableError(absl::StrCat(
+      "agreement ", key, ": stopped ", where, " (a test's injected fault)"));
+}
+
 // What this worker proposes from the votes it collected.
 Agreement Proposal(const VoteBook::Votes& votes, const ProcessGroup& group) {
   Agreement a;
@@ -80,10 +87,16 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
                                  const std::string& spent,
                                  const Agreement& mine) {
   CollectiveContext& c = group.context();
+  if (c.votes().StopsAt(VoteBook::Point::kPropose)) {
+    return Injected(key, "before proposing");
+  }
   absl::StatusOr<KeyValueStore*> store = c.Arbiter();
   if (!store.ok()) return store.status();
   absl::StatusOr<std::string> decided =
       (*store)->CompareSet(kDecisionPrefix + key, "", Encode(mine));
+  if (c.votes().StopsAt(VoteBook::Point::kDecided)) {
+    return Injected(key, "once the store decided");
+  }
   if (decided.ok() && !spent.empty()) {
     (*store)->Delete(kDecisionPrefix + spent).IgnoreError();  // Tidying.
   }
@@ -117,17 +130,24 @@ absl::Duration OpTimeout(ProcessGroup& group,
 }
 
 // Sends this worker's vote to every other member (failures ignored: a
-// member that cannot be reached is, or will be, known gone).
-void SendVotes(ProcessGroup& group, const std::string& key, bool flag,
-               absl::Duration timeout) {
+// member that cannot be reached is, or will be, known gone). Not OK only if
+// a test's fault stopped it.
+absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
+                       absl::Duration timeout) {
   RpcAgent& agent = group.context().agent();
   for (int r = 0; r < group.size(); ++r) {
     if (r == group.rank()) continue;
+    if (group.context().votes().StopsAt(VoteBook::Point::kVote,
+                                        group.global(r))) {
+      return Injected(key, absl::StrCat("before voting to rank ",
+                                        group.global(r)));
+    }
     agent
         .RpcAsync(absl::StrCat(group.global(r)), kVoteFunction,
                   {Value(key), Value(flag)}, {.timeout = timeout})
         .Then([](const absl::StatusOr<Value>&) {});
   }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -156,7 +176,11 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   Future<VoteBook::Votes> votes =
       c.votes().Collect(spec->key, group.members(), group.generations(),
                         c.rank(), flag, deadline);
-  SendVotes(group, spec->key, flag, spec->timeout);
+  // (A collection left behind ends at its deadline, or at Stop.)
+  if (absl::Status sent = SendVotes(group, spec->key, flag, spec->timeout);
+      !sent.ok()) {
+    return Future<Agreement>::Ready(sent);
+  }
   Promise<Agreement> done;
   std::shared_ptr<ProcessGroup> keep = group.shared_from_this();
   votes.Then([keep, key = spec->key, spent,

@@ -168,4 +168,19 @@ void VoteBook::Stop() {
   }
 }
 
+void VoteBook::SetFaultForTesting(Fault fault) {
+  absl::MutexLock lock(&mu_);
+  fault_ = std::move(fault);
+}
+
+bool VoteBook::StopsAt(Point point, int peer) const {
+  Fault fault;
+  {
+    absl::MutexLock lock(&mu_);
+    fault = fault_;
+  }
+  // The test's code runs outside the lock.
+  return fault != nullptr && fault(point, peer);
+}
+
 }  // namespace ferry

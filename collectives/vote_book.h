@@ -75,6 +75,19 @@ class VoteBook {
   // Fails every collection (UNAVAILABLE) and takes no more.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Fault injection for tests: the points of this worker's agreements
+  // (elastic.cc) where it may stop as if it died there. kVote: before its
+  // vote goes to `peer` (a global rank); kPropose: before it proposes its
+  // result to the store; kDecided: once the store decided, before it
+  // returns. `fault(point, peer)` (peer -1 but for kVote) returns true to
+  // stop there: the agreement fails here (UNAVAILABLE) and sends nothing
+  // more. It runs on the agreement's thread, outside any lock.
+  enum class Point { kVote, kPropose, kDecided };
+  using Fault = std::function<bool(Point point, int peer)>;
+  void SetFaultForTesting(Fault fault) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether an agreement stops at `point` (false without a fault set).
+  bool StopsAt(Point point, int peer = -1) const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Entry {
     Votes votes;
@@ -96,8 +109,9 @@ class VoteBook {
   Timers* const timers_;
   const int world_size_;
   const std::function<bool(int, uint64_t)> is_gone_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  Fault fault_ ABSL_GUARDED_BY(mu_);
   // Keys holding only peers' votes, oldest first (at most kMaxEarly).
   std::deque<std::string> early_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

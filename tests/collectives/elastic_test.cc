@@ -2,9 +2,13 @@
 // backends (the embedded master, and a real etcd started by the test):
 // agreement among all and among survivors, shrinking the world after a
 // death and running collectives on the result, and revoking a group with
-// ops pending on every member.
+// ops pending on every member. AgreeFaultTest stops a member at each point
+// of the agreement's protocol (VoteBook::SetFaultForTesting: where it stops
+// is injected, not raced) and kills it there.
 #include "collectives/elastic.h"
 
+#include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -14,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
@@ -39,12 +44,19 @@ Tensor F32(std::vector<float> v) { return Tensor::FromVector<float>(v); }
 
 enum class Backend { kEmbedded, kEtcd };
 
-class ElasticTest : public ::testing::TestWithParam<Backend> {
+std::string BackendName(Backend b) {
+  return b == Backend::kEmbedded ? "EmbeddedMaster" : "Etcd";
+}
+
+// A job of kWorkers on the backend the test's parameter names.
+template <typename Param>
+class ElasticJobTest : public ::testing::TestWithParam<Param> {
  protected:
   static void TearDownTestSuite() { etcd_.reset(); }
+  virtual Backend backend() const = 0;
 
   void SetUp() override {
-    if (GetParam() == Backend::kEtcd) {
+    if (backend() == Backend::kEtcd) {
       if (!EtcdCluster::Installed()) GTEST_SKIP() << EtcdCluster::SkipReason();
       if (etcd_ == nullptr) {
         auto started = EtcdCluster::Start();
@@ -53,7 +65,7 @@ class ElasticTest : public ::testing::TestWithParam<Backend> {
       }
     }
     LocalJob::Options options;
-    if (GetParam() == Backend::kEtcd) {
+    if (backend() == Backend::kEtcd) {
       const std::string job = absl::StrReplaceAll(
           ::testing::UnitTest::GetInstance()->current_test_info()->name(),
           {{"/", "-"}});
@@ -120,7 +132,13 @@ class ElasticTest : public ::testing::TestWithParam<Backend> {
   std::unique_ptr<LocalJob> job_;
 };
 
-std::unique_ptr<EtcdCluster> ElasticTest::etcd_;
+template <typename Param>
+std::unique_ptr<EtcdCluster> ElasticJobTest<Param>::etcd_;
+
+class ElasticTest : public ElasticJobTest<Backend> {
+ protected:
+  Backend backend() const override { return GetParam(); }
+};
 
 using AgreeResult = absl::StatusOr<Agreement>;
 
@@ -308,10 +326,146 @@ TEST_P(ElasticTest, OnlyMembersVoteOrRevoke) {
 INSTANTIATE_TEST_SUITE_P(Backends, ElasticTest,
                          ::testing::Values(Backend::kEmbedded, Backend::kEtcd),
                          [](const ::testing::TestParamInfo<Backend>& info) {
-                           return info.param == Backend::kEmbedded
-                                      ? "EmbeddedMaster"
-                                      : "Etcd";
+                           return BackendName(info.param);
                          });
+
+// Where the dying member stops: before its vote to its k-th peer (k = 0:
+// it voted to nobody; 1, 2: to some), before proposing (it voted to all),
+// or once the store decided (its proposal may be the decision).
+struct Fault {
+  Backend backend;
+  VoteBook::Point point;
+  int votes_sent = 0;  // For kVote.
+};
+
+std::string FaultName(const ::testing::TestParamInfo<Fault>& info) {
+  const Fault& f = info.param;
+  std::string where;
+  switch (f.point) {
+    case VoteBook::Point::kVote:
+      where = absl::StrCat("AfterVotingTo", f.votes_sent);
+      break;
+    case VoteBook::Point::kPropose:
+      where = "BeforeProposing";
+      break;
+    case VoteBook::Point::kDecided:
+      where = "OnceDecided";
+      break;
+  }
+  return absl::StrCat(BackendName(f.backend), "_", where);
+}
+
+class AgreeFaultTest : public ElasticJobTest<Fault> {
+ protected:
+  Backend backend() const override { return GetParam().backend; }
+  // On the embedded master rank 0 is the job's store: another rank dies.
+  // On etcd, rank 0 does.
+  int dying() const { return backend() == Backend::kEtcd ? 0 : 2; }
+
+  // Stops the dying member's agreements at the test's point, and notifies
+  // `stopped` when it did.
+  void InjectFault(absl::Notification& stopped) {
+    const Fault f = GetParam();
+    auto votes = std::make_shared<std::atomic<int>>(0);
+    job_->worker(dying()).collectives().votes().SetFaultForTesting(
+        [f, votes, &stopped](VoteBook::Point point, int) {
+          bool stop = point == f.point;
+          if (point == VoteBook::Point::kVote) {
+            stop = stop && votes->fetch_add(1) == f.votes_sent;
+          }
+          if (stop) stopped.Notify();
+          return stop;
+        });
+  }
+};
+
+// MPIX_Comm_agree's promise: whatever point of the protocol a member dies
+// at, every survivor returns the same result (the AND of the flags of the
+// members it names), and the survivors then shrink to themselves and go on.
+TEST_P(AgreeFaultTest, EverySurvivorGetsTheSameResultAndShrinks) {
+  const int dead = dying();
+  std::vector<int> live;
+  for (int r = 0; r < kWorkers; ++r) {
+    if (r != dead) live.push_back(r);
+  }
+  absl::Notification stopped;
+  InjectFault(stopped);
+  std::vector<AgreeResult> got(kWorkers, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorkers; ++r) {
+    threads.emplace_back([&, r] { got[r] = Agree(World(r), r != dead); });
+  }
+  // Killed where it stopped (an abrupt stop: its peers learn it from the
+  // membership, as of a crash).
+  ASSERT_TRUE(stopped.WaitForNotificationWithTimeout(kWait));
+  job_->worker(dead).Stop();
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(got[dead], StatusIs(absl::StatusCode::kUnavailable,
+                                  HasSubstr("injected fault")));
+  const int first = live[0];
+  ASSERT_OK(got[first].status());
+  const std::vector<int>& members = got[first]->members;
+  const bool counted =
+      std::find(members.begin(), members.end(), dead) != members.end();
+  // The dying member's flag (false) counts exactly when it is named.
+  EXPECT_EQ(got[first]->flag, !counted);
+  EXPECT_EQ(members.size(), live.size() + (counted ? 1 : 0));
+  if (GetParam().point == VoteBook::Point::kVote &&
+      GetParam().votes_sent == 0) {
+    EXPECT_FALSE(counted);  // Nobody heard it.
+  }
+  for (int r : live) {
+    ASSERT_THAT(got[r].status(), StatusIs(absl::StatusCode::kOk)) << "worker" << r;
+    EXPECT_EQ(got[r]->flag, got[first]->flag) << "worker" << r;
+    EXPECT_EQ(got[r]->members, members) << "worker" << r;
+    EXPECT_EQ(got[r]->id, got[first]->id) << "worker" << r;
+  }
+
+  // Then the survivors shrink and go on: a group that still names the dead
+  // member (none here: it is known gone by now) would fail its op
+  // UNAVAILABLE and shrink again, as a program's loop does.
+  std::vector<std::vector<int>> final_members(kWorkers);
+  std::vector<absl::Status> went_on = OnRanks<absl::Status>(
+      live,
+      [&](int r) -> absl::Status {
+        std::shared_ptr<ProcessGroup> group = World(r).shared_from_this();
+        for (int attempt = 0; attempt < 3; ++attempt) {
+          absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Shrink(*group);
+          if (!g.ok()) return g.status();
+          group = *g;
+          absl::StatusOr<Tensor> sum = AllReduce(*group, F32({1}));
+          if (sum.ok()) {
+            final_members[r] = group->members();
+            if (*sum != F32({static_cast<float>(group->size())})) {
+              return absl::InternalError(sum->DebugString());
+            }
+            return absl::OkStatus();
+          }
+          if (!absl::IsUnavailable(sum.status())) return sum.status();
+        }
+        return absl::InternalError("still failing after 3 shrinks");
+      },
+      absl::OkStatus());
+  for (int r : live) {
+    ASSERT_THAT(went_on[r], StatusIs(absl::StatusCode::kOk)) << "worker" << r;
+    EXPECT_EQ(final_members[r], live) << "worker" << r;
+  }
+}
+
+std::vector<Fault> EveryPoint() {
+  std::vector<Fault> all;
+  for (Backend b : {Backend::kEmbedded, Backend::kEtcd}) {
+    for (int k = 0; k < kWorkers - 1; ++k) {
+      all.push_back({b, VoteBook::Point::kVote, k});
+    }
+    all.push_back({b, VoteBook::Point::kPropose});
+    all.push_back({b, VoteBook::Point::kDecided});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPoint, AgreeFaultTest,
+                         ::testing::ValuesIn(EveryPoint()), FaultName);
 
 }  // namespace
 }  // namespace ferry
