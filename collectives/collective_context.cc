@@ -168,11 +168,11 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NewGroup(
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::NamedGroup(
-    std::vector<int> ranks, uint64_t n, bool pinned) {
+    std::vector<int> ranks, uint64_t n, bool pinned, std::vector<int> origin) {
   FERRY_ASSIGN_OR_RETURN(int mine, IndexIn(ranks));
   std::string name = NewGroupName(ranks, n);
   return std::make_shared<ProcessGroup>(this, std::move(name), std::move(ranks),
-                                        mine, pinned);
+                                        mine, pinned, std::move(origin));
 }
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> CollectiveContext::ClientGroup(

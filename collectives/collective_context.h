@@ -59,9 +59,11 @@ class CollectiveContext final
       ABSL_LOCKS_EXCLUDED(mu_);
   // The group of `ranks` named "g<ranks>#<n>" (op_key.h), counting nothing:
   // for groups every member names alike from an agreement (elastic.h's
-  // Shrink), `pinned` as ProcessGroup's. Errors as NewGroup.
+  // Shrink and Grow), `pinned` and `origin` as ProcessGroup's. Errors as
+  // NewGroup.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NamedGroup(
-      std::vector<int> ranks, uint64_t n, bool pinned);
+      std::vector<int> ranks, uint64_t n, bool pinned,
+      std::vector<int> origin = {});
   // The group of a client's op on `ranks` (errors as NewGroup): named after
   // its ranks, not counted, as clients name their ops by tags anyway.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> ClientGroup(

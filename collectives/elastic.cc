@@ -213,16 +213,25 @@ absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
             absl::Seconds(5));
 }
 
+namespace {
+
+// A group number every member derives alike from `text` (FNV-1a: the same
+// in every process), above any count NewGroup reaches.
+uint64_t GroupNumber(const std::string& text) {
+  uint64_t n = 14695981039346656037ull;
+  for (unsigned char ch : text) n = (n ^ ch) * 1099511628211ull;
+  return (uint64_t{1} << 40) | (n & ((uint64_t{1} << 40) - 1));
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
     ProcessGroup& group, const CollectiveOptions& options) {
   absl::StatusOr<Agreement> live = Agree(group, true, options);
   if (!live.ok()) return live.status();
-  // Every survivor names it alike, from the agreement's name (FNV-1a: the
-  // same in every process), above any count NewGroup reaches.
-  uint64_t n = 14695981039346656037ull;
-  for (unsigned char ch : live->id) n = (n ^ ch) * 1099511628211ull;
-  n = (uint64_t{1} << 40) | (n & ((uint64_t{1} << 40) - 1));
-  return group.context().NamedGroup(live->members, n, /*pinned=*/true);
+  // Named from the agreement's name: alike on every survivor.
+  return group.context().NamedGroup(live->members, GroupNumber(live->id),
+                                    /*pinned=*/true, group.origin());
 }
 
 namespace {
@@ -230,21 +239,23 @@ namespace {
 // How often Grow looks whether every rank is live again.
 constexpr absl::Duration kLiveCheck = absl::Milliseconds(20);
 
-// The world ranks known gone here.
-std::vector<int> DownRanks(CollectiveContext& c) {
+// The ranks of `ranks` known gone here.
+std::vector<int> DownRanks(CollectiveContext& c, const std::vector<int>& ranks) {
   std::vector<int> down;
-  for (int r = 0; r < c.agent().world_size(); ++r) {
+  for (int r : ranks) {
     if (c.agent().membership().DownReason(WorkerNode(r))) down.push_back(r);
   }
   return down;
 }
 
-// Returns once no rank is known gone; DEADLINE_EXCEEDED at `deadline` (on
-// the worker's clock, looked at every kLiveCheck) naming those still gone.
-absl::Status AwaitAllLive(CollectiveContext& c, absl::Time deadline) {
+// Returns once none of `ranks` is known gone; DEADLINE_EXCEEDED at
+// `deadline` (on the worker's clock, looked at every kLiveCheck) naming
+// those still gone.
+absl::Status AwaitAllLive(CollectiveContext& c, const std::vector<int>& ranks,
+                          absl::Time deadline) {
   Timers& timers = c.agent().timers();
   while (true) {
-    std::vector<int> down = DownRanks(c);
+    std::vector<int> down = DownRanks(c, ranks);
     if (down.empty()) return absl::OkStatus();
     if (timers.clock()->Now() >= deadline) {
       return absl::DeadlineExceededError(
@@ -267,36 +278,54 @@ absl::Status AwaitAllLive(CollectiveContext& c, absl::Time deadline) {
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
     ProcessGroup& group, const CollectiveOptions& options) {
   CollectiveContext& c = group.context();
-  ProcessGroup& world = c.world();
+  const std::vector<int> target = group.origin();
   const absl::Time deadline =
       c.agent().timers().clock()->Now() + OpTimeout(group, options);
-  if (absl::Status live = AwaitAllLive(c, deadline); !live.ok()) return live;
-  // Named by the world's epoch now, the same on the survivors and the
+  if (absl::Status live = AwaitAllLive(c, target, deadline); !live.ok()) {
+    return live;
+  }
+  // Named by the members' epoch now, the same on the survivors and the
   // newcomers once all saw the replacements.
   CollectiveOptions named = options;
   named.timeout = TimeLeft(*c.agent().timers().clock(), deadline);
-  const uint64_t epoch = c.Epoch(world.members());
+  const uint64_t epoch = c.Epoch(target);
   named.tag = absl::StrCat("grow@", epoch);
-  // The world's members are the incarnations live now, newcomers included.
-  world.RefreshGenerations();
-  absl::StatusOr<Agreement> all = Agree(world, true, named);
+  // The successor: the world itself, or a new group of the origin's ranks
+  // named from them and the epoch (alike on every member, however each
+  // came by its group). Its members are the incarnations live now.
+  std::shared_ptr<ProcessGroup> next;
+  const bool world = target == c.world().members();
+  if (world) {
+    next = c.world().shared_from_this();
+    next->RefreshGenerations();
+  } else {
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> made = c.NamedGroup(
+        target,
+        GroupNumber(absl::StrCat("grow:", absl::StrJoin(target, ","), "@",
+                                 epoch)),
+        /*pinned=*/false);
+    if (!made.ok()) return made.status();
+    next = *std::move(made);
+  }
+  absl::StatusOr<Agreement> all = Agree(*next, true, named);
   if (!all.ok()) return all.status();
   // Every rank is here, at this point of its program: the world's
-  // agreements start afresh, alike on the survivors and the newcomers.
-  world.StartAgreementEra(epoch);
-  if (all->members.size() != world.members().size()) {
+  // agreements start afresh, alike on the survivors and the newcomers. (A
+  // new group's count starts at 0 anyway.)
+  if (world) next->StartAgreementEra(epoch);
+  if (all->members.size() != target.size()) {
     std::vector<int> missing;
-    for (int r : world.members()) {
+    for (int r : target) {
       if (std::find(all->members.begin(), all->members.end(), r) ==
           all->members.end()) {
         missing.push_back(r);
       }
     }
     return absl::UnavailableError(
-        absl::StrCat("grow: ranks ", absl::StrJoin(missing, ", "),
-                     " died while the world grew back; shrink again"));
+        absl::StrCat("grow: ranks ", absl::StrJoin(missing, ", "), " died while ",
+                     next->name(), " grew back; shrink again"));
   }
-  return world.shared_from_this();
+  return next;
 }
 
 namespace {

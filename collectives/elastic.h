@@ -68,13 +68,16 @@ absl::StatusOr<Agreement> Agree(ProcessGroup& group, bool flag,
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
     ProcessGroup& group, const CollectiveOptions& options = {});
 
-// The world again, once every rank of the job is live (replacements took
-// the dead ranks' places): waits for that (DEADLINE_EXCEEDED naming the
-// ranks still gone), then agrees among all ranks — each calls Grow: the
-// survivors with the group they shrank to, a replacement with its world —
-// and returns the world group. It works again in its new membership epoch
-// (op_key.h), a revocation of an earlier epoch included. UNAVAILABLE
-// naming the ranks that died meanwhile (shrink again).
+// The group `group` was shrunk from (its origin(), process_group.h) again,
+// once all of its ranks are live (replacements took the dead ranks'
+// places): waits for that (DEADLINE_EXCEEDED naming the ranks still gone),
+// then agrees among them — each calls Grow: the survivors with the group
+// they shrank to, a replacement with a group of the origin's ranks (its
+// world, or NewGroup of them) — and returns the successor: the world
+// itself if the origin is the world, which works again in its new
+// membership epoch (op_key.h), a revocation of an earlier epoch included;
+// else a new group of the origin's ranks named alike on every member.
+// UNAVAILABLE naming the ranks that died meanwhile (shrink again).
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
     ProcessGroup& group, const CollectiveOptions& options = {});
 

@@ -7,12 +7,14 @@
 namespace ferry {
 
 ProcessGroup::ProcessGroup(CollectiveContext* context, std::string name,
-                           std::vector<int> members, int rank, bool pinned)
+                           std::vector<int> members, int rank, bool pinned,
+                           std::vector<int> origin)
     : context_(context),
       name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
       pinned_(pinned),
+      origin_(origin.empty() ? members_ : std::move(origin)),
       generations_(context_->Generations(members_)) {}
 
 std::optional<int> ProcessGroup::ReplacedMember() const {

@@ -32,9 +32,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // Notes the members' incarnations now (generations()). A `pinned` group
   // (Shrink's, elastic.h) holds those incarnations only: once a member was
   // replaced, its ops fail at once (ReplacedMember) instead of waiting for
-  // a newcomer that takes no part in them.
+  // a newcomer that takes no part in them. `origin`: the members of the
+  // group it was shrunk from (empty: `members`).
   ProcessGroup(CollectiveContext* context, std::string name,
-               std::vector<int> members, int rank, bool pinned = false);
+               std::vector<int> members, int rank, bool pinned = false,
+               std::vector<int> origin = {});
 
   // This worker's rank in the group.
   int rank() const { return rank_; }
@@ -73,6 +75,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::vector<uint64_t> generations() const ABSL_LOCKS_EXCLUDED(mu_);
   void RefreshGenerations() ABSL_LOCKS_EXCLUDED(mu_);
   bool pinned() const { return pinned_; }
+  // The members of the group this one was shrunk from (through any number
+  // of Shrinks), in their order; its own members if it was not: what
+  // elastic.h's Grow restores.
+  const std::vector<int>& origin() const { return origin_; }
   // The group rank of a member replaced since the group knew it, if any.
   std::optional<int> ReplacedMember() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -85,6 +91,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   const std::vector<int> members_;
   const int rank_;
   const bool pinned_;
+  const std::vector<int> origin_;
   mutable absl::Mutex mu_;
   OpNumber next_ ABSL_GUARDED_BY(mu_);
   OpNumber next_agreement_ ABSL_GUARDED_BY(mu_);

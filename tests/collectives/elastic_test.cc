@@ -254,6 +254,62 @@ TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
   for (int r = 0; r < kWorkers; ++r) EXPECT_OK(grown[r]);
 }
 
+TEST_P(ElasticTest, ASubgroupShrinksAndGrowsBackToItsRanks) {
+  // A group of ranks 1, 2, 3 (rank 0 takes no part); rank 2 dies.
+  const std::vector<int> ranks = {1, 2, 3};
+  std::vector<std::shared_ptr<ProcessGroup>> sub(kWorkers);
+  for (int r : ranks) {
+    ASSERT_OK_AND_ASSIGN(sub[r],
+                         job_->worker(r).collectives().NewGroup(ranks));
+  }
+  job_->worker(2).Stop();
+  AwaitDown(2);
+  std::vector<std::shared_ptr<ProcessGroup>> shrunk(kWorkers);
+  std::vector<absl::Status> made = OnRanks<absl::Status>(
+      {1, 3},
+      [&](int r) -> absl::Status {
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Shrink(*sub[r]);
+        if (!g.ok()) return g.status();
+        shrunk[r] = *g;
+        return AllReduce(**g, F32({1})).status();
+      },
+      absl::OkStatus());
+  for (int r : {1, 3}) {
+    ASSERT_OK(made[r]);
+    EXPECT_THAT(shrunk[r]->members(), ElementsAre(1, 3));
+    EXPECT_THAT(shrunk[r]->origin(), ElementsAre(1, 2, 3));
+  }
+  // The replacement makes the group of the same ranks; the survivors grow
+  // theirs: all get one group of ranks 1, 2, 3, named alike, that works.
+  ASSERT_OK(job_->Replace(2));
+  std::vector<std::shared_ptr<ProcessGroup>> grown(kWorkers);
+  std::vector<absl::Status> back = OnRanks<absl::Status>(
+      ranks,
+      [&](int r) -> absl::Status {
+        std::shared_ptr<ProcessGroup> from = shrunk[r];
+        if (r == 2) {
+          absl::StatusOr<std::shared_ptr<ProcessGroup>> fresh =
+              job_->worker(2).collectives().NewGroup(ranks);
+          if (!fresh.ok()) return fresh.status();
+          from = *fresh;
+        }
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> g = Grow(*from);
+        if (!g.ok()) return g.status();
+        grown[r] = *g;
+        absl::StatusOr<Tensor> sum = AllReduce(**g, F32({1}));
+        if (!sum.ok()) return sum.status();
+        if (*sum != F32({3})) return absl::InternalError(sum->DebugString());
+        return absl::OkStatus();
+      },
+      absl::OkStatus());
+  for (int r : ranks) {
+    ASSERT_OK(back[r]);
+    EXPECT_THAT(grown[r]->members(), ElementsAre(1, 2, 3));
+    EXPECT_EQ(grown[r]->name(), grown[1]->name());
+    EXPECT_NE(grown[r]->name(), sub[1]->name());
+  }
+}
+
 TEST_P(ElasticTest, ARevokeFailsEveryPendingAndLaterOpOnEveryMember) {
   // Ranks 1..3 start 8 all_reduces each; rank 0 never joins, so they wait.
   std::vector<std::vector<Work<Tensor>>> pending(kWorkers);

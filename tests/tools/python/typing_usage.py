@@ -95,6 +95,8 @@ def collectives() -> None:
     ferry.revoke_group(group, reason="a member died")
     live: ferry.Group = ferry.shrink_group(group, timeout=5.0)
     ferry.barrier(group=ferry.shrink_group())
+    again: ferry.Group = ferry.grow_group(live, timeout=5.0)
+    ferry.barrier(group=again)
     print(done, members, sender, values, pending, agreed, took_part, live)
 
     ferry.all_reduce([1.0, 2.0])  # type: ignore[arg-type]

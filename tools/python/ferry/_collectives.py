@@ -476,17 +476,21 @@ def shrink_group(group: GroupArg = None,
 
 def grow_group(group: GroupArg = None,
                timeout: float | None = None) -> Group:
-    """The world again, once replacements took the dead ranks' places:
-    waits until every rank is live (DeadlineExceededError naming those
-    still gone), agrees among all of them, and returns the world group,
-    which works again with the newcomers. Every rank calls it: the
-    survivors with the group they shrank to (``group``), a replacement
-    with its world (``None``). UnavailableError if a rank died meanwhile
-    (shrink again)."""
+    """The group ``group`` was shrunk from, again, once replacements took
+    the dead ranks' places: waits until all its ranks are live
+    (DeadlineExceededError naming those still gone), agrees among them,
+    and returns the successor -- the world group if it was shrunk from the
+    world (which then works again with the newcomers), else a new group of
+    the same ranks. Every one of them calls it: the survivors with the
+    group they shrank to (``group``), a replacement with its world
+    (``None``) or ``new_group`` of the same ranks. UnavailableError if a
+    rank died meanwhile (shrink again)."""
     g = _group(group)
     _member(g, "grow_group")
-    _ferry.grow(g._handle, _timeout(timeout))
-    return _group(None)
+    handle = _ferry.grow(g._handle, _timeout(timeout))
+    if handle.name == "world":
+        return _group(None)
+    return Group(handle.members, handle)
 
 
 def membership_events(timeout: float | None = None

@@ -800,6 +800,32 @@ class ProcessGroupFerry(_PG_BASE):  # type: ignore[misc,valid-type]
         pass
 
 
+def _ferry_pg(pg: Any, what: str) -> ProcessGroupFerry:
+    """The ferry process group ``pg`` stands for (default: the default
+    group)."""
+    if pg is None:
+        pg = dist.distributed_c10d._get_default_group()
+    inner = pg
+    if not isinstance(inner, ProcessGroupFerry) and hasattr(pg, "_get_backend"):
+        inner = pg._get_backend(torch.device("cpu"))  # torch 2.x wraps it.
+    if not isinstance(inner, ProcessGroupFerry):
+        raise ValueError(f"{what}: {pg!r} is not a ferry group")
+    return inner
+
+
+def _elastic(pg: Any, timeout: float | None, what: str,
+             op: Any) -> ProcessGroupFerry:
+    """A new process group from ``op(handle, seconds)`` on ``pg``'s."""
+    inner = _ferry_pg(pg, what)
+    seconds = timeout if timeout is not None else inner._timeout
+    try:
+        handle = op(inner._handle, seconds)
+    except _errors.Error as e:
+        raise _torch_error(e, f"{what} on rank {inner.rank()}")
+    return ProcessGroupFerry(handle.rank, handle.size, handle, handle.members,
+                             datetime.timedelta(seconds=inner._timeout))
+
+
 def shrink_group(pg: Any = None,
                  timeout: float | None = None) -> ProcessGroupFerry:
     """A new "ferry" process group of the live members of ``pg`` (default:
@@ -808,20 +834,16 @@ def shrink_group(pg: Any = None,
     ``group=`` to torch.distributed's ops and to DDP (``process_group=``);
     read its ``rank()`` and ``size()`` from it (torch's group registry does
     not hold it). Raises as the ops do (RuntimeError naming what failed)."""
-    if pg is None:
-        pg = dist.distributed_c10d._get_default_group()
-    inner = pg
-    if not isinstance(inner, ProcessGroupFerry) and hasattr(pg, "_get_backend"):
-        inner = pg._get_backend(torch.device("cpu"))  # torch 2.x wraps it.
-    if not isinstance(inner, ProcessGroupFerry):
-        raise ValueError(f"shrink_group: {pg!r} is not a ferry group")
-    seconds = timeout if timeout is not None else inner._timeout
-    try:
-        handle = _ferry.shrink(inner._handle, seconds)
-    except _errors.Error as e:
-        raise _torch_error(e, f"shrink_group on rank {inner.rank()}")
-    return ProcessGroupFerry(handle.rank, handle.size, handle, handle.members,
-                             datetime.timedelta(seconds=inner._timeout))
+    return _elastic(pg, timeout, "shrink_group", _ferry.shrink)
+
+
+def grow_group(pg: Any = None,
+               timeout: float | None = None) -> ProcessGroupFerry:
+    """The process group ``pg`` was shrunk from, again, once replacements
+    took the dead ranks' places (``ferry.grow_group``): the survivors pass
+    the group they shrank to, a replacement its default group (or a group
+    of the same ranks). Used as ``shrink_group``'s result is."""
+    return _elastic(pg, timeout, "grow_group", _ferry.grow)
 
 
 def master() -> str:

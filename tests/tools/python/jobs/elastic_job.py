@@ -144,6 +144,13 @@ if rank != 1:
     b = torch.full((2,), float(rank))
     ferry.broadcast(b, src=2, group=duo)  # src: a global rank
     check("broadcast on the shrunk pair", torch.equal(b, torch.full((2,), 2.)))
+    # Both alive: grown back, it is a new group of the pair's ranks (named
+    # alike on both), not the revoked pair.
+    again = ferry.grow_group(duo, timeout=20)
+    check("grown pair", again.ranks == [0, 2] and again.rank() == rank // 2)
+    b = torch.full((2,), float(rank + 1))
+    ferry.broadcast(b, src=0, group=again)
+    check("broadcast on the grown pair", torch.equal(b, torch.ones(2)))
 else:
     try:
         ferry.shrink_group(pair)

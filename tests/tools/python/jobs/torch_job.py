@@ -239,6 +239,11 @@ def check_elastic():
         torch.nn.Linear(4, 2), process_group=pg)
     model(torch.ones(8, 4)).sum().backward()
     dist.barrier(group=pg)
+    # Grown back (nobody died): a process group of the whole world again.
+    grown = ferry.distributed.grow_group(pg)
+    assert grown.size() == world and grown.rank() == rank
+    dist.all_reduce(t, group=grown)
+    assert torch.equal(t, torch.full((3,), float(world * sum(range(world)))))
 
 
 for name in checks:
