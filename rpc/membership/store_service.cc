@@ -6,7 +6,9 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/base/status_util.h"
 #include "rpc/grpc_status.h"
 
 namespace ferry {
@@ -34,11 +36,12 @@ int64_t Bytes(const std::string& key, const std::string& value) {
 }  // namespace
 
 StoreService::StoreService(StoreLimits limits, Timers* timers,
-                           const Limits& wire)
+                           const Limits& wire, IsWorker is_worker)
     : BoundedService(ServiceOf<proto::StoreSetRequest>("Store"), wire,
                      "worker0"),
       limits_(limits),
-      timers_(timers) {
+      timers_(timers),
+      is_worker_(std::move(is_worker)) {
   Bound(&StoreService::Set, "Set");
   Bound(&StoreService::Get, "Get");
   Bound(&StoreService::Add, "Add");
@@ -83,6 +86,18 @@ absl::Status StoreService::CheckKey(const std::string& key) const {
                      " bytes, over the limit of ", limits_.max_key_bytes));
   }
   return absl::OkStatus();
+}
+
+absl::Status StoreService::CheckWrite(const grpc::ServerContextBase& call,
+                                      const std::string& key) const {
+  FERRY_RETURN_IF_ERROR(CheckKey(key));
+  if (!is_worker_ || !absl::StartsWith(key, kWorkersOnly) || is_worker_(call)) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(
+      absl::StrCat("store: key ", Shown(key), " is under \"", kWorkersOnly,
+                   "\", which only the job's workers change, and the caller "
+                   "is none"));
 }
 
 absl::Status StoreService::CheckValue(const std::string& value) const {
@@ -147,7 +162,7 @@ void StoreService::FinishAll(std::vector<Finish> done) {
 grpc::ServerUnaryReactor* StoreService::Set(
     grpc::CallbackServerContext* context, const proto::StoreSetRequest* request,
     proto::StoreSetResponse* /*response*/) {
-  absl::Status ok = CheckKey(request->key());
+  absl::Status ok = CheckWrite(*context, request->key());
   if (ok.ok()) ok = CheckValue(request->value());
   std::vector<Finish> done;
   if (ok.ok()) {
@@ -161,7 +176,7 @@ grpc::ServerUnaryReactor* StoreService::Set(
 grpc::ServerUnaryReactor* StoreService::Add(
     grpc::CallbackServerContext* context, const proto::StoreAddRequest* request,
     proto::StoreAddResponse* response) {
-  absl::Status ok = CheckKey(request->key());
+  absl::Status ok = CheckWrite(*context, request->key());
   std::vector<Finish> done;
   if (ok.ok()) {
     absl::MutexLock lock(&mu_);
@@ -194,7 +209,7 @@ grpc::ServerUnaryReactor* StoreService::CompareSet(
     grpc::CallbackServerContext* context,
     const proto::StoreCompareSetRequest* request,
     proto::StoreCompareSetResponse* response) {
-  absl::Status ok = CheckKey(request->key());
+  absl::Status ok = CheckWrite(*context, request->key());
   if (ok.ok()) ok = CheckValue(request->desired());
   std::vector<Finish> done;
   if (ok.ok()) {
@@ -218,7 +233,7 @@ grpc::ServerUnaryReactor* StoreService::Delete(
     grpc::CallbackServerContext* context,
     const proto::StoreDeleteRequest* request,
     proto::StoreDeleteResponse* response) {
-  absl::Status ok = CheckKey(request->key());
+  absl::Status ok = CheckWrite(*context, request->key());
   if (ok.ok()) {
     absl::MutexLock lock(&mu_);
     auto it = data_.find(request->key());

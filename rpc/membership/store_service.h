@@ -19,11 +19,16 @@
 // (UNAVAILABLE). Times are on the injected timers' clock.
 //
 // Who may call: anyone with the job's token (the server's authenticator,
-// before the body is read); keys are not per node.
+// before the body is read); keys are not per node, but for those under
+// kWorkersOnly, which only the job's workers change (Set, Add, CompareSet,
+// Delete; PERMISSION_DENIED for anyone else), given an `is_worker` check:
+// elastic.h's agreements keep their decisions there, which a client must
+// not be able to decide ahead of the members.
 #ifndef FERRY_RPC_MEMBERSHIP_STORE_SERVICE_H_
 #define FERRY_RPC_MEMBERSHIP_STORE_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -52,10 +57,16 @@ struct StoreLimits {
 class StoreService final
     : public BoundedService<proto::Store::CallbackService> {
  public:
+  static constexpr char kWorkersOnly[] = "ferry/agree/";
+  // Whether the call was made by one of the job's workers (authenticated:
+  // the Authenticator's NodeOf).
+  using IsWorker = std::function<bool(const grpc::ServerContextBase&)>;
+
   // Deadlines on `timers` (not owned; must outlive the service). Requests
   // are parsed within `wire` (rpc/bounded_service.h) before any handler.
+  // Without `is_worker`, anyone may change any key.
   StoreService(StoreLimits limits, Timers* timers,
-               const Limits& wire = DefaultLimits());
+               const Limits& wire = DefaultLimits(), IsWorker is_worker = {});
   // Stop().
   ~StoreService() override;
 
@@ -108,6 +119,9 @@ class StoreService final
   };
 
   absl::Status CheckKey(const std::string& key) const;
+  // CheckKey, and that the caller may change `key` (kWorkersOnly).
+  absl::Status CheckWrite(const grpc::ServerContextBase& call,
+                          const std::string& key) const;
   absl::Status CheckValue(const std::string& value) const;
   // Stores `value` at `key` within the bounds; wakes the waiters it
   // completes into `done`.
@@ -126,6 +140,7 @@ class StoreService final
 
   const StoreLimits limits_;
   Timers* const timers_;
+  const IsWorker is_worker_;
 
   mutable absl::Mutex mu_;
   std::map<std::string, std::string> data_ ABSL_GUARDED_BY(mu_);

@@ -21,12 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "collectives/collectives.h"
+#include "collectives/elastic.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "proto/membership_record.pb.h"
 #include "proto/rendezvous.pb.h"
 #include "proto/rref.pb.h"
+#include "proto/store.pb.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/authenticator.h"
 #include "rpc/base/timers.h"
@@ -61,6 +63,8 @@ constexpr char kFetch[] = "/ferry.proto.RRefs/Fetch";
 constexpr char kRenewLease[] = "/ferry.proto.RRefs/RenewLease";
 constexpr char kPoll[] = "/ferry.proto.Rendezvous/Poll";
 constexpr char kBarrier[] = "/ferry.proto.Rendezvous/Barrier";
+constexpr char kCompareSet[] = "/ferry.proto.Store/CompareSet";
+constexpr char kStoreSet[] = "/ferry.proto.Store/Set";
 constexpr char kShutdown[] = "/ferry.proto.Worker/Shutdown";
 
 // On etcd: the workers' lease TTL (twice etcd's smallest, so a loaded
@@ -485,6 +489,38 @@ TEST_P(ForgedMembershipCallTest, LeavingAsAnotherClientIsRefused) {
                 absl::StrCat("poll: node claims client node ", victim(),
                              " but the call is client node ", attacker_node_));
   ExpectNothingChanged();
+}
+
+// Deciding an agreement of the world ahead of its members (elastic.h's
+// decisions live in the master's store): a client, with the token and
+// its own credential, may not.
+TEST_P(ForgedMembershipCallTest, AClientCannotDecideAnAgreement) {
+  proto::StoreCompareSetRequest decide;
+  decide.set_key("ferry/agree/world/t:agree.0@0");
+  decide.set_desired("0:1");
+  ExpectRefused(master_->Unary(kCompareSet, decide.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                "only the job's workers change");
+  proto::StoreSetRequest set;
+  set.set_key(decide.key());
+  set.set_value("0:1");
+  ExpectRefused(master_->Unary(kStoreSet, set.SerializeAsString()),
+                grpc::StatusCode::PERMISSION_DENIED,
+                "only the job's workers change");
+  // The agreement, when the members hold it, is theirs.
+  std::vector<absl::StatusOr<Agreement>> got(3);
+  std::vector<std::thread> members;
+  for (int r = 0; r < 3; ++r) {
+    members.emplace_back([&, r] {
+      got[r] = Agree(job_->worker(r).collectives().world(), true);
+    });
+  }
+  for (auto& t : members) t.join();
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_OK(got[r].status());
+    EXPECT_TRUE(got[r]->flag);
+    EXPECT_EQ(got[r]->members, std::vector<int>({0, 1, 2}));
+  }
 }
 
 TEST_P(ForgedMembershipCallTest, ABarrierForAWorkerIsRefused) {

@@ -5,7 +5,9 @@
 #include "absl/time/clock.h"
 #include "collectives/elastic.h"
 #include "collectives/service.h"
+#include "rpc/authenticator.h"
 #include "rpc/base/status_util.h"
+#include "rpc/membership/directory.h"
 
 namespace ferry {
 
@@ -33,8 +35,13 @@ WorkerImpl::WorkerImpl(WorkerConfig options)
   if (options.rank == 0 && !options.membership_backend) {
     StoreLimits limits;
     limits.max_waits = options.limits.max_held_calls;
-    store_ = std::make_unique<StoreService>(limits, &agent_.timers(),
-                                            options.limits);
+    const Authenticator* authenticator = &agent_.authenticator();
+    store_ = std::make_unique<StoreService>(
+        limits, &agent_.timers(), options.limits,
+        [authenticator](const grpc::ServerContextBase& call) {
+          std::optional<uint64_t> node = authenticator->NodeOf(call);
+          return node.has_value() && IsWorkerNode(*node);
+        });
     store_stopper_ = std::make_unique<StopsStore>(store_.get());
     agent_.AddService(store_.get());
     agent_.AddExtension(store_stopper_.get());

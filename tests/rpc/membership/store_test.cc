@@ -20,6 +20,7 @@
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
+#include "collectives/collective_context.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -286,6 +287,33 @@ TEST(StoreOnAWorkerTest, TheMasterServesIt) {
   ASSERT_OK((*store)->Set("torch/rank0", "ready"));
   EXPECT_THAT((*store)->Get("torch/rank0", absl::Seconds(30)),
               Holds(std::string("ready")));
+}
+
+// The keys where agreements keep their decisions (elastic.h) are changed
+// by the job's workers only: a caller that is none (no node credential
+// here; a client's in a job with a token) is refused every change there,
+// and may still read them and change any other key.
+TEST(StoreOnAWorkerTest, OnlyWorkersChangeTheAgreementsKeys) {
+  auto job = LocalJob::Start(2);
+  ASSERT_OK(job);
+  auto outsider = ConnectMasterStore((*job)->master(), Security::Insecure());
+  ASSERT_OK(outsider);
+  const std::string key = absl::StrCat(StoreService::kWorkersOnly, "w/t:1");
+  constexpr auto kDenied = absl::StatusCode::kPermissionDenied;
+  EXPECT_THAT((*outsider)->Set(key, "1:0"),
+              StatusIs(kDenied, HasSubstr("only the job's workers change")));
+  EXPECT_THAT((*outsider)->CompareSet(key, "", "1:0"), StatusIs(kDenied));
+  EXPECT_THAT((*outsider)->Add(key, 1), StatusIs(kDenied));
+  EXPECT_THAT((*outsider)->Delete(key), StatusIs(kDenied));
+  ASSERT_OK((*outsider)->Set("ferry/agreed", "1"));  // Not under the prefix.
+  // A worker proposes there (over its membership channel, as Agree does).
+  ASSERT_OK_AND_ASSIGN(KeyValueStore * arbiter,
+                       (*job)->worker(1).collectives().Arbiter());
+  EXPECT_THAT(arbiter->CompareSet(key, "", "1:0,1"),
+              Holds(std::string("1:0,1")));
+  EXPECT_THAT((*outsider)->Get(key, absl::Seconds(30)),
+              Holds(std::string("1:0,1")));
+  ASSERT_OK(arbiter->Delete(key));
 }
 
 }  // namespace
