@@ -5,11 +5,11 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 
@@ -301,6 +301,10 @@ grpc::ServerUnaryReactor* StoreService::WaitFor(
       absl::FromChrono(context->deadline()) - absl::Now();
   wait = std::min(wait, std::max(call_left, absl::ZeroDuration()));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Due `wait` from the call's arrival, read before the waiter is visible:
+  // read after, a clock that moved meanwhile (a test stepping it once it
+  // sees the waiter) would push the deadline out by as much.
+  const absl::Time due = timers_->clock()->Now() + wait;
   absl::Status status;
   uint64_t id = 0;
   {
@@ -325,8 +329,7 @@ grpc::ServerUnaryReactor* StoreService::WaitFor(
     return reactor;
   }
   // Outside the lock: a timer due at once may run before RunAt returns.
-  Timers::TimerId timer = timers_->RunAt(timers_->clock()->Now() + wait,
-                                         [this, id] { Expire(id); });
+  Timers::TimerId timer = timers_->RunAt(due, [this, id] { Expire(id); });
   bool gone = false;
   {
     absl::MutexLock lock(&mu_);

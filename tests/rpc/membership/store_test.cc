@@ -11,16 +11,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "collectives/collective_context.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "rpc/auth/security.h"
 #include "rpc/membership/store_client.h"
 #include "rpc/membership/store_service.h"
-#include "rpc/security.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
-#include "collectives/collective_context.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
@@ -194,13 +194,20 @@ class StoreServiceTest : public ::testing::Test {
     server_.reset();
     timers_.Stop();
   }
-  // Waits (bounded) until `n` calls wait at the service.
+  // Waits (bounded) until `n` calls wait at the service, with their
+  // deadlines' timers set (a waiter is counted a moment before its timer
+  // is: stepping the clock in between left the timer due and unrun, and
+  // the test hung).
   void AwaitWaits(int64_t n) {
+    auto settled = [&] {
+      return server_->service().num_waits() == n &&
+             (n == 0 || timers_.has_pending());
+    };
     absl::Notification never;
-    for (int i = 0; i < 60000 && server_->service().num_waits() != n; ++i) {
+    for (int i = 0; i < 60000 && !settled(); ++i) {
       never.WaitForNotificationWithTimeout(absl::Milliseconds(1));
     }
-    ASSERT_EQ(server_->service().num_waits(), n);
+    ASSERT_TRUE(settled()) << server_->service().num_waits() << " waits";
   }
 
   ManualClock clock_;
