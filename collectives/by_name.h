@@ -1,5 +1,5 @@
 // Collectives by name, over Values shaped like ferryctl's request JSON
-// (DESIGN.md "ferryctl contract"): what ferryctl and other clients drive.
+// (docs/DESIGN.md "ferryctl contract"): what ferryctl and other clients drive.
 // This is the only place their inputs are parsed: each entry reads `input`
 // and `params` (args.h: INVALID_ARGUMENT naming this rank and the field,
 // failing the op on every member) and runs the typed algorithm, whose

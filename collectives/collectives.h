@@ -19,7 +19,7 @@
 // the same on every member: INVALID_ARGUMENT naming the rank and field for
 // bad or mismatched inputs, DEADLINE_EXCEEDED naming the ranks that never
 // joined, UNAVAILABLE naming a member that died. After a failure the group
-// works for the next op. Semantics of each collective: DESIGN.md
+// works for the next op. Semantics of each collective: docs/DESIGN.md
 // "Collectives", collectives/algorithms.h and by_name.h.
 #ifndef FERRY_COLLECTIVES_COLLECTIVES_H_
 #define FERRY_COLLECTIVES_COLLECTIVES_H_

@@ -139,8 +139,8 @@ absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
     if (r == group.rank()) continue;
     if (group.context().votes().StopsAt(VoteBook::Point::kVote,
                                         group.global(r))) {
-      return Injected(key, absl::StrCat("before voting to rank ",
-                                        group.global(r)));
+      return Injected(key,
+                      absl::StrCat("before voting to rank ", group.global(r)));
     }
     agent
         .RpcAsync(absl::StrCat(group.global(r)), kVoteFunction,
@@ -240,7 +240,8 @@ namespace {
 constexpr absl::Duration kLiveCheck = absl::Milliseconds(20);
 
 // The ranks of `ranks` known gone here.
-std::vector<int> DownRanks(CollectiveContext& c, const std::vector<int>& ranks) {
+std::vector<int> DownRanks(CollectiveContext& c,
+                           const std::vector<int>& ranks) {
   std::vector<int> down;
   for (int r : ranks) {
     if (c.agent().membership().DownReason(WorkerNode(r))) down.push_back(r);
@@ -299,11 +300,11 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
     next = c.world().shared_from_this();
     next->RefreshGenerations();
   } else {
-    absl::StatusOr<std::shared_ptr<ProcessGroup>> made = c.NamedGroup(
-        target,
-        GroupNumber(absl::StrCat("grow:", absl::StrJoin(target, ","), "@",
-                                 epoch)),
-        /*pinned=*/false);
+    absl::StatusOr<std::shared_ptr<ProcessGroup>> made =
+        c.NamedGroup(target,
+                     GroupNumber(absl::StrCat(
+                         "grow:", absl::StrJoin(target, ","), "@", epoch)),
+                     /*pinned=*/false);
     if (!made.ok()) return made.status();
     next = *std::move(made);
   }
@@ -322,8 +323,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
       }
     }
     return absl::UnavailableError(
-        absl::StrCat("grow: ranks ", absl::StrJoin(missing, ", "), " died while ",
-                     next->name(), " grew back; shrink again"));
+        absl::StrCat("grow: ranks ", absl::StrJoin(missing, ", "),
+                     " died while ", next->name(), " grew back; shrink again"));
   }
   return next;
 }

@@ -10,9 +10,9 @@
 #include "proto/collectives.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
-#include "rpc/grpc_status.h"
 #include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
+#include "rpc/wire/grpc_status.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {

@@ -33,7 +33,7 @@
 #include "collectives/mailbox.h"
 #include "collectives/standing_stream.h"
 #include "grpcpp/generic/async_generic_service.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/future.h"
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"

@@ -186,7 +186,7 @@ struct DumpInfo {
 
 // The dump: {"version", "pg_config", "pg_status", "entries", …} with
 // torch's flight recorder names (version 2.4's) for what means the same,
-// and ferry's own beside them (DESIGN.md "Observing a job"; README has an
+// and ferry's own beside them (docs/DESIGN.md "Observing a job"; README has an
 // example). Times are nanoseconds (wall: since the Unix epoch; "mono_*":
 // the worker's monotonic clock, comparable within one process only).
 Value DumpValue(const std::vector<OpRecord>& records,

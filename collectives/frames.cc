@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 #include "rpc/wire_writer.h"
 
 namespace ferry {

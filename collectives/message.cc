@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 
 namespace ferry {
 

@@ -57,7 +57,7 @@ Value ToEnvelope(const Message& m, absl::string_view op = {});
 absl::StatusOr<Message> FromEnvelope(const Value& envelope);
 
 // Parses `m`'s header as `out`; false if it is not one.
-// Through BoundedParse (rpc/bounded_parse.h), within DefaultLimits().
+// Through BoundedParse (rpc/wire/bounded_parse.h), within DefaultLimits().
 bool ReadHeader(const Message& m, google::protobuf::Message* out);
 
 }  // namespace ferry

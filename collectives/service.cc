@@ -13,9 +13,9 @@
 #include "collectives/collectives.h"
 #include "collectives/op_key.h"
 #include "collectives/runner.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
-#include "rpc/node_key.h"
 
 namespace ferry {
 

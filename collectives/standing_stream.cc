@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "proto/collectives.pb.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

@@ -22,13 +22,13 @@
 #include "grpcpp/impl/server_builder_plugin.h"
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/server_builder.h"
+#include "rpc/auth/net_util.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
 #include "rpc/builtins.h"
 #include "rpc/membership/embedded_backend.h"
-#include "rpc/net_util.h"
-#include "rpc/node_key.h"
 #include "rpc/stacks.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -334,7 +334,7 @@ absl::Status RpcAgent::StartServer() {
     builder.SetOption(std::make_unique<WithoutReflection>());
   }
   // Every service parses every request within the limits
-  // (rpc/bounded_service.h): one that does not is a programming error.
+  // (rpc/wire/bounded_service.h): one that does not is a programming error.
   std::vector<BoundedServiceBase*> services = services_;
   services.push_back(call_service_.get());
   call_stream_service_ = std::make_unique<CallStreamService>(

@@ -32,13 +32,14 @@
 #include "absl/time/time.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/server.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
+#include "rpc/auth/node_key.h"
+#include "rpc/auth/security.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
-#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
 #include "rpc/call_stream_service.h"
 #include "rpc/caller.h"
@@ -54,11 +55,10 @@
 #include "rpc/membership_events.h"
 #include "rpc/metrics.h"
 #include "rpc/metrics_server.h"
-#include "rpc/node_key.h"
 #include "rpc/registry.h"
-#include "rpc/security.h"
 #include "rpc/telemetry_options.h"
 #include "rpc/tracing.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 
@@ -148,7 +148,7 @@ class RpcAgent {
   // ---- Before Start ----
   Registry& registry() { return registry_; }
   // A service whose every request is parsed within the limits
-  // (rpc/bounded_service.h); Start refuses one with a method that is not.
+  // (rpc/wire/bounded_service.h); Start refuses one with a method that is not.
   void AddService(BoundedServiceBase* service);
   // The server's one generic (raw bytes) service, for streams whose framing
   // is not protobuf's (collectives).
@@ -281,7 +281,7 @@ class RpcAgent {
   AgentOptions options_;
   std::shared_ptr<const Security> security_;
   const uint64_t incarnation_;
-  // This incarnation's identity (rpc/node_key.h).
+  // This incarnation's identity (rpc/auth/node_key.h).
   const std::shared_ptr<const NodeKey> key_;
   const absl::Time started_;
 

@@ -1,4 +1,4 @@
-// The functions every worker has (DESIGN.md "Calls"): echo, add, sub, mul,
+// The functions every worker has (docs/DESIGN.md "Calls"): echo, add, sub, mul,
 // div, sum, ones, zeros, arange, concat, sleep_ms, fail, worker_name.
 // (to_here is registered by the RRef layer.)
 #ifndef FERRY_RPC_BUILTINS_H_

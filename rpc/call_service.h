@@ -43,17 +43,17 @@
 #include "absl/time/time.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/worker.grpc.pb.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
-#include "rpc/bounded_service.h"
 #include "rpc/metrics.h"
 #include "rpc/registry.h"
 #include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
+#include "rpc/wire/bounded_service.h"
 #include "rpc/wire_reader.h"
 
 namespace ferry {
@@ -77,7 +77,7 @@ class RemoteHandler {
 };
 
 // How a call is answered: by a unary reactor, or by a stream
-// (rpc/call_stream.h).
+// (rpc/stream_call.h).
 class CallResponder {
  public:
   virtual ~CallResponder() = default;

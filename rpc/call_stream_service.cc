@@ -15,7 +15,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/chunked_message.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

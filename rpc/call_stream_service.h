@@ -37,9 +37,9 @@
 #include "proto/call_stream.grpc.pb.h"
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
-#include "rpc/bounded_service.h"
 #include "rpc/call_service.h"
 #include "rpc/receive_budget.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 

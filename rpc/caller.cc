@@ -9,9 +9,9 @@
 #include "grpcpp/client_context.h"
 #include "rpc/base/status_util.h"
 #include "rpc/chunked_message.h"
-#include "rpc/grpc_status.h"
 #include "rpc/stream_call.h"
 #include "rpc/tracing.h"
+#include "rpc/wire/grpc_status.h"
 #include "rpc/wire_reader.h"
 #include "rpc/wire_writer.h"
 
@@ -154,7 +154,7 @@ void Caller::Follow(const std::shared_ptr<Pending>& call,
 void Caller::Send(const std::shared_ptr<Pending>& call) {
   grpc::GenericStub* stub = stubs_.For(call->to, call->context.get());
   // Large requests as chunks into the callee's final memory
-  // (rpc/call_stream.h); their replies come back the same way.
+  // (rpc/stream_call.h); their replies come back the same way.
   if (call->request_bytes.Length() >= kStreamMinBytes) {
     StartStreamCall(
         stub, call->context.get(), call->request_bytes, &call->response_bytes,

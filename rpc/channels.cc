@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/client_interceptor.h"
-#include "rpc/callback_queue.h"
-#include "rpc/credential.h"
-#include "rpc/net_util.h"
+#include "rpc/auth/credential.h"
+#include "rpc/auth/net_util.h"
+#include "rpc/wire/callback_queue.h"
 
 namespace ferry {
 

@@ -24,9 +24,9 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "rpc/auth/node_key.h"
+#include "rpc/auth/security.h"
 #include "rpc/membership/directory.h"
-#include "rpc/node_key.h"
-#include "rpc/security.h"
 
 namespace ferry {
 
@@ -39,7 +39,7 @@ struct ChannelOptions {
 
 // What a node proves itself with on every call: the job's token and, once
 // membership told it who it is, a credential made for the call's
-// destination (rpc/credential.h): it shows this node holds its key, and is
+// destination (rpc/auth/credential.h): it shows this node holds its key, and is
 // worth nothing at any other node. Thread-safe.
 class NodeSecrets {
  public:

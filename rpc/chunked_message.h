@@ -1,4 +1,4 @@
-// Large call messages as a stream of chunks (rpc/call_stream.h), received
+// Large call messages as a stream of chunks (rpc/stream_call.h), received
 // straight into one buffer.
 //
 // On the wire, one message of N bytes is: a head of exactly 16 bytes (N,

@@ -6,8 +6,8 @@
 #include "grpcpp/client_context.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
-#include "rpc/grpc_status.h"
 #include "rpc/membership/embedded_backend.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

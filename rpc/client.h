@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/worker.grpc.pb.h"
+#include "rpc/auth/security.h"
 #include "rpc/base/timers.h"
 #include "rpc/caller.h"
 #include "rpc/channels.h"
@@ -26,7 +27,6 @@
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_backend.h"
 #include "rpc/membership/membership_client.h"
-#include "rpc/security.h"
 
 namespace ferry {
 

@@ -7,8 +7,8 @@
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 #include "prometheus/metric_family.h"
+#include "rpc/auth/net_util.h"
 #include "rpc/base/status_util.h"
-#include "rpc/net_util.h"
 
 namespace ferry {
 

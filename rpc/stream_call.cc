@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/chunked_message.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

@@ -8,11 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/status_util.h"
-#include "rpc/bounded_parse.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/utf8.h"
-#include "rpc/wire_cursor.h"
+#include "rpc/wire/bounded_parse.h"
+#include "rpc/wire/wire_cursor.h"
 
 namespace ferry {
 
@@ -264,7 +264,7 @@ absl::Status ValueParser::Field(int field, int depth, const Path& path,
 }
 
 // An RRef handle: generated code parses it, behind the bounded check
-// (rpc/bounded_parse.h); a repeated field merges, as protobuf does.
+// (rpc/wire/bounded_parse.h); a repeated field merges, as protobuf does.
 absl::Status ValueParser::RRefField(uint64_t len, const Path& path,
                                     PendingValue* out) {
   std::string bytes;

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 
 namespace ferry {

@@ -1,4 +1,4 @@
-// How RRefs inside call values cross the wire (rpc/value_proto.h's
+// How RRefs inside call values cross the wire (rpc/value/value_proto.h's
 // RRefCodec), for one call with one peer:
 //
 //   send to the owner:      lent ("borrowed"): the sender's own confirmed

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
-#include "rpc/grpc_status.h"
 #include "rpc/tracing.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

@@ -11,7 +11,7 @@
 // Time: leases renew every lease/4 and the owner table is swept every
 // lease/8 on the node's timers, against their clock (deadlines, leases).
 //
-// The fork protocol's orderings (DESIGN.md "RRefs"):
+// The fork protocol's orderings (docs/DESIGN.md "RRefs"):
 //   - G2: a copy sent to a third node pins its parent until the owner
 //     acknowledged the child's AddFork, so the parent's delete cannot
 //     overtake it;
@@ -37,10 +37,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/agent.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_service.h"
 #include "rpc/client.h"
+#include "rpc/wire/bounded_service.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
 #include "rref/owner_table.h"

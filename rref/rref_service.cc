@@ -4,10 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 #include "rref/rref_context.h"
 
 namespace ferry {

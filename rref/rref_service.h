@@ -4,7 +4,7 @@
 // CANCELLED at once.
 //
 // Who may ask what (with the host's authenticator; the caller is the node
-// its credential proves, rpc/authenticator.h). A refusal is
+// its credential proves, rpc/auth/authenticator.h). A refusal is
 // PERMISSION_DENIED naming the field and both nodes, and changes nothing:
 //   AddFork      only for a fork the caller made (fork_creator), by a
 //                node holding a copy of the RRef here (it passes its copy
@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/rref.grpc.pb.h"
-#include "rpc/bounded_service.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 

@@ -1,13 +1,13 @@
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/auth/cert_identity.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
-#include "rpc/cert_identity.h"
 
 namespace ferry {
 

@@ -6,9 +6,9 @@
 //   - the job's token ("authorization: Bearer <token>") is required on
 //     every call when the node has one, except gRPC's health checks (open
 //     for probes);
-//   - a node credential ("ferry-credential", rpc/credential.h) names the
+//   - a node credential ("ferry-credential", rpc/auth/credential.h) names the
 //     sender: NodeOf(call) is the node that made it. It is a token derived
-//     from the pair secret of the sender and this node (rpc/node_key.h),
+//     from the pair secret of the sender and this node (rpc/auth/node_key.h),
 //     each known by the public key membership published for it, so it
 //     proves the sender holds that node's private key and is worth nothing
 //     at any other node: what a node collects from its callers it cannot
@@ -43,7 +43,7 @@
 //     and `prejoin_wait` each (--prejoin_wait_ms), UNAVAILABLE naming the
 //     flag past either (retry: the job is forming). Handlers never wait
 //     for it.
-//   - with cert_identity (--tls_identity=san, rpc/cert_identity.h) a
+//   - with cert_identity (--tls_identity=san, rpc/auth/cert_identity.h) a
 //     worker's credential counts only over a connection whose TLS client
 //     certificate names that worker.
 //
@@ -56,8 +56,8 @@
 //
 // A 100 MB request without the token is refused on its headers: the server
 // never buffers its body.
-#ifndef FERRY_RPC_AUTHENTICATOR_H_
-#define FERRY_RPC_AUTHENTICATOR_H_
+#ifndef FERRY_RPC_AUTH_AUTHENTICATOR_H_
+#define FERRY_RPC_AUTH_AUTHENTICATOR_H_
 
 #include <atomic>
 #include <cstdint>
@@ -76,9 +76,9 @@
 #include "absl/time/time.h"
 #include "grpcpp/security/auth_metadata_processor.h"
 #include "grpcpp/server_context.h"
+#include "rpc/auth/credential.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/quota.h"
-#include "rpc/credential.h"
-#include "rpc/node_key.h"
 
 namespace ferry {
 
@@ -286,4 +286,4 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_AUTHENTICATOR_H_
+#endif  // FERRY_RPC_AUTH_AUTHENTICATOR_H_

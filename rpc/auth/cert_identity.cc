@@ -1,4 +1,4 @@
-#include "rpc/cert_identity.h"
+#include "rpc/auth/cert_identity.h"
 
 #include <algorithm>
 

@@ -10,8 +10,8 @@
 //
 // Clients (ferryctl, ferry::Client) are not bound: any certificate the CA
 // signed lets a node register as a client, under a client identity.
-#ifndef FERRY_RPC_CERT_IDENTITY_H_
-#define FERRY_RPC_CERT_IDENTITY_H_
+#ifndef FERRY_RPC_AUTH_CERT_IDENTITY_H_
+#define FERRY_RPC_AUTH_CERT_IDENTITY_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ absl::Status CheckWorkerCert(const std::vector<std::string>& cert_names,
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_CERT_IDENTITY_H_
+#endif  // FERRY_RPC_AUTH_CERT_IDENTITY_H_

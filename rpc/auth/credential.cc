@@ -1,4 +1,4 @@
-#include "rpc/credential.h"
+#include "rpc/auth/credential.h"
 
 #include <vector>
 
@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "rpc/node_key.h"
+#include "rpc/auth/node_key.h"
 
 namespace ferry {
 

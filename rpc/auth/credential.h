@@ -1,6 +1,6 @@
 // What a call presents as its sender's identity: the metadata
 // "ferry-credential", set once per channel (rpc/channels.h) and checked
-// by the Authenticator (rpc/authenticator.h) before the body is read.
+// by the Authenticator (rpc/auth/authenticator.h) before the body is read.
 //
 //   v1.<node>.<token>                      a worker's, or a known client's
 //   v1.<node>.<token>.<public>.<voucher>   a client's, with what its issuer
@@ -9,13 +9,13 @@
 //
 // <node> is decimal; the rest lowercase hex of kTokenBytes /
 // kPublicKeyBytes. <token> is CallToken(sender → destination)
-// (rpc/node_key.h): bound to both nodes and both incarnations' keys, so
+// (rpc/auth/node_key.h): bound to both nodes and both incarnations' keys, so
 // the header is worth nothing anywhere but at the destination it was made
 // for. The voucher lets a worker check a client it has not heard of yet
 // (its registration still on the way) without being able to make such a
 // voucher for any other worker.
-#ifndef FERRY_RPC_CREDENTIAL_H_
-#define FERRY_RPC_CREDENTIAL_H_
+#ifndef FERRY_RPC_AUTH_CREDENTIAL_H_
+#define FERRY_RPC_AUTH_CREDENTIAL_H_
 
 #include <cstdint>
 #include <optional>
@@ -43,4 +43,4 @@ std::optional<PresentedCredential> ParseCredential(absl::string_view header);
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_CREDENTIAL_H_
+#endif  // FERRY_RPC_AUTH_CREDENTIAL_H_

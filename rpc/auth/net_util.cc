@@ -1,4 +1,4 @@
-#include "rpc/net_util.h"
+#include "rpc/auth/net_util.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -1,6 +1,6 @@
 // Small helpers for host:port addresses.
-#ifndef FERRY_RPC_NET_UTIL_H_
-#define FERRY_RPC_NET_UTIL_H_
+#ifndef FERRY_RPC_AUTH_NET_UTIL_H_
+#define FERRY_RPC_AUTH_NET_UTIL_H_
 
 #include <string>
 
@@ -32,4 +32,4 @@ std::string LocalAddressFacing(const std::string& peer_host);
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_NET_UTIL_H_
+#endif  // FERRY_RPC_AUTH_NET_UTIL_H_

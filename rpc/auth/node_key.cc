@@ -1,4 +1,4 @@
-#include "rpc/node_key.h"
+#include "rpc/auth/node_key.h"
 
 #include <openssl/evp.h>
 #include <openssl/kdf.h>

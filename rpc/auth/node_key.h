@@ -9,7 +9,7 @@
 // own label and with both nodes and both keys in the derivation):
 //
 //   CallToken(from → to)  what node `from` presents on its calls to node
-//                         `to` (rpc/credential.h): worth nothing at any
+//                         `to` (rpc/auth/credential.h): worth nothing at any
 //                         other node or incarnation, since they derive
 //                         another one, so a node that collects what its
 //                         callers present can replay it nowhere;
@@ -23,8 +23,8 @@
 //   absl::StatusOr<std::string> secret = mine->Agree(peer.public_key);
 //   std::string token = CallToken(*secret, {me, mine->public_key()},
 //                                 {peer.node, peer.public_key});
-#ifndef FERRY_RPC_NODE_KEY_H_
-#define FERRY_RPC_NODE_KEY_H_
+#ifndef FERRY_RPC_AUTH_NODE_KEY_H_
+#define FERRY_RPC_AUTH_NODE_KEY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -105,4 +105,4 @@ uint64_t RandomU64();
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_NODE_KEY_H_
+#endif  // FERRY_RPC_AUTH_NODE_KEY_H_

@@ -1,4 +1,4 @@
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 
 #include <sys/stat.h>
 
@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "rpc/auth/net_util.h"
 #include "rpc/base/status_util.h"
-#include "rpc/net_util.h"
 
 namespace ferry {
 

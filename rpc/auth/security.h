@@ -14,9 +14,9 @@
 // A token travels as "authorization: Bearer <token>" metadata, and only
 // where it cannot be read on the way: over TLS, to a loopback address or to
 // a unix socket. Servers check it (and the caller's node credential, see
-// rpc/authenticator.h) before a request's body is read.
-#ifndef FERRY_RPC_SECURITY_H_
-#define FERRY_RPC_SECURITY_H_
+// rpc/auth/authenticator.h) before a request's body is read.
+#ifndef FERRY_RPC_AUTH_SECURITY_H_
+#define FERRY_RPC_AUTH_SECURITY_H_
 
 #include <memory>
 #include <string>
@@ -28,7 +28,7 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "rpc/security_options.h"
+#include "rpc/auth/security_options.h"
 
 namespace ferry {
 
@@ -91,4 +91,4 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_SECURITY_H_
+#endif  // FERRY_RPC_AUTH_SECURITY_H_

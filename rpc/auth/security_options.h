@@ -1,19 +1,19 @@
 // What a node's transport security is made of: files and a mode, read by
-// Security (rpc/security.h). A plain struct, so the public API can carry it
-// without pulling in gRPC.
-#ifndef FERRY_RPC_SECURITY_OPTIONS_H_
-#define FERRY_RPC_SECURITY_OPTIONS_H_
+// Security (rpc/auth/security.h). A plain struct, so the public API can carry
+// it without pulling in gRPC.
+#ifndef FERRY_RPC_AUTH_SECURITY_OPTIONS_H_
+#define FERRY_RPC_AUTH_SECURITY_OPTIONS_H_
 
 #include <string>
 
 namespace ferry {
 
 // What proves a worker's identity besides the credential membership gave
-// it (rpc/authenticator.h).
+// it (rpc/auth/authenticator.h).
 enum class TlsIdentity {
   kNone,  // Nothing more.
   // Under mutual TLS, a client certificate naming the worker
-  // (rpc/cert_identity.h): --tls_identity=san.
+  // (rpc/auth/cert_identity.h): --tls_identity=san.
   kSan,
 };
 
@@ -43,4 +43,4 @@ struct SecurityOptions {
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_SECURITY_OPTIONS_H_
+#endif  // FERRY_RPC_AUTH_SECURITY_OPTIONS_H_

@@ -26,7 +26,7 @@ struct WorkerInfo {
   std::string local_address;  // unix-abstract:… for same-host peers, or "".
   std::string host;
   int64_t pid = 0;
-  // Its incarnation's X25519 public key (rpc/node_key.h): calls from it
+  // Its incarnation's X25519 public key (rpc/auth/node_key.h): calls from it
   // present credentials checked with it, calls to it credentials made
   // for it.
   std::string public_key;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

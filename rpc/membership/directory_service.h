@@ -8,7 +8,7 @@
 // membership is kept for it). Its node id comes from a range of this
 // worker's own, (rank + 1) << 32 onwards, so it never equals an id the
 // master or another worker hands out. Its answer carries, for each worker,
-// what this worker vouches for it there (rpc/node_key.h: its id and public
+// what this worker vouches for it there (rpc/auth/node_key.h: its id and public
 // key, under the pair secret of this worker and that one), so every worker
 // knows it at once; no worker can vouch for ids outside its own range.
 #ifndef FERRY_RPC_MEMBERSHIP_DIRECTORY_SERVICE_H_
@@ -24,10 +24,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_service.h"
 #include "rpc/membership/directory.h"
-#include "rpc/node_key.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 

@@ -7,9 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
-#include "rpc/bounded_parse.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/value/value.h"
+#include "rpc/wire/bounded_parse.h"
 
 namespace ferry {
 

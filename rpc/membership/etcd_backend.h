@@ -19,7 +19,7 @@
 //   said it was leaving).
 // - Clients read the ranks the same way and register under their own lease.
 // - Identities: each node publishes the public key of its key pair
-//   (rpc/node_key.h) in its record (RankRecord.worker, ClientRecord); the
+//   (rpc/auth/node_key.h) in its record (RankRecord.worker, ClientRecord); the
 //   directory carries the workers', Follow reports the clients' (the first
 //   key seen for a client node; a later different one is ignored, so a
 //   rewritten record cannot take over a client's identity).

@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 
 namespace ferry {
 

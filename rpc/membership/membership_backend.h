@@ -24,17 +24,17 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
 #include "rpc/membership/store_client.h"
-#include "rpc/node_key.h"
 
 namespace ferry {
 
 // A worker joining: who it is, what it expects of the job.
 struct JoinSpec {
   // name, address, local_address, host, pid, public_key (its key pair's,
-  // rpc/node_key.h: published for peers); rank: the rank wanted, or -1
+  // rpc/auth/node_key.h: published for peers); rank: the rank wanted, or -1
   // for the first free one (only backends with rank_is_assignable()).
   WorkerInfo self;
   int world_size = 1;
@@ -65,7 +65,7 @@ class MembershipBackend {
   // revived in the Membership right after.
   using RejoinedCallback =
       std::function<void(const WorkerInfo& worker, uint64_t incarnation)>;
-  // Called with the public key of a client (rpc/node_key.h): one live
+  // Called with the public key of a client (rpc/auth/node_key.h): one live
   // when this node joined, or one that registered since (the embedded
   // master's announcements, etcd's client records; a client's first key
   // only). Calls whose credential it checks are that client's. Workers'
@@ -134,7 +134,7 @@ class MembershipBackend {
 
   // The job's key-value store (store_client.h): the master's, or etcd's.
   // Where something must be decided once for the whole job, whoever asks
-  // (collectives/agreements.h: its CompareSet picks one proposal), this
+  // (collectives/elastic.cc: its CompareSet picks one proposal), this
   // is the arbiter. INVALID_ARGUMENT where the backend keeps none.
   virtual absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() {
     return absl::InvalidArgumentError(

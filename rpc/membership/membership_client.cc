@@ -8,7 +8,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

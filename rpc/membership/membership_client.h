@@ -26,10 +26,10 @@
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/timers.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
-#include "rpc/node_key.h"
 
 namespace ferry {
 

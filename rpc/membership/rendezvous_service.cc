@@ -6,15 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
+#include "rpc/auth/cert_identity.h"
+#include "rpc/auth/credential.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
-#include "rpc/cert_identity.h"
-#include "rpc/credential.h"
-#include "rpc/grpc_status.h"
 #include "rpc/membership/directory.h"
-#include "rpc/node_key.h"
 #include "rpc/value/value.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

@@ -38,8 +38,8 @@
 // worker has seen that event (its next poll asks past it), within the
 // join's timeout. A rank whose holder is alive is ALREADY_EXISTS.
 //
-// Identities (rpc/node_key.h, rpc/authenticator.h): every node makes its
-// own key pair; a worker's Join and a client's registration carry the
+// Identities (rpc/auth/node_key.h, rpc/auth/authenticator.h): every node makes
+// its own key pair; a worker's Join and a client's registration carry the
 // public half. Nothing secret is ever in an answer. A rank's slot is held
 // by one incarnation (its incarnation and key): a held join is answered
 // only for the incarnation holding the slot, and when a held join gives
@@ -77,10 +77,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
-#include "rpc/bounded_service.h"
-#include "rpc/node_key.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 
@@ -98,7 +98,7 @@ struct RendezvousOptions {
   bool require_identity = false;
   // --tls_identity=san: a worker's Join, polls and barriers are accepted
   // only over a connection whose TLS client certificate names the worker
-  // (rpc/cert_identity.h).
+  // (rpc/auth/cert_identity.h).
   bool cert_identity = false;
   // The master's key pair: worker0's (rank 0's Join must carry its public
   // half). Null: a fresh one (tests).
@@ -210,14 +210,14 @@ class RendezvousService final
     // info.generation numbers its incarnations; info.public_key is its key.
     proto::WorkerInfo info;
     uint64_t incarnation = 0;
-    // Its pair secret with the master (rpc/node_key.h).
+    // Its pair secret with the master (rpc/auth/node_key.h).
     std::string secret;
   };
   struct Node {
     std::string name;
     uint64_t incarnation = 0;
     std::string public_key;
-    // The token its calls to the master present (rpc/credential.h).
+    // The token its calls to the master present (rpc/auth/credential.h).
     std::string expected;
     // A client's registering connection (Caller::peer).
     std::string peer;

@@ -11,9 +11,9 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/store.grpc.pb.h"
 #include "rpc/base/status_util.h"
-#include "rpc/grpc_status.h"
 #include "rpc/membership/etcd/etcd_client.h"
 #include "rpc/membership/etcd/etcd_watch.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 

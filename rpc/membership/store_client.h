@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rpc/auth/security.h"
 #include "rpc/membership/etcd/etcd_options.h"
-#include "rpc/security.h"
 
 namespace grpc {
 class Channel;

@@ -41,7 +41,7 @@
 #include "proto/store.grpc.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
-#include "rpc/bounded_service.h"
+#include "rpc/wire/bounded_service.h"
 
 namespace ferry {
 
@@ -63,7 +63,7 @@ class StoreService final
   using IsWorker = std::function<bool(const grpc::ServerContextBase&)>;
 
   // Deadlines on `timers` (not owned; must outlive the service). Requests
-  // are parsed within `wire` (rpc/bounded_service.h) before any handler.
+  // are parsed within `wire` (rpc/wire/bounded_service.h) before any handler.
   // Without `is_worker`, anyone may change any key.
   StoreService(StoreLimits limits, Timers* timers,
                const Limits& wire = DefaultLimits(), IsWorker is_worker = {});

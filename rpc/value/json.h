@@ -1,4 +1,4 @@
-// The JSON form of values (DESIGN.md "Values"), used by ferryctl, logs and
+// The JSON form of values (docs/DESIGN.md "Values"), used by ferryctl, logs and
 // tests:
 //
 //   tensor  {"dtype":"float32","shape":[2,2],"data":[1,2,3,4]}

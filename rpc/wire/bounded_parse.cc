@@ -1,4 +1,4 @@
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 
 #include <algorithm>
 #include <climits>
@@ -12,7 +12,7 @@
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "rpc/base/status_util.h"
-#include "rpc/wire_cursor.h"
+#include "rpc/wire/wire_cursor.h"
 
 namespace ferry {
 

@@ -1,5 +1,5 @@
 // The one way bytes from a peer become a generated protobuf message: they
-// are first walked by limit-checked code (rpc/wire_cursor.h) against the
+// are first walked by limit-checked code (rpc/wire/wire_cursor.h) against the
 // message's descriptor, counting what protobuf's parse would build —
 // messages, repeated elements, strings, unknown fields — and how deep it
 // nests; protobuf parses them only if that is within the limits.
@@ -24,8 +24,8 @@
 //   nesting deeper than kMaxParseDepth, malformed bytes, a group, anything
 //   protobuf's parse then refuses (e.g. invalid UTF-8)   INVALID_ARGUMENT
 // On an error `out` is unspecified.
-#ifndef FERRY_RPC_BOUNDED_PARSE_H_
-#define FERRY_RPC_BOUNDED_PARSE_H_
+#ifndef FERRY_RPC_WIRE_BOUNDED_PARSE_H_
+#define FERRY_RPC_WIRE_BOUNDED_PARSE_H_
 
 #include <cstdint>
 #include <vector>
@@ -45,7 +45,7 @@ inline constexpr int kMaxParseDepth = 100;
 // What a parse may build, at most: this many times the message's bytes,
 // plus kParseSlack. Honest messages stay below (a lease chunk of handles
 // 4-9x, a collective header's structure of small tensors up to ~17x, as
-// estimated; tests/rpc/bounded_parse_test.cc); an empty message costs
+// estimated; tests/rpc/wire/bounded_parse_test.cc); an empty message costs
 // ~50x.
 inline constexpr int64_t kMaxParseGrowth = 24;
 inline constexpr int64_t kParseSlack = int64_t{1} << 20;
@@ -69,4 +69,4 @@ int64_t EstimatedParseBytes(const std::vector<grpc::Slice>& slices,
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_BOUNDED_PARSE_H_
+#endif  // FERRY_RPC_WIRE_BOUNDED_PARSE_H_

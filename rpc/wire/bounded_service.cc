@@ -1,4 +1,4 @@
-#include "rpc/bounded_service.h"
+#include "rpc/wire/bounded_service.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // Services whose every request is parsed through BoundedParse
-// (rpc/bounded_parse.h): the one place where a worker's gRPC requests
+// (rpc/wire/bounded_parse.h): the one place where a worker's gRPC requests
 // become generated messages.
 //
 // gRPC's generated callback services parse a request with protobuf before
@@ -31,8 +31,8 @@
 // its own (Worker/Call: rpc/wire_reader.h) is declared with ReadsRaw. The
 // agent registers only BoundedServiceBase services and refuses to start
 // with any method neither bound nor declared (UnboundedMethods).
-#ifndef FERRY_RPC_BOUNDED_SERVICE_H_
-#define FERRY_RPC_BOUNDED_SERVICE_H_
+#ifndef FERRY_RPC_WIRE_BOUNDED_SERVICE_H_
+#define FERRY_RPC_WIRE_BOUNDED_SERVICE_H_
 
 #include <string>
 #include <vector>
@@ -47,8 +47,8 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_parse.h"
-#include "rpc/grpc_status.h"
+#include "rpc/wire/bounded_parse.h"
+#include "rpc/wire/grpc_status.h"
 
 namespace ferry {
 
@@ -186,4 +186,4 @@ class SerializationTraits<ferry::bounded_internal::Exchange<Request, Response>,
 
 }  // namespace grpc
 
-#endif  // FERRY_RPC_BOUNDED_SERVICE_H_
+#endif  // FERRY_RPC_WIRE_BOUNDED_SERVICE_H_

@@ -1,4 +1,4 @@
-#include "rpc/callback_queue.h"
+#include "rpc/wire/callback_queue.h"
 
 #include <grpcpp/grpcpp.h>
 

@@ -10,8 +10,8 @@
 // grpc_cq_internal_unref, on one of its own threads. Holding one channel
 // that made a callback call keeps the count above zero, so the teardown
 // happens once, at exit.
-#ifndef FERRY_RPC_CALLBACK_QUEUE_H_
-#define FERRY_RPC_CALLBACK_QUEUE_H_
+#ifndef FERRY_RPC_WIRE_CALLBACK_QUEUE_H_
+#define FERRY_RPC_WIRE_CALLBACK_QUEUE_H_
 
 namespace ferry {
 
@@ -22,4 +22,4 @@ void HoldGrpcCallbackQueue();
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_CALLBACK_QUEUE_H_
+#endif  // FERRY_RPC_WIRE_CALLBACK_QUEUE_H_

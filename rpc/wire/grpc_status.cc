@@ -1,4 +1,4 @@
-#include "rpc/grpc_status.h"
+#include "rpc/wire/grpc_status.h"
 
 #include <string>
 

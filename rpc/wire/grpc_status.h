@@ -1,6 +1,6 @@
 // absl::Status <-> grpc::Status: codes map 1:1, messages are kept.
-#ifndef FERRY_RPC_GRPC_STATUS_H_
-#define FERRY_RPC_GRPC_STATUS_H_
+#ifndef FERRY_RPC_WIRE_GRPC_STATUS_H_
+#define FERRY_RPC_WIRE_GRPC_STATUS_H_
 
 #include "absl/status/status.h"
 #include "grpcpp/support/status.h"
@@ -12,4 +12,4 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_GRPC_STATUS_H_
+#endif  // FERRY_RPC_WIRE_GRPC_STATUS_H_

@@ -1,4 +1,4 @@
-#include "rpc/wire_cursor.h"
+#include "rpc/wire/wire_cursor.h"
 
 #include <algorithm>
 #include <cstring>

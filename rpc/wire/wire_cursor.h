@@ -36,8 +36,8 @@
 // of a longer message): a read that would pass the bytes there are stops
 // kTruncated rather than kMalformed, so a walk over a prefix can tell "not
 // here yet" from "wrong".
-#ifndef FERRY_RPC_WIRE_CURSOR_H_
-#define FERRY_RPC_WIRE_CURSOR_H_
+#ifndef FERRY_RPC_WIRE_WIRE_CURSOR_H_
+#define FERRY_RPC_WIRE_WIRE_CURSOR_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -189,4 +189,4 @@ class WireCursor {
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_WIRE_CURSOR_H_
+#endif  // FERRY_RPC_WIRE_WIRE_CURSOR_H_

@@ -111,7 +111,7 @@ inline Tensor Sample(DType dtype, Shape shape, int64_t seed) {
   return MakeTensor(dtype, std::move(shape), v);
 }
 
-// Whether `op` applies to `dtype` (DESIGN.md: no min/max on complex,
+// Whether `op` applies to `dtype` (docs/DESIGN.md: no min/max on complex,
 // bitwise ops on integers and bool only, avg on floating and complex).
 inline bool Applies(ReduceOp op, DType dtype) {
   const DTypeKind kind = KindOf(dtype);

@@ -26,8 +26,8 @@
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
-#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
+#include "tools/runtime/rendezvous.h"
 
 namespace ferry {
 namespace {
@@ -259,8 +259,7 @@ TEST_P(ElasticTest, ASubgroupShrinksAndGrowsBackToItsRanks) {
   const std::vector<int> ranks = {1, 2, 3};
   std::vector<std::shared_ptr<ProcessGroup>> sub(kWorkers);
   for (int r : ranks) {
-    ASSERT_OK_AND_ASSIGN(sub[r],
-                         job_->worker(r).collectives().NewGroup(ranks));
+    ASSERT_OK_AND_ASSIGN(sub[r], job_->worker(r).collectives().NewGroup(ranks));
   }
   job_->worker(2).Stop();
   AwaitDown(2);
@@ -471,7 +470,8 @@ TEST_P(AgreeFaultTest, EverySurvivorGetsTheSameResultAndShrinks) {
     EXPECT_FALSE(counted);  // Nobody heard it.
   }
   for (int r : live) {
-    ASSERT_THAT(got[r].status(), StatusIs(absl::StatusCode::kOk)) << "worker" << r;
+    ASSERT_THAT(got[r].status(), StatusIs(absl::StatusCode::kOk))
+        << "worker" << r;
     EXPECT_EQ(got[r]->flag, got[first]->flag) << "worker" << r;
     EXPECT_EQ(got[r]->members, members) << "worker" << r;
     EXPECT_EQ(got[r]->id, got[first]->id) << "worker" << r;

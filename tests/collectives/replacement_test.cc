@@ -19,8 +19,8 @@
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
-#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
+#include "tools/runtime/rendezvous.h"
 
 namespace ferry {
 namespace {

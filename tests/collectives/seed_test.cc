@@ -1,7 +1,7 @@
 // The seed pages' examples through the C++ API: torch.distributed.all_to_all
 // (even, uneven splits, complex) and tf's ReplicaContext.all_gather (one
 // tensor, a nested list, different sizes along the axis), with the two
-// seed errors DESIGN.md names corrected.
+// seed errors docs/DESIGN.md names corrected.
 #include <complex>
 #include <memory>
 #include <vector>

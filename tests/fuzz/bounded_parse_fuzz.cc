@@ -1,5 +1,5 @@
-// Fuzz target: BoundedParse (rpc/bounded_parse.h) over the request types of
-// every service a worker serves and the other messages peers send that
+// Fuzz target: BoundedParse (rpc/wire/bounded_parse.h) over the request types
+// of every service a worker serves and the other messages peers send that
 // generated code parses (collective frame and message headers, etcd
 // membership records), as one gRPC message would hold them: cut into
 // slices where the input says.
@@ -31,7 +31,7 @@
 #include "proto/rref.pb.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/limits.h"
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 
 namespace ferry {
 namespace {

@@ -41,11 +41,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "proto/rendezvous.pb.h"
+#include "rpc/auth/credential.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
-#include "rpc/credential.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/rendezvous_service.h"
-#include "rpc/node_key.h"
 #include "rpc/value/value.h"
 #include "tests/testing/manual_clock.h"
 

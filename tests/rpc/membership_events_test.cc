@@ -71,8 +71,7 @@ TEST_F(MembershipEventsTest, KeepsOnlyTheLastEvents) {
 TEST_F(MembershipEventsTest, APollIsAnsweredAtOnceByTheNextEventOrEmpty) {
   events_.Record(Died(1));
   // At once: there is one above 0.
-  Future<std::vector<MembershipEvent>> now =
-      events_.Poll(0, absl::Seconds(10));
+  Future<std::vector<MembershipEvent>> now = events_.Poll(0, absl::Seconds(10));
   ASSERT_TRUE(now.IsReady());
   EXPECT_THAT(Seqs(*now.Wait(absl::ZeroDuration())), ElementsAre(1));
   // By the next event.

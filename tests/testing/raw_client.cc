@@ -11,7 +11,7 @@
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/support/client_callback.h"
 #include "proto/rendezvous.pb.h"
-#include "rpc/credential.h"
+#include "rpc/auth/credential.h"
 
 namespace ferry {
 namespace testing {

@@ -23,7 +23,7 @@
 #include "grpcpp/security/credentials.h"
 #include "proto/rendezvous.pb.h"
 #include "proto/worker.pb.h"
-#include "rpc/node_key.h"
+#include "rpc/auth/node_key.h"
 
 namespace ferry {
 namespace testing {
@@ -96,7 +96,7 @@ class RawClient {
   // Registers as a client of the job (RegisterClient at this address),
   // with a key pair of its own: later calls present the credential it
   // makes for the worker at this address (metadata "ferry-credential",
-  // rpc/credential.h), with the voucher its registrar made for it. Its
+  // rpc/auth/credential.h), with the voucher its registrar made for it. Its
   // node id.
   absl::StatusOr<uint64_t> Register();
   // Presents `credential` on later calls ("" = none), as a forger would.

@@ -1,4 +1,4 @@
-// Secret files (tokens, keys) must be private (rpc/security.h refuses
+// Secret files (tokens, keys) must be private (rpc/auth/security.h refuses
 // others): tests copy the checked-in ones to private files first.
 #ifndef FERRY_TESTS_TESTING_SECRET_FILES_H_
 #define FERRY_TESTS_TESTING_SECRET_FILES_H_

@@ -1,7 +1,7 @@
 // A certificate authority made at test time with the openssl CLI, and
 // certificates it signs with the subjectAltNames a test needs (e.g. one
 // per worker, naming it). Keys are EC P-256, written readable by their
-// owner only (rpc/security.h refuses others); everything is valid for two
+// owner only (rpc/auth/security.h refuses others); everything is valid for two
 // days and lives under the directory given.
 //
 //   if (!TestPki::Installed()) GTEST_SKIP() << TestPki::SkipReason();

@@ -21,7 +21,7 @@
 #include "collectives/service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "rpc/value/tensor.h"
 #include "rref/rref.h"
 #include "tests/testing/daemon_cluster.h"

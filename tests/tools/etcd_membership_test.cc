@@ -34,7 +34,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tcp_proxy.h"
-#include "tools/rendezvous.h"
+#include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {

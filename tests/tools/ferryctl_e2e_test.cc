@@ -1,5 +1,5 @@
-// End-to-end tests of the ferryctl contract (DESIGN.md "ferryctl contract",
-// "Calls", "Daemon, launch, client") against REAL ferryd processes.
+// End-to-end tests of the ferryctl contract (docs/DESIGN.md "ferryctl
+// contract", "Calls", "Daemon, launch, client") against REAL ferryd processes.
 //
 // Every cluster test brings up its own 3-worker job with
 // `ferryctl up --port=0`, drives it through ferryctl, and tears it down with

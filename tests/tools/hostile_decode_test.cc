@@ -29,7 +29,7 @@
 #include "proto/rendezvous.pb.h"
 #include "proto/rref.pb.h"
 #include "proto/worker.pb.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/raw_exchange.h"

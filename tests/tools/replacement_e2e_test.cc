@@ -21,7 +21,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
 #include "tests/testing/daemon_cluster.h"
@@ -126,8 +126,8 @@ TEST_F(ReplacementE2eTest, AKilledWorkerIsReplacedWhileTheMasterLives) {
             << absl::FormatDuration(absl::Now() - started) << std::endl;
   ProcessResult watched = watch->Wait(kWait);
   EXPECT_EQ(watched.exit_code, 0) << watched.Describe();
-  std::vector<std::string> lines = absl::StrSplit(
-      absl::StripTrailingAsciiWhitespace(watched.out), '\n');
+  std::vector<std::string> lines =
+      absl::StrSplit(absl::StripTrailingAsciiWhitespace(watched.out), '\n');
   ASSERT_EQ(lines.size(), 2u) << watched.Describe();
   ASSERT_OK_AND_ASSIGN(Value died, ParseJson(lines[0]));
   ASSERT_OK_AND_ASSIGN(Value joined, ParseJson(lines[1]));

@@ -1,5 +1,5 @@
 // ferry_bench: ferry against a bare gRPC baseline built from the same
-// libraries, in one run (DESIGN.md "Performance"); with --peers also
+// libraries, in one run (docs/DESIGN.md "Performance"); with --peers also
 // against torch's RPC (TensorPipe) and Gloo process group, when Debian's
 // python3-torch is installed.
 //

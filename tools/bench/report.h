@@ -1,4 +1,4 @@
-// ferry_bench's result rows (DESIGN.md "Performance"): printed as a table,
+// ferry_bench's result rows (docs/DESIGN.md "Performance"): printed as a table,
 // or as one JSON object per line with --json.
 #ifndef FERRY_TOOLS_BENCH_REPORT_H_
 #define FERRY_TOOLS_BENCH_REPORT_H_

@@ -1,4 +1,4 @@
-// ferry_bench's result row (DESIGN.md "Performance") and its one-line JSON
+// ferry_bench's result row (docs/DESIGN.md "Performance") and its one-line JSON
 // form, which ferry_bench prints with --json and its peer programs
 // (tools/bench/peers/) print too:
 //

@@ -17,7 +17,7 @@ namespace ctl {
 struct UpOptions {
   int world_size = 1;
   int port = 29500;  // Rank 0's port; 0 picks one.
-  // The private job directory (tools/ferryctl/job_dir.h); default a fresh
+  // The private job directory (tools/runtime/job_dir.h); default a fresh
   // one.
   std::string dir;
   std::vector<std::string> ferryd_flags;  // Passed to every ferryd.

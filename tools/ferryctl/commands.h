@@ -1,5 +1,5 @@
 // ferryctl's commands that talk to a running job. Each returns the Value
-// printed as JSON (DESIGN.md "ferryctl contract").
+// printed as JSON (docs/DESIGN.md "ferryctl contract").
 #ifndef FERRY_TOOLS_FERRYCTL_COMMANDS_H_
 #define FERRY_TOOLS_FERRYCTL_COMMANDS_H_
 
@@ -51,7 +51,7 @@ absl::StatusOr<Value> FetchCommand(Session& session, const Value& rref);
 absl::StatusOr<Value> RRefsCommand(Session& session, const std::string& worker);
 
 // Collective `op` across the job: `request` is {"ranks":[one input per
-// rank, null = not taking part], "timeout_ms"?, params…} (DESIGN.md);
+// rank, null = not taking part], "timeout_ms"?, params…} (docs/DESIGN.md);
 // returns {"ranks":[one output per rank]}. Without "timeout_ms" the
 // session's timeout bounds the op.
 absl::StatusOr<Value> CollectiveCommand(Session& session, const std::string& op,

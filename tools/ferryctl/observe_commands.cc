@@ -312,9 +312,10 @@ absl::Status WatchCommand(Session& session, const std::string& worker,
       last_error = first.status();
       continue;
     }
-    int64_t after = all ? 0 : Field(*first, "last").is_int()
-                                  ? Field(*first, "last").as_int()
-                                  : 0;
+    int64_t after = all ? 0
+                    : Field(*first, "last").is_int()
+                        ? Field(*first, "last").as_int()
+                        : 0;
     std::vector<Value> backlog;
     if (!lost.empty()) {
       notes << "ferryctl watch: " << lost << " stopped answering ("

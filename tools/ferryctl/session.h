@@ -9,10 +9,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "tools/ferryctl/cli.h"
-#include "tools/rendezvous.h"
 #include "tools/runtime/local_job.h"
+#include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {
@@ -24,7 +24,7 @@ inline constexpr char kDefaultMaster[] = "127.0.0.1:29500";
 // --tls_ca, --tls_server_name, --insecure): as options, and as ferryd flags
 // for `up`. Without --token_file (and not --insecure), a session uses the
 // token of the job this user's `up` started at the master, if any
-// (tools/ferryctl/job_dir.h).
+// (tools/runtime/job_dir.h).
 SecurityOptions SecurityFlags(const CommandLine& cl);
 std::vector<std::string> SecurityFlagsForFerryd(const CommandLine& cl);
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "rpc/node_key.h"
+#include "rpc/auth/node_key.h"
 #include "tools/runtime/file_write.h"
 
 namespace ferry {

@@ -1,4 +1,4 @@
-#include "tools/rendezvous.h"
+#include "tools/runtime/rendezvous.h"
 
 #include <cstdlib>
 #include <fstream>

@@ -1,8 +1,8 @@
 // --rendezvous for ferryd and ferryctl: where the job's membership lives.
 // Empty: the embedded master (--master). etcd://HOST:PORT[,…]/JOB: etcd,
 // reached with the etcd_* settings below.
-#ifndef FERRY_TOOLS_RENDEZVOUS_H_
-#define FERRY_TOOLS_RENDEZVOUS_H_
+#ifndef FERRY_TOOLS_RUNTIME_RENDEZVOUS_H_
+#define FERRY_TOOLS_RUNTIME_RENDEZVOUS_H_
 
 #include <cstdint>
 #include <functional>
@@ -61,4 +61,4 @@ absl::StatusOr<ReservedRank> ReserveFirstFreeRank(
 
 }  // namespace ferry
 
-#endif  // FERRY_TOOLS_RENDEZVOUS_H_
+#endif  // FERRY_TOOLS_RUNTIME_RENDEZVOUS_H_

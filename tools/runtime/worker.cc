@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "tools/rendezvous.h"
+#include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {

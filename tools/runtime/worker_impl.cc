@@ -5,7 +5,7 @@
 #include "absl/time/clock.h"
 #include "collectives/elastic.h"
 #include "collectives/service.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
 

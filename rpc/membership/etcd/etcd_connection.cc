@@ -11,9 +11,9 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "rpc/callback_queue.h"
 #include "rpc/membership/etcd/etcd_call.h"
 #include "rpc/membership/etcd/etcd_status.h"
+#include "rpc/wire/callback_queue.h"
 
 namespace ferry {
 namespace {

@@ -1,7 +1,7 @@
 // The Authenticator decides on a call's headers, before its body is read:
 // the job's token, gRPC's health check left open, and node credentials
 // naming the caller.
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
 
 #include <malloc.h>
 
@@ -18,8 +18,8 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "rpc/auth/security.h"
 #include "rpc/base/quota.h"
-#include "rpc/security.h"
 
 namespace ferry {
 namespace {

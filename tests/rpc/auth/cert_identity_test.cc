@@ -3,7 +3,7 @@
 // or URI), and its Join, polls, barriers and calls count only over a
 // connection whose certificate names it. The CA and the certificates are
 // made at test time with the openssl CLI (tests/testing/test_pki.h).
-#include "rpc/cert_identity.h"
+#include "rpc/auth/cert_identity.h"
 
 #include <cstdlib>
 #include <memory>
@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.pb.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_pki.h"

@@ -1,7 +1,7 @@
 // Node key pairs and what two nodes derive from theirs (issue 25): the
 // same secret on both ends, nothing for a third key, and tokens that name
 // both ends, so one made for a node is worth nothing at another.
-#include "rpc/node_key.h"
+#include "rpc/auth/node_key.h"
 
 #include <set>
 #include <string>

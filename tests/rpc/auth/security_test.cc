@@ -1,6 +1,6 @@
 // What each security mode allows: which files are accepted, where a server
 // may listen, where secrets may be sent.
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 
 #include <cstdlib>
 #include <string>

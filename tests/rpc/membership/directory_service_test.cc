@@ -14,8 +14,8 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/membership/directory.h"
-#include "rpc/node_key.h"
 #include "rpc/value/value.h"
 
 namespace ferry {

@@ -16,11 +16,11 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
-#include "rpc/node_key.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 

@@ -26,12 +26,12 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
-#include "rpc/authenticator.h"
+#include "rpc/auth/authenticator.h"
+#include "rpc/auth/credential.h"
+#include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
-#include "rpc/credential.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership_client.h"
-#include "rpc/node_key.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -475,7 +475,8 @@ TEST_F(RendezvousServiceTest, ALiveRanksHolderCannotBeReplaced) {
 // kNudgeAfter is answered, to see whether the holder polls again, and the
 // replacement is told to retry. A live holder polls again, and the retry
 // is refused.
-TEST_F(RendezvousServiceTest, AContestedHoldersOldPollIsAnsweredToAskIfItLives) {
+TEST_F(RendezvousServiceTest,
+       AContestedHoldersOldPollIsAnsweredToAskIfItLives) {
   Form();
   auto old_poll = PollAsync(WorkerNode(1), kIncarnation + 1, 0, false, 60000);
   ASSERT_TRUE(AwaitHeldPolls(1));

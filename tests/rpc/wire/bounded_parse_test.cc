@@ -1,7 +1,7 @@
 // BoundedParse: what a generated parse would build is counted from the
 // bytes first, and refused before it is built; honest messages pass far
 // below the bounds.
-#include "rpc/bounded_parse.h"
+#include "rpc/wire/bounded_parse.h"
 
 #include <cstdint>
 #include <iostream>

@@ -1,7 +1,7 @@
 // BoundedService: a method's request reaches its handler only through
 // BoundedParse; a refusal answers the call with its reason; a worker will
 // not start with a method that would parse without bounds.
-#include "rpc/bounded_service.h"
+#include "rpc/wire/bounded_service.h"
 
 #include <atomic>
 #include <memory>

@@ -1,7 +1,7 @@
 // The one cursor through peers' wire bytes: no read passes the innermost
 // limit, lengths are checked against their field, a prefix tells "not here
 // yet" from "wrong", and a failure sticks.
-#include "rpc/wire_cursor.h"
+#include "rpc/wire/wire_cursor.h"
 
 #include <cstdint>
 #include <limits>

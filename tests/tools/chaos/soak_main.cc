@@ -38,7 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "rpc/security.h"
+#include "rpc/auth/security.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/tools/chaos/tally.h"

@@ -1,7 +1,7 @@
 """What ferry_bench's peer programs share: rows, percentiles, ports, the
 serve loop.
 
-A row is ferry_bench's (DESIGN.md "Performance"): one JSON object per line,
+A row is ferry_bench's (docs/DESIGN.md "Performance"): one JSON object per line,
 {"suite","metric","system","op","size_bytes","world","inflight","value"}.
 
 Serve mode (ferry_bench --peers): the program reads one request per line on

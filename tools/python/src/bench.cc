@@ -43,7 +43,7 @@ std::vector<double> RpcSyncTimes(Api& api, const std::string& to,
 
 void BindBench(py::module_& m) {
   py::module_ bench = m.def_submodule(
-      "bench", "The C++ API's times for tools/python/bench.py.");
+      "bench", "The C++ API's times for tools/python/bench/python_bench.py.");
   bench.def(
       "rpc_sync_us",
       [](WorkerHandle& h, const std::string& to, const std::string& fn,

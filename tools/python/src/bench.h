@@ -1,5 +1,5 @@
-// The C++ side of tools/python/bench.py: the same calls as the Python
-// API, looped in C++ on the same worker or client, so the benchmark
+// The C++ side of tools/python/bench/python_bench.py: the same calls as the
+// Python API, looped in C++ on the same worker or client, so the benchmark
 // compares Python's cost against the C++ API's in one process and one run.
 #ifndef FERRY_TOOLS_PYTHON_SRC_BENCH_H_
 #define FERRY_TOOLS_PYTHON_SRC_BENCH_H_

@@ -118,8 +118,7 @@ class EventStream {
 
 void BindElastic(py::module_& m) {
   py::class_<EventStream>(m, "EventStream")
-      .def(py::init<WorkerHandle&>(), py::keep_alive<1, 2>(),
-           py::arg("worker"))
+      .def(py::init<WorkerHandle&>(), py::keep_alive<1, 2>(), py::arg("worker"))
       .def("next", &EventStream::Next, py::arg("timeout") = py::none())
       .def("close", &EventStream::Close)
       .def_property_readonly("dropped", &EventStream::dropped);

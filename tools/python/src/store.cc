@@ -7,9 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "pybind11/stl.h"
+#include "rpc/auth/security.h"
 #include "rpc/membership/rendezvous_url.h"
 #include "rpc/membership/store_client.h"
-#include "rpc/security.h"
 #include "tools/python/src/errors.h"
 #include "tools/runtime/job_dir.h"
 
