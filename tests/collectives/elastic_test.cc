@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
+#include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 #include "tools/runtime/rendezvous.h"
@@ -94,24 +95,11 @@ class ElasticJobTest : public ::testing::TestWithParam<Param> {
   }
 
   // Worker `r`'s membership events up to the first that `want` matches
-  // (empty if none came within kWait): long polls, no sleeping.
+  // (empty if none came within kWait).
   std::vector<MembershipEvent> AwaitEvent(
       int r, const std::function<bool(const MembershipEvent&)>& want) {
-    MembershipEvents& events = job_->worker(r).rpc().events();
-    const absl::Time deadline = absl::Now() + kWait;
-    std::vector<MembershipEvent> seen;
-    int64_t after = 0;
-    while (absl::Now() < deadline) {
-      absl::StatusOr<std::vector<MembershipEvent>> got =
-          events.Poll(after, deadline - absl::Now()).Wait(kWait);
-      if (!got.ok()) break;
-      for (const MembershipEvent& e : *got) {
-        seen.push_back(e);
-        after = e.seq;
-        if (want(e)) return seen;
-      }
-    }
-    return {};
+    return ::ferry::testing::AwaitEvent(job_->worker(r).rpc().events(), want,
+                                        kWait);
   }
 
   // Until every worker but `rank` saw it gone.

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
@@ -239,13 +240,14 @@ TEST_F(RRefTest, ListOwnedShowsForks) {
   EXPECT_EQ(rows[0].forks(0).holder_name(), "worker0");
 }
 
-// Waits (bounded) until `worker` knows node `node` is gone.
-void AwaitDown(WorkerImpl& worker, uint64_t node) {
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!worker.rpc().membership().DownReason(node).has_value() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+// Waits (bounded, on `worker`'s membership events) until it knows worker
+// `rank` is gone.
+void AwaitDown(WorkerImpl& worker, int rank) {
+  ASSERT_TRUE(::ferry::testing::AwaitGone(worker.rpc().events(), rank,
+                                          absl::Seconds(20)))
+      << worker.rpc().name() << " never heard that worker" << rank
+      << " is gone";
+  ASSERT_TRUE(worker.rpc().membership().DownReason(rank).has_value());
 }
 
 TEST_F(RRefTest, OwnerDeathFailsEveryCopyAtOnce) {
@@ -260,7 +262,7 @@ TEST_F(RRefTest, OwnerDeathFailsEveryCopyAtOnce) {
   worker(2).Stop();
   EXPECT_THAT(pending.Wait(absl::Seconds(20)),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
-  AwaitDown(worker(0), 2);
+  ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(0), 2));
   EXPECT_THAT(r.ToHere(), StatusIs(absl::StatusCode::kUnavailable,
                                    HasSubstr("owner worker2 died")));
 }
@@ -275,8 +277,8 @@ TEST_F(RRefTest, AReplacedOwnersCopiesReportItDied) {
                        worker(0).rrefs().Remote("worker2", "arange", {5}));
   ASSERT_OK(r.ToHere());
   worker(2).Stop();
-  AwaitDown(worker(0), 2);
-  AwaitDown(worker(1), 2);
+  ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(0), 2));
+  ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(1), 2));
   ASSERT_OK(job_->Replace(2));
   EXPECT_FALSE(worker(0).rpc().membership().DownReason(2).has_value());
   EXPECT_THAT(r.ToHere(),
@@ -307,8 +309,8 @@ TEST_F(RRefTest, AReplacementsIdsDoNotMeetItsPredecessors) {
     old_id = r.id();
     worker(2).Stop();  // Dies holding its copy.
   }
-  AwaitDown(worker(1), 2);
-  AwaitDown(worker(0), 2);
+  ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(1), 2));
+  ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(0), 2));
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(5));
