@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/value/json.h"
+#include "tests/testing/membership_waits.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/secret_files.h"
 #include "tests/testing/status_matchers.h"
@@ -25,6 +26,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitGone;
 using ::ferry::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -235,11 +237,7 @@ TEST_F(AgentTest, StoppedPeerFailsPendingCallsWithItsName) {
   EXPECT_THAT(pending.Wait(absl::Seconds(30)),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
   // The death is published: new calls fail at once, naming it.
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!agent(1).membership().DownReason(2).has_value() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  ASSERT_TRUE(AwaitGone(agent(1).events(), 2, absl::Seconds(30)));
   EXPECT_THAT(
       agent(1).RpcSync("worker2", "echo", {1}),
       StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2 died")));
@@ -249,11 +247,7 @@ TEST_F(AgentTest, StoppedPeerFailsPendingCallsWithItsName) {
 TEST_F(AgentTest, LeavingPeerIsReportedAsLeft) {
   StartJob(3);
   EXPECT_OK(job_->worker(1).Leave());
-  absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!agent(2).membership().DownReason(1).has_value() &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
+  ASSERT_TRUE(AwaitGone(agent(2).events(), 1, absl::Seconds(30)));
   EXPECT_THAT(agent(2).RpcSync("worker1", "echo", {1}),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr("worker1 left the job")));
