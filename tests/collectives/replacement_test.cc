@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
+#include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 #include "tools/runtime/rendezvous.h"
@@ -120,15 +121,26 @@ class ReplacementTest : public ::testing::TestWithParam<Backend> {
     return SumOn({0, 1}, [&](int r) -> ProcessGroup& { return *pair01_[r]; });
   }
 
-  // Until `rank` is gone (alive == false) or alive again with generation
-  // `generation`, as every other worker sees it.
-  void AwaitSeen(int rank, bool alive, uint64_t generation = 0) {
+  // Until every other worker heard that `rank` is gone (its membership's
+  // events).
+  void AwaitGone(int rank) {
+    for (int r = 0; r < 3; ++r) {
+      if (r == rank) continue;
+      ASSERT_TRUE(::ferry::testing::AwaitGone(job_->worker(r).rpc().events(),
+                                              rank, kWait))
+          << "worker" << r;
+    }
+  }
+
+  // Until `rank` is alive again with generation `generation`, as every
+  // other worker sees it.
+  void AwaitBack(int rank, uint64_t generation) {
     const absl::Time deadline = absl::Now() + kWait;
     for (int r = 0; r < 3; ++r) {
       if (r == rank) continue;
       RpcAgent& agent = job_->worker(r).rpc();
-      while (agent.membership().DownReason(rank).has_value() == alive ||
-             (alive && agent.directory().at(rank).generation != generation)) {
+      while (agent.membership().DownReason(rank).has_value() ||
+             agent.directory().at(rank).generation != generation) {
         ASSERT_LT(absl::Now(), deadline) << "worker" << r;
         absl::SleepFor(absl::Milliseconds(10));
       }
@@ -164,7 +176,7 @@ TEST_P(ReplacementTest, GroupsWorkAgainAfterAReplacement) {
   std::vector<absl::Status> pair = Pair12Sum();
   for (int r : {1, 2}) EXPECT_OK(pair[r]);
   job_->worker(2).Stop();
-  AwaitSeen(2, /*alive=*/false);
+  AwaitGone(2);
   // The survivors go on in their own group; the world's op fails at once,
   // naming the dead rank.
   pair = Pair01Sum();
@@ -185,7 +197,7 @@ TEST_P(ReplacementTest, GroupsWorkAgainAfterAReplacement) {
       EXPECT_EQ(job_->worker(r).rpc().directory().at(2).generation, 1u);
     }
   }
-  AwaitSeen(2, /*alive=*/true, /*generation=*/1);
+  AwaitBack(2, /*generation=*/1);
   for (int i = 0; i < 2; ++i) {
     std::vector<absl::Status> world = WorldSum();
     for (int r = 0; r < 3; ++r) EXPECT_OK(world[r]);
