@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/value/json.h"
+#include "tests/testing/await.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/secret_files.h"
@@ -27,6 +28,7 @@ namespace ferry {
 namespace {
 
 using ::ferry::testing::AwaitGone;
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -231,8 +233,9 @@ TEST_F(AgentTest, StoppedPeerFailsPendingCallsWithItsName) {
   StartJob(3);
   Future<Value> pending = agent(0).RpcAsync("worker2", "sleep_ms", {60000});
   // Let the call arrive before the peer goes away.
-  while (agent(2).Status().inflight_incoming() == 0)
-    absl::SleepFor(absl::Milliseconds(5));
+  ASSERT_TRUE(
+      AwaitTrue([&] { return agent(2).Status().inflight_incoming() > 0; },
+                absl::Seconds(30)));
   job_->worker(2).Stop();
   EXPECT_THAT(pending.Wait(absl::Seconds(30)),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
@@ -387,7 +390,9 @@ TEST(RendezvousTest, CallsBeforeTheJobFormsWaitForIt) {
     early = raw.Unary(::ferry::testing::kCallMethod,
                       ::ferry::testing::wire::CallRequest("seven", {}));
   });
-  absl::SleepFor(absl::Milliseconds(200));  // Let it arrive first.
+  // It arrived, and waits for the job to form.
+  ASSERT_TRUE(AwaitTrue([&] { return rank0.Status().prejoin_calls() == 1; },
+                        absl::Seconds(30)));
   RpcAgent rank1(JoinerOptions(master, 1, 2));
   absl::Status s1;
   std::thread join([&] { s1 = rank1.Start(); });
@@ -412,7 +417,9 @@ TEST(RendezvousTest, CallsWaitingForAJobThatNeverFormedAreAnswered) {
     early = raw.Unary(::ferry::testing::kCallMethod,
                       ::ferry::testing::wire::CallRequest("echo", {}));
   });
-  absl::SleepFor(absl::Milliseconds(200));  // Let it arrive first.
+  // It arrived, and waits for the job to form.
+  ASSERT_TRUE(AwaitTrue([&] { return rank0.Status().prejoin_calls() == 1; },
+                        absl::Seconds(30)));
   rank0.Stop();
   call.join();
   EXPECT_EQ(early.status.error_code(), grpc::StatusCode::UNAVAILABLE)
@@ -491,14 +498,11 @@ TEST_F(AgentTest, TokenIsRequiredWhenConfigured) {
 
 // Until every survivor counts `rank` as gone (the master declared it so).
 void AwaitGone(LocalJob& job, int rank) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
   for (int r = 0; r < job.size(); ++r) {
     if (r == rank) continue;
-    while (!job.worker(r).rpc().membership().DownReason(rank).has_value()) {
-      ASSERT_LT(absl::Now(), deadline)
-          << "worker" << r << " still sees " << rank << " alive";
-      absl::SleepFor(absl::Milliseconds(10));
-    }
+    ASSERT_TRUE(
+        AwaitGone(job.worker(r).rpc().events(), rank, absl::Seconds(30)))
+        << "worker" << r << " still sees " << rank << " alive";
   }
 }
 
