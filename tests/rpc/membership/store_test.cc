@@ -18,6 +18,7 @@
 #include "rpc/auth/security.h"
 #include "rpc/membership/store_client.h"
 #include "rpc/membership/store_service.h"
+#include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
@@ -199,15 +200,13 @@ class StoreServiceTest : public ::testing::Test {
   // is: stepping the clock in between left the timer due and unrun, and
   // the test hung).
   void AwaitWaits(int64_t n) {
-    auto settled = [&] {
-      return server_->service().num_waits() == n &&
-             (n == 0 || timers_.has_pending());
-    };
-    absl::Notification never;
-    for (int i = 0; i < 60000 && !settled(); ++i) {
-      never.WaitForNotificationWithTimeout(absl::Milliseconds(1));
-    }
-    ASSERT_TRUE(settled()) << server_->service().num_waits() << " waits";
+    ASSERT_TRUE(::ferry::testing::AwaitTrue(
+        [&] {
+          return server_->service().num_waits() == n &&
+                 (n == 0 || timers_.has_pending());
+        },
+        absl::Seconds(60)))
+        << server_->service().num_waits() << " waits";
   }
 
   ManualClock clock_;
