@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import conftest
@@ -27,25 +28,44 @@ def free_port():
 
 
 def run_job(backend):
-    """The job on `backend`: each survivor's output, and how long each ran
-    (None: stopped here, still running past the timeout and grace)."""
+    """The job on `backend`: each rank's output. A survivor that raised
+    holds its process until its stdin closes; it is closed once every rank
+    printed its last line or ended, or at the latest after the timeout and
+    grace (a survivor still running then is stopped here)."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(free_port()), WORLD_SIZE=str(WORLD))
     procs = [subprocess.Popen([sys.executable, JOB, backend, str(TIMEOUT)],
                               env=dict(env, RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
              for r in range(WORLD)]
-    start = time.monotonic()
-    outs = []
-    for p in procs:
-        try:
-            out = p.communicate(timeout=max(
-                1.0, start + 120 + TIMEOUT + GRACE - time.monotonic()))[0]
-        except subprocess.TimeoutExpired:
+    outs = [[] for _ in procs]
+    settled = [threading.Event() for _ in procs]
+
+    def read(r):
+        for line in procs[r].stdout:
+            text = line.decode(errors="replace")
+            outs[r].append(text)
+            if text.startswith(("raised after", "finished")):
+                settled[r].set()
+        settled[r].set()  # Ended.
+
+    readers = [threading.Thread(target=read, args=(r,), daemon=True)
+               for r in range(WORLD)]
+    for t in readers:
+        t.start()
+    deadline = time.monotonic() + 120 + TIMEOUT + GRACE
+    for e in settled:
+        e.wait(max(0.0, deadline - time.monotonic()))
+    for r, p in enumerate(procs):
+        if not settled[r].is_set():
             p.kill()
-            out = p.communicate()[0] + b"\n(stopped by the test)"
-        outs.append(out.decode(errors="replace"))
-    return procs, outs
+            outs[r].append("\n(stopped by the test)")
+        p.stdin.close()
+    for p, t in zip(procs, readers):
+        p.wait(timeout=60)
+        t.join(timeout=60)
+    return procs, ["".join(o) for o in outs]
 
 
 def survivors_raised(outs):

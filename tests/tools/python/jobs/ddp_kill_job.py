@@ -7,7 +7,11 @@ MASTER_ADDR, MASTER_PORT set).
 Every step: forward, backward (DDP all-reduces the gradients), step. At
 step 3 the last rank kills itself after its forward, so the others are
 inside the backward's all_reduce when it dies. Each survivor prints one
-line: "raised after S s: MESSAGE" or "finished" (it should not).
+line: "raised after S s: MESSAGE" or "finished" (it should not). A
+survivor that raised then holds its process (and so its worker) until its
+stdin closes: the test closes it once every survivor printed, so the killed
+rank is the only death each survivor can see. (Exiting at once, one
+survivor's exit was a second death the other could see first.)
 """
 import datetime
 import os
@@ -44,5 +48,6 @@ for step in range(10):
         took = time.monotonic() - start
         print(f"raised after {took:.1f} s: {e}".replace("\n", " "),
               flush=True)
+        sys.stdin.read()  # Until the test lets go.
         os._exit(3)  # Nothing more to do with the job.
 print("finished", flush=True)
