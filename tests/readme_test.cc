@@ -50,6 +50,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
@@ -57,6 +58,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::ProcessOptions;
@@ -346,20 +348,19 @@ exit 2
 // Whether something listens on 127.0.0.1:`port`, polled up to `bound` (a
 // worker under a sanitizer on a busy machine may take a while to start).
 bool AwaitListener(int port, absl::Duration bound) {
-  const absl::Time deadline = absl::Now() + bound;
-  while (absl::Now() < deadline) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(port);
-    const bool up =
-        connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(fd);
-    if (up) return true;
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  return false;
+  return AwaitTrue(
+      [port] {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr.sin_port = htons(port);
+        const bool up =
+            connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+        close(fd);
+        return up;
+      },
+      bound, /*every=*/absl::Milliseconds(50));
 }
 
 // Checks `ferryctl … status` output lists `world` workers.

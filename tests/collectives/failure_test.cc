@@ -15,12 +15,14 @@
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
 #include "tests/collectives/collective_testing.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::GetStatus;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::StatusIs;
@@ -76,14 +78,13 @@ class FailureTest : public ::testing::Test {
 
   // Waits (bounded) until `rank` runs `count` collective ops.
   bool WaitInflight(int rank, int64_t count) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(20);
-    while (absl::Now() < deadline) {
-      proto::WorkerStatus status;
-      job_->worker(rank).collectives().FillStatus(&status);
-      if (status.collectives_inflight() == count) return true;
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return false;
+    return AwaitTrue(
+        [&] {
+          proto::WorkerStatus status;
+          job_->worker(rank).collectives().FillStatus(&status);
+          return status.collectives_inflight() == count;
+        },
+        absl::Seconds(20));
   }
 
   std::unique_ptr<LocalJob> job_;

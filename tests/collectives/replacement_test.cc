@@ -17,6 +17,7 @@
 #include "collectives/collectives.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
@@ -26,6 +27,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -135,27 +137,26 @@ class ReplacementTest : public ::testing::TestWithParam<Backend> {
   // Until `rank` is alive again with generation `generation`, as every
   // other worker sees it.
   void AwaitBack(int rank, uint64_t generation) {
-    const absl::Time deadline = absl::Now() + kWait;
     for (int r = 0; r < 3; ++r) {
       if (r == rank) continue;
       RpcAgent& agent = job_->worker(r).rpc();
-      while (agent.membership().DownReason(rank).has_value() ||
-             agent.directory().at(rank).generation != generation) {
-        ASSERT_LT(absl::Now(), deadline) << "worker" << r;
-        absl::SleepFor(absl::Milliseconds(10));
-      }
+      ASSERT_TRUE(AwaitTrue(
+          [&] {
+            return !agent.membership().DownReason(rank).has_value() &&
+                   agent.directory().at(rank).generation == generation;
+          },
+          kWait))
+          << "worker" << r;
     }
   }
 
   // A new process for rank 2, once the old one's rank is free (on etcd,
   // when its lease expired: ALREADY_EXISTS until then).
   void Replace2() {
-    const absl::Time deadline = absl::Now() + kWait;
     absl::Status replaced;
-    while (absl::IsAlreadyExists(replaced = job_->Replace(2)) &&
-           absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(100));
-    }
+    AwaitTrue(
+        [&] { return !absl::IsAlreadyExists(replaced = job_->Replace(2)); },
+        kWait, /*every=*/absl::Milliseconds(100));
     ASSERT_OK(replaced);
     MakeGroups(2);
   }

@@ -11,12 +11,14 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rpc/agent.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -24,13 +26,12 @@ constexpr absl::Duration kWait = absl::Seconds(10);
 
 // Waits (bounded) until `rank` has no call in flight, in or out.
 bool Idle(RpcAgent& agent) {
-  const absl::Time deadline = absl::Now() + kWait;
-  while (absl::Now() < deadline) {
-    proto::WorkerStatus s = agent.Status();
-    if (s.inflight_incoming() == 0 && s.inflight_outgoing() == 0) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
+  return AwaitTrue(
+      [&] {
+        proto::WorkerStatus s = agent.Status();
+        return s.inflight_incoming() == 0 && s.inflight_outgoing() == 0;
+      },
+      kWait);
 }
 
 // "wait_for_cancel": resolves only when its call is cancelled, and says so.

@@ -5,6 +5,7 @@
 // --max_open_streams are refused at once.
 #include "rpc/call_stream_service.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,12 +22,14 @@
 #include "rpc/builtins.h"
 #include "rpc/call_service.h"
 #include "rpc/registry.h"
+#include "tests/testing/await.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/raw_client.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::kCallStreamMethod;
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
@@ -74,13 +77,8 @@ class CallStreamServiceTest : public ::testing::Test {
   }
 
   // Polls (bounded) until `done`; whether it came.
-  template <typename F>
-  static bool Eventually(F done) {
-    const absl::Time deadline = absl::Now() + kBound;
-    while (!done() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return done();
+  static bool Eventually(const std::function<bool()>& done) {
+    return AwaitTrue(done, kBound);
   }
 
   ManualClock clock_;

@@ -36,6 +36,7 @@
 #include "rpc/auth/security.h"
 #include "rpc/base/timers.h"
 #include "rpc/membership/etcd/etcd_client.h"
+#include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/raw_exchange.h"
@@ -47,6 +48,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DataHeader;
 using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::FrameBytes;
@@ -245,13 +247,13 @@ class ForgedIdentityTest : public ::testing::TestWithParam<Backend> {
     }
     // The fresh value's release is asynchronous: wait (bounded) until the
     // owner table is as before again, so a later check starts from it.
-    const absl::Time deadline = absl::Now() + kWait;
-    absl::StatusOr<std::vector<proto::OwnedRRef>> rows = Owned();
-    while (rows.ok() && rows->size() != before_.size() &&
-           absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(10));
-      rows = Owned();
-    }
+    absl::StatusOr<std::vector<proto::OwnedRRef>> rows;
+    AwaitTrue(
+        [&] {
+          rows = Owned();
+          return !rows.ok() || rows->size() == before_.size();
+        },
+        kWait, /*every=*/absl::Milliseconds(10));
     ASSERT_OK(rows.status());
     EXPECT_EQ(rows->size(), before_.size()) << "the fresh value was not freed";
   }

@@ -15,12 +15,14 @@
 #include "rpc/agent.h"
 #include "rpc/chunked_message.h"
 #include "rpc/value/tensor.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -28,13 +30,12 @@ constexpr absl::Duration kWait = absl::Seconds(10);
 
 // Waits (bounded) until `agent` has no call in flight, in or out.
 bool Idle(RpcAgent& agent) {
-  const absl::Time deadline = absl::Now() + kWait;
-  while (absl::Now() < deadline) {
-    proto::WorkerStatus s = agent.Status();
-    if (s.inflight_incoming() == 0 && s.inflight_outgoing() == 0) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
+  return AwaitTrue(
+      [&] {
+        proto::WorkerStatus s = agent.Status();
+        return s.inflight_incoming() == 0 && s.inflight_outgoing() == 0;
+      },
+      kWait);
 }
 
 // A float32 tensor of `n` elements, each its index: past kStreamMinBytes

@@ -8,6 +8,8 @@
 
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "tests/testing/await.h"
+#include "tests/testing/manual_clock.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
@@ -15,8 +17,13 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
+using ::ferry::testing::ManualClock;
+using ::ferry::testing::ManualTimers;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
+
+constexpr absl::Duration kWait = absl::Seconds(20);
 
 Tensor F32(std::vector<float> v) { return Tensor::FromVector<float>(v); }
 Value Ones2() { return Value(Value::List{Value(int64_t{2})}); }
@@ -35,12 +42,12 @@ class RRefTest : public ::testing::Test {
   void ExpectNoLeaks() {
     for (int r = 0; r < job_->size(); ++r) {
       if (worker(r).rpc().stopped()) continue;  // A dead owner keeps its table.
-      absl::Time deadline = absl::Now() + absl::Seconds(20);
-      while ((worker(r).rrefs().owner_stats().owned > 0 ||
-              worker(r).rrefs().live_user_rrefs() > 0) &&
-             absl::Now() < deadline) {
-        absl::SleepFor(absl::Milliseconds(5));
-      }
+      AwaitTrue(
+          [&] {
+            return worker(r).rrefs().owner_stats().owned == 0 &&
+                   worker(r).rrefs().live_user_rrefs() == 0;
+          },
+          kWait);
       EXPECT_EQ(worker(r).rrefs().owner_stats().owned, 0) << "worker" << r;
       EXPECT_EQ(worker(r).rrefs().live_user_rrefs(), 0) << "worker" << r;
     }
@@ -50,6 +57,17 @@ class RRefTest : public ::testing::Test {
     if (job_ != nullptr && !::testing::Test::HasFailure()) ExpectNoLeaks();
   }
 
+  // Whether worker `rank` owns `n` values within kWait (deletes and
+  // creations are asynchronous).
+  bool AwaitOwned(int rank, int64_t n) {
+    return AwaitTrue(
+        [&] { return worker(rank).rrefs().owner_stats().owned == n; }, kWait);
+  }
+
+  // Stepped by hand in the tests that put workers on them (declared before
+  // the job, so they outlive it).
+  ManualClock clock_;
+  ManualTimers timers_{&clock_};
   std::unique_ptr<LocalJob> job_;
 };
 
@@ -311,11 +329,7 @@ TEST_F(RRefTest, AReplacementsIdsDoNotMeetItsPredecessors) {
   }
   ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(1), 2));
   ASSERT_NO_FATAL_FAILURE(AwaitDown(worker(0), 2));
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_EQ(worker(1).rrefs().owner_stats().owned, 0);
+  ASSERT_TRUE(AwaitOwned(1, 0));
   ASSERT_OK(job_->Replace(2));
   ASSERT_OK_AND_ASSIGN(RRef again,
                        worker(2).rrefs().Remote("worker1", "arange", {2}));
@@ -335,38 +349,45 @@ TEST_F(RRefTest, DeadUsersCopiesAreReclaimed) {
     held.push_back(r);
   }
   ASSERT_OK(held.back().ToHere());
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (worker(1).rrefs().owner_stats().owned < 20 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  ASSERT_TRUE(AwaitOwned(1, 20));
   worker(2).Stop();  // Dies: no releases sent.
-  deadline = absl::Now() + absl::Seconds(20);
-  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 0);
+  EXPECT_TRUE(AwaitOwned(1, 0));
   held.clear();  // Their releases go nowhere: the node stopped.
 }
 
-// Without membership news (a partition), the lease alone reclaims.
-TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentClient) {
-  StartJob(2, {.configure = [](WorkerConfig& o) {
-             o.rref.lease = absl::Milliseconds(400);
+// Without membership news (a partition), the lease alone reclaims. On
+// hand-stepped time: worker0 holds worker1's value and renews it every
+// lease/4; it is never declared dead (no heartbeat timeout while the test
+// steps time).
+TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentHolder) {
+  static constexpr absl::Duration kLease = absl::Milliseconds(400);
+  StartJob(2, {.configure = [this](WorkerConfig& o) {
+             o.rref.lease = kLease;
+             o.timers = &timers_;
+             o.heartbeat_timeout = absl::Hours(1000);
            }});
-  ClientLayers layers;
-  layers.rref.lease = absl::Milliseconds(400);
-  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect({}, layers));
-  ASSERT_OK_AND_ASSIGN(RRef r, client->rrefs().Remote("worker1", "echo", {1}));
+  ASSERT_OK_AND_ASSIGN(RRef r,
+                       worker(0).rrefs().Remote("worker1", "echo", {1}));
   ASSERT_OK(r.ToHere());
-  // Renewals keep it alive over several leases.
-  absl::SleepFor(absl::Milliseconds(1200));
-  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1);
-  // The client goes silent but is not declared dead: it stops renewing.
-  client->rrefs().Stop();
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (worker(1).rrefs().owner_stats().owned > 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(10));
+  // Renewals keep it alive over three leases: each step moves time on by
+  // one renewal period and waits until the owner took that round (a round
+  // walks the holder's one fork there; its sweeps walk none of a holder
+  // whose lease holds).
+  for (int round = 0; round < 12; ++round) {
+    const int64_t walked = worker(1).rrefs().owner_stats().forks_walked;
+    timers_.Advance(kLease / 4);
+    ASSERT_TRUE(AwaitTrue(
+        [&] { return worker(1).rrefs().owner_stats().forks_walked > walked; },
+        kWait))
+        << "round " << round << " never reached the owner";
   }
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1);
+  // The holder goes silent but is not declared dead: it stops renewing.
+  worker(0).rrefs().Stop();
+  timers_.Advance(kLease);
+  EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1) << "before its lease";
+  // The owner's next sweep (every lease/8, run within Advance) drops it.
+  timers_.Advance(kLease / 4);
   EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 0);
 }
 

@@ -1,6 +1,7 @@
 // Waiting in tests for state that has no event to wait on (a counter a
 // status reports, say): `AwaitTrue` looks at `condition` every
-// millisecond until it holds or `timeout` passed. Prefer an event where
+// millisecond (or `every`: a condition that is itself a call, or a retry)
+// until it holds or `timeout` passed. Prefer an event where
 // the code has one (membership_waits.h); never sleep a fixed time and
 // hope the other side got there.
 //
@@ -20,12 +21,13 @@ namespace ferry::testing {
 // Whether `condition` held within `timeout` (real time: what it waits for
 // is another thread's or process's progress).
 inline bool AwaitTrue(const std::function<bool()>& condition,
-                      absl::Duration timeout) {
+                      absl::Duration timeout,
+                      absl::Duration every = absl::Milliseconds(1)) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::Notification never;
   while (!condition()) {
     if (absl::Now() >= deadline) return false;
-    never.WaitForNotificationWithTimeout(absl::Milliseconds(1));
+    never.WaitForNotificationWithTimeout(every);
   }
   return true;
 }

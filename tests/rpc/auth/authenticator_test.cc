@@ -20,10 +20,12 @@
 #include "gtest/gtest.h"
 #include "rpc/auth/security.h"
 #include "rpc/base/quota.h"
+#include "tests/testing/await.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -396,10 +398,7 @@ TEST_P(PrejoinTest, ACredentialWaitsForTheJoinBeforeItsHandler) {
       {"authorization", "Bearer s3cret"}, {kCredentialHeader, "c1.x"}};
   grpc::Status first;
   std::thread caller([&] { first = Call("/x.Y/Z", "hi", headers); });
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (places_->used() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  AwaitTrue([&] { return places_->used() != 0; }, absl::Seconds(10));
   ASSERT_EQ(places_->used(), 1);
   EXPECT_EQ(service_.handled, 0);
   // No place left: the next is refused at once, naming the flag.
@@ -467,10 +466,8 @@ TEST_P(LateAdmitTest, ACallWaitsForItsKeyToBeAdmitted) {
         "/x.Y/Z", "hi",
         {{"authorization", "Bearer s3cret"}, {kCredentialHeader, credential}});
   });
-  const absl::Time deadline = absl::Now() + absl::Seconds(4);
-  while (authenticator_->late_waits() == 0 && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(2));
-  }
+  AwaitTrue([&] { return authenticator_->late_waits() != 0; },
+            absl::Seconds(10));
   EXPECT_EQ(authenticator_->late_waits(), 1u);
   EXPECT_FALSE(entered.HasBeenNotified());
   authenticator_->Admit(client, key->public_key());

@@ -21,12 +21,14 @@
 #include "rpc/membership/membership.h"
 #include "rpc/membership/membership_client.h"
 #include "rpc/membership/rendezvous_service.h"
+#include "tests/testing/await.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
 using ::ferry::testing::StatusIs;
@@ -101,12 +103,7 @@ class MasterLivenessTest : public ::testing::Test {
 
   // Waits (bounded) until the master holds `n` polls.
   bool AwaitHeldPolls(int64_t n) {
-    const absl::Time deadline = absl::Now() + kDelivery;
-    while (service_->held_polls() != n) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(1));
-    }
-    return true;
+    return AwaitTrue([&] { return service_->held_polls() == n; }, kDelivery);
   }
 
   // Polls as worker `rank` and answers the poll by advancing time by the

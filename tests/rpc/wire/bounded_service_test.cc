@@ -60,13 +60,16 @@ class EchoService final
       reactor->Finish(grpc::Status::OK);
       return reactor;
     }
-    // The request and response stay valid until the call finishes.
+    // The request and response stay valid until the call finishes: the
+    // answer comes from another thread once the handler returns.
     if (thread_.joinable()) thread_.join();
-    thread_ = std::thread([reactor, request, response] {
-      absl::SleepFor(absl::Milliseconds(20));
+    auto returned = std::make_shared<absl::Notification>();
+    thread_ = std::thread([reactor, request, response, returned] {
+      returned->WaitForNotificationWithTimeout(absl::Seconds(10));
       response->set_payload(request->payload() + "!");
       reactor->Finish(grpc::Status::OK);
     });
+    returned->Notify();
     return reactor;
   }
 

@@ -26,6 +26,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "proto/etcd/rpc.grpc.pb.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -33,6 +34,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::EtcdClusterOptions;
 using ::ferry::testing::StatusIs;
@@ -362,8 +364,12 @@ TEST_F(EtcdClientTest, KeepAliveKeepsTheKeyPastThreeTtls) {
   LossLog losses;
   auto keep = client_->KeepAlive(lease, losses.Callback());
   // etcd's clock runs for real: only real time can show the lease outlives
-  // its TTL.
-  absl::SleepFor(3 * lease.ttl + absl::Milliseconds(500));
+  // its TTL. Waits for the renewals themselves: once one sent three TTLs
+  // after the grant was answered, the key has outlived three TTLs.
+  ASSERT_TRUE(AwaitTrue(
+      [&] { return keep->expires_at() > lease.granted_at + 4 * lease.ttl; },
+      10 * lease.ttl, /*every=*/absl::Milliseconds(10)))
+      << "the lease was not renewed past three TTLs";
   ASSERT_OK_AND_ASSIGN(EtcdRange still, Await(client_->Get(prefix_ + "alive")));
   EXPECT_THAT(still.kvs, SizeIs(1));
   EXPECT_EQ(losses.count(), 0);
@@ -631,8 +637,12 @@ class EtcdFailoverTest : public ::testing::Test {
     PrintTiming(label + ": watch event after the kill took",
                 absl::Now() - killed);
     // Renewals go on through the survivors: the lease outlives a whole TTL
-    // after the kill (etcd's clock is real; so is this wait).
-    absl::SleepFor(killed + lease_.ttl + absl::Milliseconds(500) - absl::Now());
+    // after the kill (etcd's clock is real; so is this wait, for a renewal
+    // sent a TTL after the kill to be answered).
+    ASSERT_TRUE(
+        AwaitTrue([&] { return keep_->expires_at() > killed + 2 * lease_.ttl; },
+                  10 * lease_.ttl, /*every=*/absl::Milliseconds(10)))
+        << "no renewal a TTL after the kill";
     ASSERT_OK_AND_ASSIGN(absl::Duration left,
                          Await(client_->LeaseTimeToLive(lease_.id)));
     EXPECT_GT(left, absl::ZeroDuration());
