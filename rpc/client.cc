@@ -14,7 +14,11 @@ namespace ferry {
 RpcClient::RpcClient(RpcClientOptions options)
     : options_(std::move(options)),
       security_(options_.security ? options_.security : Security::Insecure()),
-      timers_(std::make_unique<ThreadTimers>()),
+      owned_timers_(options_.timers == nullptr
+                        ? std::make_unique<ThreadTimers>()
+                        : nullptr),
+      timers_(options_.timers != nullptr ? options_.timers
+                                         : owned_timers_.get()),
       channels_(std::make_unique<ChannelPool>(security_, options_.channels)) {
   membership_.AddListener([this](uint64_t node, const absl::Status& reason) {
     if (caller_ != nullptr) caller_->FailNode(node, reason);
@@ -23,7 +27,7 @@ RpcClient::RpcClient(RpcClientOptions options)
 
 absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcClient::MakeBackend() {
   if (options_.membership_backend) {
-    return options_.membership_backend(timers_.get());
+    return options_.membership_backend(timers_);
   }
   if (options_.master.empty()) {
     return absl::InvalidArgumentError("no master address given");
@@ -31,7 +35,7 @@ absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcClient::MakeBackend() {
   return std::make_unique<EmbeddedBackend>(EmbeddedBackendOptions{
       .master = channels_->ForMembership(options_.master),
       .master_address = options_.master,
-      .timers = timers_.get(),
+      .timers = timers_,
       .membership = options_.membership});
 }
 
@@ -84,7 +88,7 @@ void RpcClient::Close(bool leave) {
     caller_->CancelAll(absl::CancelledError(absl::StrCat(name_, " closed")));
     caller_->WaitIdle(absl::Seconds(2));
   }
-  timers_->Stop();
+  if (owned_timers_ != nullptr) owned_timers_->Stop();
 }
 
 absl::Duration RpcClient::ResolveTimeout(

@@ -48,6 +48,10 @@ struct RpcClientOptions {
   // `master`.
   std::function<absl::StatusOr<std::unique_ptr<MembershipBackend>>(Timers*)>
       membership_backend;
+  // The timers, and so the clock, of the client's deadlines, leases and
+  // heartbeats. Null: its own, on the real clock. Tests pass ManualTimers
+  // to step time; those are not stopped by the client and must outlive it.
+  Timers* timers = nullptr;
 };
 
 class RpcClient {
@@ -104,7 +108,8 @@ class RpcClient {
   const RpcClientOptions options_;
   std::shared_ptr<const Security> security_;
   Membership membership_;
-  std::unique_ptr<Timers> timers_;
+  std::unique_ptr<Timers> owned_timers_;  // Unless options.timers is set.
+  Timers* const timers_;
   std::unique_ptr<ChannelPool> channels_;
   std::unique_ptr<Caller> caller_;
   std::unique_ptr<MembershipBackend> backend_;

@@ -31,13 +31,10 @@ constexpr absl::Duration kOpTimeout = absl::Hours(1);
 class DeadlineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    LocalJob::Options options;
-    options.configure = [this](WorkerConfig& config) {
-      config.timers = &timers_;
-      // Nobody is declared dead while the test steps time by hours.
-      config.heartbeat_timeout = absl::Hours(1000);
-    };
-    absl::StatusOr<std::unique_ptr<LocalJob>> job = LocalJob::Start(2, options);
+    // Manual time: nobody is declared dead while the test steps time by
+    // hours.
+    absl::StatusOr<std::unique_ptr<LocalJob>> job =
+        LocalJob::Start(2, {.timers = &timers_});
     ASSERT_OK(job);
     job_ = *std::move(job);
   }

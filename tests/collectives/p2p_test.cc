@@ -279,12 +279,7 @@ TEST_F(P2pTest, ADeadSourceFailsItsReceiveNamingIt) {
 class P2pDeadlineTest : public P2pTest {
  protected:
   void SetUp() override {
-    LocalJob::Options options;
-    options.configure = [this](WorkerConfig& config) {
-      config.timers = &timers_;
-      config.heartbeat_timeout = absl::Hours(1000);
-    };
-    Start(2, options);
+    Start(2, {.timers = &timers_});  // Manual time.
   }
   void TearDown() override {
     timers_.Stop();

@@ -356,18 +356,16 @@ TEST_F(RRefTest, DeadUsersCopiesAreReclaimed) {
 }
 
 // Without membership news (a partition), the lease alone reclaims. On
-// hand-stepped time: worker0 holds worker1's value and renews it every
-// lease/4; it is never declared dead (no heartbeat timeout while the test
-// steps time).
-TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentHolder) {
+// hand-stepped time: the client holds worker1's value and renews it every
+// lease/4; it is never declared dead (the job is in manual-time mode).
+TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentClient) {
   static constexpr absl::Duration kLease = absl::Milliseconds(400);
-  StartJob(2, {.configure = [this](WorkerConfig& o) {
-             o.rref.lease = kLease;
-             o.timers = &timers_;
-             o.heartbeat_timeout = absl::Hours(1000);
-           }});
-  ASSERT_OK_AND_ASSIGN(RRef r,
-                       worker(0).rrefs().Remote("worker1", "echo", {1}));
+  StartJob(2, {.configure = [](WorkerConfig& o) { o.rref.lease = kLease; },
+               .timers = &timers_});
+  ClientLayers layers;
+  layers.rref.lease = kLease;
+  ASSERT_OK_AND_ASSIGN(auto client, job_->Connect({}, layers));
+  ASSERT_OK_AND_ASSIGN(RRef r, client->rrefs().Remote("worker1", "echo", {1}));
   ASSERT_OK(r.ToHere());
   // Renewals keep it alive over three leases: each step moves time on by
   // one renewal period and waits until the owner took that round (a round
@@ -382,8 +380,8 @@ TEST_F(RRefTest, LeaseReclaimsCopiesOfASilentHolder) {
         << "round " << round << " never reached the owner";
   }
   EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1);
-  // The holder goes silent but is not declared dead: it stops renewing.
-  worker(0).rrefs().Stop();
+  // The client goes silent but is not declared dead: it stops renewing.
+  client->rrefs().Stop();
   timers_.Advance(kLease);
   EXPECT_EQ(worker(1).rrefs().owner_stats().owned, 1) << "before its lease";
   // The owner's next sweep (every lease/8, run within Advance) drops it.

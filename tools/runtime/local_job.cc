@@ -16,6 +16,10 @@ WorkerConfig Defaults(int rank, int n, const LocalJob::Options& options) {
   o.listen = "127.0.0.1:0";
   // In one process, failures are local and quick to see.
   o.heartbeat_timeout = absl::Seconds(2);
+  if (options.timers != nullptr) {
+    o.timers = options.timers;
+    o.heartbeat_timeout = absl::Hours(1000);
+  }
   if (options.configure) options.configure(o);
   o.rank = rank;
   o.world_size = n;
@@ -86,6 +90,7 @@ LocalJob::~LocalJob() {
 absl::StatusOr<std::unique_ptr<ClientImpl>> LocalJob::Connect(
     RpcClientOptions options, ClientLayers layers) const {
   options.master = master_;
+  if (options.timers == nullptr) options.timers = options_.timers;
   return ClientImpl::Connect(std::move(options), layers);
 }
 

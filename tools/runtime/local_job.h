@@ -12,18 +12,31 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rpc/base/timers.h"
 #include "tools/runtime/worker_impl.h"
 
 namespace ferry {
 
+// How LocalJob::Start makes its workers (outside the class: a default
+// member initializer must be complete where `Options options = {}` is).
+struct LocalJobOptions {
+  // Adjusts each worker's options (rank, world_size, master already set).
+  std::function<void(WorkerConfig&)> configure;
+  // Runs on each worker before it starts (register functions, …).
+  std::function<void(WorkerImpl&)> setup;
+  // Manual time: the timers, and so the clock, of every worker and of
+  // clients from Connect(): deadlines, leases, sweeps and heartbeats move
+  // only when the test steps them (a ManualTimers; not owned, outlives
+  // the job). Heartbeats then time out after 1000 hours only (a step
+  // of hours would declare everyone dead): a test that kills a worker
+  // steps past its own heartbeat_timeout (set in `configure`).
+  // Null: real time.
+  Timers* timers = nullptr;
+};
+
 class LocalJob {
  public:
-  struct Options {
-    // Adjusts each worker's options (rank, world_size, master already set).
-    std::function<void(WorkerConfig&)> configure;
-    // Runs on each worker before it starts (register functions, …).
-    std::function<void(WorkerImpl&)> setup;
-  };
+  using Options = LocalJobOptions;
 
   // Starts all workers and returns once they joined.
   static absl::StatusOr<std::unique_ptr<LocalJob>> Start(int n,
