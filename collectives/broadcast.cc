@@ -19,6 +19,7 @@
 #include "collectives/ring.h"
 #include "collectives/tree.h"
 #include "proto/collectives.pb.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 namespace algorithms {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/value/dtype.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

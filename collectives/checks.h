@@ -19,6 +19,7 @@
 #include "collectives/tensor_out.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 
 namespace ferry {

@@ -32,7 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "collectives/options.h"
 #include "collectives/process_group.h"
-#include "collectives/reduce.h"
+#include "collectives/reduce_op.h"
 #include "collectives/work.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"

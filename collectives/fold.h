@@ -11,6 +11,7 @@
 
 #include "collectives/reduce.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

@@ -49,6 +49,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "rpc/base/clock.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

@@ -25,7 +25,7 @@
 
 #include "collectives/options.h"
 #include "collectives/process_group.h"
-#include "collectives/reduce.h"
+#include "collectives/reduce_op.h"
 #include "collectives/tensor_out.h"
 #include "collectives/work.h"
 #include "rpc/value/tensor.h"

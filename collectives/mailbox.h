@@ -47,6 +47,7 @@
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 
 namespace ferry {

@@ -10,6 +10,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/metrics.h"
 #include "rpc/tracing.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

@@ -48,6 +48,7 @@
 #include "rpc/base/timers.h"
 #include "rpc/base/trace_context.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 
 namespace ferry {

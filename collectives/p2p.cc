@@ -26,6 +26,8 @@
 #include "collectives/collective_context.h"
 #include "collectives/message.h"
 #include "collectives/op_key.h"
+#include "collectives/p2p_book.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

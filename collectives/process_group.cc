@@ -1,8 +1,10 @@
 #include "collectives/process_group.h"
 
+#include <memory>
 #include <utility>
 
 #include "collectives/collective_context.h"
+#include "collectives/p2p_book.h"
 
 namespace ferry {
 
@@ -15,7 +17,10 @@ ProcessGroup::ProcessGroup(CollectiveContext* context, std::string name,
       rank_(rank),
       pinned_(pinned),
       origin_(origin.empty() ? members_ : std::move(origin)),
-      generations_(context_->Generations(members_)) {}
+      generations_(context_->Generations(members_)),
+      p2p_(std::make_unique<P2pBook>()) {}
+
+ProcessGroup::~ProcessGroup() = default;
 
 std::optional<int> ProcessGroup::ReplacedMember() const {
   const std::vector<uint64_t> now = context_->Generations(members_);

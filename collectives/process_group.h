@@ -21,11 +21,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "collectives/p2p_book.h"
 
 namespace ferry {
 
 class CollectiveContext;
+class P2pBook;
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
@@ -37,6 +37,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   ProcessGroup(CollectiveContext* context, std::string name,
                std::vector<int> members, int rank, bool pinned = false,
                std::vector<int> origin = {});
+  ~ProcessGroup();
 
   // This worker's rank in the group.
   int rank() const { return rank_; }
@@ -83,7 +84,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::optional<int> ReplacedMember() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // This rank's point-to-point bookkeeping in the group (p2p.h).
-  P2pBook& p2p() { return p2p_; }
+  P2pBook& p2p() { return *p2p_; }
 
  private:
   CollectiveContext* const context_;
@@ -96,7 +97,8 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   OpNumber next_ ABSL_GUARDED_BY(mu_);
   OpNumber next_agreement_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> generations_ ABSL_GUARDED_BY(mu_);
-  P2pBook p2p_;
+  // Behind a pointer: ferry.h shows ProcessGroup, not the bookkeeping.
+  const std::unique_ptr<P2pBook> p2p_;
 };
 
 }  // namespace ferry

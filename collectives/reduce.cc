@@ -12,15 +12,6 @@ namespace ferry {
 
 namespace {
 
-struct Named {
-  absl::string_view name;
-  ReduceOp op;
-};
-constexpr Named kOps[] = {{"sum", ReduceOp::kSum}, {"prod", ReduceOp::kProd},
-                          {"min", ReduceOp::kMin}, {"max", ReduceOp::kMax},
-                          {"avg", ReduceOp::kAvg}, {"band", ReduceOp::kBand},
-                          {"bor", ReduceOp::kBor}, {"bxor", ReduceOp::kBxor}};
-
 template <typename T>
 T Combine(ReduceOp op, T a, T b) {
   if constexpr (std::is_same<T, bool>::value) {
@@ -71,22 +62,6 @@ T Combine(ReduceOp op, T a, T b) {
 }
 
 }  // namespace
-
-absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {
-  for (const Named& n : kOps) {
-    if (n.name == name) return n.op;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown reduce op '", name,
-                   "' (sum, prod, min, max, avg, band, bor, bxor)"));
-}
-
-absl::string_view ReduceOpName(ReduceOp op) {
-  for (const Named& n : kOps) {
-    if (n.op == op) return n.name;
-  }
-  return "?";
-}
 
 absl::Status CheckReduceOp(ReduceOp op, DType dtype) {
   const DTypeKind kind = KindOf(dtype);

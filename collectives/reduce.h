@@ -7,15 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "collectives/reduce_op.h"
 #include "rpc/value/tensor.h"
 
 namespace ferry {
-
-enum class ReduceOp { kSum, kProd, kMin, kMax, kAvg, kBand, kBor, kBxor };
-
-// "sum", "prod", "min", "max", "avg", "band", "bor", "bxor".
-absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
-absl::string_view ReduceOpName(ReduceOp op);
 
 // INVALID_ARGUMENT if `op` does not apply to `dtype`: min/max on complex,
 // bitwise ops on floating or complex, avg on bool or integers.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "collectives/fold.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

@@ -9,6 +9,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/checks.h"
 #include "collectives/ring.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 namespace algorithms {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "rpc/base/timers.h"
 
 namespace ferry {
 

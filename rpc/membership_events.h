@@ -30,10 +30,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
-#include "rpc/base/timers.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
+
+class Timers;  // rpc/base/timers.h
 
 struct MembershipEvent {
   int64_t seq = 0;   // This worker's number for it, from 1.
@@ -85,7 +86,7 @@ class MembershipEvents {
   struct Waiting {
     int64_t after;
     Promise<std::vector<MembershipEvent>> answer;
-    Timers::TimerId timer = 0;
+    uint64_t timer = 0;  // A Timers::TimerId.
   };
   std::vector<MembershipEvent> SinceLocked(int64_t after) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);

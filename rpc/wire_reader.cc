@@ -10,6 +10,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/utf8.h"
 #include "rpc/wire/bounded_parse.h"
 #include "rpc/wire/wire_cursor.h"

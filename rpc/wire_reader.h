@@ -40,6 +40,7 @@
 #include "proto/value.pb.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
 

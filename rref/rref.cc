@@ -4,8 +4,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
+#include "rref/rref_state.h"
 
 namespace ferry {
+
+RRef::RRef(std::shared_ptr<const RRefState> state) : state_(std::move(state)) {}
+
+Value RRef::AsValue() const { return Value(Value::RRefPtr(state_)); }
+
+GlobalId RRef::id() const { return state_->descriptor().rref_id; }
+
+const std::string& RRef::owner_name() const {
+  return state_->descriptor().owner;
+}
+
+int RRef::owner_rank() const { return state_->descriptor().owner_rank; }
 
 absl::StatusOr<RRef> RRef::FromValue(const Value& value) {
   if (!value.is_rref()) {

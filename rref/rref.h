@@ -22,9 +22,12 @@
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
 #include "rpc/value/value.h"
-#include "rref/rref_state.h"
 
 namespace ferry {
+
+// Behind RRef, not shown to users (rref_state.h).
+class RRefCore;
+class RRefState;
 
 class RRef {
  public:
@@ -33,15 +36,14 @@ class RRef {
   static absl::StatusOr<RRef> FromValue(const Value& value);
 
   RRef() = default;
-  explicit RRef(std::shared_ptr<const RRefState> state)
-      : state_(std::move(state)) {}
+  explicit RRef(std::shared_ptr<const RRefState> state);
 
   bool valid() const { return state_ != nullptr; }
-  Value AsValue() const { return Value(Value::RRefPtr(state_)); }
+  Value AsValue() const;
 
-  GlobalId id() const { return state_->descriptor().rref_id; }
-  const std::string& owner_name() const { return state_->descriptor().owner; }
-  int owner_rank() const { return state_->descriptor().owner_rank; }
+  GlobalId id() const;
+  const std::string& owner_name() const;
+  int owner_rank() const;
   bool IsOwner() const;
   // True once the owner holds the RRef (remote(): its creating call
   // returned successfully, or a ToHere() of it succeeded).

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 

@@ -65,6 +65,8 @@ absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
 // "[2, 3]".
 std::string ShapeString(absl::Span<const int64_t> shape);
 
+struct TensorLanding;  // tensor_landing.h: receiving into a tensor.
+
 class Tensor {
  public:
   // An empty 1-D float32 tensor (shape [0]).
@@ -145,38 +147,6 @@ class Tensor {
   size_t nbytes_;
 };
 
-// Takes a landing's bytes as they arrive, in place of their copy there: a
-// collective folding the partial sum it receives into its output as it
-// comes (collectives/ring.cc), so the partial is never stored apart.
-class LandingWriter {
- public:
-  virtual ~LandingWriter() = default;
-  // The landing's bytes [offset, offset + n): called for consecutive
-  // ranges from offset 0 on, each inside the landing, by one thread at a
-  // time. False: the bytes cannot be taken (the message is refused).
-  virtual bool Write(uint64_t offset, const char* bytes, uint64_t n) = 0;
-};
-
-// Where a received tensor's bytes may be written instead of into a buffer of
-// their own (rpc/wire_reader.h): `nbytes` bytes at `data`, kept alive by
-// `owner`. The receiver that offers it writes nothing else there.
-struct TensorLanding {
-  std::shared_ptr<void> owner;
-  char* data = nullptr;
-  size_t nbytes = 0;
-  // Set: the bytes go through it as they arrive (collectives/inbound.cc),
-  // never copied to `data` by anyone else — `data` may hold what the
-  // writer still reads — so a message that did not arrive into this
-  // landing leaves it alone.
-  std::shared_ptr<LandingWriter> writer;
-
-  // Whether `t`'s bytes are the ones received here (an empty `t` for an
-  // empty landing: there was nothing to write).
-  bool Holds(const Tensor& t) const {
-    return t.nbytes() == nbytes && (nbytes == 0 || t.data() == data);
-  }
-};
-
 // Allocates an uninitialized buffer for a tensor, lets the caller fill it,
 // and hands it over as an immutable Tensor.
 //
@@ -219,7 +189,7 @@ class TensorBuilder {
   Tensor View(int64_t begin, int64_t end) const;
   // Elements [begin, end) of the buffer as a place for a peer's tensor to
   // be received into (see TensorLanding).
-  TensorLanding Landing(int64_t begin, int64_t end);
+  TensorLanding Landing(int64_t begin, int64_t end);  // tensor_landing.h
 
  private:
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);

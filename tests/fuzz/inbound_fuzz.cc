@@ -47,6 +47,7 @@
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 #include "rpc/wire_writer.h"
 #include "tests/testing/manual_clock.h"
