@@ -1,6 +1,6 @@
 // ferry: the one header a program using ferry includes.
 //
-//   #include "ferry.h"
+//   #include <ferry/ferry.h>
 //
 //   ferry::Worker w({.rank = 1, .world_size = 2, .master = "10.0.0.1:29500"});
 //   ferry::Client::Connect({.master = "10.0.0.1:29500"});

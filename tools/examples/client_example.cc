@@ -1,6 +1,6 @@
-#include <iostream>
+#include <ferry/ferry.h>
 
-#include "ferry.h"
+#include <iostream>
 
 int main(int argc, char** argv) {
   std::string master = argc > 1 ? argv[1] : "127.0.0.1:29500";

@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "ferry.h"
+#include "ferry/ferry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "ferry.h"
+#include "ferry/ferry.h"
 #include "pybind11/stl.h"
 #include "tools/python/src/convert.h"
 #include "tools/python/src/endpoints.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "ferry.h"
+#include "ferry/ferry.h"
 #include "pybind11/stl.h"
 #include "rpc/stacks.h"
 #include "tools/python/src/convert.h"

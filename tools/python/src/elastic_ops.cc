@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/elastic.h"
-#include "ferry.h"
+#include "ferry/ferry.h"
 #include "pybind11/stl.h"
 #include "rpc/stacks.h"
 #include "tools/python/src/endpoints.h"

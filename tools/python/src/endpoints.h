@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
-#include "ferry.h"
+#include "ferry/ferry.h"
 #include "pybind11/pybind11.h"
 #include "tools/python/src/convert.h"
 
