@@ -1,5 +1,5 @@
 // Typed adapters: turn a plain C++ function into an AsyncFunction over
-// Values. Included by rpc/registry.h; not used directly.
+// Values. Included by rpc/function.h; not used directly.
 //
 // Parameter types: Value, Tensor, int64_t, int, double (accepts int), bool,
 // std::string, Bytes, Value::List, Value::Map, std::vector<Tensor>,
@@ -348,17 +348,18 @@ struct Adapter {
   }
 };
 
-}  // namespace adapter_internal
-
+// The AsyncFunction of plain `fn` registered as `name`, and its
+// signature ("scale(t: tensor, k: float) -> tensor"), parameters named by
+// `params` (Registry::Register, Worker::Register).
 template <typename F>
-absl::Status Registry::Register(std::string name, F fn,
-                                FunctionOptions options) {
-  using A = adapter_internal::Adapter<F>;
-  std::string signature = A::Signature(name, options.params);
-  AsyncFunction async = A::Make(std::move(fn), signature);
-  return RegisterAsync(std::move(name), std::move(async), std::move(signature),
-                       std::move(options));
+std::pair<AsyncFunction, std::string> Adapt(
+    const std::string& name, F fn, const std::vector<std::string>& params) {
+  std::string signature = Adapter<F>::Signature(name, params);
+  AsyncFunction async = Adapter<F>::Make(std::move(fn), signature);
+  return {std::move(async), std::move(signature)};
 }
+
+}  // namespace adapter_internal
 
 }  // namespace ferry
 

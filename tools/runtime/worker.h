@@ -36,8 +36,8 @@
 #include "rpc/auth/security_options.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/function.h"
 #include "rpc/membership_events.h"
-#include "rpc/registry.h"
 #include "rpc/telemetry_options.h"
 #include "rpc/value/value.h"
 #include "rref/rref.h"
@@ -89,6 +89,7 @@ struct WorkerOptions {
       on_event;
 };
 
+class Registry;
 class WorkerImpl;
 
 class Worker {
@@ -103,11 +104,13 @@ class Worker {
 
   // ---- Before Start (or after: see above) ----
   // A plain C++ function or lambda over Values, Tensors, numbers, strings
-  // (rpc/registry.h). ALREADY_EXISTS if the name is taken.
+  // (rpc/function.h). ALREADY_EXISTS if the name is taken.
   template <typename F>
   absl::Status Register(std::string name, F fn, FunctionOptions options = {}) {
-    return registry().Register(std::move(name), std::move(fn),
-                               std::move(options));
+    auto [async, signature] =
+        adapter_internal::Adapt(name, std::move(fn), options.params);
+    return RegisterAsync(std::move(name), std::move(async),
+                         std::move(signature), std::move(options));
   }
   // A function returning a Future: it holds no thread while it waits.
   absl::Status RegisterAsync(std::string name, AsyncFunction fn,
