@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/json_format.h"
 #include "rpc/value/json_node.h"
 #include "rpc/value/utf8.h"
 

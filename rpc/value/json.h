@@ -59,13 +59,6 @@ absl::StatusOr<Value> ParseJson(absl::string_view text,
 // Compact, deterministic (map keys sorted) JSON.
 std::string ToJson(const Value& value);
 
-// The JSON of element `index` (row-major) of `tensor`, e.g. "5", "[1,2]".
-std::string TensorElementJson(const Tensor& tensor, int64_t index);
-
-// Shortest decimal text that reads back as exactly `value` (no ".0" added).
-std::string FormatDouble(double value);
-std::string FormatFloat(float value);
-
 }  // namespace ferry
 
 #endif  // FERRY_RPC_VALUE_JSON_H_

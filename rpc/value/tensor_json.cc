@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
+#include "rpc/value/json_format.h"
 #include "rpc/value/json_node.h"
 
 namespace ferry {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "rpc/value/json.h"
+#include "rpc/value/json_format.h"
 #include "rpc/value/tensor_math.h"
 
 namespace ferry {

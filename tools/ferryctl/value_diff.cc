@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/value/json.h"
+#include "rpc/value/json_format.h"
 
 namespace ferry {
 namespace ctl {
