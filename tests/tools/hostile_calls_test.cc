@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
@@ -22,6 +23,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::kCallMethod;
 using ::ferry::testing::kCallStreamMethod;
@@ -90,19 +92,19 @@ class HostileCallsTest : public ::testing::Test {
   }
 
   // No call in flight and the heap back near where it was; both are
-  // polled (bounded) since a call's memory goes when gRPC is done with it.
+  // polled (bounded) since a call's memory goes when gRPC is done with it
+  // (on a loaded machine, once a CI run saw 54 MB still held 10 s after a
+  // refused 200 MB request: the bound is 30 s).
   void ExpectIdleAndSmall() {
     absl::StatusOr<proto::WorkerStatus> s;
-    const absl::Time deadline = absl::Now() + absl::Seconds(10);
-    do {
-      s = raw_->Status();
-      ASSERT_TRUE(s.ok()) << s.status();
-      if (s->inflight_incoming() == 0 &&
-          s->heap_bytes() <= heap_before_ + kHeapSlack) {
-        break;
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    } while (absl::Now() < deadline);
+    AwaitTrue(
+        [&] {
+          s = raw_->Status();
+          return !s.ok() || (s->inflight_incoming() == 0 &&
+                             s->heap_bytes() <= heap_before_ + kHeapSlack);
+        },
+        absl::Seconds(30), /*every=*/absl::Milliseconds(20));
+    ASSERT_TRUE(s.ok()) << s.status();
     EXPECT_EQ(s->inflight_incoming(), 0);
     EXPECT_EQ(s->inflight(), 0);
     EXPECT_LE(s->heap_bytes(), heap_before_ + kHeapSlack)
