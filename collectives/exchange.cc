@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "collectives/frames.h"
 #include "proto/collectives.pb.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/tracing.h"

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/op_key.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/wire_cursor.h"
 #include "rpc/wire_reader.h"

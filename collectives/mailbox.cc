@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

@@ -15,6 +15,7 @@
 #include "collectives/runner.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/auth/node_key.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 
 namespace ferry {

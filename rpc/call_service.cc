@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/grpc_status.h"
 #include "rpc/wire_writer.h"

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/chunked_message.h"

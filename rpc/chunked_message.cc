@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/slice.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 

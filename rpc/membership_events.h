@@ -30,21 +30,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
+#include "rpc/membership_event.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
 
 class Timers;  // rpc/base/timers.h
-
-struct MembershipEvent {
-  int64_t seq = 0;   // This worker's number for it, from 1.
-  std::string kind;  // "died", "left", "replaced", "revoked"
-  int rank = -1;     // The worker it is about; -1 for "revoked".
-  std::string worker;
-  std::string group;   // "revoked": the group's name.
-  std::string detail;  // The cause, the new address, who revoked and why.
-  absl::Time time;     // Wall clock, for people.
-};
 
 // {"seq","event","rank","worker","group","detail","time"} ("group" only
 // for revocations; "time" RFC 3339).

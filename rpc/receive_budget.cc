@@ -1,6 +1,7 @@
 #include "rpc/receive_budget.h"
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 
 namespace ferry {

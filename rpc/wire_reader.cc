@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/worker.pb.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"

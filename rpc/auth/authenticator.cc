@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/auth/cert_identity.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 
 namespace ferry {

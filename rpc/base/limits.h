@@ -103,19 +103,6 @@ struct Limits {
 // whose caller passes no limits of its own.
 const Limits& DefaultLimits();
 
-// "over the limit of 2 GiB (--max_alloc_mb=2048)"-style tail for errors:
-// `flag` is the flag's name without "--", `flag_value` its value in the
-// flag's unit, `limit` what it means (e.g. "2 GiB").
-std::string LimitNote(absl::string_view limit, absl::string_view flag,
-                      int64_t flag_value);
-
-// RESOURCE_EXHAUSTED "<what>, over the limit of <limit> (--flag=value)".
-absl::Status OverLimit(absl::string_view what, absl::string_view limit,
-                       absl::string_view flag, int64_t flag_value);
-
-// "1.5 GiB", "64 KiB", "12 B".
-std::string HumanBytes(int64_t bytes);
-
 }  // namespace ferry
 
 #endif  // FERRY_RPC_BASE_LIMITS_H_

@@ -10,6 +10,7 @@
 #include "rpc/auth/cert_identity.h"
 #include "rpc/auth/credential.h"
 #include "rpc/auth/node_key.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"

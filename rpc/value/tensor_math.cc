@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/element.h"
 

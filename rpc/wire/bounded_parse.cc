@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/wire_cursor.h"
 
