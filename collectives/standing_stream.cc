@@ -66,8 +66,11 @@ std::shared_ptr<StandingSender> StandingSender::Prepare(
   }
   stub->PrepareBidiStreamingCall(sender->context_.get(), kStandingStreamMethod,
                                  grpc::StubOptions(), sender.get());
-  // A read stays outstanding for the stream's whole life: OnDone comes only
-  // once it ended.
+  // A read stays outstanding for the stream's whole life; its failure is
+  // how the stream's end is seen. The hold keeps OnDone (after which the
+  // call is gone) from running while a write is being started on another
+  // thread: it is released once the read failed and no write is starting.
+  sender->AddHold();
   sender->StartRead(&sender->ack_);
   return sender;
 }
@@ -75,7 +78,7 @@ std::shared_ptr<StandingSender> StandingSender::Prepare(
 bool StandingSender::Send(grpc::ByteBuffer frame, Answered answered) {
   {
     absl::MutexLock lock(&mu_);
-    if (done_) return false;
+    if (ending_) return false;
     queued_.push_back({std::move(frame), std::move(answered)});
   }
   WriteNext();
@@ -84,19 +87,46 @@ bool StandingSender::Send(grpc::ByteBuffer frame, Answered answered) {
 
 bool StandingSender::ended() const {
   absl::MutexLock lock(&mu_);
-  return done_;
+  return ending_;
 }
 
 void StandingSender::WriteNext() {
   {
     absl::MutexLock lock(&mu_);
-    if (done_ || writing_ || queued_.empty()) return;
+    if (ending_ || writing_ || queued_.empty()) return;
     writing_ = true;
+    starting_write_ = true;
     writing_frame_ = std::move(queued_.front().frame);
     unanswered_.push_back(std::move(queued_.front().answered));
     queued_.pop_front();
   }
+  // Not under mu_: the write's reaction may run on this thread. The hold
+  // keeps the call alive until StartWrite returned, even if the stream
+  // ended meanwhile.
   StartWrite(&writing_frame_);
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    starting_write_ = false;
+    release = ReleaseHoldLocked();
+  }
+  if (release) RemoveHold();
+}
+
+bool StandingSender::ReleaseHoldLocked() {
+  if (!ending_ || starting_write_ || hold_released_) return false;
+  hold_released_ = true;
+  return true;
+}
+
+void StandingSender::StreamEnded() {
+  bool release = false;
+  {
+    absl::MutexLock lock(&mu_);
+    ending_ = true;
+    release = ReleaseHoldLocked();
+  }
+  if (release) RemoveHold();
 }
 
 void StandingSender::OnWriteDone(bool ok) {
@@ -111,7 +141,10 @@ void StandingSender::OnWriteDone(bool ok) {
 }
 
 void StandingSender::OnReadDone(bool ok) {
-  if (!ok) return;  // The stream ended: OnDone follows.
+  if (!ok) {
+    StreamEnded();  // OnDone follows, once no write is starting.
+    return;
+  }
   absl::Status status;
   bool backpressure = false;
   const bool valid = DecodeAck(ack_, &status, &backpressure);
@@ -126,8 +159,10 @@ void StandingSender::OnReadDone(bool ok) {
   }
   if (!answered) {
     // An ack for nothing, or no ack: the peer broke the protocol. Ending
-    // the stream fails what it had not answered.
+    // the stream fails what it had not answered; the read below fails,
+    // which is how the end is seen.
     context_->TryCancel();
+    StartRead(&ack_);
     return;
   }
   std::move(answered)(std::move(status), backpressure);
@@ -140,7 +175,7 @@ void StandingSender::OnDone(const grpc::Status& status) {
   std::shared_ptr<StandingSender> self;
   {
     absl::MutexLock lock(&mu_);
-    done_ = true;
+    ending_ = true;
     queued.swap(queued_);
     unanswered.swap(unanswered_);
     self = std::move(self_);

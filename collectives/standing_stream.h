@@ -85,6 +85,12 @@ class StandingSender final
 
   // Starts the next queued write unless one is in flight.
   void WriteNext() ABSL_LOCKS_EXCLUDED(mu_);
+  // The read failed: the stream is ending. Releases the hold unless a
+  // write is being started.
+  void StreamEnded() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the caller must release the hold now (once, after the stream
+  // ended and when no write is being started).
+  bool ReleaseHoldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::shared_ptr<grpc::ClientContext> context_;
   const Ended ended_;
@@ -94,8 +100,12 @@ class StandingSender final
 
   mutable absl::Mutex mu_;
   std::shared_ptr<StandingSender> self_ ABSL_GUARDED_BY(mu_);  // Until done.
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  // The stream ended or is ending: nothing more is written.
+  bool ending_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Between WriteNext's unlock and StartWrite's return.
+  bool starting_write_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);        // Not written yet.
   std::deque<Answered> unanswered_ ABSL_GUARDED_BY(mu_);  // Written.
 };

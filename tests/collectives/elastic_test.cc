@@ -172,13 +172,21 @@ TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
   job_->worker(2).Stop();
   AwaitDown(2);
   {
-    // The death is an event, with its cause, as soon as it is known.
-    absl::MutexLock lock(&mu);
-    ASSERT_EQ(heard.size(), 1u);
-    EXPECT_EQ(heard[0].kind, "died");
-    EXPECT_EQ(heard[0].rank, 2);
-    EXPECT_EQ(heard[0].worker, "worker2");
-    EXPECT_FALSE(heard[0].detail.empty());
+    // The death is an event, with its cause, as soon as it is known. (The
+    // log records it before it calls its subscribers: wait for this one.)
+    const bool called = mu.LockWhenWithTimeout(
+        absl::Condition(
+            +[](std::vector<MembershipEvent>* h) { return !h->empty(); },
+            &heard),
+        absl::Seconds(20));
+    const std::vector<MembershipEvent> got = heard;
+    mu.Unlock();
+    ASSERT_TRUE(called);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].kind, "died");
+    EXPECT_EQ(got[0].rank, 2);
+    EXPECT_EQ(got[0].worker, "worker2");
+    EXPECT_FALSE(got[0].detail.empty());
   }
   const std::vector<int> live = {0, 1, 3};
   std::vector<absl::Status> world = OnRanks<absl::Status>(
