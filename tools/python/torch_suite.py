@@ -17,8 +17,8 @@ KNOWN_FAILURES below (the README lists them with the same reasons).
 
 What the runner does to run the suite here, as torch_ucc's runner does:
 - ``expecttest`` is not packaged by Debian: a stand-in module;
-- the suite switches DDP to its ReplicatedTensor mode, whose import fails
-  on Python 3.11: that switch is turned off;
+- torch 1.13's suite switches DDP to its ReplicatedTensor mode, whose
+  import fails on Python 3.11: that switch is turned off;
 - ferry is listed as a plugin backend with DDP and subgroups;
 - tests gated on a backend's *name* although they are backend-neutral CPU
   tests (CPU all_to_all only on MPI; barrier timeouts, coalesced
@@ -28,6 +28,7 @@ What the runner does to run the suite here, as torch_ucc's runner does:
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -120,15 +121,18 @@ if _SUITE:
     os.environ.setdefault("TEMP_DIR", tempfile.gettempdir())
 
     import torch  # noqa: E402
-    import torch.nn.parallel._replicated_tensor_ddp_utils as _rt  # noqa: E402
     from torch.testing._internal import common_distributed as _cd  # noqa
 
-    # DDP with ReplicatedTensor imports modules that fail on Python 3.11.
-    _rt._set_ddp_with_replicated_tensor = lambda value: None
+    try:  # torch 1.13 only (2.x has no ReplicatedTensor mode).
+        import torch.nn.parallel._replicated_tensor_ddp_utils as _rt  # noqa
+        # DDP with ReplicatedTensor imports modules that fail on Python 3.11.
+        _rt._set_ddp_with_replicated_tensor = lambda value: None
+    except ImportError:
+        pass
     # Every test bounded (seconds), none overridden longer.
     _cd.TIMEOUT_DEFAULT = int(os.environ.get("FERRY_TORCH_SUITE_TIMEOUT",
                                              "60"))
-    _cd.TIMEOUT_OVERRIDE.clear()
+    getattr(_cd, "TIMEOUT_OVERRIDE", {}).clear()
     if _SUITE == "ferry":
         import ferry.distributed  # noqa: F401,E402 -- registers "ferry"
         for feature in ("plugin", "ddp", "subgroup"):
@@ -148,8 +152,10 @@ if _SUITE:
         _why = getattr(_fn, "__unittest_skip_why__", None) or ""
         # require_backend(...) sets with gloo in them: CPU tests that run on
         # gloo (the object collectives' "gpu" feature set is {nccl, gloo}).
+        # torch 2.x names the backend in the reason: "Test requires backend
+        # ferry to be one of {...}".
         if _why in _NAME_GATES or (
-                _why.startswith("Test requires backend to be one of")
+                re.match(r"Test requires backend (\S+ )?to be one of", _why)
                 and "'gloo'" in _why):
             _fn.__unittest_skip__ = False
 
@@ -255,7 +261,7 @@ def _run_backend(backend, world, names, timeout, verbose):
                 records[r["test"]] = r
                 print(f"  {backend:5s} w{world} {r['outcome']:8s} "
                       f"{r['seconds']:6.1f}s {r['test']}", flush=True)
-                if verbose and r["outcome"] in ("failed", "timeout"):
+                if verbose and r["outcome"] in ("failed", "timeout", "skipped"):
                     print(r["detail"], flush=True)
             else:
                 tail = (tail + [text.rstrip()])[-30:]

@@ -55,7 +55,7 @@ def collectives(dist, ferry, torch, pg, rank, world, size):
     chunks = [torch.ones(n // world) for _ in range(world)]
     small = torch.empty(n // world)
     big = torch.empty(n * world)
-    g = pg._ferry_group  # The same ferry group, natively.
+    g = pg  # ferry's own calls take a "ferry" process group as its group.
     peer = 1 - rank if world == 2 else (rank + 1) % world
     prev = (rank - 1) % world
 

@@ -480,15 +480,22 @@ def _create(opts: Any, pg_options: object = None) -> ProcessGroupFerry:
         handle = worker.world()
     else:
         handle = worker.new_group(ranks)
-    return ProcessGroupFerry(rank, size, handle, ranks, timeout)
+    pg = ProcessGroupFerry(rank, size, handle, ranks, timeout)
+    if opts.group_id and hasattr(pg, "_set_group_name"):
+        # torch 2.x named the group it made before it took this one in its
+        # place; functional collectives find a group by that name.
+        pg._set_group_name(opts.group_id)
+    return pg
 
 
 # ---- The process group ----
 
-# torch 1.13: a process group is a ProcessGroup. torch 2.x splits it into
-# a ProcessGroup holding one Backend per device and has the creator make
-# the Backend: the same methods on another base class (untested here).
-_PG_BASE = getattr(_c10d, "Backend", None) or _c10d.ProcessGroup
+# A process group is a ProcessGroup subclassed in Python, on every torch
+# version: torch 2.x splits a ProcessGroup into one Backend per device, but
+# its Backend has no Python constructor, and when a backend's creator
+# returns a ProcessGroup, 2.x uses it as the group itself (as torchft's
+# groups are used).
+_PG_BASE: Any = _c10d.ProcessGroup
 
 
 def _seconds(op_timeout: datetime.timedelta | None,
@@ -500,8 +507,8 @@ def _seconds(op_timeout: datetime.timedelta | None,
     return default
 
 
-# (A base chosen at run time: Any to type checkers.)
-class ProcessGroupFerry(_PG_BASE):  # type: ignore[misc,valid-type]
+# (Any to type checkers: torch's stubs of its methods differ by version.)
+class ProcessGroupFerry(_PG_BASE):
     """A torch ProcessGroup whose ops are ferry's collectives on ferry's
     group ``handle`` of the ferry ranks ``ranks`` (by group rank)."""
 
@@ -792,11 +799,12 @@ class ProcessGroupFerry(_PG_BASE):  # type: ignore[misc,valid-type]
                                               self._timeout, True, "torch")
                                   for x in tensors])
 
-    # batch_isend_irecv's brackets: each op runs on its own.
-    def _start_coalescing(self) -> None:
+    # batch_isend_irecv's brackets (torch 1.13 passes the requests to the
+    # end, 2.x the device to both): each op runs on its own.
+    def _start_coalescing(self, *args: object) -> None:
         pass
 
-    def _end_coalescing(self, reqs: object) -> None:
+    def _end_coalescing(self, *args: object) -> None:
         pass
 
 
@@ -805,12 +813,9 @@ def _ferry_pg(pg: Any, what: str) -> ProcessGroupFerry:
     group)."""
     if pg is None:
         pg = dist.distributed_c10d._get_default_group()
-    inner = pg
-    if not isinstance(inner, ProcessGroupFerry) and hasattr(pg, "_get_backend"):
-        inner = pg._get_backend(torch.device("cpu"))  # torch 2.x wraps it.
-    if not isinstance(inner, ProcessGroupFerry):
+    if not isinstance(pg, ProcessGroupFerry):
         raise ValueError(f"{what}: {pg!r} is not a ferry group")
-    return inner
+    return pg
 
 
 def _elastic(pg: Any, timeout: float | None, what: str,
@@ -856,12 +861,14 @@ def master() -> str:
 def _register() -> None:
     if BACKEND.upper() in dist.Backend._plugins:
         return
+    try:  # torch 2.x: a backend names its devices.
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True,
+                                      devices=["cpu"])  # type: ignore[call-arg]
+        return
+    except TypeError:  # torch 1.13: no devices.
+        pass
     try:
-        if _PG_BASE is not _c10d.ProcessGroup:  # torch 2.x: CPU tensors.
-            dist.Backend.register_backend(BACKEND, _create, extended_api=True,
-                                          devices=["cpu"])  # type: ignore[call-arg]
-        else:
-            dist.Backend.register_backend(BACKEND, _create, extended_api=True)
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True)
     except TypeError:  # A torch without the extended API.
         dist.Backend.register_backend(
             BACKEND, lambda store, rank, size, timeout: _create(
