@@ -30,6 +30,11 @@ struct LocalJobOptions {
   // the job). Heartbeats then time out after 1000 hours only (a step
   // of hours would declare everyone dead): a test that kills a worker
   // steps past its own heartbeat_timeout (set in `configure`).
+  // The queue is shared: Stop() it before the job is destroyed, and never
+  // step while a worker or client is being destroyed. A worker stopped
+  // mid-test leaves its timers queued, so every timer set on a component
+  // must be cancelled by its destructor or hold the component weakly, or a
+  // later step runs freed code.
   // Null: real time.
   Timers* timers = nullptr;
 };
