@@ -319,10 +319,8 @@ absl::StatusOr<KeyValueStore*> CollectiveContext::Arbiter() {
   return arbiter_.get();
 }
 
-bool CollectiveContext::Revoke(const std::string& group,
-                               const std::vector<int>& members,
+bool CollectiveContext::Revoke(const std::string& group, uint64_t epoch,
                                absl::Status why) {
-  const uint64_t epoch = Epoch(members);
   std::vector<std::string> running;
   {
     absl::MutexLock lock(&mu_);
@@ -341,7 +339,13 @@ bool CollectiveContext::Revoke(const std::string& group,
       if (GroupOfOp(key) == group) running.push_back(key);
     }
   }
-  for (const std::string& key : running) mailbox_.Abort(key, why).IgnoreError();
+  // Only the running ops of that epoch or an earlier one: a revoke that
+  // arrives late (a relay, after the group grew back) leaves the grown
+  // group's ops alone.
+  for (const std::string& key : running) {
+    if (OpEpoch(key).value_or(epoch) > epoch) continue;
+    mailbox_.Abort(key, why).IgnoreError();
+  }
   agent_->events().Record({.kind = "revoked",
                            .group = group,
                            .detail = std::string(why.message())});
@@ -365,19 +369,20 @@ std::optional<absl::Status> CollectiveContext::RevokedFor(
     if (it == revoked_.end()) return std::nullopt;
     revocation = it->second;
   }
-  // A tagged or point-to-point op belongs to its group's epoch now (of all
-  // its members: `members` may name only a message's pair).
-  (void)members;
-  uint64_t epoch = revocation->epoch;
-  if (std::optional<uint64_t> e = EpochOfOp(key)) {
-    epoch = *e;
-  } else if (absl::StatusOr<std::vector<int>> all =
-                 MembersOfOp(key, agent_->world_size());
-             all.ok()) {
-    epoch = Epoch(*all);
+  (void)members;  // May name only a message's pair: OpEpoch uses them all.
+  if (OpEpoch(key).value_or(revocation->epoch) > revocation->epoch) {
+    return std::nullopt;
   }
-  if (epoch > revocation->epoch) return std::nullopt;
   return revocation->why;
+}
+
+std::optional<uint64_t> CollectiveContext::OpEpoch(
+    const std::string& key) const {
+  if (std::optional<uint64_t> e = EpochOfOp(key)) return e;
+  // A tagged or point-to-point op belongs to its group's epoch now.
+  absl::StatusOr<std::vector<int>> all = MembersOfOp(key, agent_->world_size());
+  if (!all.ok()) return std::nullopt;
+  return Epoch(*all);
 }
 
 void CollectiveContext::ExpireStale() {

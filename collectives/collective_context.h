@@ -108,15 +108,15 @@ class CollectiveContext final
   // The job's store, which decides each agreement once (opened at the
   // first use; the membership backend's, membership_backend.h).
   absl::StatusOr<KeyValueStore*> Arbiter() ABSL_LOCKS_EXCLUDED(mu_);
-  // Group `group` (a group name, op_key.h) of `members` was revoked, `why`
-  // (ABORTED, naming who and why), in its membership epoch now: its running
-  // ops fail with it at once, and every op of that epoch or an earlier one
-  // that begins later. A replacement starts a new epoch, where the group
-  // works again (elastic.h's Grow). False if it was revoked in this epoch
-  // already (the first reason stays). At most kMaxRevoked groups are
-  // remembered.
-  bool Revoke(const std::string& group, const std::vector<int>& members,
-              absl::Status why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Group `group` (a group name, op_key.h) was revoked, `why` (ABORTED,
+  // naming who and why), in membership epoch `epoch` (Epoch of its members
+  // where the revoke was made): its running ops fail with it at once, and
+  // every op of that epoch or an earlier one that begins later. A
+  // replacement starts a new epoch, where the group works again
+  // (elastic.h's Grow). False if it was revoked in this epoch already (the
+  // first reason stays). At most kMaxRevoked groups are remembered.
+  bool Revoke(const std::string& group, uint64_t epoch, absl::Status why)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Why group `group` was revoked last, if it was.
   std::optional<absl::Status> Revoked(const std::string& group) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -126,6 +126,9 @@ class CollectiveContext final
   std::optional<absl::Status> RevokedFor(const std::string& key,
                                          const std::vector<int>& members) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The membership epoch op `key` belongs to: the one its key names, else
+  // its group's now; none if the key names no group.
+  std::optional<uint64_t> OpEpoch(const std::string& key) const;
 
   // Drops what outlived --mailbox_ttl_ms: messages of ops that never
   // began here, and messages still arriving. Runs periodically by itself.

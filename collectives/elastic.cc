@@ -344,16 +344,16 @@ absl::Status RevokedStatus(const std::string& group, const std::string& by,
 }
 
 // Tells every member of `members` but this worker and `skip` that `group`
-// was revoked by global rank `by` for `reason`.
+// was revoked by global rank `by` in `epoch` for `reason`.
 void TellRevoked(CollectiveContext& c, const std::string& group,
                  const std::vector<int>& members, int skip, int by,
-                 const std::string& reason) {
+                 uint64_t epoch, const std::string& reason) {
   for (int r : members) {
     if (r == c.rank() || r == skip) continue;
     c.agent()
-        .RpcAsync(
-            absl::StrCat(r), kRevokeFunction,
-            {Value(group), Value(static_cast<int64_t>(by)), Value(reason)})
+        .RpcAsync(absl::StrCat(r), kRevokeFunction,
+                  {Value(group), Value(static_cast<int64_t>(by)),
+                   Value(static_cast<int64_t>(epoch)), Value(reason)})
         .Then([](const absl::StatusOr<Value>&) {});
   }
 }
@@ -368,9 +368,12 @@ absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
   }
   CollectiveContext& c = group.context();
   const std::string& me = c.agent().name();
-  if (c.Revoke(group.name(), group.members(),
+  // The epoch travels with the revoke and its relays: one that reaches a
+  // member after the group grew back must not revoke the grown group.
+  const uint64_t epoch = c.Epoch(group.members());
+  if (c.Revoke(group.name(), epoch,
                RevokedStatus(group.name(), me, c.rank(), me, reason))) {
-    TellRevoked(c, group.name(), group.members(), -1, c.rank(), reason);
+    TellRevoked(c, group.name(), group.members(), -1, c.rank(), epoch, reason);
   }
   return absl::OkStatus();
 }
@@ -399,7 +402,7 @@ absl::Status RegisterElasticFunctions(
   return registry.Register(
       kRevokeFunction,
       [weak](const CallContext& call, const std::string& group, int64_t by,
-             const std::string& reason) -> absl::Status {
+             int64_t epoch, const std::string& reason) -> absl::Status {
         std::shared_ptr<CollectiveContext> c = weak.lock();
         if (c == nullptr) return absl::UnavailableError("stopping");
         const int world = c->agent().world_size();
@@ -407,9 +410,10 @@ absl::Status RegisterElasticFunctions(
           return absl::PermissionDeniedError(absl::StrCat(
               call.caller, " is no worker: only members revoke a group"));
         }
-        if (reason.size() > kMaxReason || by < 0 || by >= world) {
+        if (reason.size() > kMaxReason || by < 0 || by >= world || epoch < 0) {
           return absl::InvalidArgumentError(
-              "revoke: a reason over 256 bytes, or a rank out of range");
+              "revoke: a reason over 256 bytes, or a rank or epoch out of "
+              "range");
         }
         absl::StatusOr<std::vector<int>> members =
             MembersOfOp(absl::StrCat(group, "/0"), world);
@@ -426,16 +430,23 @@ absl::Status RegisterElasticFunctions(
               "members"));
         }
         const std::string by_name = c->agent().directory().at(by).name;
-        if (c->Revoke(group, *members,
+        // The revoker's epoch, never a later one than this worker's: a
+        // member cannot revoke epochs to come (a replacement is how a group
+        // recovers). A revoke made in an epoch this worker has not reached
+        // yet so lands in its own, the latest it knows.
+        const uint64_t in =
+            std::min(static_cast<uint64_t>(epoch), c->Epoch(*members));
+        if (c->Revoke(group, in,
                       RevokedStatus(group, by_name, by, call.caller, reason))) {
           // Relayed once by each member: the revoker may have died while
           // telling the others.
-          TellRevoked(*c, group, *members, from, by, reason);
+          TellRevoked(*c, group, *members, from, by, in, reason);
         }
         return absl::OkStatus();
       },
-      {.params = {"group", "by", "reason"},
-       .doc = "group `group` was revoked by rank `by` (elastic.h's Revoke)",
+      {.params = {"group", "by", "epoch", "reason"},
+       .doc = "group `group` was revoked by rank `by` in membership epoch "
+              "`epoch` (elastic.h's Revoke)",
        .run_inline = true});
 }
 

@@ -361,17 +361,59 @@ TEST_P(ElasticTest, OnlyMembersVoteOrRevoke) {
       StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(client->rpc()
                   .RpcSync("1", "ferry.revoke_group",
-                           {Value("world"), Value(int64_t{0}), Value("x")})
+                           {Value("world"), Value(int64_t{0}),
+                            Value(int64_t{0}), Value("x")})
                   .status(),
               StatusIs(absl::StatusCode::kPermissionDenied));
   // A worker revoking a group it is not in, here.
   EXPECT_THAT(job_->worker(0)
                   .rpc()
                   .RpcSync("1", "ferry.revoke_group",
-                           {Value("g2,3#0"), Value(int64_t{2}), Value("x")})
+                           {Value("g2,3#0"), Value(int64_t{2}),
+                            Value(int64_t{0}), Value("x")})
                   .status(),
               StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_FALSE(job_->worker(1).collectives().Revoked("g2,3#0"));
+}
+
+// A revoke carries the epoch it was made in: one that arrives late (a
+// relay that reaches a member after the group grew back) does not revoke
+// the group now; one claiming an epoch to come lands in this one.
+TEST_P(ElasticTest, ARevokeCountsInTheEpochItWasMadeIn) {
+  auto epoch = [&] {
+    return job_->worker(1).collectives().Epoch(World(1).members());
+  };
+  const uint64_t before = epoch();
+  // Rank 3 is replaced; the world grows back, in a new epoch.
+  job_->worker(3).Stop();
+  AwaitDown(3);
+  ASSERT_OK(job_->Replace(3));
+  std::vector<absl::Status> grown = OnRanks<absl::Status>(
+      {0, 1, 2, 3}, [&](int r) { return Grow(World(r)).status(); },
+      absl::UnknownError("not run"));
+  for (int r = 0; r < kWorkers; ++r) ASSERT_OK(grown[r]);
+  const uint64_t now = epoch();
+  ASSERT_GT(now, before);
+  auto revoke = [&](uint64_t in, const std::string& reason) {
+    return job_->worker(0)
+        .rpc()
+        .RpcSync("1", "ferry.revoke_group",
+                 {Value("world"), Value(int64_t{0}),
+                  Value(static_cast<int64_t>(in)), Value(reason)})
+        .status();
+  };
+  // A revoke of the old epoch, arriving now (and relayed on).
+  ASSERT_OK(revoke(before, "stale"));
+  std::vector<absl::Status> sums = OnRanks<absl::Status>(
+      {0, 1, 2, 3},
+      [&](int r) { return AllReduce(World(r), F32({1})).status(); },
+      absl::UnknownError("not run"));
+  for (int r = 0; r < kWorkers; ++r) {
+    EXPECT_TRUE(sums[r].ok()) << r << ": " << sums[r];
+  }
+  ASSERT_OK(revoke(now + 100, "ahead"));
+  EXPECT_THAT(AllReduce(World(1), F32({1})).status(),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("ahead")));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ElasticTest,
