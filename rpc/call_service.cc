@@ -125,7 +125,7 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   }
   call->context.function = header.function;
   call->function = options_.registry->Find(header.function);
-  StartTrace(context, call.get());
+  StartTrace(context, header.trace, call.get());
   if (options_.metrics != nullptr) {
     // Unregistered names are the caller's to choose: not a label each.
     call->metrics = options_.metrics->ServerStarted(
@@ -376,9 +376,13 @@ void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
 }
 
 void CallService::StartTrace(grpc::CallbackServerContext* context,
+                             const std::optional<TraceContext>& sent,
                              ActiveCall* call) {
   std::optional<TraceContext> incoming;
-  if (options_.tracing) incoming = TraceparentOf(*context);
+  if (options_.tracing) {
+    // A ferry caller's is in the request; another caller's in metadata.
+    incoming = sent.has_value() ? sent : TraceparentOf(*context);
+  }
   if (incoming.has_value()) {
     call->parent_span = incoming->span_id;
     call->context.trace = incoming->Child();

@@ -229,8 +229,10 @@ class CallService final : public WorkerServiceBase {
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes a claimed call with `status`, naming worker and function.
   void FinishClaimed(ActiveCall* call, const absl::Status& status);
-  // The call's trace: the caller's traceparent continued, or a new one.
-  void StartTrace(grpc::CallbackServerContext* context, ActiveCall* call);
+  // The call's trace: the caller's (`sent` in the request, else a
+  // traceparent in the call's metadata) continued, or a new one.
+  void StartTrace(grpc::CallbackServerContext* context,
+                  const std::optional<TraceContext>& sent, ActiveCall* call);
   // Counts the call's end and records its span (metrics, tracer).
   void Account(ActiveCall* call, const absl::Status& status);
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/client_context.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/trace_binary.h"
 #include "rpc/chunked_message.h"
 #include "rpc/stream_call.h"
 #include "rpc/tracing.h"
@@ -101,6 +102,11 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   call->request.set_caller_node(self_.node);
   call->request.set_caller_name(self_.name);
   if (create_rref) *call->request.mutable_create_rref() = *create_rref;
+  if (telemetry_.tracing) {
+    const TraceContext outgoing = OutgoingTrace(trace, telemetry_.sample_new);
+    if (outgoing.valid())
+      call->request.set_trace_context(FormatTraceparentBinary(outgoing));
+  }
   // Tensor bytes go out as slices over the tensors themselves (no copy).
   absl::StatusOr<grpc::ByteBuffer> bytes =
       EncodeCallRequest(call->request, args, &call->codec);
@@ -112,10 +118,6 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   call->request_bytes = *std::move(bytes);
   if (timeout != absl::InfiniteDuration()) {
     call->context->set_deadline(WallDeadlineIn(timeout));
-  }
-  if (telemetry_.tracing) {
-    AddTraceparent(call->context.get(),
-                   OutgoingTrace(trace, telemetry_.sample_new));
   }
   if (telemetry_.metrics != nullptr) {
     call->metrics = telemetry_.metrics->ClientStarted(function);

@@ -61,7 +61,7 @@ struct CallOptions {
 // What a Caller tells about its calls (rpc/metrics.h, rpc/tracing.h).
 struct CallerTelemetry {
   Metrics* metrics = nullptr;  // Null: not counted.
-  bool tracing = true;         // Carry a traceparent.
+  bool tracing = true;         // Carry the trace context (in the request).
   bool sample_new = false;     // Traces it starts are sampled.
 };
 

@@ -17,7 +17,8 @@ struct TelemetryOptions {
   // read-only; empty: not served (ferryctl status --format=prometheus
   // still reads the metrics through the job's own calls).
   std::string metrics_listen;
-  // Carry a W3C traceparent on every call and collective message
+  // Carry a W3C trace context on every call (in the request), RRef message
+  // and collective message (in gRPC metadata), and continue a caller's
   // (rpc/tracing.h).
   bool tracing = true;
   // Write every span this worker records as a JSON line here (appended);

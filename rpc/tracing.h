@@ -1,8 +1,10 @@
 // Spans: what each worker did for a trace (rpc/base/trace_context.h), and
-// the trace context in gRPC metadata.
+// the trace context in gRPC metadata: what RRef messages and collective
+// streams carry, and what a caller that is not ferry may send with a call
+// (ferry's own calls carry it in the request: proto/worker.proto).
 //
 // A worker records one span per call it serves (name: the function; its
-// parent: the caller's span, from the call's `traceparent`) and one per
+// parent: the caller's span, from the call's trace context) and one per
 // collective op (name: "<op> <key>"; parent: the span of the call it runs
 // in, if any) — for traces that are sampled (a `ferryctl call --trace`)
 // or, with --trace_file, for every trace. Spans are kept in a bounded ring

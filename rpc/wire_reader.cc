@@ -9,6 +9,7 @@
 #include "proto/worker.pb.h"
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
+#include "rpc/base/trace_binary.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/tensor_landing.h"
@@ -617,7 +618,23 @@ struct CallRequestScan {
   CallHeader header;
   std::vector<WireCursor> args;
   absl::Status args_error;
+  // Skip the header's fields (Open() read them): only the args wanted.
+  bool args_only = false;
 };
+
+// A trace context of `len` bytes at `in`: read into `h` if it is one (on
+// the stack: every call has one), skipped if not (a new trace, as W3C
+// asks of a receiver that cannot read its caller's).
+absl::Status ScanTrace(uint64_t len, const Path& at, WireCursor* in,
+                       CallHeader* h) {
+  if (len != kTraceparentBinarySize) {
+    return in->Skip(len) ? absl::OkStatus() : Broken(*in, at);
+  }
+  char bytes[kTraceparentBinarySize];
+  if (!in->Copy(len, bytes)) return Broken(*in, at);
+  h->trace = ParseTraceparentBinary(absl::string_view(bytes, len));
+  return absl::OkStatus();
+}
 
 absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
                            WireCursor* in, const Limits& limits,
@@ -632,16 +649,19 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
     return absl::OkStatus();
   }
   if (WireCursor::TypeOf(tag) != kLength ||
+      (scan->args_only && field != PC::kArgsFieldNumber) ||
       (field != PC::kFunctionFieldNumber && field != PC::kArgsFieldNumber &&
        field != PC::kCallerNameFieldNumber &&
-       field != PC::kCreateRrefFieldNumber)) {
+       field != PC::kCreateRrefFieldNumber &&
+       field != PC::kTraceContextFieldNumber)) {
     return in->SkipField(tag) ? absl::OkStatus() : Broken(*in, kRoot);
   }
   const Path at =
-      kRoot.Field(field == PC::kFunctionFieldNumber     ? "function"
-                  : field == PC::kCallerNameFieldNumber ? "caller_name"
-                  : field == PC::kArgsFieldNumber       ? "args"
-                                                        : "create_rref");
+      kRoot.Field(field == PC::kFunctionFieldNumber       ? "function"
+                  : field == PC::kCallerNameFieldNumber   ? "caller_name"
+                  : field == PC::kArgsFieldNumber         ? "args"
+                  : field == PC::kTraceContextFieldNumber ? "trace_context"
+                                                          : "create_rref");
   if (field == PC::kArgsFieldNumber) {
     if (static_cast<int64_t>(scan->args.size()) >= limits.max_args) {
       scan->args_error = OverLimit(
@@ -659,6 +679,7 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
   }
   uint64_t len;
   if (!in->ReadLength(&len)) return Broken(*in, at);
+  if (field == PC::kTraceContextFieldNumber) return ScanTrace(len, at, in, &h);
   std::string text;
   FERRY_RETURN_IF_ERROR(parser->ReadString(len, at, &text));
   if (field == PC::kCreateRrefFieldNumber) {
@@ -704,7 +725,7 @@ absl::StatusOr<CallRequestReader> CallRequestReader::Open(
 
 absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
   FERRY_RETURN_IF_ERROR(args_error_);
-  CallRequestScan scan;
+  CallRequestScan scan{.args_only = true};
   FERRY_RETURN_IF_ERROR(ScanCallRequest(WireCursor(&slices_), limits_, &scan));
   std::vector<Value> args;
   args.reserve(scan.args.size());

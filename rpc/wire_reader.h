@@ -39,6 +39,7 @@
 #include "grpcpp/support/slice.h"
 #include "proto/value.pb.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
@@ -52,6 +53,8 @@ struct CallHeader {
   uint64_t caller_node = 0;
   std::string caller_name;
   std::optional<proto::RRefHandle> create_rref;
+  // The caller's trace, if it sent a valid one (else nullopt).
+  std::optional<TraceContext> trace;
 };
 
 // One received CallRequest: its header is read when opened (cheaply, the

@@ -5,6 +5,7 @@
 // thread).
 #include "rpc/tracing.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -14,8 +15,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/agent.h"
+#include "rpc/base/trace_binary.h"
 #include "rpc/base/trace_context.h"
 #include "rpc/value/json.h"
+#include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
@@ -69,6 +72,44 @@ TEST(TraceparentTest, RefusesAnyOtherByteAtEveryDigit) {
   }
 }
 
+// The binary form's example: the header above as 29 bytes.
+TEST(TraceparentBinaryTest, FormatsAndParsesTheW3cLayout) {
+  const std::string bytes(
+      "\x00\x00\x4b\xf9\x2f\x35\x77\xb3\x4d\xa6\xa3\xce\x92\x9d\x0e\x0e"
+      "\x47\x36\x01\x00\xf0\x67\xaa\x0b\xa9\x02\xb7\x02\x01",
+      kTraceparentBinarySize);
+  std::optional<TraceContext> c = ParseTraceparentBinary(bytes);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
+  EXPECT_EQ(c->span_id, 0x00f067aa0ba902b7u);
+  EXPECT_TRUE(c->sampled);
+  EXPECT_EQ(FormatTraceparentBinary(*c), bytes);
+  EXPECT_EQ(ParseTraceparent(
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+                ->trace_lo,
+            c->trace_lo);
+}
+
+TEST(TraceparentBinaryTest, RefusesWhatIsNotOne) {
+  const std::string good = FormatTraceparentBinary(NewTrace(true));
+  ASSERT_TRUE(ParseTraceparentBinary(good).has_value());
+  EXPECT_FALSE(ParseTraceparentBinary("").has_value());
+  EXPECT_FALSE(ParseTraceparentBinary(good.substr(1)).has_value());
+  EXPECT_FALSE(ParseTraceparentBinary(good + "x").has_value());
+  // The version, and each field's id, changed.
+  for (size_t at : {0, 1, 18, 27}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] + 1);
+    EXPECT_FALSE(ParseTraceparentBinary(bad).has_value()) << "at " << at;
+  }
+  std::string zero_span = good;
+  std::fill(zero_span.begin() + 19, zero_span.begin() + 27, '\0');
+  EXPECT_FALSE(ParseTraceparentBinary(zero_span).has_value());
+  std::string zero_trace = good;
+  std::fill(zero_trace.begin() + 2, zero_trace.begin() + 18, '\0');
+  EXPECT_FALSE(ParseTraceparentBinary(zero_trace).has_value());
+}
+
 TEST(TraceparentTest, NewContextsRoundTrip) {
   for (int i = 0; i < 1000; ++i) {
     const TraceContext c = NewTrace(i % 2 == 0);
@@ -79,6 +120,12 @@ TEST(TraceparentTest, NewContextsRoundTrip) {
     EXPECT_EQ(back->sampled, c.sampled);
     EXPECT_EQ(SpanIdHex(c.span_id).size(), 16u);
     EXPECT_EQ(ParseSpanId(SpanIdHex(c.span_id)), c.span_id);
+    std::optional<TraceContext> binary =
+        ParseTraceparentBinary(FormatTraceparentBinary(c));
+    ASSERT_TRUE(binary.has_value());
+    EXPECT_EQ(binary->trace_id(), c.trace_id());
+    EXPECT_EQ(binary->span_id, c.span_id);
+    EXPECT_EQ(binary->sampled, c.sampled);
   }
 }
 
@@ -193,6 +240,60 @@ TEST(NestedTraceTest, OneTraceThreeSpansInParentOrder) {
         job->worker(r).rpc().tracer()->SpansOf(quiet.trace_hi, quiet.trace_lo),
         IsEmpty());
   }
+}
+
+// A caller that is not ferry (any gRPC client) sends the header as a
+// `traceparent` metadata entry; ferry's callers send the binary form in
+// the request, which wins over the entry. A request's form that is not a
+// trace context (and no entry) starts a new trace, and the call runs.
+TEST(NestedTraceTest, EitherCarrierContinuesTheTrace) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<LocalJob> job,
+                       LocalJob::Start(3, {.setup = SetupRelays}));
+  Tracer* tracer = job->worker(2).rpc().tracer();
+  const TraceContext by_metadata = NewTrace(true);
+  const TraceContext by_request = NewTrace(true);
+  const std::string leaf = ::ferry::testing::wire::CallRequest("leaf", {});
+  ::ferry::testing::RawClient raw(job->worker(2).rpc().address());
+  raw.add_metadata("traceparent", FormatTraceparent(by_metadata));
+
+  auto answered = [](const ::ferry::testing::RawReply& r) {
+    return r.status.ok() ? ::ferry::testing::ParseResult(r.bytes)
+                         : absl::InternalError(r.status.error_message());
+  };
+  ASSERT_OK_AND_ASSIGN(
+      proto::Value alone,
+      answered(raw.Unary(::ferry::testing::kCallMethod, leaf)));
+  EXPECT_EQ(alone.int_value(), 42);
+  std::vector<Span> spans =
+      tracer->SpansOf(by_metadata.trace_hi, by_metadata.trace_lo);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].parent_span_id, by_metadata.span_id);
+
+  ASSERT_OK(
+      answered(raw.Unary(::ferry::testing::kCallMethod,
+                         leaf + ::ferry::testing::wire::Bytes(
+                                    6, FormatTraceparentBinary(by_request)))));
+  spans = tracer->SpansOf(by_request.trace_hi, by_request.trace_lo);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].parent_span_id, by_request.span_id);
+  EXPECT_EQ(tracer->SpansOf(by_metadata.trace_hi, by_metadata.trace_lo).size(),
+            1u);
+
+  // Not a trace context (a version this reader does not know, a length),
+  // from a client without the entry: a trace of the worker's own; the call
+  // is answered all the same.
+  ::ferry::testing::RawClient plain(job->worker(2).rpc().address());
+  std::string unknown = FormatTraceparentBinary(by_request);
+  unknown[0] = 1;
+  for (const std::string& bad : {unknown, std::string(1000, 'x')}) {
+    ASSERT_OK(
+        answered(plain.Unary(::ferry::testing::kCallMethod,
+                             leaf + ::ferry::testing::wire::Bytes(6, bad))));
+  }
+  EXPECT_EQ(tracer->SpansOf(by_request.trace_hi, by_request.trace_lo).size(),
+            1u);
+  EXPECT_EQ(tracer->SpansOf(by_metadata.trace_hi, by_metadata.trace_lo).size(),
+            1u);
 }
 
 }  // namespace

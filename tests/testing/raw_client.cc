@@ -238,6 +238,7 @@ void RawClient::Authorize(grpc::ClientContext* context) const {
   if (!credential_.empty()) {
     context->AddMetadata("ferry-credential", credential_);
   }
+  for (const auto& [key, value] : metadata_) context->AddMetadata(key, value);
 }
 
 absl::StatusOr<uint64_t> RawClient::Register() {

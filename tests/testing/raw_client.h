@@ -104,6 +104,10 @@ class RawClient {
     credential_ = std::move(credential);
   }
   const std::string& credential() const { return credential_; }
+  // Sends `key: value` on every later call, as any gRPC client may.
+  void add_metadata(std::string key, std::string value) {
+    metadata_.emplace_back(std::move(key), std::move(value));
+  }
   // What this client presents to `worker` (after Register): made for that
   // worker only.
   std::string CredentialFor(const proto::WorkerInfo& worker) const;
@@ -116,7 +120,7 @@ class RawClient {
   const NodeKey& key() const { return *key_; }
 
  private:
-  // Adds the token and credential (if any) to a call.
+  // Adds the token, credential and metadata (if any) to a call.
   void Authorize(grpc::ClientContext* context) const;
 
   std::string address_;
@@ -124,6 +128,7 @@ class RawClient {
   std::unique_ptr<grpc::GenericStub> stub_;
   std::string token_;
   std::string credential_;
+  std::vector<std::pair<std::string, std::string>> metadata_;
   const std::shared_ptr<const NodeKey> key_ = NodeKey::Generate();
   uint64_t node_ = 0;
   uint64_t incarnation_ = 0;

@@ -240,9 +240,12 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   // system alike instead of whichever ran during a slow spell.
   const Plan plan = PlanFor(options);
   SampleSet samples;
+  // Odd rounds run the variants in reverse: none always runs first.
   for (int round = 0; round < options.rounds; ++round) {
-    for (Variant& v : variants) {
-      FERRY_RETURN_IF_ERROR(Round(v, plan, &samples));
+    for (size_t k = 0; k < variants.size(); ++k) {
+      FERRY_RETURN_IF_ERROR(
+          Round(variants[round % 2 == 0 ? k : variants.size() - 1 - k], plan,
+                &samples));
     }
   }
   for (const Row& r : samples.Medians()) report->Add(r);
