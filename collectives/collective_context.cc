@@ -203,7 +203,7 @@ void CollectiveContext::Began(const std::string& key, std::string label,
     mailbox_.Abort(key, Stopping()).IgnoreError();
     return;
   }
-  if (std::optional<absl::Status> revoked = RevokedFor(key, members)) {
+  if (std::optional<absl::Status> revoked = RevokedFor(key)) {
     mailbox_.Abort(key, *revoked).IgnoreError();
     return;
   }
@@ -361,7 +361,7 @@ std::optional<absl::Status> CollectiveContext::Revoked(
 }
 
 std::optional<absl::Status> CollectiveContext::RevokedFor(
-    const std::string& key, const std::vector<int>& members) const {
+    const std::string& key) const {
   std::optional<Revocation> revocation;
   {
     absl::MutexLock lock(&mu_);
@@ -369,7 +369,6 @@ std::optional<absl::Status> CollectiveContext::RevokedFor(
     if (it == revoked_.end()) return std::nullopt;
     revocation = it->second;
   }
-  (void)members;  // May name only a message's pair: OpEpoch uses them all.
   if (OpEpoch(key).value_or(revocation->epoch) > revocation->epoch) {
     return std::nullopt;
   }

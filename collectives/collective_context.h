@@ -121,10 +121,9 @@ class CollectiveContext final
   std::optional<absl::Status> Revoked(const std::string& group) const
       ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr size_t kMaxRevoked = 4096;
-  // Why op `key` of `members` must fail at once: its group was revoked in
-  // its epoch or a later one.
-  std::optional<absl::Status> RevokedFor(const std::string& key,
-                                         const std::vector<int>& members) const
+  // Why op `key` must fail at once: its group was revoked in its epoch or
+  // a later one.
+  std::optional<absl::Status> RevokedFor(const std::string& key) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // The membership epoch op `key` belongs to: the one its key names, else
   // its group's now; none if the key names no group.

@@ -61,7 +61,7 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
   // waiting in an earlier op must not be answered by it), even where no
   // message would tell it (a group of one).
   if (std::optional<absl::Status> revoked =
-          group.context().RevokedFor(spec.key, group.members())) {
+          group.context().RevokedFor(spec.key)) {
     op->Fail(*std::move(revoked));
     return result.future();
   }
