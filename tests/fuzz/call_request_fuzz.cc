@@ -9,11 +9,13 @@
 // straddle slices are read too); the rest is the message.
 // Properties: no crash, no leak; what decodes encodes again with the wire
 // writer and reads back to the same values (compared as JSON, which shows
-// NaN), unless it holds an invalid string the writer refuses.
+// NaN) and the same trace context, unless it holds an invalid string the
+// writer refuses.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "grpcpp/support/slice.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/limits.h"
+#include "rpc/base/trace_binary.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
@@ -60,6 +63,8 @@ void CheckRequest(const grpc::ByteBuffer& bytes, RRefCodec* codec,
   header.set_function(reader->header().function);
   header.set_caller_node(reader->header().caller_node);
   header.set_caller_name(reader->header().caller_name);
+  const std::optional<TraceContext>& trace = reader->header().trace;
+  if (trace) header.set_trace_context(FormatTraceparentBinary(*trace));
   LazyCodec plain;
   absl::StatusOr<grpc::ByteBuffer> again =
       EncodeCallRequest(header, *args, &plain);
@@ -69,7 +74,11 @@ void CheckRequest(const grpc::ByteBuffer& bytes, RRefCodec* codec,
   if (!reread.ok()) std::abort();
   absl::StatusOr<std::vector<Value>> args2 = reread->Args(codec);
   if (!args2.ok() || Json(*args2) != Json(*args) ||
-      reread->header().function != reader->header().function) {
+      reread->header().function != reader->header().function ||
+      reread->header().trace.has_value() != trace.has_value() ||
+      (trace && (reread->header().trace->trace_id() != trace->trace_id() ||
+                 reread->header().trace->span_id != trace->span_id ||
+                 reread->header().trace->sampled != trace->sampled))) {
     std::abort();
   }
 }
