@@ -8,9 +8,8 @@
 // Every call, nested call, remote, RRef message and collective message
 // carries one (a call in its request, in the binary form of
 // rpc/base/trace_binary.h; the others in gRPC metadata, rpc/tracing.h);
-// the work a thread
-// does for a call runs under that call's context (CurrentTrace), so calls
-// it makes continue the trace without being told.
+// the work a thread does for a call runs under that call's context
+// (CurrentTrace), so calls it makes continue the trace without being told.
 #ifndef FERRY_RPC_BASE_TRACE_CONTEXT_H_
 #define FERRY_RPC_BASE_TRACE_CONTEXT_H_
 
