@@ -279,6 +279,41 @@ TEST_F(HostileRequestsTest, AMillionEmptyForks) {
   EXPECT_LE(growth, 8 * 2 * n);
 }
 
+// A call's trace context (CallRequest.trace_context, issue 29) of any size
+// or shape is no trace context, never a reason to refuse the call or to
+// hold its bytes: 20 MiB of it, a thousand repeats, a well-formed one with
+// zero ids. Each call is answered; the worker holds no more than gRPC's
+// copies of the message.
+TEST_F(HostileRequestsTest, ATraceContextOfAnySizeOrShapeIsOnlyIgnored) {
+  RawClient raw(job_->address(0), *token_);
+  ASSERT_OK(raw.Register());
+  const std::string echo =
+      wire::CallRequest("echo", {wire::Int(42)}, raw.node());
+  std::string zero_ids(29, '\0');
+  zero_ids[18] = 1;
+  zero_ids[27] = 2;
+  std::string repeats;
+  for (int i = 0; i < 1000; ++i) repeats += wire::Bytes(6, zero_ids);
+  const int64_t big = 20 * kMiB;
+  for (const std::string& trace :
+       {wire::Bytes(6, std::string(static_cast<size_t>(big), 'x')), repeats,
+        wire::Bytes(6, zero_ids), wire::Bytes(6, zero_ids.substr(0, 28))}) {
+    const pid_t pid = job_->pid(0);
+    ResetPeak(pid);
+    const int64_t before = ProcStatusBytes(pid, "VmHWM");
+    RawReply r = raw.Unary(kCallMethod, echo + trace, kAnswered);
+    const int64_t growth = ProcStatusBytes(pid, "VmHWM") - before;
+    ASSERT_TRUE(r.status.ok())
+        << trace.size() << " bytes: " << r.status.error_message();
+    absl::StatusOr<proto::Value> v = testing::ParseResult(r.bytes);
+    ASSERT_OK(v);
+    EXPECT_EQ(v->int_value(), 42);
+    EXPECT_LE(growth, 3 * static_cast<int64_t>(trace.size()) + 16 * kMiB)
+        << trace.size() << " bytes of trace context";
+  }
+  ExpectServes(*job_, 0, raw);
+}
+
 // Every method of every service a worker serves (the master's Rendezvous
 // on worker0, the directory's on worker1) parses its request within
 // --max_items: a flood of unknown fields, which protobuf would keep one
