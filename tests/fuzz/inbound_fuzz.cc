@@ -1,5 +1,5 @@
 // Fuzz target: one collective message into a receiver awaiting its tensor
-// with a landing of a real size (64 KiB to 16 MiB), as the collectives
+// with a landing of a real size (64 KiB to 1 MiB), as the collectives
 // offer them (collectives/inbound.h), the message an honest encoding
 // (rpc/wire_writer.h) whose structural bytes — everything but the big
 // tensor's data — the input mutates, cut into frames where the input says.
@@ -10,13 +10,16 @@
 // landings never got there).
 //
 // Input:
-//   [0] landing: 0 none; 1..239 64 KiB; 240.. 64 KiB << min([0] - 239, 8)
-//       (128 KiB to 16 MiB: rarer, as each costs its size per input)
+//   [0] landing: 0 none; 1..239 64 KiB; 240.. 64 KiB << min([0] - 239, 4)
+//       (128 KiB to 1 MiB: rarer, as each costs its size per input; no
+//       larger: nothing in Inbound branches on a landing's size, and a
+//       16 MiB landing made an input cost ~8 ms of page faults and copy)
 //   [1] the big tensor's size: landing + (int8)[1] bytes (0: exactly)
 //   [2] bytes of a header field before it; [3] float32 elements of a
 //       tensor after it (0: none)
 //   [4] total: the encoded size + (int8)[4] (0: exactly)
-//   [5] frames of 1 KiB << ([5] % 12); [6] the first frame ends at the big
+//   [5] frames of 1 KiB << ([5] % 12), at least a 64th of the message; [6] the
+//   first frame ends at the big
 //       tensor's data + (int8)[6] (0: a frame like the others)
 //   [7] bit 0: the landing is offered only after the first frame
 //   then mutations of 3 bytes each: position (u16le, in the structural
@@ -79,9 +82,9 @@ struct Encoded {
   }
 };
 
-// The largest big tensor an input makes (a 16 MiB landing + 127) and
+// The largest big tensor an input makes (a 1 MiB landing + 127) and
 // the zeros every input's data references: allocated once, never written.
-constexpr int64_t kMaxBig = (int64_t{16} << 20) + 127;
+constexpr int64_t kMaxBig = (int64_t{1} << 20) + 127;
 const char* Zeros() {
   static const char* const zeros = new char[kMaxBig + 1]();
   return zeros;
@@ -135,7 +138,7 @@ std::optional<Encoded> EncodeOnce(int64_t big, int header, int tail) {
 }
 
 // EncodeOnce's answer for (big, header, tail), kept: encoding a 64 KiB to
-// 16 MiB tensor (allocated and zeroed under ASan) was a fifth of each
+// 1 MiB tensor (allocated and zeroed under ASan) was a fifth of each
 // input's time, and inputs share few distinct triples. Bounded: cleared
 // when full.
 std::optional<Encoded> Encode(int64_t big, int header, int tail) {
@@ -220,14 +223,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* d = data;
   const int l = At(d, size, 0);
   const int64_t landing =
-      l == 0 ? 0 : int64_t{64} << 10 << (l < 240 ? 0 : std::min(l - 239, 8));
+      l == 0 ? 0 : int64_t{64} << 10 << (l < 240 ? 0 : std::min(l - 239, 4));
   const int64_t base = landing > 0 ? landing : int64_t{64} << 10;
   const int64_t big = base + static_cast<int8_t>(At(d, size, 1));
   std::optional<Encoded> e = Encode(big, At(d, size, 2), At(d, size, 3));
   if (!e.has_value()) return 0;
   if (size > 8) Mutate(d + 8, size - 8, &*e);
   const int64_t total = e->size() + static_cast<int8_t>(At(d, size, 4));
-  const int64_t chunk = int64_t{1024} << (At(d, size, 5) % 12);
+  // At most ~64 frames a message: a 1 MiB message in 1 KiB frames walked
+  // the same code a thousand times per input.
+  const int64_t chunk =
+      std::max(int64_t{1024} << (At(d, size, 5) % 12), e->size() / 64);
   const int64_t first = At(d, size, 6) == 0
                             ? chunk
                             : static_cast<int64_t>(e->before.size()) +
