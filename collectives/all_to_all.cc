@@ -10,6 +10,15 @@
 // output_splits (AllToAllSingleHeader), so every rank checks every rank's
 // output_splits against what is sent to it, and a wrong one fails the op
 // everywhere (not only on the rank that expected otherwise).
+//
+// Among config gather_world ranks or more, n - 1 messages per rank (n² in
+// the job) are the cost of a small all-to-all: there every rank's header
+// first reaches every rank in ceil(log2 n) rounds (gather_all.h), saying
+// whether its input is small (at most direct_bytes). If every rank's is,
+// the blocks travel Bruck's log2(n) rounds (bruck_exchange.h); if not,
+// the one-round direct exchange follows. Either way each rank ends with
+// what the direct exchange alone would have brought it, and checks it as
+// above.
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -18,7 +27,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms.h"
+#include "collectives/bruck_exchange.h"
 #include "collectives/checks.h"
+#include "collectives/gather_all.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor_math.h"
@@ -251,6 +262,61 @@ Op::Landings LandingsOf(const Op& op, const std::vector<TensorOut>& into) {
   return land;
 }
 
+// What each rank sent this one, from every rank's pack and the blocks
+// Bruck's rounds brought: the messages a direct exchange would have.
+void Unpacked(const std::vector<proto::AllToAllPack>& packs,
+              std::vector<Tensor> blocks, Op::OnMessages then) {
+  std::vector<Message> got(blocks.size());
+  for (size_t r = 0; r < blocks.size(); ++r) {
+    got[r] = Message{packs[r].head(), {std::move(blocks[r])}, Value()};
+  }
+  std::move(then)(std::move(got));
+}
+
+// Sends blocks[i] (with `head`) to each rank i; `then` gets what each rank
+// sent this one, by group rank (its own entry: blocks[rank]), received
+// into `land` where the direct exchange carries them.
+void Exchange(Op& op, std::string head, std::vector<Tensor> blocks,
+              Op::OnMessages then, Op::Landings land) {
+  const int n = op.size();
+  auto direct = [head, blocks](Op& op, Op::OnMessages then, Op::Landings land) {
+    op.ExchangeEach(
+        0,
+        [&](int to) {
+          return Message{head, {blocks[to]}, Value()};
+        },
+        std::move(then), std::move(land));
+  };
+  if (n < op.config().gather_world) {
+    return direct(op, std::move(then), std::move(land));
+  }
+  int64_t bytes = 0;
+  for (const Tensor& b : blocks) bytes += static_cast<int64_t>(b.nbytes());
+  proto::AllToAllPack pack;
+  pack.set_blocks(bytes <= op.config().direct_bytes);
+  pack.set_head(std::move(head));
+  GatherAll(op, Message::Of(pack),
+            [op = op.shared_from_this(), blocks = std::move(blocks),
+             direct = std::move(direct), then = std::move(then),
+             land = std::move(land)](std::vector<Message> all) mutable {
+              std::vector<proto::AllToAllPack> packs(all.size());
+              bool small = true;
+              for (size_t r = 0; r < all.size(); ++r) {
+                if (!ReadHeader(all[r], &packs[r]) || !all[r].tensors.empty()) {
+                  return op->Fail(op->Malformed(static_cast<int>(r),
+                                                "not an all_to_all header"));
+                }
+                small = small && packs[r].blocks();
+              }
+              if (!small) return direct(*op, std::move(then), std::move(land));
+              BruckExchange(*op, std::move(blocks),
+                            [packs = std::move(packs), then = std::move(then)](
+                                std::vector<Tensor> got) mutable {
+                              Unpacked(packs, std::move(got), std::move(then));
+                            });
+            });
+}
+
 }  // namespace
 
 void AllToAll(Result<std::vector<Tensor>> result, AllToAllArgs args) {
@@ -263,8 +329,8 @@ void AllToAll(Result<std::vector<Tensor>> result, AllToAllArgs args) {
   }
   if (!ok.ok()) return op.Fail(ok);
   Op::Landings land = LandingsOf(op, args.into);
-  op.ExchangeEach(
-      0, [&](int to) { return Message::OfTensors({args.inputs[to]}); },
+  Exchange(
+      op, "", std::move(args.inputs),
       [result = std::move(result),
        into = std::move(args.into)](std::vector<Message> got) mutable {
         Op& op = result.op();
@@ -300,19 +366,17 @@ void AllToAllSingle(Result<Tensor> result, AllToAllSingleArgs a) {
   for (int64_t s : a.input_splits) header.add_input_splits(s);
   header.set_has_output_splits(!a.output_splits.empty());
   for (int64_t s : a.output_splits) header.add_output_splits(s);
-  const std::string head = header.SerializeAsString();
-  std::vector<int64_t> offsets = {0};
-  for (int64_t rows : a.input_splits) offsets.push_back(offsets.back() + rows);
+  std::vector<Tensor> blocks;
+  int64_t at = 0;
+  for (int64_t rows : a.input_splits) {
+    blocks.push_back(*a.input.Rows(at, at + rows));  // A checked split.
+    at += rows;
+  }
   std::optional<Assembly> as = Assemble(op, a);
   Op::Landings land;
   if (as.has_value()) land = as->land;
-  op.ExchangeEach(
-      0,
-      [&](int to) {
-        // Rows of a checked split: in range.
-        return Message{
-            head, {*a.input.Rows(offsets[to], offsets[to + 1])}, Value()};
-      },
+  Exchange(
+      op, header.SerializeAsString(), std::move(blocks),
       [result = std::move(result), as = std::move(as),
        into = std::move(a.into)](std::vector<Message> got) mutable {
         Received(std::move(result), std::move(as), std::move(into),

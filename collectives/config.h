@@ -38,6 +38,13 @@ struct CollectiveConfig {
   // tree (collectives/tree.h): O(log n) messages per rank; among fewer,
   // every rank joins at the source, which sends small values directly.
   int tree_world = 8;
+  // All-to-alls among at least this many ranks first gather every rank's
+  // header in ceil(log2 n) rounds (collectives/gather_all.h), with its
+  // blocks when its input is at most direct_bytes: if every rank's came,
+  // each takes its own and sent log2(n) messages instead of n-1; if not,
+  // the blocks follow in the one-round direct exchange. Among fewer, only
+  // the direct exchange.
+  int gather_world = 8;
   // A ring all_reduce of more than this many bytes per rank is cut into
   // pieces of about this size (kMaxRingPieces at most), each its own ring,
   // so one piece's transfer overlaps another's reduction. 0: one ring.

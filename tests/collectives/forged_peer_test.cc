@@ -33,7 +33,9 @@ using ::testing::HasSubstr;
 class ForgedPeerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(3));
+    LocalJob::Options options;
+    options.configure = [this](WorkerConfig& o) { Configure(o); };
+    ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(3, options));
     channel_ = grpc::CreateChannel(job_->worker(2).rpc().address(),
                                    grpc::InsecureChannelCredentials());
   }
@@ -43,8 +45,10 @@ class ForgedPeerTest : public ::testing::Test {
   // (collectives/gather_all.h): on three ranks worker 2 hears rank 0 in
   // round 0 and rank 1 in round 1.
   void Forge(const std::string& op, int src, const Value& message) {
+    Forge(op, src, FirstGatherStep(3) + (src == 0 ? 0 : 1), message);
+  }
+  void Forge(const std::string& op, int src, int step, const Value& message) {
     const std::string payload = ValueBytes(message);
-    const int step = FirstGatherStep(3) + (src == 0 ? 0 : 1);
     grpc::Status s = SendFrames(
         channel_, {FrameBytes(DataHeader(op, step, src,
                                          static_cast<int64_t>(payload.size())),
@@ -62,6 +66,8 @@ class ForgedPeerTest : public ::testing::Test {
     return Value(Value::List{Value(Bytes{packed.SerializeAsString()}),
                              Value(Value::List{}), Value()});
   }
+
+  virtual void Configure(WorkerConfig&) {}
 
   // An honest op on every rank still works.
   void ExpectJobWorks() {
@@ -169,6 +175,42 @@ TEST_F(ForgedPeerTest, AGatherPackOfOtherRanksFailsTheOp) {
                   {.timeout = absl::Seconds(10), .tag = "overrun"});
   EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
                             HasSubstr("malformed message from rank 0")));
+  ExpectJobWorks();
+}
+
+// All-to-alls on Bruck's rounds (gather_world = 2: every all-to-all here
+// gathers its headers first): a round's message with other than the
+// blocks it moves fails the op naming its sender.
+class ForgedBruckTest : public ForgedPeerTest {
+ protected:
+  void Configure(WorkerConfig& o) override { o.collectives.gather_world = 2; }
+};
+
+TEST_F(ForgedBruckTest, ARoundOfOtherBlocksFailsTheOp) {
+  proto::AllToAllPack small;
+  small.set_blocks(true);
+  const std::vector<Tensor> mine(3, Tensor::FromVector<float>({2}));
+  // Rank 1's round-0 message (step 1) holds one block on three ranks.
+  const Value none(Value::List{Value(Bytes{}), Value(Value::List{}), Value()});
+  const Value two(
+      Value::List{Value(Bytes{}),
+                  Value(Value::List{Value(Tensor::FromVector<float>({1})),
+                                    Value(Tensor::FromVector<float>({1}))}),
+                  Value()});
+  for (const auto& [tag, forged] : std::vector<std::pair<std::string, Value>>{
+           {"none", none}, {"two", two}}) {
+    Forge("world/t:" + tag, 0, Packed(0, small.SerializeAsString()));
+    Forge("world/t:" + tag, 1, Packed(1, small.SerializeAsString()));
+    Forge("world/t:" + tag, 1, /*step=*/1, forged);
+    absl::StatusOr<std::vector<Tensor>> out =
+        AllToAll(job_->worker(2).collectives().world(), mine,
+                 {.timeout = absl::Seconds(10), .tag = tag});
+    EXPECT_THAT(out, StatusIs(absl::StatusCode::kInternal,
+                              HasSubstr("malformed message from rank 1 "
+                                        "(worker1): not the blocks of its "
+                                        "round")))
+        << tag;
+  }
   ExpectJobWorks();
 }
 

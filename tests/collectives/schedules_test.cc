@@ -1,10 +1,11 @@
 // The latency schedules on more ranks than breadth_test's: the gather of
 // every rank's message in ceil(log2 n) rounds (collectives/gather_all.h),
 // which all_reduce and all_gather start with, on powers of two and between
-// them, and broadcast's binomial tree (collectives/tree.h), here from two
-// ranks on (tree_world = 2). Results are computed in the test; small float
-// sums must be the same bits on every rank and those of a reduction in
-// rank order, as when every rank sent every other its input.
+// them, broadcast's binomial tree (collectives/tree.h) and the
+// all-to-alls' gathered headers and Bruck rounds (bruck_exchange.h), here
+// from two ranks on (tree_world = gather_world = 2). Results are computed in
+// the test; small float sums must be the same bits on every rank and those of a
+// reduction in rank order, as when every rank sent every other its input.
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "rpc/value/tensor_math.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
@@ -34,7 +36,10 @@ using ::testing::HasSubstr;
 
 class ScheduleTest : public ::ferry::testing::SharedJobTest {
  protected:
-  void Configure(WorkerConfig& o) override { o.collectives.tree_world = 2; }
+  void Configure(WorkerConfig& o) override {
+    o.collectives.tree_world = 2;
+    o.collectives.gather_world = 2;
+  }
 };
 
 int64_t Seed(int rank, int which) { return rank * 131 + which * 7; }
@@ -120,6 +125,86 @@ TEST_P(ScheduleTest, AllGatherOfUnevenShapes) {
       EXPECT_TRUE(SameTensor((*out[r])[i], input(i)))
           << "rank " << r << " item " << i;
     }
+  }
+}
+
+// Rank r's block for rank i: (r + i) % 3 rows, its own values.
+Tensor Block(int r, int i) {
+  return Sample(DType::kInt32, {(r + i) % 3, 2}, r * 17 + i);
+}
+
+TEST_P(ScheduleTest, AllToAllOfUnevenBlocksInBrucksRounds) {
+  auto out = OnEveryRank<absl::StatusOr<std::vector<Tensor>>>(
+      *job_, [&](WorkerImpl& w, int r) {
+        std::vector<Tensor> mine;
+        for (int i = 0; i < n_; ++i) mine.push_back(Block(r, i));
+        return AllToAll(World(w), mine);
+      });
+  for (int r = 0; r < n_; ++r) {
+    ASSERT_OK(out[r]);
+    ASSERT_EQ(out[r]->size(), static_cast<size_t>(n_));
+    for (int i = 0; i < n_; ++i) {
+      EXPECT_TRUE(SameTensor((*out[r])[i], Block(i, r)))
+          << "rank " << r << " from " << i;
+    }
+  }
+}
+
+// Rows of rank r's input for rank i: (r + 2i) % 4; rank 0's input for
+// rank n-1 is over direct_bytes when `large`, so the blocks follow the
+// gathered headers in the direct exchange instead of Bruck's rounds.
+TEST_P(ScheduleTest, AllToAllSingleSmallAndLarge) {
+  for (bool large : {false, true}) {
+    auto rows = [&](int r, int i) -> int64_t {
+      if (large && r == 0 && i == n_ - 1) return (1 << 20) / 8 + 1;
+      return (r + 2 * i) % 4;
+    };
+    auto input = [&](int r) {
+      int64_t total = 0;
+      for (int i = 0; i < n_; ++i) total += rows(r, i);
+      return Sample(DType::kInt64, {total, 1}, r);
+    };
+    auto out =
+        OnEveryRank<absl::StatusOr<Tensor>>(*job_, [&](WorkerImpl& w, int r) {
+          std::vector<int64_t> in, outs;
+          for (int i = 0; i < n_; ++i) {
+            in.push_back(rows(r, i));
+            outs.push_back(rows(i, r));
+          }
+          return AllToAllSingle(World(w), input(r), outs, in);
+        });
+    for (int r = 0; r < n_; ++r) {
+      std::vector<Tensor> parts;
+      for (int i = 0; i < n_; ++i) {
+        int64_t at = 0;
+        for (int j = 0; j < r; ++j) at += rows(i, j);
+        parts.push_back(*input(i).Rows(at, at + rows(i, r)));
+      }
+      ASSERT_TRUE(out[r].ok()) << "large " << large << ": " << out[r].status();
+      ASSERT_OK_AND_ASSIGN(Tensor want, Concat(parts, 0));
+      EXPECT_TRUE(SameTensor(*out[r], want))
+          << "rank " << r << " large " << large;
+    }
+  }
+}
+
+// A wrong output_splits on one rank fails the op on every rank, as on the
+// direct exchange (errors_test): every rank's header reached every rank.
+TEST_P(ScheduleTest, AllToAllSingleWrongOutputSplitsFailEverywhere) {
+  if (n_ < 3) GTEST_SKIP() << "needs a third rank";
+  auto out =
+      OnEveryRank<absl::StatusOr<Tensor>>(*job_, [&](WorkerImpl& w, int r) {
+        std::vector<int64_t> outs(n_, 1);
+        if (r == 1) outs[2] = 2;
+        return AllToAllSingle(World(w), Sample(DType::kInt64, {n_}, r), outs,
+                              std::vector<int64_t>(n_, 1));
+      });
+  for (int r = 0; r < n_; ++r) {
+    EXPECT_THAT(out[r],
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("rank 2 (worker2) sent 1 rows to rank 1 "
+                                   "(worker1) but its output_splits[2] is 2")))
+        << "rank " << r;
   }
 }
 
