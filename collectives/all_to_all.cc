@@ -11,8 +11,8 @@
 // output_splits against what is sent to it, and a wrong one fails the op
 // everywhere (not only on the rank that expected otherwise).
 //
-// Among config gather_world ranks or more, n - 1 messages per rank (n² in
-// the job) are the cost of a small all-to-all: there every rank's header
+// Among config gather_world ranks or more (64), n - 1 messages per rank (n²
+// in the job) are the cost of a small all-to-all: there every rank's header
 // first reaches every rank in ceil(log2 n) rounds (gather_all.h), saying
 // whether its input is small (at most direct_bytes). If every rank's is,
 // the blocks travel Bruck's log2(n) rounds (bruck_exchange.h); if not,

@@ -39,12 +39,18 @@ struct CollectiveConfig {
   // every rank joins at the source, which sends small values directly.
   int tree_world = 8;
   // All-to-alls among at least this many ranks first gather every rank's
-  // header in ceil(log2 n) rounds (collectives/gather_all.h), with its
-  // blocks when its input is at most direct_bytes: if every rank's came,
-  // each takes its own and sent log2(n) messages instead of n-1; if not,
-  // the blocks follow in the one-round direct exchange. Among fewer, only
-  // the direct exchange.
-  int gather_world = 8;
+  // header in ceil(log2 n) rounds (collectives/gather_all.h), saying
+  // whether its input is at most direct_bytes: if every rank's is, the
+  // blocks travel Bruck's log2(n) rounds (collectives/bruck_exchange.h)
+  // instead of n - 1 messages per rank; if not, the one-round direct
+  // exchange follows. Among fewer, only the direct exchange. 64: below it
+  // the rounds cost more than they save where it was measured (in one
+  // process on 2 cores, 8 ranks: 8 B 1.10x, 4 MiB 1.15x the direct
+  // exchange's time; 16 ranks: 64 B 0.82x, 2 MiB 1.6x — a large input's
+  // blocks then arrive before they are asked for, miss their landings
+  // and are copied), while among 64 ranks and more the n² messages of
+  // the direct exchange are what an op costs (BENCHMARKS.md, "Scale").
+  int gather_world = 64;
   // A ring all_reduce of more than this many bytes per rank is cut into
   // pieces of about this size (kMaxRingPieces at most), each its own ring,
   // so one piece's transfer overlaps another's reduction. 0: one ring.
