@@ -45,7 +45,7 @@ struct CollectiveConfig {
   // instead of n - 1 messages per rank; if not, the one-round direct
   // exchange follows. Among fewer, only the direct exchange. 64: below it
   // the rounds cost more than they save where it was measured (in one
-  // process on 2 cores, 8 ranks: 8 B 1.10x, 4 MiB 1.15x the direct
+  // process on 2 cores, 8 ranks: 8 B 1.11x, 4 MiB 1.15x the direct
   // exchange's time; 16 ranks: 64 B 0.82x, 2 MiB 1.6x — a large input's
   // blocks then arrive before they are asked for, miss their landings
   // and are copied), while among 64 ranks and more the n² messages of
