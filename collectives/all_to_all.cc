@@ -275,7 +275,8 @@ void Unpacked(const std::vector<proto::AllToAllPack>& packs,
 
 // Sends blocks[i] (with `head`) to each rank i; `then` gets what each rank
 // sent this one, by group rank (its own entry: blocks[rank]), received
-// into `land` where the direct exchange carries them.
+// into `land` where the direct exchange carries them. Among gather_world
+// ranks or more, after the gathered headers (the file's comment).
 void Exchange(Op& op, std::string head, std::vector<Tensor> blocks,
               Op::OnMessages then, Op::Landings land) {
   const int n = op.size();
