@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "collectives/collective_context.h"
+#include "collectives/group_state.h"
 #include "collectives/op_key.h"
 #include "collectives/runner.h"
 #include "rpc/membership/directory.h"
@@ -86,7 +87,7 @@ Agreement Proposal(const VoteBook::Votes& votes, const ProcessGroup& group) {
 absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
                                  const std::string& spent,
                                  const Agreement& mine) {
-  CollectiveContext& c = group.context();
+  CollectiveContext& c = group.state().context();
   if (c.votes().StopsAt(VoteBook::Point::kPropose)) {
     return Injected(key, "before proposing");
   }
@@ -121,9 +122,10 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
 // worker's default; none becomes a week.
 absl::Duration OpTimeout(ProcessGroup& group,
                          const CollectiveOptions& options) {
-  absl::Duration timeout = options.timeout > absl::ZeroDuration()
-                               ? options.timeout
-                               : group.context().agent().default_timeout();
+  absl::Duration timeout =
+      options.timeout > absl::ZeroDuration()
+          ? options.timeout
+          : group.state().context().agent().default_timeout();
   return timeout > absl::ZeroDuration() && timeout <= absl::Hours(24 * 7)
              ? timeout
              : absl::Hours(24 * 7);
@@ -134,11 +136,11 @@ absl::Duration OpTimeout(ProcessGroup& group,
 // a test's fault stopped it.
 absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
                        absl::Duration timeout) {
-  RpcAgent& agent = group.context().agent();
+  RpcAgent& agent = group.state().context().agent();
   for (int r = 0; r < group.size(); ++r) {
     if (r == group.rank()) continue;
-    if (group.context().votes().StopsAt(VoteBook::Point::kVote,
-                                        group.global(r))) {
+    if (group.state().context().votes().StopsAt(VoteBook::Point::kVote,
+                                                group.global(r))) {
       return Injected(key,
                       absl::StrCat("before voting to rank ", group.global(r)));
     }
@@ -160,7 +162,8 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   CollectiveOptions named = options;
   std::string spent;
   if (named.tag.empty()) {
-    const ProcessGroup::OpNumber n = group.NextAgreement();
+    const collectives_internal::GroupState::OpNumber n =
+        group.state().NextAgreement();
     named.tag = absl::StrCat("agree.", n.sequence, "@", n.epoch);
     if (n.sequence >= 2) {
       spent =
@@ -171,10 +174,10 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   }
   absl::StatusOr<OpSpec> spec = PrepareOp(group, "agree", named);
   if (!spec.ok()) return Future<Agreement>::Ready(spec.status());
-  CollectiveContext& c = group.context();
+  CollectiveContext& c = group.state().context();
   const absl::Time deadline = c.agent().timers().clock()->Now() + spec->timeout;
   Future<VoteBook::Votes> votes =
-      c.votes().Collect(spec->key, group.members(), group.generations(),
+      c.votes().Collect(spec->key, group.members(), group.state().generations(),
                         c.rank(), flag, deadline);
   // (A collection left behind ends at its deadline, or at Stop.)
   if (absl::Status sent = SendVotes(group, spec->key, flag, spec->timeout);
@@ -192,7 +195,7 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
     Agreement mine = Proposal(*v, *keep);
     // The store's answer is awaited on the executor, not on the thread
     // that completed the votes (a call handler, a timer, a listener).
-    bool queued = keep->context().agent().executor().Submit(
+    bool queued = keep->state().context().agent().executor().Submit(
         [keep, key, spent, mine, done] {
           done.Set(Decide(*keep, key, spent, mine));
         });
@@ -230,8 +233,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Shrink(
   absl::StatusOr<Agreement> live = Agree(group, true, options);
   if (!live.ok()) return live.status();
   // Named from the agreement's name: alike on every survivor.
-  return group.context().NamedGroup(live->members, GroupNumber(live->id),
-                                    /*pinned=*/true, group.origin());
+  return group.state().context().NamedGroup(
+      live->members, GroupNumber(live->id),
+      /*pinned=*/true, group.state().origin());
 }
 
 namespace {
@@ -278,8 +282,8 @@ absl::Status AwaitAllLive(CollectiveContext& c, const std::vector<int>& ranks,
 
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
     ProcessGroup& group, const CollectiveOptions& options) {
-  CollectiveContext& c = group.context();
-  const std::vector<int> target = group.origin();
+  CollectiveContext& c = group.state().context();
+  const std::vector<int> target = group.state().origin();
   const absl::Time deadline =
       c.agent().timers().clock()->Now() + OpTimeout(group, options);
   if (absl::Status live = AwaitAllLive(c, target, deadline); !live.ok()) {
@@ -298,7 +302,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
   const bool world = target == c.world().members();
   if (world) {
     next = c.world().shared_from_this();
-    next->RefreshGenerations();
+    next->state().RefreshGenerations();
   } else {
     absl::StatusOr<std::shared_ptr<ProcessGroup>> made =
         c.NamedGroup(target,
@@ -313,7 +317,7 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
   // Every rank is here, at this point of its program: the world's
   // agreements start afresh, alike on the survivors and the newcomers. (A
   // new group's count starts at 0 anyway.)
-  if (world) next->StartAgreementEra(epoch);
+  if (world) next->state().StartAgreementEra(epoch);
   if (all->members.size() != target.size()) {
     std::vector<int> missing;
     for (int r : target) {
@@ -366,7 +370,7 @@ absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
         absl::StrCat("revoke: reason of ", reason.size(), " bytes (at most ",
                      kMaxReason, ")"));
   }
-  CollectiveContext& c = group.context();
+  CollectiveContext& c = group.state().context();
   const std::string& me = c.agent().name();
   // The epoch travels with the revoke and its relays: one that reaches a
   // member after the group grew back must not revoke the grown group.

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectives/group_state.h"
 #include "rpc/base/status_util.h"
 #include "rpc/metrics.h"
 #include "rpc/tracing.h"
@@ -39,14 +40,15 @@ int64_t MessageBytes(const Message& m) {
 }
 
 uint64_t RecordBegin(ProcessGroup& group, const OpSpec& spec) {
-  return group.context().recorder().Record({.group = group.name(),
-                                            .group_ranks = group.members(),
-                                            .group_rank = group.rank(),
-                                            .key = spec.key,
-                                            .op = spec.name,
-                                            .sequence = spec.sequence,
-                                            .inputs = spec.inputs,
-                                            .timeout = spec.timeout});
+  return group.state().context().recorder().Record(
+      {.group = group.name(),
+       .group_ranks = group.members(),
+       .group_rank = group.rank(),
+       .key = spec.key,
+       .op = spec.name,
+       .sequence = spec.sequence,
+       .inputs = spec.inputs,
+       .timeout = spec.timeout});
 }
 }  // namespace
 
@@ -66,7 +68,7 @@ std::shared_ptr<Op> Op::Begin(ProcessGroup& group, const OpSpec& spec,
 Op::Op(ProcessGroup& group, const OpSpec& spec, Ended ended)
     : group_(group),
       keep_group_(group.weak_from_this().lock()),
-      context_(group.context()),
+      context_(group.state().context()),
       name_(spec.name),
       key_(spec.key),
       label_(spec.label),

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "collectives/collective_context.h"
+#include "collectives/group_state.h"
 #include "collectives/message.h"
 #include "collectives/op_key.h"
 #include "collectives/p2p_book.h"
@@ -39,7 +40,7 @@ absl::Duration TimeoutOf(ProcessGroup& group,
                          const CollectiveOptions& options) {
   absl::Duration t = options.timeout > absl::ZeroDuration()
                          ? options.timeout
-                         : group.context().agent().default_timeout();
+                         : group.state().context().agent().default_timeout();
   // "No timeout" and absurd ones become a week: deadlines stay finite.
   if (t <= absl::ZeroDuration() || t > kLongest) t = kLongest;
   return t;
@@ -48,7 +49,8 @@ absl::Duration TimeoutOf(ProcessGroup& group,
 std::string Who(ProcessGroup& group, int r) {
   return absl::StrCat(
       "rank ", r, " (",
-      group.context().agent().directory().at(group.global(r)).name, ")");
+      group.state().context().agent().directory().at(group.global(r)).name,
+      ")");
 }
 
 std::string FromWhom(ProcessGroup& group, int src, int64_t tag) {
@@ -78,8 +80,8 @@ absl::Status CheckPeer(ProcessGroup& group, int peer, absl::string_view field,
 
 std::string KeyFrom(ProcessGroup& group, int src, int64_t tag, bool take) {
   const int me = group.global(group.rank()), from = group.global(src);
-  const uint64_t epoch = group.context().Epoch({from, me});
-  const uint64_t seq = group.p2p().NextReceive(src, tag, epoch, take);
+  const uint64_t epoch = group.state().context().Epoch({from, me});
+  const uint64_t seq = group.state().p2p().NextReceive(src, tag, epoch, take);
   return PointToPointKey(group.name(), from, me, tag, seq, epoch);
 }
 
@@ -142,14 +144,14 @@ struct Deadline {
 void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
                  TensorOut into, absl::Time deadline, absl::Duration timeout,
                  Promise<Received> result) {
-  CollectiveContext& context = group->context();
+  CollectiveContext& context = group->state().context();
   const std::string key = KeyFrom(*group, src, tag, /*take=*/true);
   const std::string what = FromWhom(*group, src, tag);
   auto finish = [group, tag, result](absl::StatusOr<Received> r) {
     result.Set(std::move(r));
-    group->p2p().Finished(tag, /*any_source=*/false);
+    group->state().p2p().Finished(tag, /*any_source=*/false);
   };
-  if (std::optional<Value> kept = group->p2p().Take(key)) {
+  if (std::optional<Value> kept = group->state().p2p().Take(key)) {
     return finish(Unpack(*group, src, *kept, into));
   }
   // A death of the source fails it at once (Began's members are by group
@@ -165,7 +167,7 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
       .Receive(mkey, std::move(landing))
       .Then([group, src, into, key, what, deadline_timer,
              finish](const absl::StatusOr<Value>& message) mutable {
-        CollectiveContext& context = group->context();
+        CollectiveContext& context = group->state().context();
         deadline_timer->End(context.agent().timers());
         context.Ended(key);
         context.mailbox().Close(key);  // A duplicate is refused from now.
@@ -222,24 +224,24 @@ void AnySource::Answered(size_t i, const absl::StatusOr<Value>& message) {
   if (first && message.ok()) {
     // Taken: the source's next number is this one's.
     KeyFrom(*group, sources[i], tag, /*take=*/true);
-    group->context().mailbox().Close(keys[i]);
+    group->state().context().mailbox().Close(keys[i]);
     Decide(Unpack(*group, sources[i], *message, into), static_cast<int>(i));
   } else if (first) {
     Decide(Named(FromWhom(*group, kAnySource, tag), message.status()), -1);
   } else if (message.ok()) {
     // Came while another was taken: for the next receive of its number.
-    group->p2p().Keep(keys[i], *message);
+    group->state().p2p().Keep(keys[i], *message);
   }
   Settled();
 }
 
 void AnySource::Decide(absl::StatusOr<Received> r, int taken) {
-  deadline.End(group->context().agent().timers());
-  group->context().Ended(op);
-  group->context().mailbox().Close(op);
+  deadline.End(group->state().context().agent().timers());
+  group->state().context().Ended(op);
+  group->state().context().mailbox().Close(op);
   for (size_t j = 0; j < keys.size(); ++j) {
     if (static_cast<int>(j) == taken) continue;
-    group->context().mailbox().Withdraw(
+    group->state().context().mailbox().Withdraw(
         {keys[j], 0, group->global(sources[j])});
   }
   if (!r.ok()) r = Named(FromWhom(*group, kAnySource, tag), r.status());
@@ -253,7 +255,7 @@ void AnySource::Settled() {
   }
   // Every ask answered (kept messages are kept by now): the next receive
   // of the tag may ask for the same numbers.
-  group->p2p().Finished(tag, /*any_source=*/true);
+  group->state().p2p().Finished(tag, /*any_source=*/true);
 }
 
 void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
@@ -271,16 +273,16 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
   }
   // A message kept from an earlier receive is the next of its source.
   for (size_t i = 0; i < any->keys.size(); ++i) {
-    std::optional<Value> kept = group->p2p().Take(any->keys[i]);
+    std::optional<Value> kept = group->state().p2p().Take(any->keys[i]);
     if (!kept.has_value()) continue;
     KeyFrom(*group, any->sources[i], tag, /*take=*/true);
     any->result.Set(Unpack(*group, any->sources[i], *kept, any->into));
-    return group->p2p().Finished(tag, /*any_source=*/true);
+    return group->state().p2p().Finished(tag, /*any_source=*/true);
   }
   if (any->sources.empty()) {
     any->result.Set(absl::InvalidArgumentError(absl::StrCat(
         FromWhom(*group, kAnySource, tag), ": the group has no other rank")));
-    return group->p2p().Finished(tag, /*any_source=*/true);
+    return group->state().p2p().Finished(tag, /*any_source=*/true);
   }
   {
     absl::MutexLock lock(&any->mu);
@@ -290,13 +292,13 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
   // unique among those running (its state's address).
   any->op = absl::StrCat(group->name(), "/p:*>", group->global(group->rank()),
                          ":", tag, "@", reinterpret_cast<uintptr_t>(any.get()));
-  group->context().Began(any->op, FromWhom(*group, kAnySource, tag),
-                         std::vector<int>(group->size(), -1));
+  group->state().context().Began(any->op, FromWhom(*group, kAnySource, tag),
+                                 std::vector<int>(group->size(), -1));
   // Every ask is made before any answer is looked at, so the asks the
   // first answer withdraws are all there.
   std::vector<Future<Value>> asks;
   for (size_t i = 0; i < any->sources.size(); ++i) {
-    asks.push_back(group->context().mailbox().Receive(
+    asks.push_back(group->state().context().mailbox().Receive(
         {any->keys[i], 0, group->global(any->sources[i])}));
   }
   for (size_t i = 0; i < asks.size(); ++i) {
@@ -305,7 +307,7 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
     });
   }
   any->deadline.Arm(
-      group->context().agent().timers(), deadline, [any, timeout] {
+      group->state().context().agent().timers(), deadline, [any, timeout] {
         {
           absl::MutexLock lock(&any->mu);
           if (any->decided) return;
@@ -324,7 +326,7 @@ Work<Done> SendAsync(ProcessGroup& group, const Tensor& tensor, int dst,
                      int64_t tag, const CollectiveOptions& options) {
   absl::Status ok = CheckPeer(group, dst, "dst", /*any=*/false);
   if (!ok.ok()) return Work<Done>(Future<Done>::Ready(Named("send", ok)));
-  CollectiveContext& context = group.context();
+  CollectiveContext& context = group.state().context();
   const std::string what =
       absl::StrCat("send to ", Who(group, dst), " with tag ", tag);
   if (context.stopping()) {
@@ -333,7 +335,7 @@ Work<Done> SendAsync(ProcessGroup& group, const Tensor& tensor, int dst,
   }
   const int me = group.global(group.rank()), to = group.global(dst);
   const uint64_t epoch = context.Epoch({me, to});
-  const uint64_t seq = group.p2p().NextSend(dst, tag, epoch);
+  const uint64_t seq = group.state().p2p().NextSend(dst, tag, epoch);
   const std::string key =
       PointToPointKey(group.name(), me, to, tag, seq, epoch);
   const absl::Time deadline =
@@ -368,20 +370,20 @@ Work<Received> RecvAsync(ProcessGroup& group, int src, int64_t tag,
   }
   const absl::Duration timeout = TimeoutOf(group, options);
   const absl::Time deadline =
-      group.context().agent().timers().clock()->Now() + timeout;
+      group.state().context().agent().timers().clock()->Now() + timeout;
   Promise<Received> result;
   const bool any = src == kAnySource;
-  group.p2p().Queue(tag, any,
-                    [shared, src, tag, into = std::move(into), deadline,
-                     timeout, result, any]() mutable {
-                      if (any) {
-                        return ReceiveAny(std::move(shared), tag,
-                                          std::move(into), deadline, timeout,
-                                          result);
-                      }
-                      ReceiveFrom(std::move(shared), src, tag, std::move(into),
-                                  deadline, timeout, result);
-                    });
+  group.state().p2p().Queue(
+      tag, any,
+      [shared, src, tag, into = std::move(into), deadline, timeout, result,
+       any]() mutable {
+        if (any) {
+          return ReceiveAny(std::move(shared), tag, std::move(into), deadline,
+                            timeout, result);
+        }
+        ReceiveFrom(std::move(shared), src, tag, std::move(into), deadline,
+                    timeout, result);
+      });
   return Work<Received>(result.future());
 }
 

@@ -3,61 +3,19 @@
 #include <memory>
 #include <utility>
 
-#include "collectives/collective_context.h"
-#include "collectives/p2p_book.h"
+#include "collectives/group_state.h"
 
 namespace ferry {
 
 ProcessGroup::ProcessGroup(CollectiveContext* context, std::string name,
                            std::vector<int> members, int rank, bool pinned,
                            std::vector<int> origin)
-    : context_(context),
-      name_(std::move(name)),
+    : name_(std::move(name)),
       members_(std::move(members)),
       rank_(rank),
-      pinned_(pinned),
-      origin_(origin.empty() ? members_ : std::move(origin)),
-      generations_(context_->Generations(members_)),
-      p2p_(std::make_unique<P2pBook>()) {}
+      state_(std::make_unique<collectives_internal::GroupState>(
+          context, members_, pinned, std::move(origin))) {}
 
 ProcessGroup::~ProcessGroup() = default;
-
-std::optional<int> ProcessGroup::ReplacedMember() const {
-  const std::vector<uint64_t> now = context_->Generations(members_);
-  absl::MutexLock lock(&mu_);
-  for (size_t i = 0; i < now.size(); ++i) {
-    if (now[i] != generations_[i]) return static_cast<int>(i);
-  }
-  return std::nullopt;
-}
-
-std::vector<uint64_t> ProcessGroup::generations() const {
-  absl::MutexLock lock(&mu_);
-  return generations_;
-}
-
-void ProcessGroup::RefreshGenerations() {
-  std::vector<uint64_t> now = context_->Generations(members_);
-  absl::MutexLock lock(&mu_);
-  generations_ = std::move(now);
-}
-
-ProcessGroup::OpNumber ProcessGroup::NextOp() {
-  // Read outside the lock: the directory is the context's, lock-free.
-  const uint64_t epoch = context_->Epoch(members_);
-  absl::MutexLock lock(&mu_);
-  if (epoch > next_.epoch) next_ = OpNumber{epoch, 0};
-  return OpNumber{next_.epoch, next_.sequence++};
-}
-
-ProcessGroup::OpNumber ProcessGroup::NextAgreement() {
-  absl::MutexLock lock(&mu_);
-  return OpNumber{next_agreement_.epoch, next_agreement_.sequence++};
-}
-
-void ProcessGroup::StartAgreementEra(uint64_t era) {
-  absl::MutexLock lock(&mu_);
-  next_agreement_ = OpNumber{era, 0};
-}
 
 }  // namespace ferry

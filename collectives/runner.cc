@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "collectives/group_state.h"
 #include "collectives/op_key.h"
 
 namespace ferry {
@@ -12,7 +13,8 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   OpSpec spec;
   spec.name = std::string(name);
   if (options.tag.empty()) {
-    const ProcessGroup::OpNumber op = group.NextOp();
+    const collectives_internal::GroupState::OpNumber op =
+        group.state().NextOp();
     spec.label = SequencedOpLabel(op.sequence, op.epoch);
     spec.key = SequencedOpKey(group.name(), op.sequence, op.epoch);
     spec.sequence = static_cast<int64_t>(op.sequence);
@@ -24,7 +26,7 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   }
   spec.timeout = options.timeout > absl::ZeroDuration()
                      ? options.timeout
-                     : group.context().agent().default_timeout();
+                     : group.state().context().agent().default_timeout();
   // "No timeout" and absurd ones become a week: the deadline stays finite.
   if (spec.timeout <= absl::ZeroDuration() ||
       spec.timeout > absl::Hours(24 * 7)) {

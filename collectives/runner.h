@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "collectives/collective_context.h"
+#include "collectives/group_state.h"
 #include "collectives/op.h"
 #include "collectives/options.h"
 #include "collectives/process_group.h"
@@ -41,9 +42,9 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
 template <typename T>
 Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
                   absl::AnyInvocable<void(Result<T>) &&> algorithm) {
-  if (group.context().stopping()) {
+  if (group.state().context().stopping()) {
     return Future<T>::Ready(absl::UnavailableError(
-        absl::StrCat(group.context().agent().name(),
+        absl::StrCat(group.state().context().agent().name(),
                      " is stopping: ", spec.name, " not run")));
   }
   Promise<T> result;
@@ -61,14 +62,15 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
   // waiting in an earlier op must not be answered by it), even where no
   // message would tell it (a group of one).
   if (std::optional<absl::Status> revoked =
-          group.context().RevokedFor(spec.key)) {
+          group.state().context().RevokedFor(spec.key)) {
     op->Fail(*std::move(revoked));
     return result.future();
   }
   // A pinned group (Shrink's) whose member was replaced: its newcomer
   // takes no part, so nobody would come.
-  if (std::optional<int> replaced =
-          group.pinned() ? group.ReplacedMember() : std::nullopt) {
+  if (std::optional<int> replaced = group.state().pinned()
+                                        ? group.state().ReplacedMember()
+                                        : std::nullopt) {
     op->Fail(absl::UnavailableError(absl::StrCat(
         spec.name, " op ", spec.label, ": rank ", *replaced, " (worker",
         group.global(*replaced), ") of group ", group.name(),

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
+#include "collectives/group_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
@@ -272,7 +273,7 @@ TEST_P(ElasticTest, ASubgroupShrinksAndGrowsBackToItsRanks) {
   for (int r : {1, 3}) {
     ASSERT_OK(made[r]);
     EXPECT_THAT(shrunk[r]->members(), ElementsAre(1, 3));
-    EXPECT_THAT(shrunk[r]->origin(), ElementsAre(1, 2, 3));
+    EXPECT_THAT(shrunk[r]->state().origin(), ElementsAre(1, 2, 3));
   }
   // The replacement makes the group of the same ranks; the survivors grow
   // theirs: all get one group of ranks 1, 2, 3, named alike, that works.

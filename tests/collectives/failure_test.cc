@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
+#include "collectives/group_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
@@ -311,7 +312,7 @@ TEST_F(FailureTest, StoppedRankUnavailableNamesIt) {
   // The survivors go on in a group of their own.
   auto pair = OnRanks({0, 1}, [](ProcessGroup& g, int r) -> absl::Status {
     absl::StatusOr<std::shared_ptr<ProcessGroup>> survivors =
-        g.context().NewGroup({0, 1});
+        g.state().context().NewGroup({0, 1});
     if (!survivors.ok()) return survivors.status();
     absl::StatusOr<Tensor> sum = AllReduce(**survivors, I64({r + 1}));
     if (!sum.ok()) return sum.status();

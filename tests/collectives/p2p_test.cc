@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
+#include "collectives/group_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
@@ -223,7 +224,7 @@ TEST_F(P2pTest, SubgroupRanksAreGroupRanks) {
   OnEveryRank([&](ProcessGroup& world, int r) {
     if (r == 0) return;
     absl::StatusOr<std::shared_ptr<ProcessGroup>> g =
-        world.context().NewGroup({2, 1});
+        world.state().context().NewGroup({2, 1});
     ASSERT_OK(g);
     // Global 2 is group rank 0, global 1 group rank 1.
     if (r == 2) {
