@@ -5,12 +5,11 @@
 #include <vector>
 
 #include "collectives/message.h"
+#include "collectives/rank_math.h"
 
 namespace ferry {
 
 namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 // One rank's blocks between rounds: at index i, a block i ranks short of
 // where it goes (before the rounds) or from where it came (after them).

@@ -8,13 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/op_key.h"
+#include "collectives/rank_math.h"
 #include "proto/collectives.pb.h"
 
 namespace ferry {
 
 namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 // What one rank holds between rounds: the messages of ranks rank, rank+1,
 // … (mod n), in that order.

@@ -7,14 +7,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/fold.h"
+#include "collectives/rank_math.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 
 namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 struct Gathering {
   std::shared_ptr<Op> op;
@@ -77,16 +76,16 @@ absl::StatusOr<Target> TargetFor(RingReduce& args, int b, bool own) {
       args.into != nullptr && !(own && args.own_into != nullptr);
   if (own && args.own_into != nullptr) {
     t.view = *args.own_into->View(0, mine.numel()).Reshape(mine.shape());
-    t.landing = args.own_into->Landing(0, mine.numel());
+    t.landing = TensorLanding::Within(*args.own_into, 0, mine.numel());
   } else if (in_into) {
     const int64_t begin = args.offsets[b], end = begin + mine.numel();
     t.view = args.into->View(begin, end);
-    t.landing = args.into->Landing(begin, end);
+    t.landing = TensorLanding::Within(*args.into, begin, end);
   } else {
     FERRY_ASSIGN_OR_RETURN(TensorBuilder fresh,
                            TensorBuilder::Create(mine.dtype(), mine.shape()));
     t.fresh = std::make_shared<TensorBuilder>(std::move(fresh));
-    t.landing = t.fresh->Landing(0, mine.numel());
+    t.landing = TensorLanding::Within(*t.fresh, 0, mine.numel());
   }
   t.out = t.landing.data;
   if (Fold::Foldable(mine)) {
@@ -99,7 +98,7 @@ absl::StatusOr<Target> TargetFor(RingReduce& args, int b, bool own) {
     FERRY_ASSIGN_OR_RETURN(TensorBuilder scratch,
                            TensorBuilder::Create(mine.dtype(), mine.shape()));
     t.scratch = std::make_shared<TensorBuilder>(std::move(scratch));
-    t.landing = t.scratch->Landing(0, mine.numel());
+    t.landing = TensorLanding::Within(*t.scratch, 0, mine.numel());
   }
   return t;
 }

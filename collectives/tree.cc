@@ -2,13 +2,9 @@
 
 #include <utility>
 
+#include "collectives/rank_math.h"
+
 namespace ferry {
-
-namespace {
-
-int Mod(int a, int n) { return ((a % n) + n) % n; }
-
-}  // namespace
 
 int TreeParent(int rank, int root, int n) {
   const int v = Mod(rank - root, n);
