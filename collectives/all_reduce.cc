@@ -41,6 +41,7 @@
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 #include "proto/collectives.pb.h"
+#include "rpc/value/tensor_landing.h"
 
 namespace ferry {
 namespace algorithms {
@@ -89,7 +90,8 @@ Op::Landings SegmentLandings(const Op& op, const std::vector<int64_t>& offsets,
                              TensorBuilder& out) {
   Op::Landings at(op.size());
   for (int b = 0; b < op.size(); ++b) {
-    if (b != op.rank()) at[b] = out.Landing(offsets[b], offsets[b + 1]);
+    if (b != op.rank())
+      at[b] = TensorLanding::Within(out, offsets[b], offsets[b + 1]);
   }
   return at;
 }

@@ -32,6 +32,7 @@
 #include "collectives/gather_all.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/dtype.h"
+#include "rpc/value/tensor_landing.h"
 #include "rpc/value/tensor_math.h"
 
 namespace ferry {
@@ -187,7 +188,8 @@ std::optional<Assembly> Assemble(const Op& op, const AllToAllSingleArgs& a) {
   as.land.resize(op.size());
   for (int r = 0; r < op.size(); ++r) {
     if (r == op.rank()) continue;
-    as.land[r] = as.out->Landing(as.offsets[r] * row, as.offsets[r + 1] * row);
+    as.land[r] = TensorLanding::Within(*as.out, as.offsets[r] * row,
+                                       as.offsets[r + 1] * row);
   }
   return as;
 }

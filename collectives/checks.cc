@@ -65,7 +65,7 @@ absl::Status CheckInto(const Op& op, const TensorOut& into, const Tensor& like,
 
 std::optional<TensorLanding> LandingOf(const TensorOut& into) {
   if (into == nullptr) return std::nullopt;
-  return into->Landing(0, into->numel());
+  return TensorLanding::Within(*into, 0, into->numel());
 }
 
 Tensor HeldBy(const TensorOut& into) {

@@ -162,7 +162,7 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
   auto deadline_timer = std::make_shared<Deadline>();
   const MessageKey mkey{key, 0, group->global(src)};
   std::optional<TensorLanding> landing;
-  if (into != nullptr) landing = into->Landing(0, into->numel());
+  if (into != nullptr) landing = TensorLanding::Within(*into, 0, into->numel());
   context.mailbox()
       .Receive(mkey, std::move(landing))
       .Then([group, src, into, key, what, deadline_timer,

@@ -260,9 +260,10 @@ Tensor TensorBuilder::View(int64_t begin, int64_t end) const {
                 (end - begin) * item);
 }
 
-TensorLanding TensorBuilder::Landing(int64_t begin, int64_t end) {
-  const size_t item = ItemSize(dtype_);
-  return TensorLanding{data_, data_.get() + begin * item,
+TensorLanding TensorLanding::Within(TensorBuilder& builder, int64_t begin,
+                                    int64_t end) {
+  const size_t item = ItemSize(builder.dtype_);
+  return TensorLanding{builder.data_, builder.data_.get() + begin * item,
                        static_cast<size_t>(end - begin) * item};
 }
 

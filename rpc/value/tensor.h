@@ -65,8 +65,6 @@ absl::StatusOr<int64_t> CheckShape(absl::Span<const int64_t> shape, DType dtype,
 // "[2, 3]".
 std::string ShapeString(absl::Span<const int64_t> shape);
 
-struct TensorLanding;  // tensor_landing.h: receiving into a tensor.
-
 class Tensor {
  public:
   // An empty 1-D float32 tensor (shape [0]).
@@ -187,11 +185,9 @@ class TensorBuilder {
   // written: the caller must not write the viewed region while the view is
   // in use.
   Tensor View(int64_t begin, int64_t end) const;
-  // Elements [begin, end) of the buffer as a place for a peer's tensor to
-  // be received into (see TensorLanding).
-  TensorLanding Landing(int64_t begin, int64_t end);  // tensor_landing.h
 
  private:
+  friend struct TensorLanding;  // Its Within: receiving into the buffer.
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);
   TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes,
                 std::shared_ptr<char> data);

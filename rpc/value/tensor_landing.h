@@ -1,5 +1,5 @@
 // Receiving a peer's tensor in place: where its bytes may land
-// (TensorLanding, from TensorBuilder::Landing) and who may take them as
+// (TensorLanding, made Within a TensorBuilder) and who may take them as
 // they arrive (LandingWriter). The transport's business, not a user's:
 // ferry.h does not show it.
 #ifndef FERRY_RPC_VALUE_TENSOR_LANDING_H_
@@ -29,6 +29,11 @@ class LandingWriter {
 // their own (rpc/wire_reader.h): `nbytes` bytes at `data`, kept alive by
 // `owner`. The receiver that offers it writes nothing else there.
 struct TensorLanding {
+  // Elements [begin, end) of the buffer `builder` is building (kept alive
+  // by the landing), for a peer's tensor to be received into.
+  static TensorLanding Within(TensorBuilder& builder, int64_t begin,
+                              int64_t end);
+
   std::shared_ptr<void> owner;
   char* data = nullptr;
   size_t nbytes = 0;

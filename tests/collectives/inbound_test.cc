@@ -113,7 +113,7 @@ TEST_F(InboundTest, AnAwaitedTensorIsReceivedIntoItsLanding) {
   const Tensor block = Tensor::FromVector<float>({1, 2, 3, 4});
   ASSERT_OK_AND_ASSIGN(TensorBuilder out,
                        TensorBuilder::Create(DType::kFloat32, {8}));
-  const TensorLanding at = out.Landing(4, 8);
+  const TensorLanding at = TensorLanding::Within(out, 4, 8);
   Future<Value> got = box_.Receive({"world/5", 0, 1}, at);
   const std::string payload = ValueBytes(
       Value(Value::List{Value(Bytes{"h"}), Value(Value::List{Value(block)})}));
@@ -143,7 +143,7 @@ TEST_F(InboundTest, ATensorLandsOnlyIfAwaitedAndOfTheLandingsSize) {
   const int64_t total = static_cast<int64_t>(payload.size());
   ASSERT_OK_AND_ASSIGN(TensorBuilder out,
                        TensorBuilder::Create(DType::kInt32, {8}));
-  const TensorLanding small = out.Landing(0, 2);
+  const TensorLanding small = TensorLanding::Within(out, 0, 2);
   Future<Value> got = box_.Receive({"world/6", 0, 1}, small);
   ASSERT_OK_AND_ASSIGN(
       Inbound::Next next,
@@ -156,7 +156,7 @@ TEST_F(InboundTest, ATensorLandsOnlyIfAwaitedAndOfTheLandingsSize) {
   ASSERT_OK_AND_ASSIGN(
       next, Feed({FrameBytes(DataHeader("world/6", 1, 1, total), payload)}));
   EXPECT_EQ(next, Inbound::Next::kDone);
-  const TensorLanding late = out.Landing(0, 3);
+  const TensorLanding late = TensorLanding::Within(out, 0, 3);
   ASSERT_OK_AND_ASSIGN(
       message,
       box_.Receive({"world/6", 1, 1}, late).Wait(absl::ZeroDuration()));
@@ -179,7 +179,7 @@ TEST_F(InboundTest, ALandingOfferedMidMessageStillGetsTheTensor) {
   EXPECT_EQ(next, Inbound::Next::kMore);
   ASSERT_OK_AND_ASSIGN(TensorBuilder out,
                        TensorBuilder::Create(DType::kInt64, {4}));
-  const TensorLanding at = out.Landing(0, 4);
+  const TensorLanding at = TensorLanding::Within(out, 0, 4);
   Future<Value> got = box_.Receive({"world/8", 0, 1}, at);
   ASSERT_OK_AND_ASSIGN(next, in->Take(ToByteBuffer(FrameBytes(
                                  proto::ChunkHeader(), payload.substr(10)))));
@@ -206,7 +206,8 @@ TEST_F(InboundTest, ATensorNotWhereItsPrefixSaidIsRefused) {
                    b.SerializeAsString());
   ASSERT_OK_AND_ASSIGN(TensorBuilder out,
                        TensorBuilder::Create(DType::kUInt8, {4}));
-  Future<Value> got = box_.Receive({"world/9", 0, 1}, out.Landing(0, 4));
+  Future<Value> got =
+      box_.Receive({"world/9", 0, 1}, TensorLanding::Within(out, 0, 4));
   const int64_t total = static_cast<int64_t>(payload.size());
   EXPECT_THAT(Feed({FrameBytes(DataHeader("world/9", 0, 1, total), payload)}),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -227,7 +228,7 @@ TEST_F(InboundTest, ATensorEndingInsideItsOwnDataFieldIsRefused) {
                        TensorBuilder::Create(DType::kUInt8, {kLanding}));
   std::memset(out.data(), 0, kLanding);
   Future<Value> got =
-      box_.Receive({"world/10", 0, 1}, out.Landing(0, kLanding));
+      box_.Receive({"world/10", 0, 1}, TensorLanding::Within(out, 0, kLanding));
   const std::string payload =
       ferry::testing::TensorPastItsEndPayload(kLanding, kLanding);
   const int64_t total = static_cast<int64_t>(payload.size());
@@ -256,7 +257,7 @@ TEST_F(InboundTest, AnAbortDropsTheLandingsOffered) {
                        TensorBuilder::Create(DType::kInt32, {8}));
   std::weak_ptr<void> buffer;
   {
-    TensorLanding at = out.Landing(0, 4);
+    TensorLanding at = TensorLanding::Within(out, 0, 4);
     buffer = at.owner;
     (void)box_.Receive({"world/7", 0, 1}, std::move(at));
   }

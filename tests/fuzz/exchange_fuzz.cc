@@ -156,7 +156,7 @@ class Run {
         std::optional<TensorLanding> at;
         if (const int64_t n = 4 * ((b >> 2) & 3); n > 0) {
           TensorBuilder buffer = *TensorBuilder::Create(DType::kUInt8, {n});
-          at = buffer.Landing(0, n);
+          at = TensorLanding::Within(buffer, 0, n);
         }
         receives_.push_back(box_.Receive(
             {absl::StrCat("world/", (b >> 2) & 15), b >> 6, /*src=*/1},

@@ -248,7 +248,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto offer = [&] {
     if (landing > 0) {
       out.emplace(*TensorBuilder::Create(DType::kUInt8, {landing}));
-      got = box.Receive(key, out->Landing(0, landing));
+      got = box.Receive(key, TensorLanding::Within(*out, 0, landing));
     } else {
       got = box.Receive(key);
     }
@@ -284,7 +284,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (v.ok() && v->is_list() && v->as_list().size() >= 2 &&
         v->as_list()[1].is_tensor() && landing > 0 && out.has_value()) {
       const Tensor& t = v->as_list()[1].as_tensor();
-      const TensorLanding at = out->Landing(0, landing);
+      const TensorLanding at = TensorLanding::Within(*out, 0, landing);
       // A tensor of the landing's size that did not land is a copy.
       if (t.nbytes() == static_cast<size_t>(landing) && !at.Holds(t) &&
           t.data() >= at.data && t.data() < at.data + landing) {

@@ -200,7 +200,7 @@ TEST(WireReaderTest, TheFirstTensorOfTheLandingsSizeLandsThere) {
       EncodeValue(Value(Value::List{Value(a), Value(b)}), nullptr, "v"));
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(Buffer(Flatten(wire), 5).Dump(&slices).ok());
-  TensorLanding at = out.Landing(0, 3);
+  TensorLanding at = TensorLanding::Within(out, 0, 3);
   ASSERT_OK_AND_ASSIGN(Value v, ReadValue(slices, Limits(), "v", &at));
   EXPECT_TRUE(at.Holds(v.as_list()[0].as_tensor()));
   EXPECT_FALSE(at.Holds(v.as_list()[1].as_tensor()));
@@ -208,7 +208,7 @@ TEST(WireReaderTest, TheFirstTensorOfTheLandingsSizeLandsThere) {
   EXPECT_EQ(v.as_list()[1].as_tensor(), b);
 
   // The first tensor is of another size: nothing lands, not even b.
-  TensorLanding wrong = out.Landing(0, 2);
+  TensorLanding wrong = TensorLanding::Within(out, 0, 2);
   ASSERT_OK_AND_ASSIGN(
       wire, EncodeValue(Value(Value::List{
                             Value(Tensor::FromVector<int64_t>({9})), Value(b)}),
