@@ -234,8 +234,12 @@ class RendezvousService final
     bool done = false;
   };
 
+  // What a Join must be in any state of the job (its world size, rank,
+  // name, rank 0's key): checked before its ECDH, without the lock.
+  grpc::Status CheckJoinShape(const proto::JoinRequest& r) const;
   // Each step runs under mu_ and returns the calls to finish after unlock.
   // (The joiner's key was checked before: it yields a pair secret.)
+  // CheckJoin: the shape, then the rank's slot and the name's uniqueness.
   grpc::Status CheckJoin(const proto::JoinRequest& r) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `secret`: the joiner's pair secret with the master (made outside mu_).
