@@ -902,11 +902,20 @@ proto::WorkerStatus RpcAgent::Status() const {
   for (uint64_t node : membership_.DownNodes()) {
     if (IsWorkerNode(node)) s.add_dead_peers(NodeLabel(node));
   }
+  bool running;
   {
     absl::MutexLock lock(&mu_);
     static constexpr const char* kNames[] = {"new", "starting", "running",
                                              "stopping", "stopped"};
     s.set_state(kNames[static_cast<int>(state_)]);
+    running = state_ == State::kRunning;
+  }
+  // backend_ is set before the state is running, and kept.
+  if (running) {
+    if (std::optional<absl::Time> at = backend_->lease_expires_at()) {
+      s.set_membership_lease_ms(std::max<int64_t>(
+          0, absl::ToInt64Milliseconds(*at - timers_->clock()->Now())));
+    }
   }
   for (const auto& [flag, value] : options_.limits.AsFlags()) {
     (*s.mutable_limits())[flag] = value;

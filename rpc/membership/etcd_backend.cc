@@ -121,6 +121,13 @@ absl::Status EtcdBackend::StartLease(absl::Time deadline) {
   return absl::OkStatus();
 }
 
+std::optional<absl::Time> EtcdBackend::lease_expires_at() const {
+  // The keeper's lock is taken under mu_: it never calls back under its own.
+  absl::MutexLock lock(&mu_);
+  if (keepalive_ == nullptr) return std::nullopt;
+  return keepalive_->expires_at();
+}
+
 void EtcdBackend::EndLease(absl::Time deadline) {
   std::unique_ptr<EtcdKeepAlive> keepalive;
   int64_t lease;

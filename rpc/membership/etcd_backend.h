@@ -80,6 +80,8 @@ class EtcdBackend final : public MembershipBackend {
 
   // The job's store in etcd (store_client.h's ConnectEtcdStore).
   absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() override;
+  std::optional<absl::Time> lease_expires_at() const override
+      ABSL_LOCKS_EXCLUDED(mu_);
   bool rank0_is_master() const override { return false; }
   bool rank_is_assignable() const override { return true; }
   std::string description() const override;

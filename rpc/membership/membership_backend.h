@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,13 @@ class MembershipBackend {
   virtual absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() {
     return absl::InvalidArgumentError(
         absl::StrCat(description(), " keeps no store"));
+  }
+
+  // When this node's lease expires unless renewed again, on the node's
+  // clock, where the backend keeps one (etcd's), while it is kept alive;
+  // nullopt elsewhere. For status (proto::WorkerStatus.membership_lease_ms).
+  virtual std::optional<absl::Time> lease_expires_at() const {
+    return std::nullopt;
   }
 
   // Stops keeping this node alive and following; bounded; idempotent.

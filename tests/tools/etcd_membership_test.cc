@@ -29,6 +29,7 @@
 #include "rpc/membership/etcd/etcd_client.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -40,6 +41,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::ProcessOptions;
@@ -349,14 +351,30 @@ TEST_F(EtcdMembershipTest, LosingEtcdForLessThanTheTtlChangesNothing) {
     GTEST_SKIP() << "etcd took longer than the TTL to come back: the case "
                     "this test is about did not happen";
   }
-  // Let a whole TTL pass since etcd went away: a lease that was to be
-  // lost by then would have been.
-  absl::SleepFor(lost + absl::Milliseconds(kTtlMs) + absl::Seconds(1) -
-                 absl::Now());
+  // Every worker renewed its lease since etcd came back: each lease now
+  // outlives the moment one not renewed since the outage began would have
+  // ended (as each worker's status says), so none can be lost to it —
+  // waited for as that event, not as a TTL of sleep.
+  const absl::Time unrenewed_end = lost + absl::Milliseconds(kTtlMs);
+  ASSERT_TRUE(AwaitTrue(
+      [&] {
+        status = Status();
+        if (status.size() != static_cast<size_t>(kWorld)) return false;
+        for (const Value& w : status) {
+          const Value* left = w.Find("membership_lease_ms");
+          if (left == nullptr || !left->is_int() ||
+              absl::Now() + absl::Milliseconds(left->as_int()) <=
+                  unrenewed_end) {
+            return false;
+          }
+        }
+        return true;
+      },
+      kWait, absl::Milliseconds(200)))
+      << "a worker's lease was not renewed since etcd came back";
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_FALSE(workers_[r]->Exited()) << "worker" << r;
   }
-  status = Status();
   ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(status[r].Find("state")->as_string(), "running") << r;

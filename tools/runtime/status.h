@@ -36,6 +36,9 @@ struct WorkerStatus {
   int64_t mailbox_bytes = 0;
   // C heap in use (not RSS): flat while the worker serves, if nothing leaks.
   int64_t heap_bytes = 0;
+  // How long its membership lease (etcd's) has left as it last heard from
+  // etcd; 0: no lease (the embedded master).
+  int64_t membership_lease_ms = 0;
   // The limits it enforces, by ferryd flag name, in the flag's unit.
   std::map<std::string, int64_t> limits;
 };

@@ -98,6 +98,7 @@ WorkerStatus WorkerStatusFromProto(const proto::WorkerStatus& p) {
   s.collectives_inflight = p.collectives_inflight();
   s.mailbox_bytes = p.mailbox_bytes();
   s.heap_bytes = p.heap_bytes();
+  s.membership_lease_ms = p.membership_lease_ms();
   s.limits.insert(p.limits().begin(), p.limits().end());
   return s;
 }
