@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
@@ -66,6 +67,21 @@ TEST(NodeKeyTest, RandomnessIsFresh) {
   EXPECT_NE(NewSecret(), NewSecret());
   EXPECT_EQ(NewSecret().size(), 64u);
   EXPECT_NE(RandomU64(), RandomU64());
+}
+
+// What a token and a voucher tag are, pinned: workers of different builds
+// in one job must derive the same (HKDF-SHA256 of the pair secret, salted
+// with the scheme's name, over both ends' nodes and keys).
+TEST(NodeKeyTest, TokensAreDerivedAsTheSchemeSays) {
+  const std::string secret(kTokenBytes, '\x11');
+  const std::string a(kPublicKeyBytes, 'a'), b(kPublicKeyBytes, 'b'),
+      c(kPublicKeyBytes, 'c');
+  const KeyedNode from{1, a}, to{2, b}, client{9, c};
+  // (Computed apart, by RFC 5869 over Python's hmac.)
+  EXPECT_EQ(absl::BytesToHexString(CallToken(secret, from, to)),
+            "1343899303ee6c34e8cf1b1e047f7c291ff7e6705b84859ac082f98c65a51f1b");
+  EXPECT_EQ(absl::BytesToHexString(VoucherTag(secret, from, to, client)),
+            "30f466cb3f65259d318a1e8fa2fad9a1a348780692167da4606d636e8a71fdf7");
 }
 
 }  // namespace
