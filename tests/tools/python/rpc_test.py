@@ -187,3 +187,5 @@ def test_worker_info():
     assert ferry.worker_name() == "worker0"
     s = ferry.status()
     assert s["name"] == "worker0" and s["state"] == "running"
+    # The embedded master keeps no lease (etcd's workers show theirs).
+    assert s["membership_lease_ms"] == 0

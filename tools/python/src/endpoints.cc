@@ -140,6 +140,7 @@ py::dict StatusDict(const WorkerStatus& s) {
   d["collectives_inflight"] = s.collectives_inflight;
   d["mailbox_bytes"] = s.mailbox_bytes;
   d["heap_bytes"] = s.heap_bytes;
+  d["membership_lease_ms"] = s.membership_lease_ms;
   d["limits"] = s.limits;
   return d;
 }
