@@ -17,6 +17,7 @@
 #include "proto/worker.pb.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/testing/await.h"
+#include "tests/testing/fake_membership.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
@@ -27,6 +28,7 @@ using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::GetStatus;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 Tensor I64(std::vector<int64_t> v) { return Tensor::FromVector<int64_t>(v); }
@@ -321,6 +323,39 @@ TEST_F(FailureTest, StoppedRankUnavailableNamesIt) {
   });
   EXPECT_OK(pair[0]);
   EXPECT_OK(pair[1]);
+}
+
+// Rank 2 is declared dead by the membership while its process still
+// serves (a partition, a pause: what a heartbeat timeout finds): the
+// others' op fails at once with the membership's reason, long before its
+// deadline. The fake membership declares it, so no heartbeat runs out.
+TEST_F(FailureTest, RankDeclaredDeadFailsTheOpWithTheReason) {
+  testing::FakeMembership members(3);
+  Start(3, {.configure = [&](WorkerConfig& c) {
+          c.membership_backend = members.Backend();
+          c.heartbeat_timeout = absl::Hours(1000);
+        }});
+  std::vector<absl::Status> out(2, absl::UnknownError("not run"));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      out[r] = AllReduce(World(r), I64({r}), ReduceOp::kSum, Timeout(300000))
+                   .status();
+    });
+  }
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(WaitInflight(r, 1)) << r;
+  ASSERT_OK(members.Kill(2, "partitioned by the test"));
+  for (std::thread& t : threads) t.join();
+  for (int r : {0, 1}) {
+    EXPECT_THAT(out[r], StatusIs(absl::StatusCode::kUnavailable,
+                                 AllOf(HasSubstr("all_reduce op 0: rank 2 "
+                                                 "(worker2)"),
+                                       HasSubstr("partitioned by the test"))))
+        << "rank " << r;
+  }
+  // Fenced, worker2 is out of the job: its own next op says so.
+  EXPECT_THAT(AllReduce(World(2), I64({2}), ReduceOp::kSum, Timeout(300000)),
+              StatusIs(absl::StatusCode::kUnavailable));
 }
 
 // Rank 2 stops while inside the op itself (with rank 3 not there yet): the
