@@ -19,6 +19,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/etcd/rpc.grpc.pb.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 
 namespace ferry {
@@ -302,22 +303,27 @@ absl::Status EtcdCluster::MemberHealthy(int i, bool read) const {
 }
 
 absl::Status EtcdCluster::WaitHealthy(absl::Duration timeout) const {
-  const absl::Time deadline = absl::Now() + timeout;
   absl::Status last;
-  while (true) {
-    last = absl::OkStatus();
-    bool read = false;
-    for (int i = 0; i < size() && last.ok(); ++i) {
-      if (members_[i].process == nullptr) continue;
-      if (members_[i].process->Exited()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "etcd member ", members_[i].name, " exited\n", Logs()));
-      }
-      last = MemberHealthy(i, /*read=*/!read);
-      read = true;
-    }
-    if (last.ok() || absl::Now() >= deadline) break;
-    absl::SleepFor(kProbePause);
+  std::string exited;  // A member that exited: no point waiting on.
+  AwaitTrue(
+      [&] {
+        last = absl::OkStatus();
+        bool read = false;
+        for (int i = 0; i < size() && last.ok(); ++i) {
+          if (members_[i].process == nullptr) continue;
+          if (members_[i].process->Exited()) {
+            exited = members_[i].name;
+            return true;
+          }
+          last = MemberHealthy(i, /*read=*/!read);
+          read = true;
+        }
+        return last.ok();
+      },
+      timeout, kProbePause);
+  if (!exited.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("etcd member ", exited, " exited\n", Logs()));
   }
   if (last.ok()) return last;
   return absl::FailedPreconditionError(

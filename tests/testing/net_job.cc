@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "tests/testing/await.h"
 
 namespace ferry {
 namespace testing {
@@ -89,14 +90,14 @@ absl::Status NetJob::StartRank(int rank) {
 absl::StatusOr<std::string> NetJob::AwaitFile(int rank, const std::string& ext,
                                               absl::Time deadline) {
   const std::string path = absl::StrCat(options_.dir, "/worker", rank, ext);
-  while (access(path.c_str(), R_OK) != 0) {
-    if (Exited(rank) || absl::Now() > deadline) {
-      return absl::UnavailableError(
-          absl::StrCat("worker", rank, " on host ", options_.hosts[rank],
-                       Exited(rank) ? " exited" : " did not get ready in time",
-                       " while starting; its log ends:\n", Tail(log(rank))));
-    }
-    absl::SleepFor(absl::Milliseconds(10));
+  const auto readable = [&] { return access(path.c_str(), R_OK) == 0; };
+  AwaitTrue([&] { return Exited(rank) || readable(); }, deadline - absl::Now(),
+            absl::Milliseconds(10));
+  if (!readable()) {
+    return absl::UnavailableError(
+        absl::StrCat("worker", rank, " on host ", options_.hosts[rank],
+                     Exited(rank) ? " exited" : " did not get ready in time",
+                     " while starting; its log ends:\n", Tail(log(rank))));
   }
   return std::string(absl::StripAsciiWhitespace(ReadWhole(path)));
 }

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
 
@@ -187,15 +188,9 @@ TEST_F(NetnsTest, PauseResumeAndKillAProcess) {
   ASSERT_OK_AND_ASSIGN(auto sleeper, net_->Start("a", {"/bin/sleep", "600"}));
   const pid_t pid = sleeper->pid();
   ASSERT_OK(PauseProcess(pid));
-  absl::Time deadline = absl::Now() + kBound;
-  while (!ProcessStopped(pid) && absl::Now() < deadline)
-    absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_TRUE(ProcessStopped(pid));
+  EXPECT_TRUE(AwaitTrue([&] { return ProcessStopped(pid); }, kBound));
   ASSERT_OK(ResumeProcess(pid));
-  deadline = absl::Now() + kBound;
-  while (ProcessStopped(pid) && absl::Now() < deadline)
-    absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_FALSE(ProcessStopped(pid));
+  EXPECT_TRUE(AwaitTrue([&] { return !ProcessStopped(pid); }, kBound));
   ASSERT_OK(KillProcess(pid));
   ProcessResult r = sleeper->Wait(kBound);
   EXPECT_FALSE(r.timed_out);

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/testing/await.h"
 
 extern char** environ;
 
@@ -447,12 +448,8 @@ bool PidAlive(pid_t pid) {
 }
 
 bool WaitForPidGone(pid_t pid, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (PidAlive(pid)) {
-    if (absl::Now() >= deadline) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
+  return AwaitTrue([&] { return !PidAlive(pid); }, timeout,
+                   absl::Milliseconds(10));
 }
 
 }  // namespace testing

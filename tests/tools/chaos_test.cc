@@ -24,6 +24,7 @@
 #include "rpc/auth/security.h"
 #include "rpc/value/tensor.h"
 #include "rref/rref.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
@@ -33,6 +34,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::KillProcess;
 using ::ferry::testing::NetJob;
 using ::ferry::testing::PauseProcess;
@@ -126,15 +128,10 @@ class ChaosTest : public ::testing::Test {
     return rpc().GetStatus(absl::StrCat("worker", rank), absl::Seconds(10));
   }
 
-  // Polls `done` until it holds or `bound` passed; whether it held.
+  // Whether `done` held within `bound` (status calls: looked at every 50 ms).
   static bool Eventually(const std::function<bool()>& done,
                          absl::Duration bound = kEnded) {
-    const absl::Time deadline = absl::Now() + bound;
-    while (!done()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return true;
+    return AwaitTrue(done, bound, absl::Milliseconds(50));
   }
 
   // Whether rank `observer` lists worker `dead` among its dead peers.

@@ -11,12 +11,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::ProcessResult;
 using ::ferry::testing::Runfile;
@@ -45,22 +47,21 @@ class CollectiveE2eTest : public ::testing::Test {
 
   // Waits (bounded) until every worker in [0, n) runs a collective.
   bool AwaitInflight(int n) {
-    absl::Time deadline = absl::Now() + kFaultBound;
-    while (absl::Now() < deadline) {
-      absl::StatusOr<ProcessResult> s = job_->Ctl({"status"});
-      absl::StatusOr<Value> v =
-          s.ok() ? ParseJson(s->out) : absl::StatusOr<Value>(s.status());
-      int running = 0;
-      if (v.ok() && v->Find("workers") != nullptr) {
-        for (const Value& w : v->Find("workers")->as_list()) {
-          const Value* k = w.Find("collectives_inflight");
-          if (k != nullptr && k->is_int() && k->as_int() > 0) ++running;
-        }
-      }
-      if (running >= n) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
+    return AwaitTrue(
+        [&] {
+          absl::StatusOr<ProcessResult> s = job_->Ctl({"status"});
+          absl::StatusOr<Value> v =
+              s.ok() ? ParseJson(s->out) : absl::StatusOr<Value>(s.status());
+          int running = 0;
+          if (v.ok() && v->Find("workers") != nullptr) {
+            for (const Value& w : v->Find("workers")->as_list()) {
+              const Value* k = w.Find("collectives_inflight");
+              if (k != nullptr && k->is_int() && k->as_int() > 0) ++running;
+            }
+          }
+          return running >= n;
+        },
+        kFaultBound, absl::Milliseconds(50));
   }
 
   std::unique_ptr<DaemonCluster> job_;

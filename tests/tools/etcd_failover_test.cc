@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
+#include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
@@ -29,6 +30,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::EtcdCluster;
 using ::ferry::testing::ProcessOptions;
@@ -93,12 +95,11 @@ class EtcdFailoverTest : public ::testing::Test {
 
   // Until the worker named `name` joined (its ready file) or exited.
   bool AwaitReady(const std::string& name, BackgroundProcess& worker) {
-    const absl::Time deadline = absl::Now() + kWait;
-    while (!std::ifstream(LogPath(name + ".ready")).good()) {
-      if (worker.Exited() || absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return true;
+    const std::string ready = LogPath(name + ".ready");
+    return AwaitTrue(
+               [&] { return worker.Exited() || std::ifstream(ready).good(); },
+               kWait, absl::Milliseconds(20)) &&
+           std::ifstream(ready).good();
   }
 
   ProcessResult Ctl(const std::vector<std::string>& args,

@@ -111,12 +111,11 @@ class EtcdMembershipTest : public ::testing::Test {
 
   // Until the worker logging to `log` joined (its ready file), or exited.
   bool AwaitReady(const std::string& log, BackgroundProcess& worker) {
-    const absl::Time deadline = absl::Now() + kWait;
-    while (!std::ifstream(LogPath(log) + ".ready").good()) {
-      if (worker.Exited() || absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return true;
+    const std::string ready = LogPath(log) + ".ready";
+    return AwaitTrue(
+               [&] { return worker.Exited() || std::ifstream(ready).good(); },
+               kWait, absl::Milliseconds(20)) &&
+           std::ifstream(ready).good();
   }
 
   // `ferryctl status` through etcd, parsed: the workers by rank.

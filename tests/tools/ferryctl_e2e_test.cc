@@ -39,12 +39,14 @@
 #include "rpc/base/limits.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/subprocess.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::PidAlive;
 using ::ferry::testing::ProcessOptions;
@@ -222,14 +224,11 @@ std::unique_ptr<BackgroundProcess> StartFerryd(std::vector<std::string> args) {
 // Polls for `path` to exist while `owner` runs; its contents, or "".
 std::string AwaitFile(const std::string& path, BackgroundProcess& owner,
                       absl::Duration bound) {
-  const absl::Time deadline = absl::Now() + bound;
-  while (absl::Now() < deadline && !owner.Exited()) {
-    if (access(path.c_str(), R_OK) == 0) {
-      return std::string(absl::StripAsciiWhitespace(ReadFile(path)));
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return "";
+  const auto readable = [&] { return access(path.c_str(), R_OK) == 0; };
+  AwaitTrue([&] { return owner.Exited() || readable(); }, bound,
+            absl::Milliseconds(10));
+  return readable() ? std::string(absl::StripAsciiWhitespace(ReadFile(path)))
+                    : "";
 }
 
 // The pids that ferryd logs in `dir` announce ("... pid=N" when starting).
@@ -360,13 +359,12 @@ class ClusterTest : public ::testing::Test {
   // `last` gets the last status seen.
   bool AwaitStatus(const std::function<bool(const Value&)>& done,
                    absl::Duration bound, Value* last) {
-    const absl::Time deadline = absl::Now() + bound;
-    while (true) {
-      *last = Status();
-      if (done(*last)) return true;
-      if (absl::Now() >= deadline) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
+    return AwaitTrue(
+        [&] {
+          *last = Status();
+          return done(*last);
+        },
+        bound, absl::Milliseconds(50));
   }
 
   // Writes a script into the test's directory; its path.

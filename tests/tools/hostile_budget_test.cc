@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "proto/rref.pb.h"
 #include "proto/worker.pb.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/full_disk.h"
 #include "tests/testing/raw_client.h"
@@ -33,6 +34,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::kCallMethod;
@@ -58,15 +60,13 @@ proto::WorkerStatus AwaitStatus(
     RawClient& raw, const std::function<bool(const proto::WorkerStatus&)>& done,
     absl::Duration bound = kBound) {
   proto::WorkerStatus last;
-  const absl::Time deadline = absl::Now() + bound;
-  while (absl::Now() < deadline) {
-    absl::StatusOr<proto::WorkerStatus> s = raw.Status();
-    if (s.ok()) {
-      last = *s;
-      if (done(last)) break;
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  AwaitTrue(
+      [&] {
+        absl::StatusOr<proto::WorkerStatus> s = raw.Status();
+        if (s.ok()) last = *s;
+        return s.ok() && done(last);
+      },
+      bound, absl::Milliseconds(20));
   return last;
 }
 
@@ -254,11 +254,9 @@ class PrejoinTest : public ::testing::Test {
         BackgroundProcess::Start(argv);
     ASSERT_TRUE(p.ok()) << p.status();
     ferryd_ = *std::move(p);
-    const absl::Time deadline = absl::Now() + kBound;
-    while (absl::Now() < deadline && !ferryd_->Exited() &&
-           access(addr.c_str(), R_OK) != 0) {
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    AwaitTrue(
+        [&] { return ferryd_->Exited() || access(addr.c_str(), R_OK) == 0; },
+        kBound, absl::Milliseconds(20));
     std::ifstream in(addr);
     std::getline(in, address_);
     ASSERT_FALSE(address_.empty())

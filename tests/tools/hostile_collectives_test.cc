@@ -31,6 +31,7 @@
 #include "rpc/auth/node_key.h"
 #include "rpc/auth/security.h"
 #include "rpc/value/json.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_exchange.h"
 #include "tests/testing/status_matchers.h"
@@ -41,6 +42,7 @@ namespace {
 
 using ::ferry::testing::AbortHeader;
 using ::ferry::testing::Authorize;
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::DataHeader;
 using ::ferry::testing::FrameBytes;
@@ -163,13 +165,12 @@ class HostileCollectivesTest : public ::testing::Test {
   // Waits (bounded) until worker `rank`'s status satisfies `ok`.
   template <typename Pred>
   static bool Settles(int rank, Pred ok) {
-    const absl::Time deadline = absl::Now() + kSettle;
-    while (absl::Now() < deadline) {
-      absl::StatusOr<proto::WorkerStatus> s = Status(rank);
-      if (s.ok() && ok(*s)) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
+    return AwaitTrue(
+        [&] {
+          absl::StatusOr<proto::WorkerStatus> s = Status(rank);
+          return s.ok() && ok(*s);
+        },
+        kSettle, absl::Milliseconds(50));
   }
 
   static absl::Status HonestAllReduce() {
@@ -366,11 +367,12 @@ TEST_F(HostileCollectivesTest, Clients) {
     EXPECT_OK(ToAbsl(master->Poll(&context, poll, &response)));
   }
   absl::Status again;
-  const absl::Time until = absl::Now() + kSettle;
-  do {
-    again = Connect("again").status();
-    if (!again.ok()) absl::SleepFor(absl::Milliseconds(50));
-  } while (!again.ok() && absl::Now() < until);
+  AwaitTrue(
+      [&] {
+        again = Connect("again").status();
+        return again.ok();
+      },
+      kSettle, absl::Milliseconds(50));
   EXPECT_OK(again);
 }
 

@@ -30,6 +30,7 @@
 #include "proto/rref.pb.h"
 #include "proto/worker.pb.h"
 #include "rpc/auth/security.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/raw_exchange.h"
@@ -38,6 +39,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::DataHeader;
 using ::ferry::testing::FrameBytes;
@@ -89,13 +91,12 @@ void ResetPeak(pid_t pid) {
 // Waits (bounded) until `ok(status)` for the worker `raw` talks to.
 template <typename Pred>
 bool Settles(RawClient& raw, Pred ok) {
-  const absl::Time deadline = absl::Now() + kSettle;
-  while (absl::Now() < deadline) {
-    absl::StatusOr<proto::WorkerStatus> s = raw.Status();
-    if (s.ok() && ok(*s)) return true;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return false;
+  return AwaitTrue(
+      [&] {
+        absl::StatusOr<proto::WorkerStatus> s = raw.Status();
+        return s.ok() && ok(*s);
+      },
+      kSettle, absl::Milliseconds(20));
 }
 
 // ---- F1: collective frames (a job without a token: claims believed, so

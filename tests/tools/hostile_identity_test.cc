@@ -41,6 +41,7 @@
 #include "rpc/auth/node_key.h"
 #include "rpc/auth/security.h"
 #include "rpc/base/limits.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/secret_files.h"
@@ -51,6 +52,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::kCallMethod;
@@ -77,12 +79,7 @@ std::string TokenOf(const std::string& file) {
 }
 
 bool Eventually(const std::function<bool()>& done) {
-  const absl::Time deadline = absl::Now() + kWait;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
+  return AwaitTrue(done, kWait, absl::Milliseconds(20));
 }
 
 std::string ReadAll(const std::string& path) {

@@ -24,6 +24,7 @@
 #include "rpc/auth/security.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
+#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
@@ -32,6 +33,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::ProcessOptions;
@@ -80,14 +82,9 @@ class ReplacementE2eTest : public ::testing::Test {
     return p.ok() ? *std::move(p) : nullptr;
   }
 
-  // Until `done()`, polled every 50 ms (bounded).
+  // Whether `done()` held within kWait (looked at every 50 ms).
   static bool Eventually(const std::function<bool()>& done) {
-    const absl::Time deadline = absl::Now() + kWait;
-    while (!done()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return true;
+    return AwaitTrue(done, kWait, absl::Milliseconds(50));
   }
 
   ProcessResult Ctl(const std::vector<std::string>& args,

@@ -18,6 +18,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
 #include "rref/rref.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
 #include "tools/runtime/worker_impl.h"
@@ -25,6 +26,7 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
 using ::ferry::testing::ProcessOptions;
 using ::ferry::testing::ProcessResult;
@@ -117,12 +119,13 @@ class RRefE2eTest : public ::testing::Test {
   // Polls `Owned(worker)` until it equals `want` (bounded); the last value.
   int64_t AwaitOwned(int worker, int64_t want,
                      absl::Duration bound = absl::Seconds(30)) {
-    absl::Time deadline = absl::Now() + bound;
-    int64_t owned = Owned(worker);
-    while (owned != want && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(100));
-      owned = Owned(worker);
-    }
+    int64_t owned = -1;
+    AwaitTrue(
+        [&] {
+          owned = Owned(worker);
+          return owned == want;
+        },
+        bound, absl::Milliseconds(100));
     return owned;
   }
 
@@ -183,13 +186,13 @@ TEST_F(RRefE2eTest, KilledOwnerFailsCopiesPromptly) {
   kill(pids_[2], SIGKILL);
   EXPECT_THAT(waiting.Wait(absl::Seconds(20)),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("worker2")));
-  absl::Time deadline = absl::Now() + absl::Seconds(20);
-  absl::StatusOr<Value> v = r.ToHere();
-  while (!absl::StrContains(v.status().message(), "owner worker2 died") &&
-         absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(50));
-    v = r.ToHere();
-  }
+  absl::StatusOr<Value> v;
+  AwaitTrue(
+      [&] {
+        v = r.ToHere();
+        return absl::StrContains(v.status().message(), "owner worker2 died");
+      },
+      absl::Seconds(20), absl::Milliseconds(50));
   EXPECT_THAT(v, StatusIs(absl::StatusCode::kUnavailable,
                           HasSubstr("owner worker2 died")));
 }

@@ -39,6 +39,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "rpc/auth/security.h"
+#include "tests/testing/await.h"
 #include "tests/testing/net_job.h"
 #include "tests/testing/netns.h"
 #include "tests/tools/chaos/tally.h"
@@ -63,6 +64,7 @@ namespace ferry {
 namespace chaos {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::KillProcess;
 using ::ferry::testing::NetJob;
 using ::ferry::testing::PauseProcess;
@@ -278,8 +280,8 @@ class Soak {
   void CheckSurvivorsExit() {
     const absl::Time deadline = absl::Now() + kHeadlessBound;
     for (int r = 1; r < job_->world_size(); ++r) {
-      while (!job_->Exited(r) && absl::Now() < deadline)
-        absl::SleepFor(absl::Milliseconds(50));
+      AwaitTrue([&] { return job_->Exited(r); }, deadline - absl::Now(),
+                absl::Milliseconds(50));
       if (!job_->Exited(r)) {
         tally_.Add("violations", "headless_survivor");
         tally_.Example("headless_survivor",
@@ -300,13 +302,14 @@ class Soak {
     for (int r : LiveRanks(true)) {
       const std::string name = absl::StrCat("worker", r);
       int64_t owned = -1;
-      while (true) {
-        absl::StatusOr<proto::WorkerStatus> s =
-            rpc.GetStatus(name, absl::Seconds(5));
-        owned = s.ok() ? s->owned_rrefs() : -1;
-        if (owned == 0 || absl::Now() > deadline || job_->Exited(r)) break;
-        absl::SleepFor(absl::Milliseconds(200));
-      }
+      AwaitTrue(
+          [&] {
+            absl::StatusOr<proto::WorkerStatus> s =
+                rpc.GetStatus(name, absl::Seconds(5));
+            owned = s.ok() ? s->owned_rrefs() : -1;
+            return owned == 0 || job_->Exited(r);
+          },
+          deadline - absl::Now(), absl::Milliseconds(200));
       if (owned > 0) {
         tally_.Add("violations", "leaked_rrefs");
         tally_.Example("leaked_rrefs",
@@ -318,12 +321,13 @@ class Soak {
   }
 
   void CheckNothingLeft() {
-    const absl::Time deadline = absl::Now() + kExitBound;
-    std::vector<pid_t> left = net_.Processes();
-    while (!left.empty() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(50));
-      left = net_.Processes();
-    }
+    std::vector<pid_t> left;
+    AwaitTrue(
+        [&] {
+          left = net_.Processes();
+          return left.empty();
+        },
+        kExitBound, absl::Milliseconds(50));
     for (pid_t pid : left) {
       tally_.Add("violations", "process_left");
       tally_.Example("process_left",

@@ -16,13 +16,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace jobs {
 namespace {
 
+using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -116,7 +119,8 @@ TEST_F(JobDirTest, DownSignalsOnlyTheDaemonsItSpawned) {
   ASSERT_OK(RecordDaemon(dir, 0, ours));
   ASSERT_OK(RecordDaemon(dir, 1, getpid()));
   // exec has happened once the command line shows the marker (bounded).
-  for (int i = 0; i < 500 && !CommandLineHas(ours, marker); ++i) usleep(2000);
+  EXPECT_TRUE(AwaitTrue([&] { return CommandLineHas(ours, marker); },
+                        absl::Seconds(10)));
   EXPECT_EQ(SpawnedDaemons(dir), std::vector<pid_t>{ours});
   kill(ours, SIGKILL);
   waitpid(ours, nullptr, 0);
