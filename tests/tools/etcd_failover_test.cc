@@ -188,9 +188,12 @@ TEST_F(EtcdFailoverTest, AnEtcdMemberAndWorkerZeroDieTheJobGoesOn) {
 
   // Once its lease expired, everyone knows worker0 is dead.
   std::vector<Value> status;
-  do {
-    status = Status();
-  } while (!ShowsWorker0Dead(status) && absl::Now() - killed < kWait);
+  AwaitTrue(
+      [&] {
+        status = Status();
+        return ShowsWorker0Dead(status);
+      },
+      kWait);
   ASSERT_TRUE(ShowsWorker0Dead(status))
       << (status.empty() ? "no status" : ToJson(Value(status)));
   PrintTiming("worker0's death known to ferryctl status after the kills",
