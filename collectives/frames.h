@@ -1,5 +1,6 @@
 // The frames of a collective message on an Exchange stream
-// (proto/collectives.proto has the layout): each frame is one gRPC message
+// (proto/collectives.proto has the layout), in rpc/wire/frames.h's framing,
+// the one streamed calls use too: each frame is one gRPC message
 //
 //   [varint n][ChunkHeader: n bytes][payload bytes]
 //
@@ -16,6 +17,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "proto/collectives.pb.h"
+#include "rpc/wire/frames.h"
 
 namespace ferry {
 
@@ -38,9 +40,8 @@ std::vector<grpc::ByteBuffer> MakeFrames(proto::ChunkHeader header,
                                          const grpc::ByteBuffer& payload,
                                          int64_t chunk);
 
-// One frame, parsed. INVALID_ARGUMENT for anything but a varint length of
-// at most kMaxFrameHeaderBytes, that many bytes of a parsable header, and
-// the payload.
+// One frame, parsed (ReadFrame, heads of at most kMaxFrameHeaderBytes).
+// INVALID_ARGUMENT for what ReadFrame refuses.
 absl::StatusOr<Frame> ParseFrame(const grpc::ByteBuffer& frame);
 
 }  // namespace ferry

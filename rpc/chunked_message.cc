@@ -15,20 +15,9 @@ namespace ferry {
 
 namespace {
 
-constexpr size_t kHeadBytes = 16;
 constexpr uint64_t kAlign = 64;
-
-void PutU64(uint64_t v, char* out) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-
-uint64_t GetU64(const char* in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) {
-    v |= uint64_t{static_cast<unsigned char>(in[i])} << (8 * i);
-  }
-  return v;
-}
+// A StreamHead is at most 17 bytes; anything longer is no head of ours.
+constexpr int64_t kMaxStreamHeadBytes = 64;
 
 void ReleaseBuffer(void* holder) {
   delete static_cast<std::shared_ptr<char>*>(holder);
@@ -56,31 +45,10 @@ std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
     }
     offset += s.size();
   }
-  char head[kHeadBytes];
-  PutU64(offset, head);
-  PutU64(align, head + 8);
-  std::vector<grpc::ByteBuffer> out;
-  grpc::Slice head_slice(head, kHeadBytes);
-  out.emplace_back(&head_slice, 1);
-  // Chunks are sub-slices: references to the same memory, no copy.
-  std::vector<grpc::Slice> chunk;
-  size_t in_chunk = 0;
-  for (const grpc::Slice& s : slices) {
-    size_t at = 0;
-    while (at < s.size()) {
-      const size_t n = std::min(s.size() - at, chunk_bytes - in_chunk);
-      chunk.push_back(s.sub(at, at + n));
-      at += n;
-      in_chunk += n;
-      if (in_chunk == chunk_bytes) {
-        out.emplace_back(chunk.data(), chunk.size());
-        chunk.clear();
-        in_chunk = 0;
-      }
-    }
-  }
-  if (!chunk.empty()) out.emplace_back(chunk.data(), chunk.size());
-  return out;
+  proto::StreamHead head;
+  head.set_total(offset);
+  head.set_align(static_cast<uint32_t>(align));
+  return SplitIntoFrames(head, message, static_cast<int64_t>(chunk_bytes));
 }
 
 void ChunkWriter::Reset(const grpc::ByteBuffer& message) {
@@ -112,20 +80,13 @@ void ChunkAssembler::Release() {
   capacity_ = 0;
 }
 
-absl::Status ChunkAssembler::Head(const grpc::ByteBuffer& head) {
-  if (head.Length() != kHeadBytes) {
+absl::Status ChunkAssembler::Head(const proto::StreamHead& head) {
+  if (!head.has_total()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what_, ": a stream head of ", head.Length(),
-                     " bytes (expected ", kHeadBytes, ")"));
+        absl::StrCat(what_, ": a stream head without the message's total"));
   }
-  char bytes[kHeadBytes];
-  size_t at = 0;
-  for (const grpc::Slice& s : SlicesOf(head)) {
-    std::memcpy(bytes + at, s.begin(), s.size());
-    at += s.size();
-  }
-  const uint64_t total = GetU64(bytes);
-  const uint64_t align = GetU64(bytes + 8);
+  const uint64_t total = head.total();
+  const uint64_t align = head.align();
   if (align >= kAlign) {
     return absl::InvalidArgumentError(
         absl::StrCat(what_, ": stream alignment ", align, " is not below 64"));
@@ -186,12 +147,29 @@ absl::Status ChunkAssembler::Reserve(uint64_t bytes) {
 }
 
 absl::Status ChunkAssembler::Add(grpc::ByteBuffer* message) {
+  proto::StreamHead head;
+  absl::StatusOr<WireFrame> frame =
+      ReadFrame(*message, kMaxStreamHeadBytes, what_, &head);
+  if (!frame.ok()) return frame.status();
   if (!started()) {
-    absl::Status s = Head(*message);
-    message->Clear();
-    return s;
+    if (frame->head_bytes == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what_, ": a first frame without a stream head"));
+    }
+    if (absl::Status s = Head(head); !s.ok()) return s;
+  } else if (frame->head_bytes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what_, ": a frame with a head after ", received_, " of ",
+                     total_, " bytes (only the first has one)"));
   }
-  const uint64_t n = message->Length();
+  absl::Status appended = Append(*frame);
+  message->Clear();  // Its buffers go back now, not with the stream.
+  return appended;
+}
+
+absl::Status ChunkAssembler::Append(const WireFrame& frame) {
+  // received_ <= total_ always, so the difference cannot wrap.
+  const uint64_t n = static_cast<uint64_t>(frame.payload_bytes);
   if (n > total_ - received_) {
     return absl::InvalidArgumentError(
         absl::StrCat(what_, ": a chunk of ", n, " bytes after ", received_,
@@ -199,11 +177,10 @@ absl::Status ChunkAssembler::Add(grpc::ByteBuffer* message) {
   }
   if (n == 0) return absl::OkStatus();
   if (absl::Status s = Reserve(received_ + n); !s.ok()) return s;
-  for (const grpc::Slice& s : SlicesOf(*message)) {
+  for (const grpc::Slice& s : frame.payload) {
     std::memcpy(data_ + received_, s.begin(), s.size());
     received_ += s.size();
   }
-  message->Clear();  // Its buffers go back now, not with the stream.
   return absl::OkStatus();
 }
 

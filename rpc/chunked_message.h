@@ -1,12 +1,14 @@
-// Large call messages as a stream of chunks (rpc/stream_call.h), received
+// Large call messages as a stream of frames (rpc/stream_call.h), received
 // straight into one buffer.
 //
-// On the wire, one message of N bytes is: a head of exactly 16 bytes (N,
-// then `align`, both little-endian uint64), followed by the message's bytes
-// in order, in stream messages of any sizes adding up to N (senders use
-// kChunkBytes). `align` (< 64) is where the sender's largest piece (a
-// tensor's bytes) begins, modulo 64: the receiver places the message so
-// that piece lands 64-byte aligned, and the reader can reference it.
+// A message of N bytes travels in rpc/wire/frames.h's framing, the one
+// collective messages use too: the first frame's head is a
+// proto::StreamHead (N, and `align`), later frames have none, and the
+// frames' payloads are the message's bytes in order (senders put at most
+// kChunkBytes in a frame). `align` (< 64) is where the sender's largest
+// piece (a tensor's bytes) begins, modulo 64: the receiver places the
+// message so that piece lands 64-byte aligned, and the reader can
+// reference it.
 #ifndef FERRY_RPC_CHUNKED_MESSAGE_H_
 #define FERRY_RPC_CHUNKED_MESSAGE_H_
 
@@ -18,23 +20,25 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "proto/call_stream.pb.h"
 #include "rpc/receive_budget.h"
+#include "rpc/wire/frames.h"
 
 namespace ferry {
 
-// Messages at least this long travel as chunks; a chunk's size.
+// Messages at least this long travel as frames; most payload a frame has.
 constexpr size_t kStreamMinBytes = size_t{2} << 20;
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
-// The head and chunks of `message`, referencing its slices (no copy).
+// The frames of `message`, referencing its slices (no copy).
 std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
                                               size_t chunk_bytes);
 
-// Sends one chunked message: its chunks one after another (gRPC takes one
-// write at a time), each chunk's references dropped once it was sent.
+// Sends one message as frames, one after another (gRPC takes one write at
+// a time), each frame's references dropped once it was sent.
 class ChunkWriter {
  public:
-  // Splits `message` into kChunkBytes chunks (no copy), the head first.
+  // Splits `message` into frames of kChunkBytes (no copy).
   void Reset(const grpc::ByteBuffer& message);
   // The next message to write, or null when all were written.
   grpc::ByteBuffer* Next();
@@ -46,7 +50,7 @@ class ChunkWriter {
   size_t next_ = 0;
 };
 
-// Receives one chunked message into one buffer. Each chunk is copied into
+// Receives one message's frames into one buffer. Each frame is copied into
 // the buffer as it arrives and its gRPC buffers are freed at once, so a
 // message costs about its own size. The buffer grows with what arrived
 // (doubling, so a message is moved at most about once in all), never with
@@ -67,9 +71,10 @@ class ChunkAssembler {
   ChunkAssembler(const ChunkAssembler&) = delete;
   ChunkAssembler& operator=(const ChunkAssembler&) = delete;
 
-  // Takes the stream's next message (and empties it). Errors:
-  //   a head that is not 16 bytes, `align` >= 64, a chunk past the
-  //   announced length                                    INVALID_ARGUMENT
+  // Takes the stream's next message, a frame (and empties it). Errors:
+  //   a frame ReadFrame refuses, a first frame without a StreamHead (or
+  //   one without its total), a later one with a head, `align` >= 64,
+  //   payload past the announced length                  INVALID_ARGUMENT
   //   an announced length over max_bytes or what the budget could ever
   //   hold, a buffer the budget cannot grow into now (naming
   //   --max_message_mb, --max_stream_mb_per_peer, --grpc_memory_mb), or
@@ -88,7 +93,9 @@ class ChunkAssembler {
   grpc::ByteBuffer Take();
 
  private:
-  absl::Status Head(const grpc::ByteBuffer& head);
+  absl::Status Head(const proto::StreamHead& head);
+  // Copies a frame's payload in after what arrived.
+  absl::Status Append(const WireFrame& frame);
   // Grows the buffer (and what the budget holds) to hold `bytes` of the
   // message, keeping what arrived.
   absl::Status Reserve(uint64_t bytes);

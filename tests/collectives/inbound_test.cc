@@ -471,16 +471,19 @@ TEST_F(InboundTest, NoRoomIsBackpressure) {
 
 TEST_F(InboundTest, MalformedFramesAreRefused) {
   EXPECT_THAT(Feed({""}), StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(
-      Feed({"\xff\xff\xff\xff\xff"}),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("header length")));
+  EXPECT_THAT(Feed({"\xff\xff\xff\xff\xff"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a frame's head length")));
   // A header length past the bound, with the bytes to back it.
   std::string huge = "\x80\x80\x08";  // 128 KiB.
   huge += std::string(128 << 10, 'x');
-  EXPECT_THAT(Feed({huge}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                     HasSubstr("a header of 131072 bytes")));
-  EXPECT_THAT(Feed({"\x05\x01"}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("truncated")));
+  EXPECT_THAT(
+      Feed({huge}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("a frame head of 131072 bytes (at most 65536)")));
+  EXPECT_THAT(Feed({"\x05\x01"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a length past the end of its field")));
   EXPECT_THAT(Feed({"\x02\xff\xff"}),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("unparsable header")));

@@ -1,26 +1,31 @@
-// Fuzz target: requests arriving as chunked streams (rpc/chunked_message.h)
-// into ChunkAssemblers that share one ReceiveBudget, as hostile peers
-// could send them: several streams of several peers at once, heads of any
-// length and alignment, chunks of any size (past the announced length
-// too), streams abandoned half-way, whole messages taken and kept.
+// Fuzz target: requests arriving as framed streams (rpc/chunked_message.h,
+// rpc/wire/frames.h) into ChunkAssemblers that share one ReceiveBudget, as
+// hostile peers could send them: several streams of several peers at once,
+// heads of any total and alignment, frames of any bytes (payload past the
+// announced length too), streams abandoned half-way, whole messages taken
+// and kept.
 //
 // Input: records, each a control byte and its operands.
-//   control & 3 == 0  stream s = (control >> 2) & 7 gets a head: u32le
-//                     total, a byte of align (values >= 64 included)
-//   control & 3 == 1  stream s gets a chunk: u16le length, then the bytes
-//                     (cut into two slices at a split byte)
+//   control & 3 == 0  stream s = (control >> 2) & 7 gets a first frame: a
+//                     StreamHead of u32le total and a byte of align
+//                     (values >= 64 included), no payload
+//   control & 3 == 1  stream s gets a frame: u16le length, then the bytes
+//                     (cut into two slices at a split byte); with bit 5,
+//                     the bytes are a later frame's payload (the empty
+//                     head put before them), else the whole frame as is
 //   control & 3 == 2  stream s is abandoned (its assembler destroyed)
 //   control & 3 == 3  stream s's message is taken if complete, and kept
 //                     (or, with bit 5, the kept messages are dropped)
 // Stream s belongs to peer s % 3; the budget holds 192 KiB in all, 96 KiB
 // per peer; messages are at most 128 KiB.
 //
-// Properties: no crash (ASan, UBSan: every chunk lands inside its buffer);
-// a head reserves nothing, and a stream holds at most twice what arrived
-// (plus alignment); the budget counts exactly what the live assemblers and
-// kept messages hold, per peer and in all, never past its bounds; a taken
-// message is exactly the bytes sent, its largest piece placed as the head
-// said; and once everything is dropped, nothing is held.
+// Properties: no crash (ASan, UBSan: every payload lands inside its
+// buffer); a head reserves nothing, a second head is refused, and a stream
+// holds at most twice what arrived (plus alignment); the budget counts
+// exactly what the live assemblers and kept messages hold, per peer and in
+// all, never past its bounds; a taken message is exactly the payload sent,
+// its largest piece placed as the head said; and once everything is
+// dropped, nothing is held.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -33,8 +38,10 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
+#include "proto/call_stream.pb.h"
 #include "rpc/chunked_message.h"
 #include "rpc/receive_budget.h"
+#include "rpc/wire/frames.h"
 
 namespace ferry {
 namespace {
@@ -105,7 +112,7 @@ class Run {
         Head(s, in);
         break;
       case 1:
-        Chunk(s, in);
+        SendFrame(s, control, in);
         break;
       case 2:
         streams_[s] = Stream();
@@ -139,43 +146,60 @@ class Run {
   }
 
   void Head(int s, Reader& in) {
-    std::string head(16, '\0');
-    for (int i = 0; i < 4; ++i) head[i] = static_cast<char>(in.Byte());
-    head[8] = static_cast<char>(in.Byte());
+    uint32_t total = 0;
+    for (int i = 0; i < 4; ++i) total |= uint32_t{in.Byte()} << (8 * i);
+    proto::StreamHead head;
+    head.set_total(total);
+    head.set_align(in.Byte());
+    const std::string bytes = head.SerializeAsString();
+    const std::string frame =
+        std::string(1, static_cast<char>(bytes.size())) + bytes;
     ChunkAssembler& a = Assembler(s);
     const bool was_started = a.started();
     const int64_t before = budget_->used();
-    grpc::Slice slice(head.data(), head.size());
+    grpc::Slice slice(frame.data(), frame.size());
     grpc::ByteBuffer b(&slice, 1);
     absl::Status added = a.Add(&b);
     if (!was_started && budget_->used() != before) {
       Fail("a head reserved bytes");
     }
+    if (was_started && added.ok()) Fail("a second head was taken");
     if (!added.ok()) {
       streams_[s] = Stream();  // The reactor finishes the stream.
-    } else if (!was_started) {
-      streams_[s].align = static_cast<uint8_t>(head[8]);
     } else {
-      streams_[s].sent += head;
+      streams_[s].align = head.align();
     }
   }
 
-  void Chunk(int s, Reader& in) {
+  void SendFrame(int s, uint8_t control, Reader& in) {
     const size_t low = in.Byte();  // In order: operands' order is unspecified.
     const size_t length = low | (size_t{in.Byte()} << 8);
     const uint8_t split = in.Byte();
     const std::string bytes = in.Bytes(length);
+    const bool later = (control & 0x20) != 0;
+    const std::string frame = later ? std::string(1, '\0') + bytes : bytes;
     ChunkAssembler& a = Assembler(s);
     const bool was_started = a.started();
-    grpc::ByteBuffer b = TwoSlices(bytes, split);
+    grpc::ByteBuffer b = TwoSlices(frame, split);
     absl::Status added = a.Add(&b);
     if (!added.ok()) {
       streams_[s] = Stream();
-    } else if (was_started) {
-      streams_[s].sent += bytes;
-    } else {  // A 16-byte chunk was its head.
-      streams_[s].align = static_cast<uint8_t>(bytes[8]);
+      return;
     }
+    if (later) {
+      if (!was_started) Fail("a frame without a head started a stream");
+      streams_[s].sent += bytes;
+      return;
+    }
+    // Taken as is: what it carried, read as the assembler reads it.
+    proto::StreamHead head;
+    grpc::ByteBuffer again = TwoSlices(frame, 0);
+    absl::StatusOr<WireFrame> read = ReadFrame(again, 64, "request", &head);
+    if (!read.ok()) Fail("a frame taken that ReadFrame refuses");
+    if ((read->head_bytes != 0) == was_started) Fail("a head out of place");
+    if (!was_started) streams_[s].align = head.align();
+    streams_[s].sent +=
+        Flat(grpc::ByteBuffer(read->payload.data(), read->payload.size()));
   }
 
   void Take(int s) {

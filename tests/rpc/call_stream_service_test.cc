@@ -17,11 +17,13 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "proto/call_stream.pb.h"
 #include "rpc/base/executor.h"
 #include "rpc/base/quota.h"
 #include "rpc/builtins.h"
 #include "rpc/call_service.h"
 #include "rpc/registry.h"
+#include "rpc/wire/frames.h"
 #include "tests/testing/await.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/raw_client.h"
@@ -93,8 +95,9 @@ class CallStreamServiceTest : public ::testing::Test {
 };
 
 TEST_F(CallStreamServiceTest, ARequestThatStopsArrivingExpires) {
-  auto held = raw_->Hold(kCallStreamMethod,
-                         {wire::StreamHead(1 << 20), std::string(4096, 'x')});
+  auto held = raw_->Hold(
+      kCallStreamMethod,
+      {wire::StreamHead(1 << 20), wire::StreamChunk(std::string(4096, 'x'))});
   ASSERT_TRUE(Eventually([&] { return streams_->budget().used() > 0; }));
   EXPECT_LE(streams_->budget().used(), 2 * 4096 + 128);  // What arrived.
   timers_.Advance(absl::Milliseconds(kTtlMs - 1));
@@ -115,9 +118,18 @@ TEST_F(CallStreamServiceTest, ARequestThatStopsArrivingExpires) {
 TEST_F(CallStreamServiceTest, AWholeRequestIsServedAndItsExpiryCancelled) {
   const std::string request = wire::CallRequest("echo", {wire::Int(9)}, 0);
   RawReply r = raw_->Stream(
-      kCallStreamMethod, {wire::StreamHead(request.size()), request}, kBound);
+      kCallStreamMethod,
+      {wire::StreamHead(request.size()), wire::StreamChunk(request)}, kBound);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  EXPECT_GT(r.bytes.size(), 16u);
+  // A small reply is one frame, its head announcing its payload.
+  ASSERT_EQ(r.messages.size(), 1u);
+  proto::StreamHead head;
+  grpc::Slice slice(r.messages[0]);
+  const grpc::ByteBuffer reply(&slice, 1);
+  absl::StatusOr<WireFrame> frame = ReadFrame(reply, 64, "reply", &head);
+  ASSERT_TRUE(frame.ok()) << frame.status();
+  EXPECT_GT(frame->payload_bytes, 0);
+  EXPECT_EQ(head.total(), static_cast<uint64_t>(frame->payload_bytes));
   EXPECT_TRUE(Eventually([&] { return !timers_.has_pending(); }));
   EXPECT_TRUE(Eventually([&] { return streams_->budget().used() == 0; }));
 }

@@ -8,6 +8,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
+#include "proto/call_stream.pb.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -33,14 +34,19 @@ grpc::ByteBuffer Buffer(const std::vector<std::string>& pieces) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
-// A stream head announcing `total` bytes with alignment hint `align`.
+// A first frame without payload: a StreamHead announcing `total` bytes
+// with alignment hint `align`.
 grpc::ByteBuffer Head(uint64_t total, uint64_t align) {
-  std::string h(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
-    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
-  }
-  return Buffer({h});
+  proto::StreamHead head;
+  head.set_total(total);
+  head.set_align(static_cast<uint32_t>(align));
+  const std::string bytes = head.SerializeAsString();
+  return Buffer({std::string(1, static_cast<char>(bytes.size())), bytes});
+}
+
+// A later frame: the empty head (the byte 0), then `payload`.
+grpc::ByteBuffer Chunk(const std::string& payload) {
+  return Buffer({std::string(1, '\0'), payload});
 }
 
 TEST(ChunkedMessageTest, RoundTripsAndAlignsTheLargestPiece) {
@@ -48,10 +54,9 @@ TEST(ChunkedMessageTest, RoundTripsAndAlignsTheLargestPiece) {
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7);
   const grpc::ByteBuffer message = Buffer({"abc", big, "xyz"});
   std::vector<grpc::ByteBuffer> chunks = SplitIntoChunks(message, 4096);
-  ASSERT_EQ(chunks.size(), 1u + 3u);  // The head, then 10006 bytes.
-  EXPECT_EQ(chunks[0].Length(), 16u);
+  ASSERT_EQ(chunks.size(), 3u);  // 10006 bytes, the head with the first.
   for (size_t i = 1; i < chunks.size(); ++i) {
-    EXPECT_LE(chunks[i].Length(), 4096u);
+    EXPECT_LE(chunks[i].Length(), 4096u + 1);  // And the empty head.
   }
   ChunkAssembler in("request", 1 << 20);
   for (grpc::ByteBuffer& c : chunks) {
@@ -67,18 +72,18 @@ TEST(ChunkedMessageTest, RoundTripsAndAlignsTheLargestPiece) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(slices[0].begin() + 3) % 64, 0u);
 }
 
-TEST(ChunkedMessageTest, WriterHandsOutTheHeadThenEachChunkOnce) {
+TEST(ChunkedMessageTest, WriterHandsOutEachFrameOnce) {
   ChunkWriter w;
-  w.Reset(Buffer({std::string(kChunkBytes + 1, 'x')}));
-  grpc::ByteBuffer* head = w.Next();
-  ASSERT_NE(head, nullptr);
-  EXPECT_EQ(head->Length(), 16u);
+  w.Reset(Buffer({std::string(2 * kChunkBytes + 1, 'x')}));
+  grpc::ByteBuffer* first = w.Next();
+  ASSERT_NE(first, nullptr);
+  EXPECT_GT(first->Length(), kChunkBytes);  // The head, and a chunk.
   EXPECT_FALSE(w.last());
   ASSERT_NE(w.Next(), nullptr);
   EXPECT_FALSE(w.last());
   grpc::ByteBuffer* tail = w.Next();
   ASSERT_NE(tail, nullptr);
-  EXPECT_EQ(tail->Length(), 1u);
+  EXPECT_EQ(tail->Length(), 2u);  // The empty head, and the last byte.
   EXPECT_TRUE(w.last());
   EXPECT_EQ(w.Next(), nullptr);
 }
@@ -107,10 +112,27 @@ TEST(ChunkedMessageTest, LengthOverTheLimitIsRefusedBeforeAllocating) {
 
 TEST(ChunkedMessageTest, MalformedHeadsAreInvalid) {
   ChunkAssembler in("request", 1 << 20);
-  grpc::ByteBuffer short_head = Buffer({"12345"});
-  EXPECT_THAT(in.Add(&short_head),
+  grpc::ByteBuffer no_head = Chunk("12345");
+  EXPECT_THAT(in.Add(&no_head),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a stream head of 5 bytes")));
+                       HasSubstr("request: a first frame without a stream "
+                                 "head")));
+  grpc::ByteBuffer past_the_frame = Buffer({"12345"});  // A head of 49.
+  EXPECT_THAT(in.Add(&past_the_frame),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("request: a frame's head length")));
+  grpc::ByteBuffer too_long = Buffer({"\x41", std::string(65, 'x')});
+  EXPECT_THAT(in.Add(&too_long),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a frame head of 65 bytes (at most 64)")));
+  grpc::ByteBuffer no_total = Buffer({std::string("\x02\x10\x05", 3)});
+  EXPECT_THAT(in.Add(&no_total),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a stream head without the message's "
+                                 "total")));
+  grpc::ByteBuffer junk = Buffer({std::string("\x02\xff\xff", 3)});
+  EXPECT_THAT(in.Add(&junk), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr("unparsable header")));
   grpc::ByteBuffer bad_align = Head(10, 64);
   EXPECT_THAT(in.Add(&bad_align), StatusIs(absl::StatusCode::kInvalidArgument,
                                            HasSubstr("alignment 64")));
@@ -121,14 +143,29 @@ TEST(ChunkedMessageTest, BytesPastTheAnnouncedLengthAreInvalid) {
   ChunkAssembler in("request", 1 << 20);
   grpc::ByteBuffer head = Head(10, 0);
   ASSERT_OK(in.Add(&head));
-  grpc::ByteBuffer first = Buffer({"123"});
+  grpc::ByteBuffer first = Chunk("123");
   ASSERT_OK(in.Add(&first));
   EXPECT_EQ(in.Progress(), "request: 3 of 10 bytes received");
-  grpc::ByteBuffer too_long = Buffer({"12345678"});
+  grpc::ByteBuffer too_long = Chunk("12345678");
   EXPECT_THAT(in.Add(&too_long),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("a chunk of 8 bytes after 3 of 10")));
+  grpc::ByteBuffer second_head = Head(10, 0);
+  EXPECT_THAT(in.Add(&second_head),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a frame with a head after 3 of 10 bytes")));
   EXPECT_FALSE(in.complete());
+}
+
+// The head and the first payload in one frame, as senders make them.
+TEST(ChunkedMessageTest, TheFirstFrameMayCarryPayload) {
+  ChunkAssembler in("reply", 1 << 20);
+  std::vector<grpc::ByteBuffer> frames =
+      SplitIntoChunks(Buffer({"hello"}), kChunkBytes);
+  ASSERT_EQ(frames.size(), 1u);
+  ASSERT_OK(in.Add(&frames[0]));
+  ASSERT_TRUE(in.complete());
+  EXPECT_EQ(Flat(in.Take()), "hello");
 }
 
 TEST(ChunkedMessageTest, ChunksLandAlignedAcrossTheBufferGrowing) {
@@ -153,7 +190,7 @@ TEST(ChunkedMessageTest, ChunksLandAlignedAcrossTheBufferGrowing) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(slices[0].begin() + 2) % 64, 0u);
 }
 
-// Issue 25 (F5): a head alone reserved all it announced, so two 16-byte
+// Issue 25 (F5): a head alone reserved all it announced, so two small
 // heads held the whole budget until their senders left.
 TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
   auto budget = std::make_shared<ReceiveBudget>(
@@ -166,7 +203,7 @@ TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
   ASSERT_OK(second.Add(&head));
   EXPECT_EQ(budget->used(), 0);
   // What arrives is what is held (at most twice it, and the alignment's).
-  grpc::ByteBuffer some = Buffer({std::string(5000, 'x')});
+  grpc::ByteBuffer some = Chunk(std::string(5000, 'x'));
   ASSERT_OK(first.Add(&some));
   EXPECT_GE(budget->used(), 5000);
   EXPECT_LE(budget->used(), 2 * 5000 + 128);
@@ -181,7 +218,7 @@ TEST(ChunkedMessageTest, TheReservationGrowsAtMostTwiceWhatArrived) {
   ASSERT_OK(in.Add(&head));
   int64_t received = 0;
   for (int i = 0; i < 40; ++i) {
-    grpc::ByteBuffer chunk = Buffer({std::string(4096 + i, 'y')});
+    grpc::ByteBuffer chunk = Chunk(std::string(4096 + i, 'y'));
     received += 4096 + i;
     ASSERT_OK(in.Add(&chunk));
     EXPECT_LE(in.reserved(), 2 * received + 128) << "after " << received;
@@ -194,14 +231,14 @@ TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
   ChunkAssembler a1("request", 8 << 20, budget, "client node 7");
   grpc::ByteBuffer head = Head(900000, 0);
   ASSERT_OK(a1.Add(&head));
-  grpc::ByteBuffer body = Buffer({std::string(600000, 'x')});
+  grpc::ByteBuffer body = Chunk(std::string(600000, 'x'));
   ASSERT_OK(a1.Add(&body));
   // The same peer's second stream cannot take what is left of its share
   // and more...
   ChunkAssembler a2("request", 8 << 20, budget, "client node 7");
   head = Head(900000, 0);
   ASSERT_OK(a2.Add(&head));
-  body = Buffer({std::string(600000, 'x')});
+  body = Chunk(std::string(600000, 'x'));
   EXPECT_THAT(a2.Add(&body),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        AllOf(HasSubstr("request: 0 of 900000 bytes received"),
@@ -211,7 +248,7 @@ TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
   ChunkAssembler b("request", 8 << 20, budget, "worker3");
   head = Head(900000, 0);
   ASSERT_OK(b.Add(&head));
-  body = Buffer({std::string(900000, 'x')});
+  body = Chunk(std::string(900000, 'x'));
   ASSERT_OK(b.Add(&body));
   EXPECT_TRUE(b.complete());
 }
@@ -239,13 +276,13 @@ TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
   ChunkAssembler first("request", 1 << 20, budget, "a");
   grpc::ByteBuffer head = Head(600, 0);
   ASSERT_OK(first.Add(&head));
-  grpc::ByteBuffer body = Buffer({std::string(600, 'x')});
+  grpc::ByteBuffer body = Chunk(std::string(600, 'x'));
   ASSERT_OK(first.Add(&body));
   EXPECT_GE(budget->used(), 600);
   ChunkAssembler second("request", 1 << 20, budget, "b");
   head = Head(600, 0);
   ASSERT_OK(second.Add(&head));
-  body = Buffer({std::string(600, 'x')});
+  body = Chunk(std::string(600, 'x'));
   EXPECT_THAT(second.Add(&body), StatusIs(absl::StatusCode::kResourceExhausted,
                                           HasSubstr("(--grpc_memory_mb=0)")));
   {
@@ -256,7 +293,7 @@ TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
   ChunkAssembler third("request", 1 << 20, budget, "b");
   head = Head(600, 0);
   ASSERT_OK(third.Add(&head));
-  body = Buffer({std::string(600, 'x')});
+  body = Chunk(std::string(600, 'x'));
   EXPECT_OK(third.Add(&body));
 }
 
@@ -266,7 +303,7 @@ TEST(ChunkedMessageTest, AnAbandonedAssemblerGivesItsBytesBack) {
     ChunkAssembler in("request", 1 << 20, budget, "a");
     grpc::ByteBuffer head = Head(10000, 0);
     ASSERT_OK(in.Add(&head));
-    grpc::ByteBuffer body = Buffer({std::string(3000, 'x')});
+    grpc::ByteBuffer body = Chunk(std::string(3000, 'x'));
     ASSERT_OK(in.Add(&body));
     EXPECT_GT(budget->used(), 0);
   }

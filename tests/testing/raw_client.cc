@@ -67,7 +67,8 @@ class StreamCall final
   }
   void OnReadDone(bool ok) override {
     if (!ok) return;
-    reply.bytes += FromBuffer(in_);
+    reply.messages.push_back(FromBuffer(in_));
+    reply.bytes += reply.messages.back();
     StartRead(&in_);
   }
   void OnDone(const grpc::Status& s) override {
@@ -344,12 +345,13 @@ std::string RRef(const proto::RRefHandle& handle) {
 }
 
 std::string StreamHead(uint64_t total, uint64_t align) {
-  std::string h(16, '\0');
-  for (int i = 0; i < 8; ++i) {
-    h[i] = static_cast<char>((total >> (8 * i)) & 0xff);
-    h[8 + i] = static_cast<char>((align >> (8 * i)) & 0xff);
-  }
-  return h;
+  std::string head = VarintField(1, total);
+  if (align != 0) head += VarintField(2, align);
+  return Varint(head.size()) + head;
+}
+
+std::string StreamChunk(absl::string_view bytes) {
+  return Varint(0) + std::string(bytes);
 }
 
 std::string CallRequest(absl::string_view function,

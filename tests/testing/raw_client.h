@@ -37,6 +37,8 @@ inline constexpr char kRegisterClientMethod[] =
 struct RawReply {
   grpc::Status status;
   std::string bytes;  // The response message, if OK.
+  // A stream's reply messages, one by one (`bytes` has them concatenated).
+  std::vector<std::string> messages;
   absl::Duration elapsed;
 };
 
@@ -154,9 +156,12 @@ std::string Tensor(int dtype, const std::vector<int64_t>& shape,
                    absl::string_view data);
 std::string RRef(const proto::RRefHandle& handle);
 
-// A call stream's head (rpc/chunked_message.h): `total` bytes to come, the
-// largest piece starting at `align` modulo 64.
+// A call stream's first frame (rpc/wire/frames.h), without payload: its
+// StreamHead says `total` bytes to come, the largest piece starting at
+// `align` modulo 64.
 std::string StreamHead(uint64_t total, uint64_t align = 0);
+// A later frame of a call stream: no head, `bytes` of payload.
+std::string StreamChunk(absl::string_view bytes);
 
 // A CallRequest for `function` with these argument values.
 std::string CallRequest(absl::string_view function,

@@ -74,7 +74,7 @@ proto::WorkerStatus AwaitStatus(
 std::vector<std::string> Streamed(const std::string& request) {
   std::vector<std::string> messages = {wire::StreamHead(request.size())};
   for (size_t at = 0; at < request.size(); at += size_t{1} << 20) {
-    messages.push_back(request.substr(at, size_t{1} << 20));
+    messages.push_back(wire::StreamChunk(request.substr(at, size_t{1} << 20)));
   }
   return messages;
 }
@@ -135,8 +135,9 @@ TEST(HostileBudgetTest, AHalfSentStreamExpires) {
       DaemonCluster::Up(1, {"--stream_ttl_ms=1500"});
   ASSERT_TRUE(job.ok()) << job.status();
   std::unique_ptr<RawClient> raw = Registered(**job);
-  auto held = raw->Hold(kCallStreamMethod,
-                        {wire::StreamHead(10 * kMiB), std::string(kMiB, 'x')});
+  auto held = raw->Hold(
+      kCallStreamMethod,
+      {wire::StreamHead(10 * kMiB), wire::StreamChunk(std::string(kMiB, 'x'))});
   ASSERT_TRUE(held->AwaitWritten(kBound));
   RawReply r = held->Wait(kBound);
   Log("held stream", r);
@@ -166,7 +167,9 @@ TEST(HostileBudgetTest, OnePeerIsHeldToItsShare) {
   ASSERT_TRUE(job.ok()) << job.status();
   std::unique_ptr<RawClient> attacker = Registered(**job);
   std::vector<std::string> six = {wire::StreamHead(7 * kMiB)};
-  for (int i = 0; i < 6; ++i) six.push_back(std::string(kMiB, 'x'));
+  for (int i = 0; i < 6; ++i) {
+    six.push_back(wire::StreamChunk(std::string(kMiB, 'x')));
+  }
   auto held = attacker->Hold(kCallStreamMethod, six);
   ASSERT_TRUE(held->AwaitWritten(kBound));
   proto::WorkerStatus s =
@@ -176,7 +179,9 @@ TEST(HostileBudgetTest, OnePeerIsHeldToItsShare) {
   ASSERT_GE(s.stream_bytes(), 6 * kMiB);
   // The same peer's next stream would take it past its share.
   std::vector<std::string> more = {wire::StreamHead(7 * kMiB)};
-  for (int i = 0; i < 4; ++i) more.push_back(std::string(kMiB, 'y'));
+  for (int i = 0; i < 4; ++i) {
+    more.push_back(wire::StreamChunk(std::string(kMiB, 'y')));
+  }
   RawReply r = attacker->Stream(kCallStreamMethod, more, kBound);
   Log("second stream", r);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "proto/call_stream.pb.h"
 #include "proto/worker.pb.h"
 #include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
@@ -269,30 +270,38 @@ TEST_F(HostileCallsTest, StreamAnnouncingAnExabyte) {
                 "(--max_message_mb=1100)");
 }
 
-TEST_F(HostileCallsTest, StreamHeadOfTheWrongSize) {
+TEST_F(HostileCallsTest, MalformedStreamHeads) {
+  // A head length ('a', 97) past the frame's end.
   RawReply r = raw_->Stream(kCallStreamMethod, {"abc"});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
-                "a stream head of 3 bytes");
+                "request: a frame's head length");
+  // A first frame without a head, and a head without the total.
+  r = raw_->Stream(kCallStreamMethod, {wire::StreamChunk("abc")});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "request: a first frame without a stream head");
+  r = raw_->Stream(kCallStreamMethod, {std::string("\x02\x10\x05", 3)});
+  ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
+                "request: a stream head without the message's total");
 }
 
 TEST_F(HostileCallsTest, StreamLongerThanAnnounced) {
-  RawReply r =
-      raw_->Stream(kCallStreamMethod, {wire::StreamHead(4), "12345678"});
+  RawReply r = raw_->Stream(
+      kCallStreamMethod, {wire::StreamHead(4), wire::StreamChunk("12345678")});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "a chunk of 8 bytes after 0 of 4");
 }
 
 TEST_F(HostileCallsTest, StreamEndingEarly) {
-  RawReply r =
-      raw_->Stream(kCallStreamMethod, {wire::StreamHead(1 << 20), "1234"});
+  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(1 << 20),
+                                                wire::StreamChunk("1234")});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT,
                 "4 of 1048576 bytes received");
 }
 
 TEST_F(HostileCallsTest, StreamOfAMalformedRequest) {
   const std::string junk = "\xff\xff\xff";
-  RawReply r =
-      raw_->Stream(kCallStreamMethod, {wire::StreamHead(junk.size()), junk});
+  RawReply r = raw_->Stream(kCallStreamMethod, {wire::StreamHead(junk.size()),
+                                                wire::StreamChunk(junk)});
   ExpectHealthy(r, grpc::StatusCode::INVALID_ARGUMENT, "request");
 }
 
@@ -302,17 +311,24 @@ TEST_F(HostileCallsTest, StreamedEchoIsAnsweredAsAStream) {
       Request("echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)});
   std::vector<std::string> messages = {wire::StreamHead(request.size())};
   for (size_t at = 0; at < request.size(); at += size_t{1} << 20) {
-    messages.push_back(request.substr(at, size_t{1} << 20));
+    messages.push_back(wire::StreamChunk(request.substr(at, size_t{1} << 20)));
   }
   RawReply r = raw_->Stream(kCallStreamMethod, messages);
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
-  ASSERT_GE(r.bytes.size(), 16u);
-  uint64_t total = 0;
-  for (int i = 0; i < 8; ++i) {
-    total |= uint64_t{static_cast<unsigned char>(r.bytes[i])} << (8 * i);
+  // Frames (rpc/wire/frames.h): the first's head is a StreamHead, the
+  // others have an empty head (the byte 0).
+  ASSERT_GE(r.messages.size(), 2u);
+  const size_t head = static_cast<unsigned char>(r.messages[0][0]);
+  ASSERT_LT(head, 0x80u);  // A one-byte varint.
+  proto::StreamHead stream_head;
+  ASSERT_TRUE(stream_head.ParseFromString(r.messages[0].substr(1, head)));
+  std::string reply = r.messages[0].substr(1 + head);
+  for (size_t i = 1; i < r.messages.size(); ++i) {
+    ASSERT_EQ(r.messages[i][0], '\0') << "frame " << i;
+    reply += r.messages[i].substr(1);
   }
-  EXPECT_EQ(total, r.bytes.size() - 16);
-  absl::StatusOr<proto::Value> v = testing::ParseResult(r.bytes.substr(16));
+  EXPECT_EQ(stream_head.total(), reply.size());
+  absl::StatusOr<proto::Value> v = testing::ParseResult(reply);
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->tensor().data(), data);
 }
