@@ -71,7 +71,7 @@ absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
     // The entry exists while our copy does, so this completes at once.
     FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, fork, peer_));
   } else {
-    Future<Done> added = context_->owner_client().AddFork(
+    Future<Done> added = context_->owners().AddFork(
         d.owner_rank, Request(d.rref_id, fork, peer_),
         context_->Timeout(std::nullopt));
     // G2: our copy (the parent) lives until the owner acknowledged the
@@ -125,7 +125,7 @@ absl::StatusOr<Value::RRefPtr> ForkCodec::Decode(
   proto::ForkRequest confirm =
       Request(d.rref_id, d.fork_id, context_->host().node);
   confirm.set_round(context_->NextLeaseRound());
-  context_->owner_client().Confirm(d.owner_rank, std::move(confirm));
+  context_->owners().Confirm(d.owner_rank, std::move(confirm));
   return Value::RRefPtr(*std::move(state));
 }
 
@@ -137,7 +137,7 @@ void ForkCodec::Abandon() {
     } else {
       proto::ForkRequest req = Request(r.rref, r.fork, peer_);
       req.set_only_unconfirmed(true);
-      context_->owner_client().Delete(r.owner, std::move(req));
+      context_->owners().Delete(r.owner, std::move(req));
     }
     context_->EndTransit(r.fork);
   }

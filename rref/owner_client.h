@@ -1,8 +1,9 @@
-// The user side of the RRef protocol: requests to owners. One-shot
-// requests (AddFork, Fetch, RenewLease, ListOwned) return futures that fail
-// at once, naming the owner, when it dies. Control messages (ConfirmFork,
-// DeleteFork) are idempotent and retried with backoff until delivered, the
-// owner is known gone, or the retry budget is spent.
+// The user side of the RRef protocol over gRPC: requests to owners
+// (rref/owner_requests.h has the contract). One-shot requests (AddFork,
+// Fetch, RenewLease, ListOwned) return futures that fail at once, naming
+// the owner, when it dies. Control messages (ConfirmFork, DeleteFork) are
+// idempotent and retried with backoff until delivered, the owner is known
+// gone, or the retry budget is spent (about two minutes).
 #ifndef FERRY_RREF_OWNER_CLIENT_H_
 #define FERRY_RREF_OWNER_CLIENT_H_
 
@@ -24,51 +25,42 @@
 #include "rpc/membership/membership.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
+#include "rref/owner_requests.h"
 
 namespace ferry {
 
-// What an owner answers a lease renewal.
-struct LeaseAnswer {
-  absl::Duration lease;  // How often it must hear from us.
-  uint64_t epoch = 0;    // Its abandon epoch (proto/rref.proto).
-};
-
-class OwnerClient : public std::enable_shared_from_this<OwnerClient> {
+class OwnerClient final : public OwnerRequests,
+                          public std::enable_shared_from_this<OwnerClient> {
  public:
   // `directory` must be filled (the node started) before the first request.
   // Deadlines are on `timers`' clock.
   OwnerClient(ChannelPool* channels, Membership* membership, Timers* timers,
               const Directory* directory);
 
+  // ---- OwnerRequests ----
   Future<Done> AddFork(int owner, proto::ForkRequest request,
-                       absl::Duration timeout);
-  // The value, decoded with `codec` (RRefs inside it become this node's).
+                       absl::Duration timeout) override;
   Future<Value> Fetch(int owner, proto::ForkRequest request,
-                      absl::Duration timeout, std::shared_ptr<RRefCodec> codec);
-  // One chunk of a renewal (rref/lease_chunks.h).
+                      absl::Duration timeout,
+                      std::shared_ptr<RRefCodec> codec) override;
   Future<LeaseAnswer> RenewLease(int owner, proto::LeaseRequest request,
-                                 absl::Duration timeout);
-  Future<std::vector<proto::OwnedRRef>> ListOwned(int owner,
-                                                  absl::Duration timeout);
-
-  void Confirm(int owner, proto::ForkRequest request) {
+                                 absl::Duration timeout) override;
+  Future<std::vector<proto::OwnedRRef>> ListOwned(
+      int owner, absl::Duration timeout) override;
+  void Confirm(int owner, proto::ForkRequest request) override {
     Control(owner, false, std::move(request), 0);
   }
-  void Delete(int owner, proto::ForkRequest request) {
+  void Delete(int owner, proto::ForkRequest request) override {
     Control(owner, true, std::move(request), 0);
   }
-
-  // Control messages not yet delivered.
-  int64_t pending() const ABSL_LOCKS_EXCLUDED(mu_);
-  // True once every control message was delivered (or dropped); false at
-  // `deadline` (on the timers' clock; the wait itself is real).
-  bool WaitIdle(absl::Time deadline) ABSL_LOCKS_EXCLUDED(mu_);
-  void FailNode(uint64_t node, const absl::Status& reason) {
+  int64_t pending() const override ABSL_LOCKS_EXCLUDED(mu_);
+  // The wait itself is real; `deadline` is on the timers' clock.
+  bool WaitIdle(absl::Time deadline) override ABSL_LOCKS_EXCLUDED(mu_);
+  void FailNode(uint64_t node, const absl::Status& reason) override {
     inflight_.FailNode(node, reason);
   }
-  // Cancels everything and waits (bounded) for the callbacks; later
-  // retries are dropped. Call before destroying the client.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Also waits (bounded) for gRPC's callbacks of what it cancels.
+  void Stop() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   template <typename Response, typename Start>

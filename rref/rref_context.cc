@@ -8,6 +8,7 @@
 #include "rpc/base/status_util.h"
 #include "rref/fork_codec.h"
 #include "rref/lease_chunks.h"
+#include "rref/owner_client.h"
 #include "rref/rref_service.h"
 
 namespace ferry {
@@ -47,8 +48,10 @@ uint64_t RandomIdBase() {
 
 RRefContext::RRefContext(Host host, RRefOptions options)
     : host_(std::move(host)), options_(options), counter_(RandomIdBase()) {
-  owner_client_ = std::make_shared<OwnerClient>(
-      host_.channels, host_.membership, host_.timers, host_.directory);
+  owners_ = host_.owners != nullptr ? host_.owners
+                                    : std::make_shared<OwnerClient>(
+                                          host_.channels, host_.membership,
+                                          host_.timers, host_.directory);
 }
 
 RRefContext::~RRefContext() { Stop(); }
@@ -146,7 +149,7 @@ void RRefContext::Attach() {
 void RRefContext::OnNodeDown(uint64_t node) {
   // A gone holder's copies go at once; calls to a gone owner fail now.
   if (owner_table_ != nullptr) owner_table_->DropHolder(node);
-  owner_client_->FailNode(
+  owners_->FailNode(
       node, absl::UnavailableError(absl::StrCat(NodeName(node), " is gone")));
   if (IsWorkerNode(node)) ForgetOwner(static_cast<int>(node));
 }
@@ -245,8 +248,7 @@ void RRefContext::Released(const RRefDescriptor& d) {
     if (held_.erase(d.fork_id) == 0) return;
     if (stopped_) return;
   }
-  owner_client_->Delete(d.owner_rank,
-                        Request(d.rref_id, d.fork_id, host_.node));
+  owners_->Delete(d.owner_rank, Request(d.rref_id, d.fork_id, host_.node));
 }
 
 uint64_t RRefContext::NextLeaseRound() const {
@@ -311,7 +313,7 @@ void RRefContext::SendRenewal(int owner, uint64_t round,
   for (proto::LeaseRequest& request :
        ChunkLease(host_.node, round, listing.epoch, listing.held,
                   listing.in_transit, options_.lease_chunk_handles)) {
-    owner_client_->RenewLease(owner, std::move(request), RenewPeriod())
+    owners_->RenewLease(owner, std::move(request), RenewPeriod())
         .Then([weak, owner](const absl::StatusOr<LeaseAnswer>& answer) {
           auto c = weak.lock();
           if (!c || !answer.ok()) return;
@@ -430,7 +432,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
         });
     return result.future();
   }
-  Future<Value> fetched = owner_client_->Fetch(
+  Future<Value> fetched = owners_->Fetch(
       d.owner_rank, Request(d.rref_id, d.fork_id, host_.node), t,
       std::shared_ptr<RRefCodec>(ForPeer(WorkerNode(d.owner_rank))));
   // The creation's own failure (e.g. its timeout) explains a failed fetch.
@@ -497,7 +499,7 @@ absl::StatusOr<Value> RRefContext::RemoteOnOwner(
 
 Future<std::vector<proto::OwnedRRef>> RRefContext::ListOwned(
     int worker, absl::Duration timeout) {
-  return owner_client_->ListOwned(worker, timeout);
+  return owners_->ListOwned(worker, timeout);
 }
 
 std::unique_ptr<RRefCodec> RRefContext::ForPeer(uint64_t peer) {
@@ -620,9 +622,9 @@ Future<Value> RRefContext::InvokeOnValue(const CallContext& ctx,
 
 absl::Status RRefContext::Drain(absl::Time deadline) {
   absl::Status status;
-  if (!owner_client_->WaitIdle(deadline)) {
-    status = absl::DeadlineExceededError(absl::StrCat(
-        owner_client_->pending(), " rref message(s) not delivered"));
+  if (!owners_->WaitIdle(deadline)) {
+    status = absl::DeadlineExceededError(
+        absl::StrCat(owners_->pending(), " rref message(s) not delivered"));
   }
   if (owner_table_ != nullptr && host_.log) {
     OwnerStats s = owner_table_->stats();
@@ -650,7 +652,7 @@ void RRefContext::Stop() {
   }
   host_.timers->Cancel(lease);
   host_.timers->Cancel(sweep);
-  owner_client_->Stop();
+  owners_->Stop();
   if (owner_table_ != nullptr) {
     owner_table_->FailWaits(
         absl::UnavailableError(absl::StrCat(host_.name, " is stopping")));
@@ -666,9 +668,7 @@ int64_t RRefContext::live_user_rrefs() const {
   return static_cast<int64_t>(held_.size());
 }
 
-int64_t RRefContext::pending_messages() const {
-  return owner_client_->pending();
-}
+int64_t RRefContext::pending_messages() const { return owners_->pending(); }
 
 void RRefContext::FillStatus(proto::WorkerStatus* status) const {
   OwnerStats s = owner_stats();

@@ -42,7 +42,7 @@
 #include "rpc/client.h"
 #include "rpc/wire/bounded_service.h"
 #include "rref/lease_chunks.h"
-#include "rref/owner_client.h"
+#include "rref/owner_requests.h"
 #include "rref/owner_table.h"
 #include "rref/rref.h"
 #include "rref/rref_state.h"
@@ -136,6 +136,9 @@ class RRefContext final : public RRefCore,
     const Authenticator* authenticator = nullptr;
     // Owners: what one request may make the service build (--max_items …).
     Limits limits;
+    // Where requests to owners go; null: an OwnerClient over `channels`
+    // (tests pass tests/testing/fake_owners.h's).
+    std::shared_ptr<OwnerRequests> owners;
   };
   RRefContext(Host host, RRefOptions options);
 
@@ -153,7 +156,7 @@ class RRefContext final : public RRefCore,
   Clock* clock() const { return host_.timers->clock(); }
   const Host& host() const { return host_; }
   OwnerTable* owner_table() { return owner_table_.get(); }  // Null on clients.
-  OwnerClient& owner_client() { return *owner_client_; }
+  OwnerRequests& owners() { return *owners_; }
   bool owns(int rank) const { return host_.rank >= 0 && rank == host_.rank; }
   // UNAVAILABLE "owner <name> died (…)" if `rref`'s owner died or left, or
   // a new incarnation holds its rank now (which never has the value).
@@ -221,7 +224,7 @@ class RRefContext final : public RRefCore,
   std::atomic<uint64_t> counter_;
   std::atomic<int64_t> learned_lease_ms_{0};  // Shortest owner lease seen.
   std::unique_ptr<OwnerTable> owner_table_;
-  std::shared_ptr<OwnerClient> owner_client_;
+  std::shared_ptr<OwnerRequests> owners_;
   std::unique_ptr<RRefService> service_;
 
   mutable absl::Mutex mu_;

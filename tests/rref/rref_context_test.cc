@@ -1,8 +1,9 @@
-// An owner's and a user's RRef context over a real in-process gRPC server,
-// on one manual clock: leases, renewal rounds and sweeps happen only when
-// the test advances time, and the test waits for each message to be applied
-// (an owner hook counts them) — no sleeps. TearDown checks the owner table
-// ends empty.
+// An owner's and a user's RRef context, wired by in-process fake owners
+// (tests/testing/fake_owners.h: no gRPC server) on one manual clock: every
+// message, lease, renewal round and sweep happens only when the test steps
+// the timers, so each test is a fixed sequence of protocol steps — no
+// sleeps, no waiting for threads. TearDown checks the owner table ends
+// empty. (The same service over real gRPC: rref_test, rref_races_test.)
 #include "rref/rref_context.h"
 
 #include <memory>
@@ -10,89 +11,27 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server.h"
-#include "grpcpp/server_builder.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "rpc/auth/security.h"
-#include "rpc/channels.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
 #include "rref/fork_codec.h"
 #include "rref/rref.h"
+#include "tests/testing/fake_owners.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::FakeOwners;
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
+using ::ferry::testing::StatusIs;
+using ::testing::HasSubstr;
 
 constexpr absl::Duration kLease = absl::Seconds(1);
 constexpr absl::Duration kPeriod = absl::Milliseconds(250);  // kLease / 4.
-constexpr absl::Duration kWait = absl::Seconds(20);
-
-// Counts what the owner applied, by method (renewals: per holder); holds
-// one method's messages while asked to.
-class Counter {
- public:
-  RRefContext::OwnerHook Hook() {
-    return [this](absl::string_view method,
-                  const google::protobuf::Message& request,
-                  absl::AnyInvocable<void() &&> proceed) {
-      std::string key(method);
-      if (auto* l = dynamic_cast<const proto::LeaseRequest*>(&request)) {
-        absl::StrAppend(&key, "/", l->holder());
-      }
-      {
-        absl::MutexLock lock(&mu_);
-        if (method == hold_) {
-          held_.push_back(std::move(proceed));
-          return;
-        }
-      }
-      std::move(proceed)();
-      absl::MutexLock lock(&mu_);
-      ++applied_[key];
-    };
-  }
-  bool WaitApplied(const std::string& key, int n) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return applied_[key] >= n;
-    };
-    return mu_.AwaitWithTimeout(absl::Condition(&enough), kWait);
-  }
-  int applied(const std::string& key) {
-    absl::MutexLock lock(&mu_);
-    return applied_[key];
-  }
-  void Hold(std::string method) {
-    absl::MutexLock lock(&mu_);
-    hold_ = std::move(method);
-  }
-  // Drops what was held: those messages are lost (their callers see an
-  // error and may retry; the retries are applied).
-  void Lose() {
-    std::vector<absl::AnyInvocable<void() &&>> held;
-    {
-      absl::MutexLock lock(&mu_);
-      held.swap(held_);
-      hold_.clear();
-    }
-    for (auto& p : held) std::move(p)();  // Answered; nothing is kept.
-  }
-
- private:
-  absl::Mutex mu_;
-  std::string hold_ ABSL_GUARDED_BY(mu_);
-  std::vector<absl::AnyInvocable<void() &&>> held_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int> applied_ ABSL_GUARDED_BY(mu_);
-};
 
 class RRefContextTest : public ::testing::Test {
  protected:
@@ -104,32 +43,21 @@ class RRefContextTest : public ::testing::Test {
     owner.rank = 1;
     owner.name = "worker1";
     owner.directory = &directory_;
-    owner.channels = &channels_;
     owner.membership = &membership_;
     owner.timers = &timers_;
+    owner.owners = owners_.ForNode(owner.node);
     owner_ = RRefContext::ForOwner(owner, options);
-    owner_->SetOwnerHookForTesting(counter_.Hook());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(owner_->service());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    directory_ = Directory(
-        {WorkerInfo{.name = "worker0", .rank = 0, .address = "127.0.0.1:1"},
-         WorkerInfo{.name = "worker1",
-                    .rank = 1,
-                    .address = absl::StrCat("127.0.0.1:", port)}});
+    owners_.AddOwner(1, owner_.get());
     RRefContext::Host user = owner;
     user.node = WorkerNode(0);
     user.rank = 0;
     user.name = "worker0";
+    user.owners = owners_.ForNode(user.node);
     user_ = RRefContext::ForUser(user, options);
   }
 
   // An RRef the owner holds, and a copy of it sent to the user (as a call
-  // from the owner would); returns once the owner applied the confirm.
+  // from the owner would), confirmed.
   std::pair<RRef, RRef> Share(int v) {
     absl::StatusOr<RRef> mine = owner_->Wrap(Value(v));
     EXPECT_OK(mine);
@@ -139,44 +67,54 @@ class RRefContextTest : public ::testing::Test {
       absl::StatusOr<proto::RRefHandle> handle =
           send->Encode(mine->AsValue().as_rref());
       EXPECT_OK(handle);
-      const int confirms = counter_.applied("ConfirmFork");
       copy = user_->ForPeer(WorkerNode(1))->Decode(*handle);
       EXPECT_OK(copy);
-      EXPECT_TRUE(counter_.WaitApplied("ConfirmFork", confirms + 1));
+      const int confirms = owners_.delivered("ConfirmFork");
+      timers_.RunDue();
+      EXPECT_EQ(owners_.delivered("ConfirmFork"), confirms + 1);
     }  // The call is over.
     absl::StatusOr<RRef> theirs = RRef::FromValue(Value(*copy));
     EXPECT_OK(theirs);
     return {*std::move(mine), *std::move(theirs)};
   }
 
-  // One renewal period; waits until the user's renewal (`chunks` messages)
-  // was applied.
+  // One renewal period: the user's renewal (`chunks` messages) is applied.
   void Renew(int chunks = 1) {
-    const int before = counter_.applied("RenewLease/0");
+    const int before = owners_.delivered("RenewLease");
     timers_.Advance(kPeriod);
-    ASSERT_TRUE(counter_.WaitApplied("RenewLease/0", before + chunks));
+    EXPECT_EQ(owners_.delivered("RenewLease"), before + chunks);
+  }
+
+  // A value worker1 computes for the user's remote() call, and the user's
+  // copy of it (the creating call arrived: its fork is registered).
+  std::pair<proto::RRefHandle, RRef> Computing() {
+    RRefDescriptor d{user_->NewId(), user_->NewId(), "worker1", 1};
+    const proto::RRefHandle handle = DescriptorToProto(d);
+    EXPECT_OK(owner_->Begin(handle, WorkerNode(0)));
+    absl::StatusOr<std::shared_ptr<const RRefState>> copy =
+        user_->Adopt(d, Future<Done>::Ready(Done()));
+    EXPECT_OK(copy);
+    return {handle, RRef(*std::move(copy))};
   }
 
   void TearDown() override {
-    counter_.Lose();
-    if (user_ != nullptr) user_->Stop();
-    if (owner_ != nullptr) {
-      EXPECT_EQ(owner_->owner_stats().owned, 0) << "leaked";
-      owner_->Stop();
-    }
-    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+    owners_.Release();
+    timers_.RunDue();
+    user_->Stop();
+    EXPECT_EQ(owner_->owner_stats().owned, 0) << "leaked";
+    owner_->Stop();
     timers_.Stop();
   }
 
   ManualClock clock_;
   ManualTimers timers_{&clock_};
-  ChannelPool channels_{Security::Insecure(), ChannelOptions{}};
   Membership membership_;
-  Directory directory_;
-  Counter counter_;
+  Directory directory_{
+      {WorkerInfo{.name = "worker0", .rank = 0, .address = "unused:1"},
+       WorkerInfo{.name = "worker1", .rank = 1, .address = "unused:2"}}};
+  FakeOwners owners_{&timers_};
   std::shared_ptr<RRefContext> owner_;
   std::shared_ptr<RRefContext> user_;
-  std::unique_ptr<grpc::Server> server_;
 };
 
 // A user that renews keeps its copy for many leases; once it goes silent,
@@ -194,11 +132,11 @@ TEST_F(RRefContextTest, RenewalsKeepACopyUntilTheUserGoesSilent) {
   mine = RRef();
 }
 
-// The user's confirm is lost; its next renewal round lists the copy, which
-// confirms it.
+// The user's confirm is late; its next renewal round lists the copy,
+// which confirms it, and the confirm that arrives after changes nothing.
 TEST_F(RRefContextTest, ARenewalRoundConfirmsWhatItLists) {
   ASSERT_OK_AND_ASSIGN(RRef mine, owner_->Wrap(Value(1)));
-  counter_.Hold("ConfirmFork");
+  owners_.Hold("ConfirmFork");
   Value::RRefPtr copy;
   {
     std::unique_ptr<RRefCodec> send = owner_->ForPeer(WorkerNode(0));
@@ -206,15 +144,19 @@ TEST_F(RRefContextTest, ARenewalRoundConfirmsWhatItLists) {
                          send->Encode(mine.AsValue().as_rref()));
     ASSERT_OK_AND_ASSIGN(copy, user_->ForPeer(WorkerNode(1))->Decode(handle));
   }
+  timers_.RunDue();
   EXPECT_EQ(owner_->owner_stats().unconfirmed, 1);
+  EXPECT_EQ(user_->pending_messages(), 1);  // The confirm, undelivered.
   Renew();
   EXPECT_EQ(owner_->owner_stats().unconfirmed, 0);
-  counter_.Lose();
+  owners_.Release();
+  EXPECT_EQ(user_->pending_messages(), 0);
   for (int i = 0; i < 8; ++i) Renew();  // Two leases: still there.
   EXPECT_EQ(owner_->owner_stats().forks, 2);
-  const int deletes = counter_.applied("DeleteFork");
   copy.reset();
-  ASSERT_TRUE(counter_.WaitApplied("DeleteFork", deletes + 1));
+  timers_.RunDue();
+  EXPECT_EQ(owners_.delivered("DeleteFork"), 1);
+  EXPECT_EQ(owner_->owner_stats().forks, 1);
   mine = RRef();
 }
 
@@ -228,7 +170,8 @@ TEST_F(RRefContextTest, ADeleteBeforeItsCreateFreesTheValueWhenItResolves) {
     ASSERT_OK_AND_ASSIGN(std::shared_ptr<const RRefState> copy,
                          user_->Adopt(d, created.future()));
   }  // Released: the delete goes out.
-  ASSERT_TRUE(counter_.WaitApplied("DeleteFork", 1));
+  timers_.RunDue();
+  ASSERT_EQ(owners_.delivered("DeleteFork"), 1);
   const proto::RRefHandle handle = DescriptorToProto(d);
   ASSERT_OK(owner_->Begin(handle, WorkerNode(0)));  // The call arrives.
   EXPECT_EQ(owner_->owner_stats().owned, 1);        // Computing.
@@ -236,6 +179,61 @@ TEST_F(RRefContextTest, ADeleteBeforeItsCreateFreesTheValueWhenItResolves) {
   owner_->Finish(handle, Value(5));
   EXPECT_EQ(owner_->owner_stats().owned, 0);
   created.Set(Done());
+}
+
+// to_here() of a value still being computed waits at the owner (parked,
+// holding no thread) and is answered when the value comes.
+TEST_F(RRefContextTest, AFetchWaitsAtTheOwnerForTheValue) {
+  auto [handle, copy] = Computing();
+  Future<Value> fetched = copy.ToHereAsync();
+  timers_.RunDue();
+  EXPECT_EQ(owners_.delivered("Fetch"), 1);
+  EXPECT_FALSE(fetched.IsReady());
+  EXPECT_EQ(owner_->owner_stats().parked, 1);
+  owner_->Finish(handle, Value(7));
+  ASSERT_TRUE(fetched.IsReady());
+  ASSERT_OK_AND_ASSIGN(Value v, fetched.Wait(absl::ZeroDuration()));
+  EXPECT_EQ(v.as_int(), 7);
+  copy = RRef();
+  timers_.RunDue();
+}
+
+// The fetch's own timeout ends it, naming the owner.
+TEST_F(RRefContextTest, AFetchEndsAtItsTimeoutNamingTheOwner) {
+  auto [handle, copy] = Computing();
+  Future<Value> fetched = copy.ToHereAsync(absl::Milliseconds(100));
+  timers_.Advance(absl::Milliseconds(99));
+  EXPECT_FALSE(fetched.IsReady());
+  timers_.Advance(absl::Milliseconds(1));
+  ASSERT_TRUE(fetched.IsReady());
+  EXPECT_THAT(fetched.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("worker1: to_here")));
+  owner_->Finish(handle, Value(7));
+  copy = RRef();
+  timers_.RunDue();
+}
+
+// The owner dies while a fetch waits there: the fetch fails at once with
+// the death (not at its timeout), and the user forgets the owner's values:
+// nothing more is renewed or released there.
+TEST_F(RRefContextTest, AFetchFailsAtOnceWhenItsOwnerDies) {
+  auto [handle, copy] = Computing();
+  Future<Value> fetched = copy.ToHereAsync();
+  timers_.RunDue();
+  ASSERT_FALSE(fetched.IsReady());
+  membership_.MarkDown(WorkerNode(1), absl::UnavailableError("killed"));
+  ASSERT_TRUE(fetched.IsReady());
+  EXPECT_THAT(fetched.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("owner worker1 died")));
+  copy = RRef();
+  timers_.Advance(kLease);
+  EXPECT_EQ(owners_.delivered("DeleteFork"), 0);
+  EXPECT_EQ(owners_.delivered("RenewLease"), 0);
+  EXPECT_EQ(user_->live_user_rrefs(), 0);
+  owner_->Finish(handle, Value(7));  // The (simulated) owner's own cleanup.
+  timers_.Advance(2 * kLease);       // The silent holder's copy expires.
 }
 
 class ChunkedRRefContextTest : public RRefContextTest {
@@ -254,17 +252,19 @@ TEST_F(ChunkedRRefContextTest, RoundsOfManyChunksReconcileLostDeletes) {
   auto [c, c_copy] = Share(3);
   Renew(3);
   EXPECT_EQ(owner_->owner_stats().forks, 6);
-  counter_.Hold("DeleteFork");
+  owners_.Hold("DeleteFork");
   a_copy = RRef();
   Renew(2);
   EXPECT_EQ(owner_->owner_stats().forks, 5);
-  counter_.Lose();
-  for (int i = 0; i < 8; ++i) Renew(2);  // The others stay.
+  owners_.Drop();
+  EXPECT_EQ(user_->pending_messages(), 0);  // Given up.
+  for (int i = 0; i < 8; ++i) Renew(2);     // The others stay.
   EXPECT_EQ(owner_->owner_stats().forks, 5);
-  const int deletes = counter_.applied("DeleteFork");
   b_copy = RRef();
   c_copy = RRef();
-  ASSERT_TRUE(counter_.WaitApplied("DeleteFork", deletes + 2));
+  timers_.RunDue();
+  EXPECT_EQ(owners_.delivered("DeleteFork"), 2);
+  EXPECT_EQ(owner_->owner_stats().forks, 3);
   a = RRef();
   b = RRef();
   c = RRef();
