@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -65,12 +66,25 @@ struct CallerTelemetry {
   bool sample_new = false;     // Traces it starts are sampled.
 };
 
-class Caller {
+// The calls an RRef context makes (remote(), a call on an RRef's owner),
+// as an interface: Caller makes them over gRPC; a protocol test runs them
+// in-process (tests/testing/fake_owners.h).
+class CallSender {
+ public:
+  virtual ~CallSender() = default;
+  // Caller::Call's contract, with no cancellation and the calling thread's
+  // trace.
+  virtual Future<Value> Send(const WorkerInfo& to, const std::string& function,
+                             std::vector<Value> args, absl::Duration timeout,
+                             std::optional<proto::RRefHandle> create_rref) = 0;
+};
+
+class Caller final : public CallSender {
  public:
   // Replies are decoded within `limits` (rpc/wire_reader.h).
   Caller(ChannelPool* channels, Membership* membership, CallerIdentity self,
          Limits limits = Limits());
-  ~Caller();
+  ~Caller() override;
 
   Caller(const Caller&) = delete;
   Caller& operator=(const Caller&) = delete;
@@ -89,6 +103,12 @@ class Caller {
       std::optional<proto::RRefHandle> create_rref = std::nullopt,
       std::shared_ptr<Cancellation> cancellation = nullptr,
       const TraceContext& trace = TraceContext());
+
+  Future<Value> Send(const WorkerInfo& to, const std::string& function,
+                     std::vector<Value> args, absl::Duration timeout,
+                     std::optional<proto::RRefHandle> create_rref) override {
+    return Call(to, function, std::move(args), timeout, std::move(create_rref));
+  }
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).
   void FailNode(uint64_t node, const absl::Status& reason) {

@@ -389,7 +389,7 @@ absl::StatusOr<RRef> RRefContext::Remote(
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const RRefState> state,
                          Adopt(d, created.future()));
   host_.caller
-      ->Call(*owner, fn, std::move(args), Timeout(timeout),
+      ->Send(*owner, fn, std::move(args), Timeout(timeout),
              DescriptorToProto(d))
       .Then([created](const absl::StatusOr<Value>& r) {
         created.Set(r.ok() ? absl::StatusOr<Done>(Done()) : r.status());
@@ -479,10 +479,10 @@ Future<Value> RRefContext::CallOnOwner(
   }
   if (auto gone = OwnerGone(*rref)) return Future<Value>::Ready(*gone);
   const WorkerInfo& owner = host_.directory->at(owner_rank);
-  return host_.caller->Call(owner, "ferry.rref_call",
+  return host_.caller->Send(owner, "ferry.rref_call",
                             {Value(Value::RRefPtr(rref)), Value(fn),
                              Value(Value::List(std::move(args)))},
-                            Timeout(timeout));
+                            Timeout(timeout), std::nullopt);
 }
 
 absl::StatusOr<Value> RRefContext::RemoteOnOwner(

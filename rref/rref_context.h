@@ -127,7 +127,7 @@ class RRefContext final : public RRefCore,
     ChannelPool* channels = nullptr;
     Membership* membership = nullptr;
     Timers* timers = nullptr;
-    Caller* caller = nullptr;
+    CallSender* caller = nullptr;  // Workers: the agent's Caller.
     Registry* registry = nullptr;  // Workers only.
     absl::Duration default_timeout = absl::Seconds(60);
     std::function<void(absl::string_view, absl::string_view)> log;

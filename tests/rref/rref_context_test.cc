@@ -53,6 +53,7 @@ class RRefContextTest : public ::testing::Test {
     user.rank = 0;
     user.name = "worker0";
     user.owners = owners_.ForNode(user.node);
+    user.caller = owners_.CallerFor(user.node);
     user_ = RRefContext::ForUser(user, options);
   }
 
@@ -234,6 +235,68 @@ TEST_F(RRefContextTest, AFetchFailsAtOnceWhenItsOwnerDies) {
   EXPECT_EQ(user_->live_user_rrefs(), 0);
   owner_->Finish(handle, Value(7));  // The (simulated) owner's own cleanup.
   timers_.Advance(2 * kLease);       // The silent holder's copy expires.
+}
+
+// remote(): the call creates the value at its owner, which keeps it as
+// the RRef's; the caller's copy fetches it and its release frees it.
+TEST_F(RRefContextTest, RemoteCreatesTheValueAtItsOwner) {
+  owners_.Define(1, "twice", [](std::vector<Value> args) {
+    return Future<Value>::Ready(Value(2 * args.at(0).as_int()));
+  });
+  ASSERT_OK_AND_ASSIGN(RRef r, user_->Remote("worker1", "twice", {Value(21)}));
+  EXPECT_EQ(owner_->owner_stats().owned, 0);  // The call is on its way.
+  timers_.RunDue();
+  EXPECT_EQ(owners_.delivered("Call"), 1);
+  EXPECT_EQ(owner_->owner_stats().owned, 1);
+  Future<Value> fetched = r.ToHereAsync();
+  timers_.RunDue();
+  ASSERT_OK_AND_ASSIGN(Value v, fetched.Wait(absl::ZeroDuration()));
+  EXPECT_EQ(v.as_int(), 42);
+  r = RRef();
+  timers_.RunDue();
+  EXPECT_EQ(owner_->owner_stats().owned, 0);
+}
+
+// The function's error is the RRef's: to_here() reports it, naming the
+// owner and the function.
+TEST_F(RRefContextTest, ACreationsErrorIsTheRRefs) {
+  owners_.Define(1, "fail", [](std::vector<Value>) {
+    return Future<Value>::Ready(absl::InvalidArgumentError("no such shape"));
+  });
+  ASSERT_OK_AND_ASSIGN(RRef r, user_->Remote("worker1", "fail", {}));
+  timers_.RunDue();
+  Future<Value> fetched = r.ToHereAsync();
+  timers_.RunDue();
+  EXPECT_THAT(
+      fetched.Wait(absl::ZeroDuration()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no such shape")));
+  r = RRef();
+  timers_.RunDue();
+}
+
+// remote() times out while its function still runs: the owner abandons
+// the creator's copy (as for a cancelled call), so the value is freed when
+// the function ends; to_here() reports the timeout.
+TEST_F(RRefContextTest, ARemotePastItsTimeoutIsAbandonedAtItsOwner) {
+  Promise<Value> result;
+  owners_.Define(1, "slow",
+                 [result](std::vector<Value>) { return result.future(); });
+  ASSERT_OK_AND_ASSIGN(
+      RRef r, user_->Remote("worker1", "slow", {}, absl::Milliseconds(100)));
+  timers_.RunDue();
+  EXPECT_EQ(owner_->owner_stats().owned, 1);  // Computing.
+  EXPECT_EQ(owner_->owner_stats().forks, 1);
+  timers_.Advance(absl::Milliseconds(100));
+  EXPECT_EQ(owner_->owner_stats().forks, 0);  // Abandoned.
+  Future<Value> fetched = r.ToHereAsync();
+  timers_.RunDue();
+  EXPECT_THAT(fetched.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("worker1: slow: no reply within 100 ms")));
+  result.Set(Value(1));  // The function ends; nobody holds the value.
+  EXPECT_EQ(owner_->owner_stats().owned, 0);
+  r = RRef();
+  timers_.RunDue();
 }
 
 class ChunkedRRefContextTest : public RRefContextTest {

@@ -212,8 +212,8 @@ class FakeOwners::User final : public OwnerRequests,
     Message m;
     m.owner = owner;
     m.method = std::move(method);
-    m.deliver = [ask = std::move(ask),
-                 reply = std::move(reply)](OwnerEndpoint& endpoint) mutable {
+    m.deliver = [ask = std::move(ask), reply = std::move(reply)](
+                    RRefContext&, OwnerEndpoint& endpoint) mutable {
       ask(endpoint, std::move(reply));
     };
     m.lose = [self = shared_from_this(), id, promise,
@@ -242,8 +242,8 @@ class FakeOwners::User final : public OwnerRequests,
     Message m;
     m.owner = owner;
     m.method = std::move(method);
-    m.deliver = [self = shared_from_this(), owner, req, is_delete,
-                 done](OwnerEndpoint& endpoint) {
+    m.deliver = [self = shared_from_this(), owner, req, is_delete, done](
+                    RRefContext&, OwnerEndpoint& endpoint) {
       auto answer = [req, done](absl::Status) { done(); };
       if (is_delete) {
         endpoint.DeleteFork(self->Proven(owner), *req, answer);
@@ -265,6 +265,109 @@ class FakeOwners::User final : public OwnerRequests,
   absl::flat_hash_map<int, absl::Status> dead_ ABSL_GUARDED_BY(mu_);
 };
 
+// One node's calls. A call's state is shared by its delivery, its
+// function's end and its timeout: the first answer wins (a promise is set
+// once), and a remote() whose timeout came while its function ran is
+// abandoned at the owner.
+class FakeOwners::Calls final : public CallSender {
+ public:
+  Calls(FakeOwners* owners, uint64_t node) : owners_(owners), node_(node) {}
+
+  Future<Value> Send(const WorkerInfo& to, const std::string& function,
+                     std::vector<Value> args, absl::Duration timeout,
+                     std::optional<proto::RRefHandle> create_rref) override {
+    auto call = std::make_shared<Call>();
+    call->prefix = absl::StrCat(to.name, ": ", function, ": ");
+    call->create_rref = std::move(create_rref);
+    if (timeout != absl::InfiniteDuration()) {
+      owners_->timers_->RunAfter(timeout,
+                                 [call, timeout] { call->TimedOut(timeout); });
+    }
+    Message m;
+    m.owner = to.rank;
+    m.method = "Call";
+    m.deliver = [owners = owners_, node = node_, rank = to.rank, function,
+                 args = std::move(args),
+                 call](RRefContext& owner, OwnerEndpoint&) mutable {
+      // gRPC does not deliver a call past its deadline.
+      if (call->promise.future().IsReady()) return;
+      Function fn = owners->FunctionOf(rank, function);
+      if (fn == nullptr) {
+        call->Reply(
+            absl::NotFoundError(absl::StrCat("no function named ", function)));
+        return;
+      }
+      if (!call->Begin(&owner, node)) return;
+      fn(std::move(args)).Then([call](const absl::StatusOr<Value>& r) {
+        call->Ran(r);
+      });
+    };
+    m.lose = [call] { call->Reply(absl::UnavailableError("lost")); };
+    Future<Value> result = call->promise.future();
+    owners_->Send(std::move(m));
+    return result;
+  }
+
+ private:
+  struct Call {
+    std::string prefix;  // "<worker>: <function>: "
+    std::optional<proto::RRefHandle> create_rref;
+    Promise<Value> promise;
+    absl::Mutex mu;
+    RRefContext* owner ABSL_GUARDED_BY(mu) = nullptr;  // remote(), begun.
+    bool ran ABSL_GUARDED_BY(mu) = false;              // The function ended.
+
+    // remote(): the owner creates the entry; false (answered) if it refuses.
+    bool Begin(RRefContext* context, uint64_t node) {
+      if (!create_rref.has_value()) return true;
+      if (absl::Status s = context->Begin(*create_rref, node); !s.ok()) {
+        Reply(s);
+        return false;
+      }
+      absl::MutexLock lock(&mu);
+      owner = context;
+      return true;
+    }
+    // The function ended: a remote()'s owner keeps the result (even past
+    // the call's timeout, as a callee does), and the call is answered.
+    void Ran(const absl::StatusOr<Value>& r) {
+      RRefContext* begun = nullptr;
+      {
+        absl::MutexLock lock(&mu);
+        ran = true;
+        begun = owner;
+      }
+      if (begun != nullptr) begun->Finish(*create_rref, r);
+      Reply(r.ok() && create_rref.has_value() ? Value() : r);
+    }
+    // Answers the call, unless it was answered (the first answer stays).
+    void Reply(const absl::StatusOr<Value>& r) {
+      if (r.ok()) {
+        promise.Set(r);
+        return;
+      }
+      promise.Set(absl::Status(r.status().code(),
+                               absl::StrCat(prefix, r.status().message())));
+    }
+    // The timeout: the call fails, and a remote() still running is
+    // abandoned at its owner (a callee's cancelled call is).
+    void TimedOut(absl::Duration timeout) {
+      if (promise.future().IsReady()) return;
+      RRefContext* abandon = nullptr;
+      {
+        absl::MutexLock lock(&mu);
+        if (!ran) abandon = owner;
+      }
+      if (abandon != nullptr) abandon->Abandon(*create_rref);
+      Reply(absl::DeadlineExceededError(absl::StrCat(
+          "no reply within ", absl::ToInt64Milliseconds(timeout), " ms")));
+    }
+  };
+
+  FakeOwners* const owners_;
+  const uint64_t node_;
+};
+
 FakeOwners::FakeOwners(Timers* timers, absl::Duration latency)
     : timers_(timers), latency_(latency) {}
 
@@ -275,24 +378,48 @@ FakeOwners::~FakeOwners() {
 
 void FakeOwners::AddOwner(int rank, RRefContext* owner) {
   absl::MutexLock lock(&mu_);
-  owners_[rank] = Owner{owner, std::make_unique<OwnerEndpoint>(owner)};
+  Owner& o = owners_[rank];
+  o.context = owner;
+  o.endpoint = std::make_unique<OwnerEndpoint>(owner);
 }
 
 std::shared_ptr<OwnerRequests> FakeOwners::ForNode(uint64_t node) {
   return std::make_shared<User>(this, node);
 }
 
+void FakeOwners::Define(int rank, const std::string& name, Function fn) {
+  absl::MutexLock lock(&mu_);
+  owners_[rank].functions[name] = std::move(fn);
+}
+
+CallSender* FakeOwners::CallerFor(uint64_t node) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back(std::make_unique<Calls>(this, node));
+  return calls_.back().get();
+}
+
+FakeOwners::Function FakeOwners::FunctionOf(int rank,
+                                            const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = owners_.find(rank);
+  if (it == owners_.end()) return nullptr;
+  auto fn = it->second.functions.find(name);
+  return fn == it->second.functions.end() ? nullptr : fn->second;
+}
+
 std::string FakeOwners::OwnerName(int rank) const {
   absl::MutexLock lock(&mu_);
   auto it = owners_.find(rank);
-  if (it == owners_.end()) return absl::StrCat("rank ", rank);
+  if (it == owners_.end() || it->second.context == nullptr) {
+    return absl::StrCat("rank ", rank);
+  }
   return it->second.context->host().name;
 }
 
 bool FakeOwners::Proves(int rank) const {
   absl::MutexLock lock(&mu_);
   auto it = owners_.find(rank);
-  return it != owners_.end() &&
+  return it != owners_.end() && it->second.context != nullptr &&
          it->second.context->host().authenticator != nullptr;
 }
 
@@ -311,12 +438,14 @@ void FakeOwners::Send(Message m) {
 }
 
 void FakeOwners::Deliver(Message m) {
+  RRefContext* context = nullptr;
   OwnerEndpoint* endpoint = nullptr;
   {
     absl::MutexLock lock(&mu_);
     --in_flight_;
     auto it = owners_.find(m.owner);
-    if (it != owners_.end()) {
+    if (it != owners_.end() && it->second.context != nullptr) {
+      context = it->second.context;
       endpoint = it->second.endpoint.get();
       ++delivered_[m.method];
     }
@@ -325,7 +454,7 @@ void FakeOwners::Deliver(Message m) {
     std::move(m.lose)();
     return;
   }
-  std::move(m.deliver)(*endpoint);
+  std::move(m.deliver)(*context, *endpoint);
 }
 
 void FakeOwners::Hold(absl::string_view method) {
