@@ -4,12 +4,18 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/parse_context.h"
 
 namespace ferry {
 
 namespace {
 
 using WFL = google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+// The most bytes a varint takes (protobuf's bound).
+constexpr uint64_t kMaxVarintBytes = 10;
 
 uint64_t TotalOf(const std::vector<grpc::Slice>& slices) {
   uint64_t total = 0;
@@ -78,26 +84,82 @@ bool WireCursor::Have(uint64_t n) {
   return true;
 }
 
-bool WireCursor::Byte(uint8_t* b) {
-  if (!Have(1)) return false;
-  if (p_ == slice_end_) NextSlice();
-  *b = *p_++;
-  ++pos_;
+// The cursor finds a primitive's bytes and checks them against the limits;
+// protobuf's code decodes them, handed only those bytes (at most the 10 a
+// varint may take), so its int positions and 2 GiB limit never meet the
+// cursor's uint64 ones (a collective message may pass 2 GiB).
+bool WireCursor::Gather(uint64_t n, uint8_t* out) {
+  uint64_t got = 0;
+  const uint8_t* p = p_;
+  const uint8_t* end = slice_end_;
+  size_t next = next_;
+  while (got < n) {
+    while (p == end) {
+      if (next == slices_->size()) {
+        return Fail(WireStop::kTruncated,
+                    "the bytes end before the message does");
+      }
+      const grpc::Slice& s = (*slices_)[next++];
+      p = s.begin();
+      end = s.end();
+    }
+    const uint64_t run = std::min<uint64_t>(n - got, end - p);
+    std::memcpy(out + got, p, run);
+    p += run;
+    got += run;
+  }
   return true;
 }
 
-bool WireCursor::ReadVarint(uint64_t* v) {
-  uint64_t result = 0;
-  for (int shift = 0; shift < 70; shift += 7) {
-    uint8_t b;
-    if (!Byte(&b)) return false;
-    if (shift < 64) result |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      *v = result;
-      return true;
-    }
+bool WireCursor::Peek(uint64_t n, const uint8_t** bytes, uint8_t* scratch) {
+  if (p_ == slice_end_ && pos_ < end_) NextSlice();
+  if (static_cast<uint64_t>(slice_end_ - p_) >= n) {
+    *bytes = p_;  // The common case: all in the current slice.
+    return true;
   }
-  return Fail(WireStop::kMalformed, "a varint of more than 10 bytes");
+  *bytes = scratch;
+  return Gather(n, scratch);
+}
+
+bool WireCursor::ReadVarint(uint64_t* v) {
+  if (failed()) return false;
+  // The bytes the varint may take: at most 10, none past the limit, only
+  // those there.
+  const uint64_t room = std::min<uint64_t>(kMaxVarintBytes, left());
+  const uint64_t there = std::min<uint64_t>(room, end_ - std::min(pos_, end_));
+  // protobuf's VarintParse (what generated code parses with) reads up to 10
+  // bytes with no bound of its own: it is given the slice's bytes where 10
+  // lie there, or else a zero-padded copy (a zero byte ends any varint);
+  // what it took is then held to `there`.
+  if (p_ == slice_end_ && pos_ < end_) NextSlice();
+  const bool in_slice =
+      static_cast<uint64_t>(slice_end_ - p_) >= kMaxVarintBytes;
+  uint8_t scratch[kMaxVarintBytes];
+  const uint8_t* bytes = p_;
+  if (!in_slice) {
+    std::memset(scratch, 0, sizeof(scratch));
+    bytes = scratch;
+    if (!Gather(there, scratch)) return false;
+  }
+  const char* start = reinterpret_cast<const char*>(bytes);
+  const char* after = google::protobuf::internal::VarintParse(start, v);
+  const uint64_t took = after != nullptr
+                            ? static_cast<uint64_t>(after - start)
+                            : kMaxVarintBytes + 1;  // All 10 said "more".
+  if (took > there) {
+    if (there == kMaxVarintBytes) {
+      return Fail(WireStop::kMalformed, "a varint of more than 10 bytes");
+    }
+    if (there == left()) {
+      return Fail(WireStop::kMalformed,
+                  "a field runs past the end of the message holding it");
+    }
+    return Fail(WireStop::kTruncated, "the bytes end before the message does");
+  }
+  if (!in_slice) return Skip(took);
+  p_ += took;  // took <= there: within the limit, the bytes and the slice.
+  pos_ += took;
+  return true;
 }
 
 bool WireCursor::ReadTag(Tag* tag) {
@@ -120,27 +182,19 @@ bool WireCursor::ReadTag(Tag* tag) {
 }
 
 bool WireCursor::ReadFixed64(uint64_t* v) {
-  if (!Have(8)) return false;
-  uint64_t result = 0;
-  for (int i = 0; i < 8; ++i) {
-    uint8_t b;
-    Byte(&b);
-    result |= uint64_t{b} << (8 * i);
-  }
-  *v = result;
-  return true;
+  uint8_t scratch[8];
+  const uint8_t* bytes = scratch;
+  if (!Have(8) || !Peek(8, &bytes, scratch)) return false;
+  CodedInputStream::ReadLittleEndian64FromArray(bytes, v);
+  return Skip(8);
 }
 
 bool WireCursor::ReadFixed32(uint32_t* v) {
-  uint64_t result = 0;
-  if (!Have(4)) return false;
-  for (int i = 0; i < 4; ++i) {
-    uint8_t b;
-    Byte(&b);
-    result |= uint64_t{b} << (8 * i);
-  }
-  *v = static_cast<uint32_t>(result);
-  return true;
+  uint8_t scratch[4];
+  const uint8_t* bytes = scratch;
+  if (!Have(4) || !Peek(4, &bytes, scratch)) return false;
+  CodedInputStream::ReadLittleEndian32FromArray(bytes, v);
+  return Skip(4);
 }
 
 bool WireCursor::ReadLength(uint64_t* n) {

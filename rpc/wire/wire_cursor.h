@@ -26,11 +26,15 @@
 // (every later read fails too, with the same stop()), so a walk ends at the
 // first failure however deeply it is nested.
 //
-// Protobuf's CodedInputStream would do this, but it counts positions in int
-// and stops at 2 GiB, while a collective message may be larger when
-// --max_mailbox_mb allows it; this cursor counts in uint64. Tags and wire
-// types are protobuf's (WireFormatLite); groups, which no ferry message
-// uses, are malformed.
+// The cursor does the bounds and the positions; protobuf decodes. Its
+// CodedInputStream alone would not do: it counts positions in int and stops
+// at 2 GiB, while a collective message may be larger when --max_mailbox_mb
+// allows it. So the cursor counts in uint64 and hands protobuf only a
+// primitive's own bytes (at most 10, gathered where they cross slices) to
+// decode: varints are read by VarintParse (what generated code parses
+// with), fixed-width numbers by the coded stream's little-endian readers,
+// tags and wire types by WireFormatLite. Groups, which no ferry message uses,
+// are malformed.
 //
 // A cursor may be given a limit past the bytes it holds (the first frames
 // of a longer message): a read that would pass the bytes there are stops
@@ -171,7 +175,13 @@ class WireCursor {
   }
   // Fails unless `n` bytes are left before the limit and there.
   bool Have(uint64_t n);
-  bool Byte(uint8_t* b);
+  // Points `bytes` at the next `n` bytes (callers check they are there):
+  // into the current slice, or gathered into `scratch` (n bytes) where they
+  // cross slices. Does not move.
+  bool Peek(uint64_t n, const uint8_t** bytes, uint8_t* scratch);
+  // Copies the next `n` bytes to `out` without moving; fails kTruncated
+  // if they are not all there.
+  bool Gather(uint64_t n, uint8_t* out);
   // Moves into the next non-empty slice (bytes must be left).
   void NextSlice();
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "google/protobuf/io/coded_stream.h"
 #include "gtest/gtest.h"
 
 namespace ferry {
@@ -166,6 +167,67 @@ TEST(WireCursorTest, BadTagsAndVarints) {
   uint64_t v;
   ASSERT_TRUE(in.ReadVarint(&v));
   EXPECT_EQ(v, std::numeric_limits<uint64_t>::max());
+}
+
+// Varints of every length from 1 to 10 bytes, and fixed-width numbers, cut
+// by slices of every size: decoded by protobuf's coded stream whole or
+// gathered across slices, the same numbers either way.
+TEST(WireCursorTest, NumbersDecodeWhereverSlicesCutThem) {
+  std::string wire;
+  std::vector<uint64_t> numbers;
+  for (int bytes = 1; bytes <= 10; ++bytes) {
+    // The largest number of `bytes` bytes, then the smallest.
+    const uint64_t top = bytes == 10 ? std::numeric_limits<uint64_t>::max()
+                                     : (uint64_t{1} << (7 * bytes)) - 1;
+    const uint64_t bottom = bytes == 1 ? 0 : uint64_t{1} << (7 * (bytes - 1));
+    for (uint64_t n : {top, bottom}) {
+      numbers.push_back(n);
+      uint8_t out[10];
+      uint8_t* end =
+          google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(n, out);
+      ASSERT_EQ(end - out, bytes) << n;
+      wire.append(reinterpret_cast<const char*>(out), end - out);
+    }
+  }
+  wire += std::string("\x01\x02\x03\x04\x05\x06\x07\x08\xaa\xbb\xcc\xdd", 12);
+  for (size_t piece = 1; piece <= wire.size(); ++piece) {
+    const std::vector<grpc::Slice> slices = Slices(wire, piece);
+    WireCursor in(&slices);
+    for (uint64_t n : numbers) {
+      uint64_t v = 0;
+      ASSERT_TRUE(in.ReadVarint(&v)) << piece << " " << in.what();
+      EXPECT_EQ(v, n) << piece;
+    }
+    uint64_t v64 = 0;
+    uint32_t v32 = 0;
+    ASSERT_TRUE(in.ReadFixed64(&v64));
+    EXPECT_EQ(v64, 0x0807060504030201u) << piece;
+    ASSERT_TRUE(in.ReadFixed32(&v32));
+    EXPECT_EQ(v32, 0xddccbbaau) << piece;
+    EXPECT_EQ(in.left(), 0u);
+  }
+}
+
+// A varint still going where the bytes end: "not here yet" in a prefix,
+// wrong where its field ends, wherever the slices are cut.
+TEST(WireCursorTest, AnUnfinishedVarintStopsByWhichBoundItMet) {
+  const std::string wire("\x80\x80\x80", 3);
+  for (size_t piece : {1, 2, 3}) {
+    const std::vector<grpc::Slice> slices = Slices(wire, piece);
+    uint64_t v;
+    WireCursor prefix(&slices, 8);
+    EXPECT_FALSE(prefix.ReadVarint(&v));
+    EXPECT_EQ(prefix.stop(), WireStop::kTruncated) << piece;
+    WireCursor whole(&slices);
+    EXPECT_FALSE(whole.ReadVarint(&v));
+    EXPECT_EQ(whole.stop(), WireStop::kMalformed) << piece;
+    EXPECT_STREQ(whole.what(),
+                 "a field runs past the end of the message holding it");
+    uint32_t v32;
+    WireCursor fixed(&slices, 8);
+    EXPECT_FALSE(fixed.ReadFixed32(&v32));
+    EXPECT_EQ(fixed.stop(), WireStop::kTruncated) << piece;
+  }
 }
 
 TEST(WireCursorTest, PathsRender) {
