@@ -123,43 +123,42 @@ bool WireCursor::Peek(uint64_t n, const uint8_t** bytes, uint8_t* scratch) {
 
 bool WireCursor::ReadVarint(uint64_t* v) {
   if (failed()) return false;
-  // The bytes the varint may take: at most 10, none past the limit, only
-  // those there.
-  const uint64_t room = std::min<uint64_t>(kMaxVarintBytes, left());
-  const uint64_t there = std::min<uint64_t>(room, end_ - std::min(pos_, end_));
-  // protobuf's VarintParse (what generated code parses with) reads up to 10
-  // bytes with no bound of its own: it is given the slice's bytes where 10
-  // lie there, or else a zero-padded copy (a zero byte ends any varint);
-  // what it took is then held to `there`.
   if (p_ == slice_end_ && pos_ < end_) NextSlice();
-  const bool in_slice =
-      static_cast<uint64_t>(slice_end_ - p_) >= kMaxVarintBytes;
-  uint8_t scratch[kMaxVarintBytes];
-  const uint8_t* bytes = p_;
-  if (!in_slice) {
-    std::memset(scratch, 0, sizeof(scratch));
-    bytes = scratch;
-    if (!Gather(there, scratch)) return false;
+  // protobuf's VarintParse (what generated code parses with) reads up to 10
+  // bytes with no bound of its own. It reads the slice in place where it
+  // cannot leave it — 10 bytes there, or the slice's last byte ends a
+  // varint (the test protobuf's own coded stream makes) — and what it took
+  // is then held to the limit. Otherwise, and to name a failure, it reads a
+  // copy of the bytes there (at most 10, gathered across slices,
+  // zero-padded: a zero byte ends any varint).
+  const uint64_t room = std::min<uint64_t>(kMaxVarintBytes, left());
+  const uint64_t in_slice = static_cast<uint64_t>(slice_end_ - p_);
+  if (in_slice >= kMaxVarintBytes || (in_slice > 0 && slice_end_[-1] < 0x80)) {
+    const char* start = reinterpret_cast<const char*>(p_);
+    const char* after = google::protobuf::internal::VarintParse(start, v);
+    if (after != nullptr && static_cast<uint64_t>(after - start) <= room) {
+      p_ += after - start;  // Within the limit, the bytes and the slice.
+      pos_ += static_cast<uint64_t>(after - start);
+      return true;
+    }
   }
-  const char* start = reinterpret_cast<const char*>(bytes);
+  const uint64_t there = std::min<uint64_t>(room, end_ - std::min(pos_, end_));
+  uint8_t scratch[kMaxVarintBytes] = {};
+  if (!Gather(there, scratch)) return false;
+  const char* start = reinterpret_cast<const char*>(scratch);
   const char* after = google::protobuf::internal::VarintParse(start, v);
   const uint64_t took = after != nullptr
                             ? static_cast<uint64_t>(after - start)
                             : kMaxVarintBytes + 1;  // All 10 said "more".
-  if (took > there) {
-    if (there == kMaxVarintBytes) {
-      return Fail(WireStop::kMalformed, "a varint of more than 10 bytes");
-    }
-    if (there == left()) {
-      return Fail(WireStop::kMalformed,
-                  "a field runs past the end of the message holding it");
-    }
-    return Fail(WireStop::kTruncated, "the bytes end before the message does");
+  if (took <= there) return Skip(took);
+  if (there == kMaxVarintBytes) {
+    return Fail(WireStop::kMalformed, "a varint of more than 10 bytes");
   }
-  if (!in_slice) return Skip(took);
-  p_ += took;  // took <= there: within the limit, the bytes and the slice.
-  pos_ += took;
-  return true;
+  if (there == left()) {
+    return Fail(WireStop::kMalformed,
+                "a field runs past the end of the message holding it");
+  }
+  return Fail(WireStop::kTruncated, "the bytes end before the message does");
 }
 
 bool WireCursor::ReadTag(Tag* tag) {
