@@ -123,6 +123,12 @@ bool WireCursor::Peek(uint64_t n, const uint8_t** bytes, uint8_t* scratch) {
 
 bool WireCursor::ReadVarint(uint64_t* v) {
   if (failed()) return false;
+  // Most varints (tags, small lengths) are one byte: read it here.
+  if (p_ != slice_end_ && pos_ < limit_ && *p_ < 0x80) {
+    *v = *p_++;
+    ++pos_;
+    return true;
+  }
   if (p_ == slice_end_ && pos_ < end_) NextSlice();
   // protobuf's VarintParse (what generated code parses with) reads up to 10
   // bytes with no bound of its own. It reads the slice in place where it
