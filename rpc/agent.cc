@@ -27,6 +27,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
+#include "rpc/base/traceparent.h"
 #include "rpc/builtins.h"
 #include "rpc/membership/embedded_backend.h"
 #include "rpc/stacks.h"

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/traceparent.h"
 #include "rpc/value/json.h"
 
 namespace ferry {

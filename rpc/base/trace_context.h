@@ -10,14 +10,12 @@
 // rpc/base/trace_binary.h; the others in gRPC metadata, rpc/tracing.h);
 // the work a thread does for a call runs under that call's context
 // (CurrentTrace), so calls it makes continue the trace without being told.
+// The header's text form is rpc/base/traceparent.h.
 #ifndef FERRY_RPC_BASE_TRACE_CONTEXT_H_
 #define FERRY_RPC_BASE_TRACE_CONTEXT_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
-
-#include "absl/strings/string_view.h"
 
 namespace ferry {
 
@@ -38,19 +36,6 @@ struct TraceContext {
 TraceContext NewTrace(bool sampled);
 // A random, non-zero span id.
 uint64_t NewSpanId();
-
-// "00-<trace id>-<span id>-<flags>".
-std::string FormatTraceparent(const TraceContext& context);
-// The context of a `traceparent` value; nullopt for anything that is not
-// a valid version-00 header (upper-case hex, all-zero ids, version ff, a
-// wrong length): the receiver then starts a trace of its own.
-std::optional<TraceContext> ParseTraceparent(absl::string_view header);
-// 16 lower-case hex digits of a span id; ParseSpanId reads them back.
-std::string SpanIdHex(uint64_t span_id);
-std::optional<uint64_t> ParseSpanId(absl::string_view hex);
-// The two halves of a 32-digit trace id.
-std::optional<std::pair<uint64_t, uint64_t>> ParseTraceId(
-    absl::string_view hex);
 
 // The context of the work this thread does now (invalid if none).
 const TraceContext& CurrentTrace();

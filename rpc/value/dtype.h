@@ -5,6 +5,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -97,13 +98,7 @@ FERRY_DTYPE_OF_(kComplex64, std::complex<float>)
 FERRY_DTYPE_OF_(kComplex128, std::complex<double>)
 #undef FERRY_DTYPE_OF_
 
-// Passed to VisitDType's visitor to carry the element type.
-template <typename T>
-struct TypeTag {
-  using type = T;
-};
-
-// Calls `f(TypeTag<T>{})` with T the element type of `dtype`:
+// Calls `f(std::type_identity<T>{})` with T the element type of `dtype`:
 //
 //   VisitDType(t.dtype(), [&](auto tag) {
 //     using T = typename decltype(tag)::type;
@@ -113,31 +108,31 @@ template <typename F>
 decltype(auto) VisitDType(DType dtype, F&& f) {
   switch (dtype) {
     case DType::kBool:
-      return f(TypeTag<bool>{});
+      return f(std::type_identity<bool>{});
     case DType::kUInt8:
-      return f(TypeTag<uint8_t>{});
+      return f(std::type_identity<uint8_t>{});
     case DType::kInt8:
-      return f(TypeTag<int8_t>{});
+      return f(std::type_identity<int8_t>{});
     case DType::kInt16:
-      return f(TypeTag<int16_t>{});
+      return f(std::type_identity<int16_t>{});
     case DType::kInt32:
-      return f(TypeTag<int32_t>{});
+      return f(std::type_identity<int32_t>{});
     case DType::kInt64:
-      return f(TypeTag<int64_t>{});
+      return f(std::type_identity<int64_t>{});
     case DType::kFloat16:
-      return f(TypeTag<Float16>{});
+      return f(std::type_identity<Float16>{});
     case DType::kBFloat16:
-      return f(TypeTag<BFloat16>{});
+      return f(std::type_identity<BFloat16>{});
     case DType::kFloat32:
-      return f(TypeTag<float>{});
+      return f(std::type_identity<float>{});
     case DType::kFloat64:
-      return f(TypeTag<double>{});
+      return f(std::type_identity<double>{});
     case DType::kComplex64:
-      return f(TypeTag<std::complex<float>>{});
+      return f(std::type_identity<std::complex<float>>{});
     case DType::kComplex128:
       break;
   }
-  return f(TypeTag<std::complex<double>>{});
+  return f(std::type_identity<std::complex<double>>{});
 }
 
 }  // namespace ferry

@@ -17,6 +17,7 @@
 #include "rpc/agent.h"
 #include "rpc/base/trace_binary.h"
 #include "rpc/base/trace_context.h"
+#include "rpc/base/traceparent.h"
 #include "rpc/value/json.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
