@@ -11,6 +11,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/base/trace_binary.h"
 #include "rpc/value/dtype.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/utf8.h"

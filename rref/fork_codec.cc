@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/rref_base.h"
 
 namespace ferry {
 

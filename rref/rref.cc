@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/rref_base.h"
 #include "rref/rref_state.h"
 
 namespace ferry {

@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/rref_base.h"
 #include "rref/fork_codec.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_client.h"

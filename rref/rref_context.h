@@ -40,6 +40,7 @@
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/limits.h"
 #include "rpc/client.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/wire/bounded_service.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_requests.h"

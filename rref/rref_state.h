@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/value.h"
 
 namespace ferry {

@@ -22,6 +22,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/json_format.h"
 #include "rpc/value/json_node.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/utf8.h"
 
 namespace ferry {

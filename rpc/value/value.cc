@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/value/rref_base.h"
 
 namespace ferry {
 

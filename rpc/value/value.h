@@ -51,35 +51,10 @@ std::string GlobalIdString(const GlobalId& id);
 // Inverse of GlobalIdString; INVALID_ARGUMENT if malformed.
 absl::StatusOr<GlobalId> ParseGlobalId(absl::string_view text);
 
-// What identifies one user copy of a remote reference on the wire.
-struct RRefDescriptor {
-  GlobalId rref_id;
-  GlobalId fork_id;
-  std::string owner;    // Owner's worker name.
-  int owner_rank = -1;  // Owner's rank.
-
-  friend bool operator==(const RRefDescriptor& a, const RRefDescriptor& b) {
-    return a.rref_id == b.rref_id && a.fork_id == b.fork_id &&
-           a.owner == b.owner && a.owner_rank == b.owner_rank;
-  }
-};
-
-// An RRef as a Value sees it: an identity. The rref/ layer derives from it
-// to add reference counting; a plain RRefBase is a detached description
-// (parsed from JSON, or decoded without an RRef context).
-class RRefBase {
- public:
-  explicit RRefBase(RRefDescriptor descriptor)
-      : descriptor_(std::move(descriptor)) {}
-  virtual ~RRefBase() = default;
-  RRefBase(const RRefBase&) = delete;
-  RRefBase& operator=(const RRefBase&) = delete;
-
-  const RRefDescriptor& descriptor() const { return descriptor_; }
-
- private:
-  const RRefDescriptor descriptor_;
-};
+// An RRef as a Value holds it: its identity, defined with the wire's
+// descriptor in rpc/value/rref_base.h (what codecs and the rref/ layer
+// use). A user goes from a Value to an RRef with RRef<T>::FromValue.
+class RRefBase;
 
 // Uninterpreted bytes (a distinct kind from UTF-8 strings).
 struct Bytes {

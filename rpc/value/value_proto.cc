@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/utf8.h"
 
 namespace ferry {

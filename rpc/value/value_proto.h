@@ -20,6 +20,7 @@
 #include "proto/value.pb.h"
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 

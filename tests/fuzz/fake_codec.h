@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/value.pb.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
 

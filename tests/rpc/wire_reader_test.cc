@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/wire_writer.h"
 #include "tests/testing/status_matchers.h"

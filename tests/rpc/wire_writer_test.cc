@@ -8,6 +8,7 @@
 
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "gtest/gtest.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/wire/grpc_status.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/value/rref_base.h"
 #include "rref/fork_codec.h"
 #include "rref/rref.h"
 #include "tests/testing/fake_owners.h"

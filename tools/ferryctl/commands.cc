@@ -10,6 +10,7 @@
 #include "google/protobuf/reflection.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
+#include "rpc/value/rref_base.h"
 #include "rref/rref.h"
 #include "tools/ferryctl/waits.h"
 #include "tools/progress.h"

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/rref_base.h"
 #include "rpc/value/value.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"
