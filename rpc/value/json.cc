@@ -22,6 +22,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/value/json_format.h"
 #include "rpc/value/json_node.h"
+#include "rpc/value/json_parse.h"
 #include "rpc/value/rref_base.h"
 #include "rpc/value/utf8.h"
 
@@ -714,6 +715,10 @@ absl::StatusOr<Value> ParseJson(absl::string_view text,
     json_internal::ParseErrorPosition(value.status(), options.error);
   }
   return value;
+}
+
+absl::StatusOr<Value> ParseJson(absl::string_view text) {
+  return ParseJson(text, JsonParseOptions{});
 }
 
 std::string ToJson(const Value& value) {

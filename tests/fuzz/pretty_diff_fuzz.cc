@@ -20,6 +20,7 @@
 #include "absl/strings/string_view.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/json.h"
+#include "rpc/value/json_parse.h"
 #include "rpc/value/tensor.h"
 #include "tools/ferryctl/pretty.h"
 #include "tools/ferryctl/value_diff.h"

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/json.h"
+#include "rpc/value/json_parse.h"
 #include "tools/ferryctl/pretty.h"
 #include "tools/ferryctl/value_diff.h"
 

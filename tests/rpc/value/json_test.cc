@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/json_parse.h"
 #include "rpc/value/rref_base.h"
 #include "rpc/value/value_proto.h"
 #include "tests/testing/status_matchers.h"
