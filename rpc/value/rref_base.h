@@ -1,6 +1,6 @@
 // The RRef a Value holds, seen by codecs and the rref/ layer: its wire
 // descriptor and the base the rref/ layer derives from. Not part of the
-// public API (ferry.h): users hold RRef<T> (rref/rref.h).
+// public API (ferry.h): users hold RRef (rref/rref.h).
 #ifndef FERRY_RPC_VALUE_RREF_BASE_H_
 #define FERRY_RPC_VALUE_RREF_BASE_H_
 

@@ -53,7 +53,7 @@ absl::StatusOr<GlobalId> ParseGlobalId(absl::string_view text);
 
 // An RRef as a Value holds it: its identity, defined with the wire's
 // descriptor in rpc/value/rref_base.h (what codecs and the rref/ layer
-// use). A user goes from a Value to an RRef with RRef<T>::FromValue.
+// use). A user goes from a Value to an RRef with RRef::FromValue.
 class RRefBase;
 
 // Uninterpreted bytes (a distinct kind from UTF-8 strings).
