@@ -340,8 +340,10 @@ absl::Status RpcAgent::StartServer() {
   services.push_back(call_service_.get());
   call_stream_service_ = std::make_unique<CallStreamService>(
       call_service_.get(),
-      CallStreamService::Options{.timers = timers_,
-                                 .open_streams = open_streams_});
+      CallStreamService::Options{
+          .timers = timers_,
+          .open_streams = open_streams_,
+          .shared_memory = options_.channels.use_shared_memory});
   services.push_back(call_stream_service_.get());
   if (options_.rank == 0 && embedded()) {
     rendezvous_ = std::make_unique<RendezvousService>(

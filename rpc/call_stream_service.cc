@@ -10,12 +10,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/chunked_message.h"
+#include "rpc/shm_message.h"
 #include "rpc/wire/grpc_status.h"
 
 namespace ferry {
@@ -43,6 +45,9 @@ class ServerStream final
     grpc::CallbackServerContext* context;
     std::shared_ptr<ReceiveBudget> budget;
     std::string peer;
+    // The caller is on this host's local socket: its messages may come in
+    // memory files (rpc/shm_message.h).
+    bool local = false;
     Timers* timers;
     std::shared_ptr<Quota> open_streams;  // One taken for this stream.
   };
@@ -68,17 +73,22 @@ class ServerStream final
   static void Expire(ServerStream* stream, const std::shared_ptr<Guard>& guard);
   absl::Status Expired() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_->mu);
   void WriteNext();
+  // Writes `reply` into the file the request offered, if it can.
+  bool ReplyInFile(const grpc::ByteBuffer& reply);
 
   CallService* const calls_;
   grpc::CallbackServerContext* const context_;
   Timers* const timers_;
   const std::shared_ptr<Quota> open_streams_;
   const int64_t ttl_ms_;
+  const bool local_;
   const std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
   // Read by the timer (under guard_->mu) and the reads.
   ChunkAssembler request_ ABSL_GUARDED_BY(guard_->mu);
   grpc::ByteBuffer in_;
   ChunkWriter reply_;
+  // The caller's file for the reply (set before the request is served).
+  std::optional<proto::ShmRef> reply_to_;
   // Set after the first read started (which may complete before).
   std::atomic<Timers::TimerId> expiry_{0};
 
@@ -93,8 +103,11 @@ ServerStream::ServerStream(Setup setup)
       timers_(setup.timers),
       open_streams_(std::move(setup.open_streams)),
       ttl_ms_(setup.calls->limits().stream_ttl_ms),
-      request_("request", setup.calls->limits().max_message_bytes,
-               std::move(setup.budget), std::move(setup.peer)) {
+      local_(setup.local),
+      request_(
+          "request", setup.calls->limits().max_message_bytes,
+          std::move(setup.budget), std::move(setup.peer),
+          setup.local ? ChunkAssembler::FileReader(ReadPeerFile) : nullptr) {
   StartRead(&in_);
   // From the stream's start: a stream that never sends its head expires
   // too.
@@ -155,6 +168,10 @@ void ServerStream::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&guard_->mu);
     request = request_.Take();
+    if (const proto::ShmRef* to = request_.reply_to();
+        to != nullptr && local_) {
+      reply_to_ = *to;
+    }
   }
   calls_->Serve(context_, request, this);
 }
@@ -165,9 +182,22 @@ void ServerStream::Respond(grpc::ByteBuffer* reply,
     FinishOnce(status);
     return;
   }
-  reply_.Reset(*reply);
+  if (!ReplyInFile(*reply)) reply_.Reset(*reply);
   reply->Clear();
   WriteNext();
+}
+
+bool ServerStream::ReplyInFile(const grpc::ByteBuffer& reply) {
+  if (!reply_to_.has_value()) return false;  // None, or not a local caller.
+  proto::StreamHead head = HeadOf(reply);
+  absl::StatusOr<proto::ShmRef> written =
+      WritePeerFile(*reply_to_, reply, head.align());
+  // Not written (this process cannot open the caller's files): the reply
+  // goes as frames, and the caller keeps sending its requests so too.
+  if (!written.ok()) return false;
+  *head.mutable_shm() = *std::move(written);
+  reply_.Reset(head, grpc::ByteBuffer());
+  return true;
 }
 
 void ServerStream::WriteNext() {
@@ -245,6 +275,12 @@ absl::StatusOr<std::string> PeerOf(const CallService& calls,
   return absl::StrCat("the caller at ", context.peer());
 }
 
+bool OnLocalSocket(const grpc::CallbackServerContext& context) {
+  const std::string peer = context.peer();
+  return absl::StartsWith(peer, "unix:") ||
+         absl::StartsWith(peer, "unix-abstract:");
+}
+
 }  // namespace
 
 CallStreamService::CallStreamService(CallService* calls, Options options)
@@ -274,12 +310,14 @@ CallStreamService::Call(grpc::CallbackServerContext* context) {
     return new Refusal(
         ToGrpcStatus(Annotate(peer.status(), calls_->worker_name())));
   }
-  return new ServerStream({.calls = calls_,
-                           .context = context,
-                           .budget = budget_,
-                           .peer = *std::move(peer),
-                           .timers = options_.timers,
-                           .open_streams = open});
+  return new ServerStream(
+      {.calls = calls_,
+       .context = context,
+       .budget = budget_,
+       .peer = *std::move(peer),
+       .local = options_.shared_memory && OnLocalSocket(*context),
+       .timers = options_.timers,
+       .open_streams = open});
 }
 
 }  // namespace ferry

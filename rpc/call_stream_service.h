@@ -53,6 +53,9 @@ class CallStreamService final
     // Streams open at once (--max_open_streams), shared with the other
     // streaming services; null: not counted.
     std::shared_ptr<Quota> open_streams;
+    // Take requests in memory files from callers on this host's local
+    // socket, and write replies into theirs (rpc/shm_message.h).
+    bool shared_memory = true;
   };
 
   // Serves through `calls`, which must outlive this, with its limits and

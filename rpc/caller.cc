@@ -10,6 +10,7 @@
 #include "rpc/base/status_util.h"
 #include "rpc/base/trace_binary.h"
 #include "rpc/chunked_message.h"
+#include "rpc/shm_message.h"
 #include "rpc/stream_call.h"
 #include "rpc/tracing.h"
 #include "rpc/wire/grpc_status.h"
@@ -23,6 +24,37 @@ namespace {
 // The Worker service's Call method, called through the generic stub so the
 // request can be written by EncodeCallRequest.
 const char kCallMethod[] = "/ferry.proto.Worker/Call";
+
+// The memory files of a streamed call to a peer on this host, from those
+// lent to it: one offered for the reply always (a reply in it proves the
+// peer opens this process's files), the request in one once the peer
+// proved that. A file that cannot be had leaves its message to the
+// frames.
+void TakeFiles(const grpc::ByteBuffer& request, ShmPool* pool,
+               StreamFiles* files) {
+  absl::StatusOr<ShmFile> reply = pool->Take();
+  if (reply.ok()) files->reply = *std::move(reply);
+  if (!pool->peer_opens_files()) return;
+  absl::StatusOr<ShmFile> file = pool->Take();
+  if (!file.ok()) return;
+  absl::StatusOr<proto::ShmRef> at =
+      file->Write(request, HeadOf(request).align());
+  if (!at.ok()) return;
+  files->request = *std::move(file);
+  files->request_at = *std::move(at);
+}
+
+// After the call: a stream that ended normally shows whether the peer
+// opens the files, and that it is done with them (they are lent again);
+// otherwise the peer may still write them, and they are dropped.
+void ReturnFiles(bool ended_normally, ShmPool* pool, StreamFiles* files) {
+  if (!ended_normally) return;
+  pool->set_peer_opens_files(files->reply_in_file);
+  for (std::optional<ShmFile>* f : {&files->request, &files->reply}) {
+    if (f->has_value()) pool->Give(*std::move(*f));
+    f->reset();
+  }
+}
 
 }  // namespace
 
@@ -42,6 +74,7 @@ struct Caller::Pending {
   // The calling function's cancellation, and our callback there.
   std::shared_ptr<Cancellation> parent;
   Cancellation::Id parent_id = 0;
+  StreamFiles files;  // A streamed call's to a peer on this host.
 };
 
 Caller::Caller(ChannelPool* channels, Membership* membership,
@@ -158,10 +191,17 @@ void Caller::Send(const std::shared_ptr<Pending>& call) {
   // Large requests as chunks into the callee's final memory
   // (rpc/stream_call.h); their replies come back the same way.
   if (call->request_bytes.Length() >= kStreamMinBytes) {
-    StartStreamCall(
-        stub, call->context.get(), call->request_bytes, &call->response_bytes,
-        limits_.max_message_bytes,
-        [this, call](const grpc::Status& status) { Complete(call, status); });
+    ShmPool* files = stubs_.SharedMemory(call->to);
+    if (files != nullptr) TakeFiles(call->request_bytes, files, &call->files);
+    StartStreamCall(stub, call->context.get(), call->request_bytes,
+                    &call->response_bytes, limits_.max_message_bytes,
+                    &call->files,
+                    [this, call, files](const grpc::Status& status) {
+                      if (files != nullptr) {
+                        ReturnFiles(status.ok(), files, &call->files);
+                      }
+                      Complete(call, status);
+                    });
     return;
   }
   stub->UnaryCall(
@@ -186,11 +226,16 @@ void Caller::Account(Pending* call, absl::StatusCode code) {
   if (call->metrics == nullptr) return;
   call->metrics->Finished(code, Clock::Real()->Now() - call->started);
   const uint64_t node = WorkerNode(call->to.rank);
-  telemetry_.metrics->Sent(node, Metrics::Traffic::kCall,
+  telemetry_.metrics->Sent(node,
+                           call->files.request_in_file()
+                               ? Metrics::Traffic::kCallShm
+                               : Metrics::Traffic::kCall,
                            static_cast<int64_t>(call->request_bytes.Length()));
   if (code == absl::StatusCode::kOk) {
     telemetry_.metrics->Received(
-        node, Metrics::Traffic::kCall,
+        node,
+        call->files.reply_in_file ? Metrics::Traffic::kCallShm
+                                  : Metrics::Traffic::kCall,
         static_cast<int64_t>(call->response_bytes.Length()));
   }
 }

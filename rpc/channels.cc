@@ -166,6 +166,11 @@ const std::string& ChannelPool::TargetOf(const WorkerInfo& worker) const {
   return worker.address;
 }
 
+bool ChannelPool::SharedMemoryTo(const WorkerInfo& worker) const {
+  return options_.use_shared_memory && !worker.local_address.empty() &&
+         TargetOf(worker) == worker.local_address;
+}
+
 std::string ChannelPool::ChannelKey(const std::string& target,
                                     const WorkerInfo& worker) {
   return absl::StrCat(target, "#", worker.public_key);

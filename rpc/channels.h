@@ -35,6 +35,9 @@ struct ChannelOptions {
   int max_message_bytes = -1;
   // Use a peer's local_address when it runs on this host.
   bool use_local_sockets = true;
+  // Send large calls to a peer reached on its local socket in memory files
+  // (rpc/shm_message.h).
+  bool use_shared_memory = true;
 };
 
 // What a node proves itself with on every call: the job's token and, once
@@ -130,6 +133,10 @@ class ChannelPool {
   // carry a credential made for the master once SetMaster was called.
   std::shared_ptr<grpc::Channel> ForMembership(const std::string& target)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Whether large calls to `worker` may go in memory files: it is reached
+  // on its local socket, and the options allow it.
+  bool SharedMemoryTo(const WorkerInfo& worker) const;
 
   const Security& security() const { return *security_; }
   NodeSecrets& secrets() { return secrets_; }

@@ -16,8 +16,9 @@ namespace ferry {
 namespace {
 
 constexpr uint64_t kAlign = 64;
-// A StreamHead is at most 17 bytes; anything longer is no head of ours.
-constexpr int64_t kMaxStreamHeadBytes = 64;
+// A StreamHead is at most 83 bytes (two ShmRefs of 33); anything longer
+// is no head of ours.
+constexpr int64_t kMaxStreamHeadBytes = 128;
 
 void ReleaseBuffer(void* holder) {
   delete static_cast<std::shared_ptr<char>*>(holder);
@@ -32,8 +33,7 @@ std::vector<grpc::Slice> SlicesOf(const grpc::ByteBuffer& bytes) {
 
 }  // namespace
 
-std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
-                                              size_t chunk_bytes) {
+proto::StreamHead HeadOf(const grpc::ByteBuffer& message) {
   const std::vector<grpc::Slice> slices = SlicesOf(message);
   // Where the largest slice (a tensor's own bytes, see wire_writer.h)
   // starts, so the receiver can align it.
@@ -48,11 +48,22 @@ std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
   proto::StreamHead head;
   head.set_total(offset);
   head.set_align(static_cast<uint32_t>(align));
-  return SplitIntoFrames(head, message, static_cast<int64_t>(chunk_bytes));
+  return head;
+}
+
+std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
+                                              size_t chunk_bytes) {
+  return SplitIntoFrames(HeadOf(message), message,
+                         static_cast<int64_t>(chunk_bytes));
 }
 
 void ChunkWriter::Reset(const grpc::ByteBuffer& message) {
-  chunks_ = SplitIntoChunks(message, kChunkBytes);
+  Reset(HeadOf(message), message);
+}
+
+void ChunkWriter::Reset(const proto::StreamHead& head,
+                        const grpc::ByteBuffer& payload) {
+  chunks_ = SplitIntoFrames(head, payload, static_cast<int64_t>(kChunkBytes));
   next_ = 0;
 }
 
@@ -63,11 +74,12 @@ grpc::ByteBuffer* ChunkWriter::Next() {
 
 ChunkAssembler::ChunkAssembler(std::string what, int64_t max_bytes,
                                std::shared_ptr<ReceiveBudget> budget,
-                               std::string peer)
+                               std::string peer, FileReader read_file)
     : what_(std::move(what)),
       max_bytes_(max_bytes),
       budget_(std::move(budget)),
-      peer_(std::move(peer)) {}
+      peer_(std::move(peer)),
+      read_file_(std::move(read_file)) {}
 
 ChunkAssembler::~ChunkAssembler() { Release(); }
 
@@ -106,6 +118,25 @@ absl::Status ChunkAssembler::Head(const proto::StreamHead& head) {
   started_ = true;
   total_ = total;
   align_ = align;
+  if (head.has_reply_to()) reply_to_ = head.reply_to();
+  return head.has_shm() ? ReadFile(head.shm()) : absl::OkStatus();
+}
+
+absl::Status ChunkAssembler::ReadFile(const proto::ShmRef& ref) {
+  if (read_file_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, ": a message in a memory file from ", peer_,
+        ", where none is taken (only from a peer on this host's local "
+        "socket, in a file offered for it)"));
+  }
+  // Into the buffer frames would fill, placed and budgeted alike.
+  if (absl::Status s = Reserve(total_); !s.ok()) return s;
+  if (total_ > 0) {
+    if (absl::Status s = read_file_(ref, total_, data_); !s.ok()) {
+      return Annotate(s, what_);
+    }
+  }
+  received_ = total_;
   return absl::OkStatus();
 }
 

@@ -8,12 +8,15 @@
 // kChunkBytes in a frame). `align` (< 64) is where the sender's largest
 // piece (a tensor's bytes) begins, modulo 64: the receiver places the
 // message so that piece lands 64-byte aligned, and the reader can
-// reference it.
+// reference it. Between processes of one host a head may name a memory
+// file holding the message instead (`shm`, rpc/shm_message.h): then it
+// is the only frame, with no payload.
 #ifndef FERRY_RPC_CHUNKED_MESSAGE_H_
 #define FERRY_RPC_CHUNKED_MESSAGE_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/call_stream.pb.h"
 #include "rpc/receive_budget.h"
+#include "rpc/shm_message.h"
 #include "rpc/wire/frames.h"
 
 namespace ferry {
@@ -29,6 +33,9 @@ namespace ferry {
 // Messages at least this long travel as frames; most payload a frame has.
 constexpr size_t kStreamMinBytes = size_t{2} << 20;
 constexpr size_t kChunkBytes = size_t{1} << 20;
+
+// The head of `message`'s first frame: its total and align.
+proto::StreamHead HeadOf(const grpc::ByteBuffer& message);
 
 // The frames of `message`, referencing its slices (no copy).
 std::vector<grpc::ByteBuffer> SplitIntoChunks(const grpc::ByteBuffer& message,
@@ -40,6 +47,9 @@ class ChunkWriter {
  public:
   // Splits `message` into frames of kChunkBytes (no copy).
   void Reset(const grpc::ByteBuffer& message);
+  // The frames of `payload` under `head` (which has its total and align:
+  // HeadOf); one frame for an empty payload (a message in a file).
+  void Reset(const proto::StreamHead& head, const grpc::ByteBuffer& payload);
   // The next message to write, or null when all were written.
   grpc::ByteBuffer* Next();
   // Whether the message Next() returned last is the final one.
@@ -58,15 +68,22 @@ class ChunkWriter {
 // about what was sent. Not thread-safe (one stream's reads are sequential).
 class ChunkAssembler {
  public:
+  // Copies the `total`-byte message in the memory file a head names into
+  // `into`: how a stream's receiver takes messages in files.
+  using FileReader = std::function<absl::Status(const proto::ShmRef& ref,
+                                                uint64_t total, char* into)>;
+
   // `what` names the message in errors ("request", "reply"). A head
   // announcing more than `max_bytes` (--max_message_mb), or more than
   // `budget` (if any) could ever hold, is refused before anything is
   // allocated; the buffer's bytes are taken from `budget` for `peer` as it
   // grows, and stay taken until the buffer is freed (after Take(): when
   // the last value referencing it goes).
+  // The message of a head naming a file is copied into the buffer by
+  // `read_file` (null: such a head is refused).
   ChunkAssembler(std::string what, int64_t max_bytes,
                  std::shared_ptr<ReceiveBudget> budget = nullptr,
-                 std::string peer = "");
+                 std::string peer = "", FileReader read_file = nullptr);
   ~ChunkAssembler();
   ChunkAssembler(const ChunkAssembler&) = delete;
   ChunkAssembler& operator=(const ChunkAssembler&) = delete;
@@ -74,7 +91,9 @@ class ChunkAssembler {
   // Takes the stream's next message, a frame (and empties it). Errors:
   //   a frame ReadFrame refuses, a first frame without a StreamHead (or
   //   one without its total), a later one with a head, `align` >= 64,
-  //   payload past the announced length                  INVALID_ARGUMENT
+  //   payload past the announced length, a head naming a file where
+  //   none is taken, payload after such a head           INVALID_ARGUMENT
+  //   a file `read_file` refuses                          its code
   //   an announced length over max_bytes or what the budget could ever
   //   hold, a buffer the budget cannot grow into now (naming
   //   --max_message_mb, --max_stream_mb_per_peer, --grpc_memory_mb), or
@@ -87,6 +106,10 @@ class ChunkAssembler {
   std::string Progress() const;
   // Bytes allocated for the message so far (what the budget holds for it).
   int64_t reserved() const { return capacity_; }
+  // The file the head offered for the reply (a request's), if any.
+  const proto::ShmRef* reply_to() const {
+    return reply_to_.pid() != 0 ? &reply_to_ : nullptr;
+  }
 
   // The whole message as one slice over the buffer (complete() only); the
   // assembler no longer owns the buffer.
@@ -94,6 +117,8 @@ class ChunkAssembler {
 
  private:
   absl::Status Head(const proto::StreamHead& head);
+  // Takes the message from the file `ref` names.
+  absl::Status ReadFile(const proto::ShmRef& ref);
   // Copies a frame's payload in after what arrived.
   absl::Status Append(const WireFrame& frame);
   // Grows the buffer (and what the budget holds) to hold `bytes` of the
@@ -106,6 +131,7 @@ class ChunkAssembler {
   const int64_t max_bytes_;
   const std::shared_ptr<ReceiveBudget> budget_;
   const std::string peer_;
+  const FileReader read_file_;
   bool started_ = false;
   char* base_ = nullptr;  // The allocation (malloc'd), until taken.
   int64_t capacity_ = 0;  // Its size, all of it taken from budget_.
@@ -113,6 +139,7 @@ class ChunkAssembler {
   uint64_t align_ = 0;    // Byte `align_` of the message is 64-aligned.
   uint64_t total_ = 0;
   uint64_t received_ = 0;
+  proto::ShmRef reply_to_;
 };
 
 }  // namespace ferry

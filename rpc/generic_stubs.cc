@@ -11,6 +11,11 @@ grpc::GenericStub* GenericStubs::For(const WorkerInfo& worker,
   return e->stub.get();
 }
 
+ShmPool* GenericStubs::SharedMemory(const WorkerInfo& worker) {
+  const Entry* e = Find(worker);
+  return e->shared_memory ? &e->files : nullptr;
+}
+
 const GenericStubs::Entry* GenericStubs::Find(const WorkerInfo& worker) {
   const bool fast = worker.rank >= 0 && worker.rank < kFast;
   if (fast) {
@@ -23,7 +28,10 @@ const GenericStubs::Entry* GenericStubs::Find(const WorkerInfo& worker) {
     return Retired(worker);
   }
   if (entry == nullptr || entry->generation != worker.generation) {
-    if (entry != nullptr) retired_.push_back(std::move(entry));
+    if (entry != nullptr) {
+      entry->files.Close();  // Its pages go back; nothing reuses them.
+      retired_.push_back(std::move(entry));
+    }
     entry = Make(worker);
   }
   if (fast) fast_[worker.rank].store(entry.get(), std::memory_order_release);
@@ -38,6 +46,7 @@ std::unique_ptr<GenericStubs::Entry> GenericStubs::Make(
   ChannelPool::Stamped stamped = channels_->ForWorkerStamped(worker);
   e->stub = std::make_unique<grpc::GenericStub>(std::move(stamped.channel));
   e->credential = stamped.credential;
+  e->shared_memory = channels_->SharedMemoryTo(worker);
   return e;
 }
 

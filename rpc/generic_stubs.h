@@ -20,6 +20,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "rpc/channels.h"
 #include "rpc/membership/directory.h"
+#include "rpc/shm_message.h"
 
 namespace ferry {
 
@@ -31,6 +32,9 @@ class GenericStubs {
   // this node's secrets where they may go.
   grpc::GenericStub* For(const WorkerInfo& worker, grpc::ClientContext* context)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The memory files lent to `worker`'s incarnation (rpc/shm_message.h):
+  // null when calls to it may not use them (not on this host).
+  ShmPool* SharedMemory(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -40,6 +44,8 @@ class GenericStubs {
     // What its calls carry: the secrets made for this incarnation (null:
     // none may go there). Owned by the pool.
     const DestinationCredential* credential = nullptr;
+    bool shared_memory = false;  // Calls may use memory files:
+    mutable ShmPool files;       // these.
   };
   // The entry of `worker`'s incarnation.
   const Entry* Find(const WorkerInfo& worker) ABSL_LOCKS_EXCLUDED(mu_);

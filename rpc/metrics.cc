@@ -297,22 +297,26 @@ void Metrics::CollectPeers(std::vector<MetricFamily>* out) const {
   }
   MetricFamily sent = Family("ferry_peer_sent_bytes_total",
                              "Bytes sent to each peer: call requests and "
-                             "replies, and collective messages",
+                             "replies, and collective messages (call_shm: "
+                             "a caller's requests in memory files)",
                              MetricType::Counter);
   MetricFamily received = Family("ferry_peer_received_bytes_total",
                                  "Bytes received from each peer: call "
                                  "requests and replies, and collective "
-                                 "messages",
+                                 "messages (call_shm: a caller's replies in "
+                                 "memory files)",
                                  MetricType::Counter);
   for (int i = 0; i <= options_.world_size; ++i) {
     const std::string peer = i == options_.world_size
                                  ? "client"
                                  : (name ? name(i) : absl::StrCat("worker", i));
-    for (int kind = 0; kind < 2; ++kind) {
+    static constexpr const char* kKinds[kTrafficKinds] = {"call", "collective",
+                                                          "call_shm"};
+    for (int kind = 0; kind < kTrafficKinds; ++kind) {
       const uint64_t s = peers_[i].sent[kind].load();
       const uint64_t r = peers_[i].received[kind].load();
       if (s == 0 && r == 0) continue;
-      ClientMetric m = Sample({{"kind", kind == 0 ? "call" : "collective"},
+      ClientMetric m = Sample({{"kind", kKinds[kind]},
                                {"peer", peer},
                                {"worker", options_.worker}});
       m.counter.value = static_cast<double>(s);

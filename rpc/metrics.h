@@ -132,7 +132,11 @@ class Metrics {
   }
 
   // ---- Bytes, by peer node (a rank, or a client: rpc/membership) ----
-  enum class Traffic { kCall, kCollective };
+  // kCallShm: the bytes of a caller's requests and replies that went in
+  // memory files (rpc/shm_message.h) instead of the socket, counted by
+  // the caller only (its peer counts them as kCall).
+  enum class Traffic { kCall, kCollective, kCallShm };
+  static constexpr int kTrafficKinds = 3;
   void Sent(uint64_t node, Traffic kind, int64_t bytes);
   void Received(uint64_t node, Traffic kind, int64_t bytes);
 
@@ -159,8 +163,8 @@ class Metrics {
         ABSL_GUARDED_BY(mu);
   };
   struct PeerBytes {
-    std::atomic<uint64_t> sent[2] = {};
-    std::atomic<uint64_t> received[2] = {};
+    std::atomic<uint64_t> sent[kTrafficKinds] = {};
+    std::atomic<uint64_t> received[kTrafficKinds] = {};
   };
   struct Collective {
     std::array<std::atomic<uint64_t>, 17> by_code{};

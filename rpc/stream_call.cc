@@ -19,12 +19,23 @@ class ClientStream final
  public:
   ClientStream(grpc::ClientContext* context, const grpc::ByteBuffer& request,
                grpc::ByteBuffer* response, int64_t max_reply_bytes,
+               StreamFiles* files,
                std::function<void(const grpc::Status&)> done)
       : context_(context),
         response_(response),
-        reply_("reply", max_reply_bytes),
+        reply_("reply", max_reply_bytes, nullptr, "the peer",
+               ReplyReader(files)),
         done_(std::move(done)) {
-    request_.Reset(request);
+    proto::StreamHead head = HeadOf(request);
+    if (files != nullptr && files->reply.has_value()) {
+      *head.mutable_reply_to() = files->reply->ref();
+    }
+    if (files != nullptr && files->request.has_value()) {
+      *head.mutable_shm() = files->request_at;
+      request_.Reset(head, grpc::ByteBuffer());
+    } else {
+      request_.Reset(head, request);
+    }
   }
 
   void Start(grpc::GenericStub* stub) {
@@ -42,6 +53,16 @@ class ClientStream final
   void OnDone(const grpc::Status& status) override;
 
  private:
+  // A reply in a file is taken only from the file offered for it.
+  static ChunkAssembler::FileReader ReplyReader(StreamFiles* files) {
+    if (files == nullptr || !files->reply.has_value()) return nullptr;
+    return [files](const proto::ShmRef& ref, uint64_t total, char* into) {
+      absl::Status read = files->reply->Read(ref, total, into);
+      files->reply_in_file = read.ok();
+      return read;
+    };
+  }
+
   void WriteNext() {
     grpc::ByteBuffer* chunk = request_.Next();
     if (chunk == nullptr) return;
@@ -97,9 +118,10 @@ void ClientStream::OnDone(const grpc::Status& status) {
 void StartStreamCall(grpc::GenericStub* stub, grpc::ClientContext* context,
                      const grpc::ByteBuffer& request,
                      grpc::ByteBuffer* response, int64_t max_reply_bytes,
+                     StreamFiles* files,
                      std::function<void(const grpc::Status&)> done) {
   auto* stream = new ClientStream(context, request, response, max_reply_bytes,
-                                  std::move(done));
+                                  files, std::move(done));
   stream->Start(stub);
 }
 

@@ -1,14 +1,20 @@
 #include "rpc/chunked_message.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
 #include "proto/call_stream.pb.h"
+#include "rpc/receive_budget.h"
+#include "rpc/shm_message.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
@@ -121,10 +127,10 @@ TEST(ChunkedMessageTest, MalformedHeadsAreInvalid) {
   EXPECT_THAT(in.Add(&past_the_frame),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("request: a frame's head length")));
-  grpc::ByteBuffer too_long = Buffer({"\x41", std::string(65, 'x')});
+  grpc::ByteBuffer too_long = Buffer({"\x81\x01", std::string(129, 'x')});
   EXPECT_THAT(in.Add(&too_long),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("a frame head of 65 bytes (at most 64)")));
+                       HasSubstr("a frame head of 129 bytes (at most 128)")));
   grpc::ByteBuffer no_total = Buffer({std::string("\x02\x10\x05", 3)});
   EXPECT_THAT(in.Add(&no_total),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -309,6 +315,89 @@ TEST(ChunkedMessageTest, AnAbandonedAssemblerGivesItsBytesBack) {
   }
   EXPECT_EQ(budget->used(), 0);
   EXPECT_EQ(budget->peers(), 0u);
+}
+
+// The only frame of `message`, written into `file`: a head naming it.
+grpc::ByteBuffer FileHead(const grpc::ByteBuffer& message, ShmFile& file) {
+  proto::StreamHead head = HeadOf(message);
+  absl::StatusOr<proto::ShmRef> at = file.Write(message, head.align());
+  EXPECT_TRUE(at.ok()) << at.status();
+  *head.mutable_shm() = *at;
+  ChunkWriter w;
+  w.Reset(head, grpc::ByteBuffer());
+  grpc::ByteBuffer frame = *w.Next();
+  EXPECT_EQ(w.Next(), nullptr);  // One frame.
+  return frame;
+}
+
+TEST(ChunkedMessageTest, AMessageInAFileIsTakenFromItsHeadAlone) {
+  const grpc::ByteBuffer message = Buffer({"ab", std::string(5000, 'q')});
+  ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  grpc::ByteBuffer taken;
+  {
+    ChunkAssembler in("request", 1 << 20, budget, "a", ReadPeerFile);
+    grpc::ByteBuffer head = FileHead(message, file);
+    ASSERT_OK(in.Add(&head));
+    ASSERT_TRUE(in.complete());
+    taken = in.Take();
+  }
+  EXPECT_EQ(Flat(taken), Flat(message));
+  // Copied into the assembler's own buffer, aligned and budgeted as frames
+  // would be: the file can be written again at once.
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(taken.Dump(&slices).ok());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(slices[0].begin() + 2) % 64, 0u);
+  EXPECT_GE(budget->used(), 5002);
+  ASSERT_OK(file.Write(Buffer({"overwritten"}), 0).status());
+  EXPECT_EQ(Flat(taken), Flat(message));
+  slices.clear();
+  taken.Clear();
+  EXPECT_EQ(budget->used(), 0);
+}
+
+TEST(ChunkedMessageTest, AFileWhereNoneIsTakenIsRefused) {
+  ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
+  ChunkAssembler in("request", 1 << 20, nullptr, "the caller at ipv4:x");
+  grpc::ByteBuffer head = FileHead(Buffer({"abc"}), file);
+  EXPECT_THAT(in.Add(&head),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a message in a memory file from the caller "
+                                 "at ipv4:x, where none is taken")));
+}
+
+TEST(ChunkedMessageTest, AFileTheReaderRefusesGivesItsBudgetBack) {
+  ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
+  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  {
+    ChunkAssembler in("request", 1 << 20, budget, "a", ReadPeerFile);
+    grpc::ByteBuffer head = FileHead(Buffer({"abcdef"}), file);
+    // The peer cuts its file before the message is read.
+    const int fd = open(absl::StrCat("/proc/self/fd/", file.ref().fd()).c_str(),
+                        O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 2), 0);
+    close(fd);
+    EXPECT_THAT(in.Add(&head),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("request: the memory file"),
+                               HasSubstr("less than the message's"))));
+  }
+  EXPECT_EQ(budget->used(), 0);
+}
+
+TEST(ChunkedMessageTest, PayloadAfterAFileHeadIsInvalid) {
+  const grpc::ByteBuffer message = Buffer({"abc"});
+  ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
+  ASSERT_OK_AND_ASSIGN(proto::ShmRef at, file.Write(message, 0));
+  proto::StreamHead head = HeadOf(message);
+  *head.mutable_shm() = at;
+  ChunkWriter w;
+  w.Reset(head, message);  // The head names a file and the bytes follow.
+  ChunkAssembler in("request", 1 << 20, nullptr, "a", ReadPeerFile);
+  EXPECT_THAT(in.Add(w.Next()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a chunk of 3 bytes after 3 of 3")));
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ TEST(MetricsTest, BytesByPeerAndClients) {
   m.Sent(1, Metrics::Traffic::kCall, 100);
   m.Received(1, Metrics::Traffic::kCall, 7);
   m.Sent(1, Metrics::Traffic::kCollective, 64);
+  m.Received(1, Metrics::Traffic::kCallShm, 1 << 20);
   m.Received(kFirstClientNode + 5, Metrics::Traffic::kCall, 3);
   m.Received(kFirstClientNode + 6, Metrics::Traffic::kCall, 4);
   const std::string text = m.Text();
@@ -114,6 +115,9 @@ TEST(MetricsTest, BytesByPeerAndClients) {
   EXPECT_THAT(text, HasSubstr("ferry_peer_sent_bytes_total{kind="
                               "\"collective\",peer=\"w1\",worker=\"worker0\"} "
                               "64"));
+  EXPECT_THAT(text, HasSubstr("ferry_peer_received_bytes_total{kind="
+                              "\"call_shm\",peer=\"w1\",worker=\"worker0\"} "
+                              "1048576"));
   // Every client is one peer label.
   EXPECT_THAT(text, HasSubstr("ferry_peer_received_bytes_total{kind=\"call\","
                               "peer=\"client\",worker=\"worker0\"} 7"));

@@ -2,18 +2,25 @@
 // rpc/call_stream_service.h) between two workers: values arrive intact,
 // tensors land aligned in the receiver's buffer, limits bound both
 // directions by --max_message_mb, and cancellation and deadlines work as
-// for unary calls.
+// for unary calls. On one host they travel in memory files
+// (rpc/shm_message.h) once the callee showed it opens the caller's.
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rpc/agent.h"
 #include "rpc/chunked_message.h"
+#include "rpc/metrics.h"
 #include "rpc/value/tensor.h"
 #include "tests/testing/await.h"
 #include "tests/testing/status_matchers.h"
@@ -46,6 +53,19 @@ Tensor Counting(int64_t n) {
   return Tensor::FromVector(v);
 }
 
+// Bytes `agent` moved to (`family` "sent") or from ("received") worker1 in
+// memory files, by its metrics.
+double InFiles(RpcAgent& agent, absl::string_view family) {
+  const std::string prefix = absl::StrCat(
+      "ferry_peer_", family, "_bytes_total{kind=\"call_shm\",peer=\"worker1\"");
+  for (absl::string_view line : absl::StrSplit(agent.metrics()->Text(), '\n')) {
+    if (!absl::StartsWith(line, prefix)) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &v)) return v;
+  }
+  return 0;
+}
+
 bool SameTensor(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&
          a.bytes() == b.bytes();
@@ -73,6 +93,43 @@ TEST(StreamCallTest, LargeValuesEchoIntactAndAligned) {
       SameTensor(r.as_list()[3].as_list()[0].as_tensor(), Counting(100)));
   EXPECT_TRUE(Idle(caller));
   EXPECT_TRUE(Idle(job->worker(1).rpc()));
+}
+
+TEST(StreamCallTest, OnOneHostLargeMessagesGoInMemoryFiles) {
+  ASSERT_OK_AND_ASSIGN(auto job, LocalJob::Start(2));
+  RpcAgent& caller = job->worker(0).rpc();
+  const Tensor big = Counting(int64_t{3} << 20);  // 12 MiB.
+  // The first request goes as frames; its reply, in the file the caller
+  // offered, shows the callee opens the caller's files, so the second
+  // request goes in one too.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(Value r,
+                         caller.RpcSync("worker1", "echo", {Value(big)}));
+    const Tensor& got = r.as_tensor();
+    EXPECT_TRUE(SameTensor(got, big));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data()) % 64, 0u);
+    EXPECT_GT(InFiles(caller, "received"), (i + 1) * 12e6);
+    if (i == 0) EXPECT_EQ(InFiles(caller, "sent"), 0);
+  }
+  EXPECT_GT(InFiles(caller, "sent"), 12e6);
+  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+}
+
+TEST(StreamCallTest, WithoutSharedMemoryLargeMessagesGoAsFrames) {
+  ASSERT_OK_AND_ASSIGN(auto job,
+                       LocalJob::Start(2, {.configure = [](WorkerConfig& o) {
+                                         o.channels.use_shared_memory = false;
+                                       }}));
+  RpcAgent& caller = job->worker(0).rpc();
+  const Tensor big = Counting(int64_t{3} << 20);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(Value r,
+                         caller.RpcSync("worker1", "echo", {Value(big)}));
+    EXPECT_TRUE(SameTensor(r.as_tensor(), big));
+  }
+  EXPECT_EQ(InFiles(caller, "sent"), 0);
+  EXPECT_EQ(InFiles(caller, "received"), 0);
 }
 
 TEST(StreamCallTest, RequestOverTheCalleesLimitIsRefused) {

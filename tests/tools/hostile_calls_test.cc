@@ -3,8 +3,13 @@
 // raw gRPC client. After each one the worker must be alive, have answered
 // with the specific code (naming the flag when a limit was hit), be idle
 // again (no call in flight), hold about the heap it held before, and
-// still serve an honest call.
+// still serve an honest call. Peers on the worker's local socket may name
+// memory files for their messages (rpc/shm_message.h): files that are not
+// theirs, not memory files or too short are refused the same way.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
@@ -16,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "proto/call_stream.pb.h"
 #include "proto/worker.pb.h"
+#include "rpc/shm_message.h"
 #include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
@@ -118,6 +124,78 @@ class HostileCallsTest : public ::testing::Test {
 };
 
 DaemonCluster* HostileCallsTest::job_ = nullptr;
+
+// A call stream's only frame: `head`, naming a memory file.
+std::string FileFrame(const proto::StreamHead& head) {
+  const std::string bytes = head.SerializeAsString();
+  return std::string(1, static_cast<char>(bytes.size())) + bytes;
+}
+
+TEST_F(HostileCallsTest, MemoryFilesAPeerNames) {
+  // A client on the worker's unix-abstract socket, named in the directory.
+  ASSERT_EQ(raw_->workers().size(), 1u);
+  const proto::WorkerInfo& worker = raw_->workers()[0];
+  ASSERT_FALSE(worker.local_address().empty());
+  RawClient near(worker.local_address(), job_->token());
+  ASSERT_TRUE(near.Register().ok());
+  near.set_credential(near.CredentialFor(worker));
+  const std::string data(size_t{3} << 20, '\x02');
+  const std::string request = wire::CallRequest(
+      "echo", {wire::Tensor(kFloat32, {int64_t{3} << 18}, data)}, near.node());
+  ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
+  grpc::Slice slice(request.data(), request.size());
+  ASSERT_OK_AND_ASSIGN(proto::ShmRef at,
+                       file.Write(grpc::ByteBuffer(&slice, 1), 0));
+  ASSERT_OK_AND_ASSIGN(ShmFile reply_file, ShmFile::Create());
+  proto::StreamHead honest;
+  honest.set_total(request.size());
+  *honest.mutable_shm() = at;
+  *honest.mutable_reply_to() = reply_file.ref();
+
+  // Honest: ferryd, another process, reads the request from this one's
+  // file and writes its reply into the file offered.
+  RawReply r = near.Stream(kCallStreamMethod, {FileFrame(honest)});
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  ASSERT_EQ(r.messages.size(), 1u);
+  proto::StreamHead back;
+  ASSERT_TRUE(back.ParseFromString(r.messages[0].substr(1)));
+  ASSERT_TRUE(back.has_shm());
+  std::string reply(back.total(), '\0');
+  ASSERT_OK(reply_file.Read(back.shm(), back.total(), reply.data()));
+  absl::StatusOr<proto::Value> v = testing::ParseResult(reply);
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->tensor().data(), data);
+
+  // Someone else's file: the right descriptor, a guessed token.
+  proto::StreamHead guessed = honest;
+  guessed.mutable_shm()->set_token(std::string(16, '\x07'));
+  ExpectHealthy(near.Stream(kCallStreamMethod, {FileFrame(guessed)}),
+                grpc::StatusCode::INVALID_ARGUMENT,
+                "is not the file its token names");
+  // A device instead of a memory file: never opened for real.
+  const int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  proto::StreamHead device = honest;
+  device.mutable_shm()->set_fd(null);
+  ExpectHealthy(near.Stream(kCallStreamMethod, {FileFrame(device)}),
+                grpc::StatusCode::INVALID_ARGUMENT, "is not a memory file");
+  close(null);
+  // A file shorter than the message it is said to hold.
+  proto::StreamHead longer = honest;
+  longer.set_total(request.size() + 100);
+  ExpectHealthy(near.Stream(kCallStreamMethod, {FileFrame(longer)}),
+                grpc::StatusCode::INVALID_ARGUMENT, "less than the message's");
+  // A process that is gone.
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  proto::StreamHead gone = honest;
+  gone.mutable_shm()->set_pid(static_cast<uint32_t>(child));
+  ExpectHealthy(near.Stream(kCallStreamMethod, {FileFrame(gone)}),
+                grpc::StatusCode::FAILED_PRECONDITION, "cannot be opened here");
+  // Over TCP, no file is taken at all, however right it is.
+  ExpectHealthy(raw_->Stream(kCallStreamMethod, {FileFrame(honest)}),
+                grpc::StatusCode::INVALID_ARGUMENT, "where none is taken");
+}
 
 // `unit` repeated to `bytes` bytes (a multiple of its size), by doubling.
 std::string Repeat(std::string unit, int64_t bytes) {

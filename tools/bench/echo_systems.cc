@@ -91,10 +91,12 @@ class BareEcho final : public EchoSystem {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(bool local_socket,
-                                                           bool observed) {
+                                                           bool observed,
+                                                           bool shared_memory) {
   LocalJob::Options options;
-  options.configure = [local_socket, observed](WorkerConfig& o) {
+  options.configure = [local_socket, observed, shared_memory](WorkerConfig& o) {
     o.local_socket = local_socket;
+    o.channels.use_shared_memory = shared_memory;
     // ferryd's default, not LocalJob's 2 s for tests (see collective_bench).
     o.heartbeat_timeout = absl::Seconds(30);
     if (!observed) Unobserved(o);

@@ -25,10 +25,11 @@ class EchoSystem {
 
 // ferry: worker0 calls "echo" on worker1 with a uint8 tensor. With
 // `local_socket` the workers talk over a unix-abstract socket (ferry's
-// default on one host), otherwise over TCP loopback. Unless `observed`,
+// default on one host), otherwise over TCP loopback; on it, large calls
+// go in memory files unless `shared_memory` is false. Unless `observed`,
 // the workers run without their flight recorder, metrics and tracing.
 absl::StatusOr<std::unique_ptr<EchoSystem>> StartFerryEcho(
-    bool local_socket, bool observed = true);
+    bool local_socket, bool observed = true, bool shared_memory = true);
 
 // Bare gRPC over TCP loopback (`uds` false) or a unix-abstract socket.
 absl::StatusOr<std::unique_ptr<EchoSystem>> StartBareEcho(bool uds);

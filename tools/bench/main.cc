@@ -45,7 +45,8 @@ ABSL_FLAG(std::string, only, "",
           "suite: only this collective (e.g. all_reduce)");
 ABSL_FLAG(std::string, variant, "",
           "rpc suite: only this system (grpc/echo, ferry/echo_tcp, "
-          "grpc/echo_uds, ferry/echo, ferry_unobserved/echo), e.g. for "
+          "grpc/echo_uds, ferry/echo, ferry_socket/echo, "
+          "ferry_unobserved/echo), e.g. for "
           "profiling; collectives suite: ferry, ferry_unobserved or gloo; with "
           "--peers also torch_rpc/echo, "
           "torch_rpc_shm/echo, torch_gloo");

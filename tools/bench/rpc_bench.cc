@@ -204,17 +204,20 @@ absl::Status Round(Variant& v, const Plan& p, SampleSet* samples) {
 
 absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   // Same host: ferry uses its unix-abstract socket by default ("echo");
-  // "echo_tcp" forces TCP loopback, like the bare baseline's "echo".
+  // "echo_tcp" forces TCP loopback, like the bare baseline's "echo";
+  // "ferry_socket" keeps large calls on the socket instead of memory files.
   std::vector<Variant> variants;
   auto wanted = [&](absl::string_view system, absl::string_view op) {
     return options.variant.empty() ||
            options.variant == absl::StrCat(system, "/", op);
   };
   auto add = [&](const char* system, const char* op, bool ferry, bool local,
-                 bool observed = true) -> absl::Status {
+                 bool observed = true,
+                 bool shared_memory = true) -> absl::Status {
     if (!wanted(system, op)) return absl::OkStatus();
     absl::StatusOr<std::unique_ptr<EchoSystem>> echo =
-        ferry ? StartFerryEcho(local, observed) : StartBareEcho(local);
+        ferry ? StartFerryEcho(local, observed, shared_memory)
+              : StartBareEcho(local);
     if (!echo.ok()) return echo.status();
     variants.push_back({system, op, *std::move(echo), nullptr});
     return absl::OkStatus();
@@ -223,6 +226,7 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
   FERRY_RETURN_IF_ERROR(add("ferry", "echo_tcp", true, false));
   FERRY_RETURN_IF_ERROR(add("grpc", "echo_uds", false, true));
   FERRY_RETURN_IF_ERROR(add("ferry", "echo", true, true));
+  FERRY_RETURN_IF_ERROR(add("ferry_socket", "echo", true, true, true, false));
   if (options.unobserved || options.variant == "ferry_unobserved/echo") {
     FERRY_RETURN_IF_ERROR(add("ferry_unobserved", "echo", true, true, false));
   }

@@ -17,7 +17,8 @@ struct RpcSuiteOptions {
   bool quick = false;
   int rounds = 3;
   // Only this system ("grpc/echo", "ferry/echo_tcp", "grpc/echo_uds",
-  // "ferry/echo", "torch_rpc/echo", "torch_rpc_shm/echo"); empty: all.
+  // "ferry/echo", "ferry_socket/echo", "torch_rpc/echo",
+  // "torch_rpc_shm/echo"); empty: all.
   std::string variant;
   // Only this kind of measurement ("latency", "throughput", "bandwidth");
   // empty: all.

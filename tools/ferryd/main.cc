@@ -81,6 +81,9 @@ ABSL_FLAG(int64_t, max_rrefs, 1 << 20,
           "most live rrefs a node may hold (RESOURCE_EXHAUSTED beyond)");
 ABSL_FLAG(bool, local_socket, true,
           "also serve same-host peers on a unix-abstract socket");
+ABSL_FLAG(bool, shared_memory, true,
+          "send large calls (2 MiB or more) between same-host peers in "
+          "memory files instead of the unix-abstract socket");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate (TLS)");
 ABSL_FLAG(std::string, tls_key, "",
           "PEM private key (TLS; must not be readable by group or others)");
@@ -186,6 +189,7 @@ absl::StatusOr<WorkerConfig> BuildOptions() {
   o.channels.max_message_bytes = static_cast<int>(
       std::min<int64_t>(o.limits.max_message_bytes, INT32_MAX));
   o.local_socket = absl::GetFlag(FLAGS_local_socket);
+  o.channels.use_shared_memory = absl::GetFlag(FLAGS_shared_memory);
   o.rref.lease = absl::Milliseconds(absl::GetFlag(FLAGS_rref_lease_ms));
   o.rref.max_live_rrefs = absl::GetFlag(FLAGS_max_rrefs);
   FERRY_ASSIGN_OR_RETURN(TlsIdentity tls_identity,

@@ -27,6 +27,7 @@ WorkerConfig ToConfig(WorkerOptions o, absl::Status* security_error) {
   c.channels.max_message_bytes = static_cast<int>(
       std::min<int64_t>(o.limits.max_message_bytes, INT32_MAX));
   c.local_socket = o.local_socket;
+  c.channels.use_shared_memory = o.shared_memory;
   c.on_event = std::move(o.on_event);
   c.rref.lease = o.rref_lease;
   c.rref.max_live_rrefs = o.max_rrefs;

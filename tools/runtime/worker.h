@@ -77,6 +77,8 @@ struct WorkerOptions {
   Limits limits;                         // What one peer may make it hold.
   SecurityOptions security;              // TLS and token files.
   bool local_socket = true;              // Same-host peers over a unix socket.
+  // Large calls between same-host peers in memory files, not the socket.
+  bool shared_memory = true;
   // Collectives' settings, the flight recorder's among them
   // (flight_recorder_entries, dump_dir).
   CollectiveConfig collectives;
