@@ -16,9 +16,6 @@ namespace ferry {
 namespace {
 
 constexpr uint64_t kAlign = 64;
-// A StreamHead is at most 83 bytes (two ShmRefs of 33); anything longer
-// is no head of ours.
-constexpr int64_t kMaxStreamHeadBytes = 128;
 
 void ReleaseBuffer(void* holder) {
   delete static_cast<std::shared_ptr<char>*>(holder);

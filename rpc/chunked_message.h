@@ -33,6 +33,9 @@ namespace ferry {
 // Messages at least this long travel as frames; most payload a frame has.
 constexpr size_t kStreamMinBytes = size_t{2} << 20;
 constexpr size_t kChunkBytes = size_t{1} << 20;
+// A StreamHead is at most 83 bytes (two ShmRefs of 33); a longer first
+// frame's head is no head of ours.
+constexpr int64_t kMaxStreamHeadBytes = 128;
 
 // The head of `message`'s first frame: its total and align.
 proto::StreamHead HeadOf(const grpc::ByteBuffer& message);

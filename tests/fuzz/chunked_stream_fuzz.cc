@@ -8,7 +8,9 @@
 // Input: records, each a control byte and its operands.
 //   control & 3 == 0  stream s = (control >> 2) & 7 gets a first frame: a
 //                     StreamHead of u32le total and a byte of align
-//                     (values >= 64 included), no payload
+//                     (values >= 64 included), no payload; with bit 5,
+//                     the head also names a memory file (fd: one more
+//                     byte) holding the message
 //   control & 3 == 1  stream s gets a frame: u16le length, then the bytes
 //                     (cut into two slices at a split byte); with bit 5,
 //                     the bytes are a later frame's payload (the empty
@@ -17,7 +19,9 @@
 //   control & 3 == 3  stream s's message is taken if complete, and kept
 //                     (or, with bit 5, the kept messages are dropped)
 // Stream s belongs to peer s % 3; the budget holds 192 KiB in all, 96 KiB
-// per peer; messages are at most 128 KiB.
+// per peer; messages are at most 128 KiB. Odd streams take messages in
+// files (a stand-in reader: fd % 3 == 0 refuses, else the file holds
+// `total` bytes of the fd's low byte); even ones take none.
 //
 // Properties: no crash (ASan, UBSan: every payload lands inside its
 // buffer); a head reserves nothing, a second head is refused, and a stream
@@ -25,7 +29,8 @@
 // exactly what the live assemblers and kept messages hold, per peer and in
 // all, never past its bounds; a taken message is exactly the payload sent,
 // its largest piece placed as the head said; and once everything is
-// dropped, nothing is held.
+// dropped, nothing is held. A file is taken only by a stream that takes
+// files, whole and at once.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -109,7 +115,7 @@ class Run {
     const int s = (control >> 2) & (kStreams - 1);
     switch (control & 3) {
       case 0:
-        Head(s, in);
+        Head(s, control, in);
         break;
       case 1:
         SendFrame(s, control, in);
@@ -138,19 +144,30 @@ class Run {
  private:
   ChunkAssembler& Assembler(int s) {
     if (streams_[s].in == nullptr) {
-      streams_[s].in = std::make_unique<ChunkAssembler>("request", kMaxMessage,
-                                                        budget_, PeerOf(s));
+      ChunkAssembler::FileReader files = nullptr;
+      if (s % 2 == 1) files = StandInFiles;
+      streams_[s].in = std::make_unique<ChunkAssembler>(
+          "request", kMaxMessage, budget_, PeerOf(s), std::move(files));
       streams_[s].sent.clear();
     }
     return *streams_[s].in;
   }
 
-  void Head(int s, Reader& in) {
+  static absl::Status StandInFiles(const proto::ShmRef& ref, uint64_t total,
+                                   char* into) {
+    if (ref.fd() % 3 == 0) return absl::InvalidArgumentError("refused");
+    std::memset(into, ref.fd() & 0xff, total);
+    return absl::OkStatus();
+  }
+
+  void Head(int s, uint8_t control, Reader& in) {
     uint32_t total = 0;
     for (int i = 0; i < 4; ++i) total |= uint32_t{in.Byte()} << (8 * i);
     proto::StreamHead head;
     head.set_total(total);
     head.set_align(in.Byte());
+    const bool in_file = (control & 0x20) != 0;
+    if (in_file) head.mutable_shm()->set_fd(in.Byte());
     const std::string bytes = head.SerializeAsString();
     const std::string frame =
         std::string(1, static_cast<char>(bytes.size())) + bytes;
@@ -160,14 +177,19 @@ class Run {
     grpc::Slice slice(frame.data(), frame.size());
     grpc::ByteBuffer b(&slice, 1);
     absl::Status added = a.Add(&b);
-    if (!was_started && budget_->used() != before) {
+    if (!was_started && !in_file && budget_->used() != before) {
       Fail("a head reserved bytes");
     }
     if (was_started && added.ok()) Fail("a second head was taken");
     if (!added.ok()) {
       streams_[s] = Stream();  // The reactor finishes the stream.
-    } else {
-      streams_[s].align = head.align();
+      return;
+    }
+    streams_[s].align = head.align();
+    if (in_file) {
+      if (s % 2 == 0) Fail("a file taken by a stream that takes none");
+      if (!a.complete()) Fail("a message in a file taken only in part");
+      streams_[s].sent = std::string(total, static_cast<char>(head.shm().fd()));
     }
   }
 
@@ -194,10 +216,18 @@ class Run {
     // Taken as is: what it carried, read as the assembler reads it.
     proto::StreamHead head;
     grpc::ByteBuffer again = TwoSlices(frame, 0);
-    absl::StatusOr<WireFrame> read = ReadFrame(again, 64, "request", &head);
+    absl::StatusOr<WireFrame> read =
+        ReadFrame(again, kMaxStreamHeadBytes, "request", &head);
     if (!read.ok()) Fail("a frame taken that ReadFrame refuses");
     if ((read->head_bytes != 0) == was_started) Fail("a head out of place");
     if (!was_started) streams_[s].align = head.align();
+    if (head.has_shm()) {  // Taken from the file, so it carried no payload.
+      if (s % 2 == 0) Fail("a file taken by a stream that takes none");
+      if (read->payload_bytes != 0) Fail("payload taken after a file's head");
+      streams_[s].sent =
+          std::string(head.total(), static_cast<char>(head.shm().fd()));
+      return;
+    }
     streams_[s].sent +=
         Flat(grpc::ByteBuffer(read->payload.data(), read->payload.size()));
   }

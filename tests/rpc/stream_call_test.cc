@@ -109,7 +109,9 @@ TEST(StreamCallTest, OnOneHostLargeMessagesGoInMemoryFiles) {
     EXPECT_TRUE(SameTensor(got, big));
     EXPECT_EQ(reinterpret_cast<uintptr_t>(got.data()) % 64, 0u);
     EXPECT_GT(InFiles(caller, "received"), (i + 1) * 12e6);
-    if (i == 0) EXPECT_EQ(InFiles(caller, "sent"), 0);
+    if (i == 0) {
+      EXPECT_EQ(InFiles(caller, "sent"), 0);
+    }
   }
   EXPECT_GT(InFiles(caller, "sent"), 12e6);
   EXPECT_TRUE(Idle(caller));
