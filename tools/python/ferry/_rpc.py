@@ -166,7 +166,8 @@ def init(rank: int | None = None, world_size: int | None = None,
          _on_listen: Callable[[str], object] | None = None,
          flight_recorder_entries: int = 2000, dump_dir: str | None = None,
          metrics_listen: str | None = None,
-         trace_file: str | None = None) -> WorkerInfo:
+         trace_file: str | None = None,
+         shared_memory: bool | None = None) -> WorkerInfo:
     """Makes this process worker ``name`` (default ``worker<rank>``) of a
     job, with every builtin and the functions ``register()``-ed so far, and
     returns once all ``world_size`` workers joined (torch's ``init_rpc``).
@@ -194,6 +195,11 @@ def init(rank: int | None = None, world_size: int | None = None,
     ``FERRY_METRICS_LISTEN``) serves Prometheus' /metrics; ``trace_file``
     (env ``FERRY_TRACE_FILE``) receives this worker's spans as JSON lines.
     ``ferryctl stacks`` shows this process's Python stacks too.
+
+    ``shared_memory`` (ferryd's ``--shared_memory``; default on, env
+    ``FERRY_SHARED_MEMORY=0`` turns it off): calls of 2 MiB or more to
+    workers on this host move their bytes through memory files instead of
+    the socket.
     """
     global _worker, _default_timeout
     with _lock:
@@ -224,6 +230,9 @@ def init(rank: int | None = None, world_size: int | None = None,
             "metrics_listen": (metrics_listen
                                or os.environ.get("FERRY_METRICS_LISTEN")),
             "trace_file": trace_file or os.environ.get("FERRY_TRACE_FILE"),
+            "shared_memory": (shared_memory if shared_memory is not None
+                              else os.environ.get("FERRY_SHARED_MEMORY",
+                                                  "1") != "0"),
         }
         worker = _ferry.Worker(options)
         worker.register(_PYTHON_STACKS, _python_stacks,

@@ -200,6 +200,9 @@ std::unique_ptr<WorkerHandle> NewWorker(const py::dict& o) {
   w.executor_threads = o["executor_threads"].cast<int>();
   w.rref_lease = Seconds(o["rref_lease"].cast<double>());
   w.security = Security(o);
+  if (o.contains("shared_memory")) {
+    w.shared_memory = o["shared_memory"].cast<bool>();
+  }
   // Observing the job (ferry.init's flight_recorder_entries, dump_dir,
   // metrics_listen, trace_file).
   auto text = [&o](const char* key) {
