@@ -5,6 +5,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/limit_errors.h"
@@ -509,7 +510,8 @@ absl::StatusOr<Tensor> ValueParser::TensorBytes(DType dtype, Shape shape,
     return Tensor::FromShared(dtype, std::move(shape), std::move(owner), bytes,
                               n);
   }
-  std::shared_ptr<char> copy(new char[n], std::default_delete<char[]>());
+  // One allocation for the bytes and their count.
+  std::shared_ptr<char[]> copy = std::make_shared_for_overwrite<char[]>(n);
   t->data.CopyTo(copy.get());
   const char* data = copy.get();
   return Tensor::FromShared(dtype, std::move(shape), std::move(copy), data, n);
@@ -617,7 +619,8 @@ std::vector<grpc::Slice> SlicesOf(const grpc::ByteBuffer& bytes) {
 // it.
 struct CallRequestScan {
   CallHeader header;
-  std::vector<WireCursor> args;
+  // Inline for the common few (a call's scan allocates nothing here).
+  absl::InlinedVector<WireCursor, 4> args;
   absl::Status args_error;
   // Skip the header's fields (Open() read them): only the args wanted.
   bool args_only = false;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
 
@@ -58,7 +59,8 @@ class ValueEncoder {
   void WriteTensor(const Tensor& t, WireWriter* w);
 
   RRefCodec* const codec_;
-  std::vector<size_t> sizes_;       // Lengths of nested messages, in order.
+  // Lengths of nested messages, in order (inline for small values).
+  absl::InlinedVector<size_t, 8> sizes_;
   std::vector<std::string> rrefs_;  // Encoded handles, in order.
   size_t next_size_ = 0;
   size_t next_rref_ = 0;
@@ -294,7 +296,7 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
   }
   WireWriter w;
   // The scalar fields go through protobuf; field order does not matter.
-  w.Copy(header.SerializeAsString());
+  w.Message(header);
   for (size_t i = 0; i < args.size(); ++i) {
     w.Key(kCallArgs, kLength);
     w.Varint(arg_sizes[i]);

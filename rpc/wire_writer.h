@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -36,6 +37,10 @@ class WireWriter {
   void Copy(absl::string_view bytes) {
     pending_.append(bytes.data(), bytes.size());
   }
+  // `message` serialized, in place.
+  void Message(const google::protobuf::MessageLite& message) {
+    message.AppendToString(&pending_);
+  }
   // `bytes`, kept alive by `owner` until gRPC is done with them.
   void Alias(absl::string_view bytes, std::shared_ptr<const void> owner);
 
@@ -47,7 +52,8 @@ class WireWriter {
   void Flush();
 
   std::string pending_;
-  std::vector<grpc::Slice> slices_;
+  // A message is one slice, or a few around aliased tensors.
+  absl::InlinedVector<grpc::Slice, 4> slices_;
 };
 
 // The wire bytes of a Value (a serialized ferry.proto.Value), tensor bytes

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "rpc/auth/cert_identity.h"
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
@@ -148,9 +150,10 @@ std::optional<Authenticator::Peer> Authenticator::MakePeer(
     uint64_t node, const std::string& public_key) const {
   absl::StatusOr<std::string> secret = key_->Agree(public_key);
   if (!secret.ok()) return std::nullopt;
-  Peer peer{public_key, *secret, ""};
+  Peer peer{public_key, *secret, "", ""};
   peer.expected =
       CallToken(*secret, {node, public_key}, {self_, key_->public_key()});
+  peer.header = FormatCredential({.node = node, .token = peer.expected});
   return peer;
 }
 
@@ -314,41 +317,72 @@ std::optional<uint64_t> Authenticator::NodeOf(
   return *node;
 }
 
+std::optional<uint64_t> Authenticator::KnownHeader(
+    absl::string_view header) const {
+  // "v1.<node>.<token>": the node's digits find the entry; the whole
+  // header, compared in constant time, must be the one it presents.
+  if (!absl::ConsumePrefix(&header, "v1.")) return std::nullopt;
+  const size_t dot = header.find('.');
+  uint64_t node;
+  if (dot == absl::string_view::npos ||
+      !absl::SimpleAtoi(header.substr(0, dot), &node)) {
+    return std::nullopt;
+  }
+  absl::MutexLock lock(&mu_);
+  const Peer* known = nullptr;
+  if (auto it = peers_.find(node); it != peers_.end()) {
+    known = &it->second;
+  } else if (auto v = vouched_.find(node); v != vouched_.end()) {
+    known = &v->second;
+  }
+  if (known == nullptr) return std::nullopt;
+  absl::string_view expected = known->header;
+  expected.remove_prefix(3);  // "v1."
+  if (!ConstantTimeEquals(header, expected)) return std::nullopt;
+  return node;
+}
+
 absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
     const grpc::ServerContextBase& call) const {
   const auto& metadata = call.client_metadata();
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::optional<uint64_t>();
-  std::optional<PresentedCredential> c =
-      ParseCredential(absl::string_view(it->second.data(), it->second.size()));
-  if (!c.has_value()) return Unauthenticated("is malformed");
-  // With late_admits, Process waited already.
-  std::optional<uint64_t> node = Resolve(*c, /*wait=*/!late_admits_);
+  const absl::string_view header(it->second.data(), it->second.size());
+  std::optional<uint64_t> node = KnownHeader(header);
   if (!node.has_value()) {
-    absl::MutexLock lock(&mu_);
-    if (!learned_) {
-      // Not joined yet: no key is known here. Process waited for the Join
-      // answer (or refused the call); without Process (an --insecure job)
-      // claims are believed, and nothing waits.
-      if (!processes_metadata_) return std::optional<uint64_t>();
-      return absl::UnavailableError(
-          "this worker has not joined the job yet, so it knows no node "
-          "key; retry");
-    }
-    // An --insecure job on etcd: a sender not learned yet proves nobody,
-    // and claims are believed there anyway (one known gone is refused).
-    if (late_admits_ && !processes_metadata_ &&
-        LookupLocked(*c) == Lookup::kUnknown) {
-      return std::optional<uint64_t>();
-    }
+    std::optional<PresentedCredential> c = ParseCredential(header);
+    if (!c.has_value()) return Unauthenticated("is malformed");
+    // With late_admits, Process waited already.
+    node = Resolve(*c, /*wait=*/!late_admits_);
+    if (!node.has_value()) return Unresolved(*c);
   }
-  if (!node.has_value()) return Unauthenticated("names no live node");
   // A worker's credential counts only with its rank's certificate.
   if (cert_identity_ && IsWorker(*node)) {
     FERRY_RETURN_IF_ERROR(
         CheckWorkerCert(PeerCertNames(call), *node, "node credential"));
   }
   return node;
+}
+
+absl::StatusOr<std::optional<uint64_t>> Authenticator::Unresolved(
+    const PresentedCredential& c) const {
+  absl::MutexLock lock(&mu_);
+  if (!learned_) {
+    // Not joined yet: no key is known here. Process waited for the Join
+    // answer (or refused the call); without Process (an --insecure job)
+    // claims are believed, and nothing waits.
+    if (!processes_metadata_) return std::optional<uint64_t>();
+    return absl::UnavailableError(
+        "this worker has not joined the job yet, so it knows no node "
+        "key; retry");
+  }
+  // An --insecure job on etcd: a sender not learned yet proves nobody,
+  // and claims are believed there anyway (one known gone is refused).
+  if (late_admits_ && !processes_metadata_ &&
+      LookupLocked(c) == Lookup::kUnknown) {
+    return std::optional<uint64_t>();
+  }
+  return Unauthenticated("names no live node");
 }
 
 absl::Status Authenticator::CheckClaim(const std::optional<uint64_t>& caller,

@@ -211,6 +211,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
     std::string public_key;
     std::string secret;
     std::string expected;
+    // The credential header it presents here (FormatCredential of
+    // `expected`): matched whole, a known sender costs no decoding.
+    std::string header;
   };
   // What a presented credential is, as far as the tables tell.
   enum class Lookup { kKnown, kWrong, kUnknown, kGone, kVouched };
@@ -226,6 +229,13 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
                                const std::string& public_key) const;
   Lookup LookupLocked(const PresentedCredential& c) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node whose current header `header` is exactly, if any: the common
+  // case of CallerNode, without parsing (anything else takes the parse).
+  std::optional<uint64_t> KnownHeader(absl::string_view header) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // CallerNode's answer for a credential that resolved to no node.
+  absl::StatusOr<std::optional<uint64_t>> Unresolved(
+      const PresentedCredential& c) const ABSL_LOCKS_EXCLUDED(mu_);
   // OK once this worker joined the job (at once if it has), or
   // UNAVAILABLE naming --max_prejoin_calls or --prejoin_wait_ms. Blocks
   // (Process only).

@@ -121,14 +121,8 @@ bool WireCursor::Peek(uint64_t n, const uint8_t** bytes, uint8_t* scratch) {
   return Gather(n, scratch);
 }
 
-bool WireCursor::ReadVarint(uint64_t* v) {
+bool WireCursor::ReadVarintSlow(uint64_t* v) {
   if (failed()) return false;
-  // Most varints (tags, small lengths) are one byte: read it here.
-  if (p_ != slice_end_ && pos_ < limit_ && *p_ < 0x80) {
-    *v = *p_++;
-    ++pos_;
-    return true;
-  }
   if (p_ == slice_end_ && pos_ < end_) NextSlice();
   // protobuf's VarintParse (what generated code parses with) reads up to 10
   // bytes with no bound of its own. It reads the slice in place where it
@@ -167,9 +161,8 @@ bool WireCursor::ReadVarint(uint64_t* v) {
   return Fail(WireStop::kTruncated, "the bytes end before the message does");
 }
 
-bool WireCursor::ReadTag(Tag* tag) {
+bool WireCursor::ReadTagSlow(Tag* tag) {
   if (failed()) return false;
-  if (pos_ == limit_) return false;  // The end: no failure.
   uint64_t v;
   if (!ReadVarint(&v)) return false;
   if (v > UINT32_MAX) return Fail(WireStop::kMalformed, "a tag over 32 bits");

@@ -141,9 +141,28 @@ class WireCursor {
   // The next field's tag. False at the innermost limit (stop() stays
   // kNone) or on a failure: a tag over 32 bits, field number 0, or a wire
   // type that is not varint, fixed64, length-delimited or fixed32.
-  bool ReadTag(Tag* tag);
+  bool ReadTag(Tag* tag) {
+    if (pos_ == limit_) return false;  // The end (or a failure's stop).
+    // The common case inline: a one-byte tag of a known wire type.
+    if (stop_ == WireStop::kNone && p_ != slice_end_ && pos_ < limit_ &&
+        *p_ < 0x80 && (*p_ >> 3) != 0 && ((kKnownWireTypes >> (*p_ & 7)) & 1)) {
+      *tag = *p_++;
+      ++pos_;
+      return true;
+    }
+    return ReadTagSlow(tag);
+  }
   // A varint of at most 10 bytes (bits past 64 dropped, as protobuf does).
-  bool ReadVarint(uint64_t* v);
+  bool ReadVarint(uint64_t* v) {
+    // Most varints (tags, small lengths) are one byte: read inline.
+    if (stop_ == WireStop::kNone && p_ != slice_end_ && pos_ < limit_ &&
+        *p_ < 0x80) {
+      *v = *p_++;
+      ++pos_;
+      return true;
+    }
+    return ReadVarintSlow(v);
+  }
   bool ReadFixed64(uint64_t* v);
   bool ReadFixed32(uint32_t* v);
   // A length-delimited field's length: at most left().
@@ -173,6 +192,12 @@ class WireCursor {
     }
     return false;
   }
+  // Varint, fixed64, length-delimited and fixed32, as bits by wire type:
+  // the types ReadTag takes (no ferry message has groups).
+  static constexpr unsigned kKnownWireTypes = 0b100111;
+  // The varint or tag where the inline case does not hold.
+  bool ReadVarintSlow(uint64_t* v);
+  bool ReadTagSlow(Tag* tag);
   // Fails unless `n` bytes are left before the limit and there.
   bool Have(uint64_t n);
   // Points `bytes` at the next `n` bytes (callers check they are there):

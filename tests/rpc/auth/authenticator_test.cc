@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -204,6 +205,27 @@ TEST_P(AuthenticatorTest, ACredentialNamesItsNodeUntilForgotten) {
   EXPECT_EQ(service_.node, std::optional<uint64_t>(7));
   authenticator_->Forget(7);
   ASSERT_TRUE(Call("/x.Y/Z", "hi", fresh).ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+}
+
+// A known sender's header is matched whole, with no decoding; any other
+// spelling is parsed as before: a zero-padded node id still names it, a
+// token one digit off names nobody.
+TEST_P(AuthenticatorTest, AKnownHeaderIsMatchedWhole) {
+  auto seven = NodeKey::Generate();
+  authenticator_->Admit(7, seven->public_key());
+  const std::string header = CredentialOf(*seven, 7, *authenticator_);
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", Presenting(header)).ok());
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(7));
+  ASSERT_TRUE(absl::StartsWith(header, "v1.7."));
+  const std::string padded = "v1.07." + header.substr(5);
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", Presenting(padded)).ok());
+  EXPECT_EQ(service_.node, std::optional<uint64_t>(7));
+  std::string off = header;
+  off.back() = off.back() == '0' ? '1' : '0';
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", Presenting(off)).ok());
+  EXPECT_EQ(service_.node, std::nullopt);
+  ASSERT_TRUE(Call("/x.Y/Z", "hi", Presenting(header + "0")).ok());
   EXPECT_EQ(service_.node, std::nullopt);
 }
 
