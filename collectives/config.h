@@ -15,12 +15,17 @@ namespace ferry {
 // the worker's Limits (max_mailbox_bytes, mailbox_ttl_ms,
 // max_collective_timeout_ms), like every bound a peer meets.
 struct CollectiveConfig {
-  // Frame size of streamed messages.
-  int64_t chunk_bytes = 1 << 20;
+  // Frame size of streamed messages: a 1 MiB tensor and the header of its
+  // message fit one.
+  int64_t chunk_bytes = (1 << 20) + (64 << 10);
   // Messages of one frame and at most this many payload bytes travel on
   // the standing stream to their receiver (collectives/standing_stream.h),
   // larger ones on streams of their own; 0: every message on its own.
-  int64_t standing_bytes = 256 << 10;
+  // Up to a 1 MiB tensor's message: its own stream cost an all_to_all of
+  // 1 MiB per rank on 4 ranks 7% more instructions and 10-30% more time
+  // (BENCHMARKS.md); a larger message holds the small ones behind it
+  // on the stream for longer than a stream of its own costs.
+  int64_t standing_bytes = (1 << 20) + (64 << 10);
   // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
   // tree (broadcast). Chosen with `ferry_bench --direct_bytes` on 2 and 4

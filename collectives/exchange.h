@@ -51,10 +51,11 @@ class Exchange final : public grpc::CallbackGenericService {
   static constexpr char kMethod[] = "/ferry.proto.Collectives/Exchange";
 
   struct Options {
-    int64_t chunk_bytes = 1 << 20;
+    // CollectiveConfig's (collectives/config.h) say why these sizes.
+    int64_t chunk_bytes = (1 << 20) + (64 << 10);
     // Messages of one frame and at most this many payload bytes go on the
     // standing stream; 0: none.
-    int64_t standing_bytes = 256 << 10;
+    int64_t standing_bytes = (1 << 20) + (64 << 10);
     int world_size = 1;
     // How long a message may take to arrive whole (--mailbox_ttl_ms), on
     // the timers' clock.
