@@ -226,15 +226,15 @@ bool Authenticator::VouchedLocked(const PresentedCredential& c) const {
   return ConstantTimeEquals(tag, c.voucher);
 }
 
+const Authenticator::Peer* Authenticator::FindLocked(uint64_t node) const {
+  if (auto it = peers_.find(node); it != peers_.end()) return &it->second;
+  if (auto v = vouched_.find(node); v != vouched_.end()) return &v->second;
+  return nullptr;
+}
+
 Authenticator::Lookup Authenticator::LookupLocked(
     const PresentedCredential& c) const {
-  const Peer* known = nullptr;
-  if (auto it = peers_.find(c.node); it != peers_.end()) {
-    known = &it->second;
-  } else if (auto v = vouched_.find(c.node); v != vouched_.end()) {
-    known = &v->second;
-  }
-  if (known != nullptr) {
+  if (const Peer* known = FindLocked(c.node); known != nullptr) {
     if (ConstantTimeEquals(known->expected, c.token)) return Lookup::kKnown;
     return RetiredLocked(c) ? Lookup::kGone : Lookup::kWrong;
   }
@@ -329,12 +329,7 @@ std::optional<uint64_t> Authenticator::KnownHeader(
     return std::nullopt;
   }
   absl::MutexLock lock(&mu_);
-  const Peer* known = nullptr;
-  if (auto it = peers_.find(node); it != peers_.end()) {
-    known = &it->second;
-  } else if (auto v = vouched_.find(node); v != vouched_.end()) {
-    known = &v->second;
-  }
+  const Peer* known = FindLocked(node);
   if (known == nullptr) return std::nullopt;
   absl::string_view expected = known->header;
   expected.remove_prefix(3);  // "v1."
@@ -347,21 +342,26 @@ absl::StatusOr<std::optional<uint64_t>> Authenticator::CallerNode(
   const auto& metadata = call.client_metadata();
   auto it = metadata.find(kCredentialHeader);
   if (it == metadata.end()) return std::optional<uint64_t>();
-  const absl::string_view header(it->second.data(), it->second.size());
-  std::optional<uint64_t> node = KnownHeader(header);
-  if (!node.has_value()) {
-    std::optional<PresentedCredential> c = ParseCredential(header);
-    if (!c.has_value()) return Unauthenticated("is malformed");
-    // With late_admits, Process waited already.
-    node = Resolve(*c, /*wait=*/!late_admits_);
-    if (!node.has_value()) return Unresolved(*c);
-  }
+  absl::StatusOr<std::optional<uint64_t>> node =
+      NodeOfHeader(absl::string_view(it->second.data(), it->second.size()));
   // A worker's credential counts only with its rank's certificate.
-  if (cert_identity_ && IsWorker(*node)) {
+  if (cert_identity_ && node.ok() && node->has_value() && IsWorker(**node)) {
     FERRY_RETURN_IF_ERROR(
-        CheckWorkerCert(PeerCertNames(call), *node, "node credential"));
+        CheckWorkerCert(PeerCertNames(call), **node, "node credential"));
   }
   return node;
+}
+
+absl::StatusOr<std::optional<uint64_t>> Authenticator::NodeOfHeader(
+    absl::string_view header) const {
+  std::optional<uint64_t> node = KnownHeader(header);
+  if (node.has_value()) return node;
+  std::optional<PresentedCredential> c = ParseCredential(header);
+  if (!c.has_value()) return Unauthenticated("is malformed");
+  // With late_admits, Process waited already.
+  node = Resolve(*c, /*wait=*/!late_admits_);
+  if (node.has_value()) return node;
+  return Unresolved(*c);
 }
 
 absl::StatusOr<std::optional<uint64_t>> Authenticator::Unresolved(

@@ -188,6 +188,11 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // connection whose certificate does not name that worker.
   absl::StatusOr<std::optional<uint64_t>> CallerNode(
       const grpc::ServerContextBase& call) const ABSL_LOCKS_EXCLUDED(mu_);
+  // What credential header `header` (a peer's bytes, any length) proves:
+  // CallerNode's answer but for the certificate check, which needs the
+  // call.
+  absl::StatusOr<std::optional<uint64_t>> NodeOfHeader(
+      absl::string_view header) const ABSL_LOCKS_EXCLUDED(mu_);
   // OK if a caller resolved to `caller` (by CallerNode) may send a message
   // whose `field` names node `claimed`; PERMISSION_DENIED naming the field
   // and both nodes if not.
@@ -227,6 +232,9 @@ class Authenticator final : public grpc::AuthMetadataProcessor {
   // nullopt for an unusable key. Expensive (ECDH): called outside mu_.
   std::optional<Peer> MakePeer(uint64_t node,
                                const std::string& public_key) const;
+  // The entry of `node`, a worker's or a vouched client's; null if none.
+  const Peer* FindLocked(uint64_t node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Lookup LookupLocked(const PresentedCredential& c) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node whose current header `header` is exactly, if any: the common
