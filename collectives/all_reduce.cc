@@ -41,6 +41,7 @@
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 #include "proto/collectives.pb.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

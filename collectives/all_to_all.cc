@@ -32,6 +32,7 @@
 #include "collectives/gather_all.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/dtype.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/tensor_math.h"
 

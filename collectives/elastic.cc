@@ -140,12 +140,12 @@ absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
   for (int r = 0; r < group.size(); ++r) {
     if (r == group.rank()) continue;
     if (group.state().context().votes().StopsAt(VoteBook::Point::kVote,
-                                                group.global(r))) {
-      return Injected(key,
-                      absl::StrCat("before voting to rank ", group.global(r)));
+                                                group.members()[r])) {
+      return Injected(
+          key, absl::StrCat("before voting to rank ", group.members()[r]));
     }
     agent
-        .RpcAsync(absl::StrCat(group.global(r)), kVoteFunction,
+        .RpcAsync(absl::StrCat(group.members()[r]), kVoteFunction,
                   {Value(key), Value(flag)}, {.timeout = timeout})
         .Then([](const absl::StatusOr<Value>&) {});
   }

@@ -1,9 +1,9 @@
 // Output forms of the collectives: the results are written into the
 // caller's tensors (torch's output arguments) instead of new buffers.
 //
-//   TensorOut out = std::make_shared<TensorBuilder>(*TensorBuilder::Over(
-//       DType::kFloat32, {4}, keep_alive, data, 16));
-//   Work<Tensor> w = AllReduceIntoAsync(group, grad, out);  // may be `grad`
+//   absl::StatusOr<TensorOut> out =
+//       OutputOver(DType::kFloat32, {4}, keep_alive, data, 16);
+//   Work<Tensor> w = AllReduceIntoAsync(group, grad, *out);  // may be `grad`
 //   absl::StatusOr<Tensor> sum = w.Wait(timeout);  // shares `data`
 //
 // What a peer sends is received straight into the output when it arrives

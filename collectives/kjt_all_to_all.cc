@@ -23,6 +23,7 @@
 #include "collectives/checks.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/json.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 namespace algorithms {

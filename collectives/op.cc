@@ -105,7 +105,7 @@ Op::~Op() {
 
 std::string Op::Who(int r) const {
   return absl::StrCat("rank ", r, " (",
-                      context_.agent().directory().at(group_.global(r)).name,
+                      context_.agent().directory().at(group_.members()[r]).name,
                       ")");
 }
 
@@ -139,11 +139,11 @@ void Op::Send(int to, int step, const Message& message) {
     absl::MutexLock lock(&mu_);
     if (phase_ == Phase::kEnded) return;
   }
-  Future<Done> delivered =
-      context_.exchange().Send(group_.global(to), {key_, step, context_.rank()},
-                               ToEnvelope(message, name_), deadline_, trace_);
+  Future<Done> delivered = context_.exchange().Send(
+      group_.members()[to], {key_, step, context_.rank()},
+      ToEnvelope(message, name_), deadline_, trace_);
   if (Metrics* metrics = context_.agent().metrics()) {
-    metrics->Sent(group_.global(to), Metrics::Traffic::kCollective,
+    metrics->Sent(group_.members()[to], Metrics::Traffic::kCollective,
                   MessageBytes(message));
   }
   {
@@ -193,7 +193,7 @@ void Op::Expect(int from, int step, std::optional<TensorLanding> at,
   }
   // Still asked for when late: an abort meanwhile is then seen here.
   context_.mailbox()
-      .Receive({key_, step, group_.global(from)}, std::move(at))
+      .Receive({key_, step, group_.members()[from]}, std::move(at))
       .Then(
           [self = shared_from_this(), from, step, arrived = std::move(arrived)](
               const absl::StatusOr<Value>& message) mutable {
@@ -248,7 +248,7 @@ void Op::Recv(int from, int step, OnMessage then,
            if (!m->op.empty() && m->op != self->name_)
              return self->Fail(self->Mismatched(from, m->op));
            if (Metrics* metrics = self->context_.agent().metrics()) {
-             metrics->Received(self->group_.global(from),
+             metrics->Received(self->group_.members()[from],
                                Metrics::Traffic::kCollective, MessageBytes(*m));
            }
            std::move(then)(*std::move(m));
@@ -304,7 +304,7 @@ void Op::RecvFrom(std::vector<int> from, int step, OnMessages then,
                if (!m->op.empty() && m->op != self->name_)
                  return self->Fail(self->Mismatched(r, m->op));
                if (Metrics* metrics = self->context_.agent().metrics()) {
-                 metrics->Received(self->group_.global(r),
+                 metrics->Received(self->group_.members()[r],
                                    Metrics::Traffic::kCollective,
                                    MessageBytes(*m));
                }
@@ -495,7 +495,7 @@ void Op::Probe(int waited_for) {
   for (int r = 0; r < n; ++r) {
     if (r == rank()) continue;
     context_.agent()
-        .RpcAsync(absl::StrCat(group_.global(r)), "ferry.collective_op",
+        .RpcAsync(absl::StrCat(group_.members()[r]), "ferry.collective_op",
                   {Value(key_)}, {.timeout = kProbe})
         .Then([self = shared_from_this(), asking, r,
                waited_for](const absl::StatusOr<Value>& answer) {
@@ -556,7 +556,7 @@ void Op::Fail(absl::Status status) {
         context_.agent().timers().clock()->Now() + kAbortDelivery;
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
-      context_.exchange().SendAbort(group_.global(r), key_, status, until);
+      context_.exchange().SendAbort(group_.members()[r], key_, status, until);
     }
   }
   End(first);

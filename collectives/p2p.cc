@@ -49,7 +49,7 @@ absl::Duration TimeoutOf(ProcessGroup& group,
 std::string Who(ProcessGroup& group, int r) {
   return absl::StrCat(
       "rank ", r, " (",
-      group.state().context().agent().directory().at(group.global(r)).name,
+      group.state().context().agent().directory().at(group.members()[r]).name,
       ")");
 }
 
@@ -79,7 +79,7 @@ absl::Status CheckPeer(ProcessGroup& group, int peer, absl::string_view field,
 }
 
 std::string KeyFrom(ProcessGroup& group, int src, int64_t tag, bool take) {
-  const int me = group.global(group.rank()), from = group.global(src);
+  const int me = group.members()[group.rank()], from = group.members()[src];
   const uint64_t epoch = group.state().context().Epoch({from, me});
   const uint64_t seq = group.state().p2p().NextReceive(src, tag, epoch, take);
   return PointToPointKey(group.name(), from, me, tag, seq, epoch);
@@ -157,10 +157,10 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
   // A death of the source fails it at once (Began's members are by group
   // rank; the others take no part).
   std::vector<int> members(group->size(), -1);
-  members[src] = group->global(src);
+  members[src] = group->members()[src];
   context.Began(key, what, std::move(members));
   auto deadline_timer = std::make_shared<Deadline>();
-  const MessageKey mkey{key, 0, group->global(src)};
+  const MessageKey mkey{key, 0, group->members()[src]};
   std::optional<TensorLanding> landing;
   if (into != nullptr) landing = TensorLanding::Within(*into, 0, into->numel());
   context.mailbox()
@@ -242,7 +242,7 @@ void AnySource::Decide(absl::StatusOr<Received> r, int taken) {
   for (size_t j = 0; j < keys.size(); ++j) {
     if (static_cast<int>(j) == taken) continue;
     group->state().context().mailbox().Withdraw(
-        {keys[j], 0, group->global(sources[j])});
+        {keys[j], 0, group->members()[sources[j]]});
   }
   if (!r.ok()) r = Named(FromWhom(*group, kAnySource, tag), r.status());
   result.Set(std::move(r));
@@ -290,8 +290,9 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
   }
   // Among the worker's ops while it waits, under a name no message has,
   // unique among those running (its state's address).
-  any->op = absl::StrCat(group->name(), "/p:*>", group->global(group->rank()),
-                         ":", tag, "@", reinterpret_cast<uintptr_t>(any.get()));
+  any->op =
+      absl::StrCat(group->name(), "/p:*>", group->members()[group->rank()], ":",
+                   tag, "@", reinterpret_cast<uintptr_t>(any.get()));
   group->state().context().Began(any->op, FromWhom(*group, kAnySource, tag),
                                  std::vector<int>(group->size(), -1));
   // Every ask is made before any answer is looked at, so the asks the
@@ -299,7 +300,7 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
   std::vector<Future<Value>> asks;
   for (size_t i = 0; i < any->sources.size(); ++i) {
     asks.push_back(group->state().context().mailbox().Receive(
-        {any->keys[i], 0, group->global(any->sources[i])}));
+        {any->keys[i], 0, group->members()[any->sources[i]]}));
   }
   for (size_t i = 0; i < asks.size(); ++i) {
     asks[i].Then([any, i](const absl::StatusOr<Value>& message) {
@@ -333,7 +334,7 @@ Work<Done> SendAsync(ProcessGroup& group, const Tensor& tensor, int dst,
     return Work<Done>(Future<Done>::Ready(absl::UnavailableError(
         absl::StrCat(what, ": ", context.agent().name(), " is stopping"))));
   }
-  const int me = group.global(group.rank()), to = group.global(dst);
+  const int me = group.members()[group.rank()], to = group.members()[dst];
   const uint64_t epoch = context.Epoch({me, to});
   const uint64_t seq = group.state().p2p().NextSend(dst, tag, epoch);
   const std::string key =

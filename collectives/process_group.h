@@ -37,8 +37,7 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   // This worker's rank in the group.
   int rank() const { return rank_; }
   int size() const { return static_cast<int>(members_.size()); }
-  // The global rank of group rank `r`.
-  int global(int r) const { return members_[r]; }
+  // The global ranks of the group's ranks: members()[r] is group rank r's.
   const std::vector<int>& members() const { return members_; }
   // Unique within the job: "world", or "g0,2#1" (the 2nd group of ranks 0, 2).
   const std::string& name() const { return name_; }

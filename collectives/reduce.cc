@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/value/element.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 

@@ -19,6 +19,7 @@
 #include "collectives/reduce.h"
 #include "collectives/ring.h"
 #include "proto/collectives.pb.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 namespace algorithms {

@@ -9,6 +9,7 @@
 #include "collectives/fold.h"
 #include "collectives/rank_math.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

@@ -22,6 +22,7 @@
 #include "collectives/reduce.h"
 #include "collectives/tensor_out.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 

@@ -73,7 +73,7 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
                                         : std::nullopt) {
     op->Fail(absl::UnavailableError(absl::StrCat(
         spec.name, " op ", spec.label, ": rank ", *replaced, " (worker",
-        group.global(*replaced), ") of group ", group.name(),
+        group.members()[*replaced], ") of group ", group.name(),
         " was replaced since the group was made: shrink it, or grow")));
     return result.future();
   }

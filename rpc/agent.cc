@@ -25,6 +25,7 @@
 #include "rpc/auth/net_util.h"
 #include "rpc/auth/node_key.h"
 #include "rpc/base/clock.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
 #include "rpc/base/traceparent.h"
@@ -920,7 +921,7 @@ proto::WorkerStatus RpcAgent::Status() const {
           0, absl::ToInt64Milliseconds(*at - timers_->clock()->Now())));
     }
   }
-  for (const auto& [flag, value] : options_.limits.AsFlags()) {
+  for (const auto& [flag, value] : LimitFlags(options_.limits)) {
     (*s.mutable_limits())[flag] = value;
   }
   if (metrics_server_ != nullptr)

@@ -41,9 +41,4 @@ absl::Status Cancellation::reason() const {
   return reason_;
 }
 
-size_t Cancellation::pending() const {
-  absl::MutexLock lock(&mu_);
-  return callbacks_.size();
-}
-
 }  // namespace ferry

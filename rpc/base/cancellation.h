@@ -51,8 +51,6 @@ class Cancellation {
   bool cancelled() const { return cancelled_.load(); }
   // The reason given to Cancel(), or OK while not cancelled.
   absl::Status reason() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Callbacks registered and not yet run or removed.
-  size_t pending() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   std::atomic<bool> cancelled_{false};

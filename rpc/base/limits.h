@@ -15,9 +15,6 @@
 #define FERRY_RPC_BASE_LIMITS_H_
 
 #include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -94,9 +91,6 @@ struct Limits {
   // (--max_prejoin_calls), and how long each may wait (--prejoin_wait_ms).
   int64_t max_prejoin_calls = 256;
   int64_t prejoin_wait_ms = 5000;
-
-  // (flag name without "--", value in the flag's unit), for status.
-  std::vector<std::pair<std::string, int64_t>> AsFlags() const;
 };
 
 // A process-wide `Limits{}` (the defaults), for decoders and functions

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

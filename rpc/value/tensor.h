@@ -5,12 +5,14 @@
 //   Tensor t = Tensor::FromVector<float>({1, 2, 3, 4});
 //   absl::StatusOr<Tensor> m = t.Reshape({2, 2});
 //
-// To fill a new tensor, use TensorBuilder (uninitialized bytes, written once,
-// then frozen into a Tensor).
+// Internally a new tensor is filled through a TensorBuilder
+// (rpc/value/tensor_builder.h: uninitialized bytes, written once, then
+// frozen into a Tensor); users make tensors with the factories below.
 #ifndef FERRY_RPC_VALUE_TENSOR_H_
 #define FERRY_RPC_VALUE_TENSOR_H_
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +25,8 @@
 #include "rpc/value/dtype.h"
 
 namespace ferry {
+
+class TensorBuilder;  // rpc/value/tensor_builder.h; not a user's.
 
 using Shape = std::vector<int64_t>;
 
@@ -145,60 +149,6 @@ class Tensor {
   size_t nbytes_;
 };
 
-// Allocates an uninitialized buffer for a tensor, lets the caller fill it,
-// and hands it over as an immutable Tensor.
-//
-//   FERRY_ASSIGN_OR_RETURN(TensorBuilder b, TensorBuilder::Create(dtype,
-//   shape)); std::memcpy(b.data(), src, b.nbytes()); Tensor t =
-//   std::move(b).Build();
-class TensorBuilder {
- public:
-  // INVALID_ARGUMENT for an invalid shape.
-  static absl::StatusOr<TensorBuilder> Create(DType dtype, Shape shape);
-  // A builder over caller memory instead of a new buffer: `nbytes` at
-  // `data`, kept alive by `owner` (a collective's output argument, so its
-  // result is written where the caller wants it). The Tensor it builds
-  // shares that memory. INVALID_ARGUMENT for an invalid shape or if
-  // `nbytes` is not its size.
-  static absl::StatusOr<TensorBuilder> Over(DType dtype, Shape shape,
-                                            std::shared_ptr<void> owner,
-                                            char* data, size_t nbytes);
-
-  TensorBuilder(TensorBuilder&&) = default;
-  TensorBuilder& operator=(TensorBuilder&&) = default;
-
-  char* data() { return data_.get(); }
-  template <typename T>
-  T* data_as() {
-    return reinterpret_cast<T*>(data_.get());
-  }
-  size_t nbytes() const { return nbytes_; }
-  int64_t numel() const { return numel_; }
-  DType dtype() const { return dtype_; }
-  const Shape& shape() const { return shape_; }
-
-  // The finished tensor; the builder is left empty.
-  Tensor Build() &&;
-
-  // A 1-D view of elements [begin, end) of the buffer being built, sharing
-  // it. For senders that stream finished regions while others are still
-  // written: the caller must not write the viewed region while the view is
-  // in use.
-  Tensor View(int64_t begin, int64_t end) const;
-
- private:
-  friend struct TensorLanding;  // Its Within: receiving into the buffer.
-  TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes);
-  TensorBuilder(DType dtype, Shape shape, int64_t numel, size_t nbytes,
-                std::shared_ptr<char> data);
-
-  DType dtype_;
-  Shape shape_;
-  int64_t numel_;
-  size_t nbytes_;
-  std::shared_ptr<char> data_;
-};
-
 // ---- Implementation of templates ----
 
 template <typename T>
@@ -209,16 +159,13 @@ Tensor Tensor::FromVector(const std::vector<T>& values) {
 template <typename T>
 absl::StatusOr<Tensor> Tensor::FromVector(const std::vector<T>& values,
                                           Shape shape) {
-  absl::StatusOr<TensorBuilder> builder =
-      TensorBuilder::Create(DTypeOf<T>(), std::move(shape));
-  if (!builder.ok()) return builder.status();
-  if (builder->numel() != static_cast<int64_t>(values.size())) {
-    return absl::InvalidArgumentError(
-        "tensor: number of values does not match the shape");
+  // Element by element: std::vector<bool> has no contiguous bytes.
+  std::string bytes(values.size() * sizeof(T), '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const T v = values[i];
+    std::memcpy(bytes.data() + i * sizeof(T), &v, sizeof(T));
   }
-  T* out = builder->template data_as<T>();
-  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
-  return std::move(*builder).Build();
+  return FromBytes(DTypeOf<T>(), std::move(shape), std::move(bytes));
 }
 
 template <typename T>

@@ -18,6 +18,7 @@
 #include "rpc/value/json.h"
 #include "rpc/value/json_format.h"
 #include "rpc/value/json_node.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 namespace json_internal {

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 

@@ -10,6 +10,7 @@
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/element.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 

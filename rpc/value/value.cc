@@ -47,8 +47,8 @@ bool operator==(const Value& a, const Value& b) {
   return a.v_ == b.v_;
 }
 
-absl::string_view Value::KindName(Kind kind) {
-  switch (kind) {
+absl::string_view Value::kind_name() const {
+  switch (kind()) {
     case Kind::kNull:
       return "null";
     case Kind::kBool:

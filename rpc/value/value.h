@@ -144,8 +144,7 @@ class Value {
 
   // "null", "bool", "int", "double", "string", "bytes", "tensor", "list",
   // "map", "rref".
-  static absl::string_view KindName(Kind kind);
-  absl::string_view kind_name() const { return KindName(kind()); }
+  absl::string_view kind_name() const;
 
  private:
   absl::variant<absl::monostate, bool, int64_t, double, std::string, Bytes,

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {

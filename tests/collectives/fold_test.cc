@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "rpc/value/tensor_builder.h"
 #include "tests/collectives/collective_testing.h"
 
 namespace ferry {

@@ -57,7 +57,7 @@ TEST_F(GroupsTest, NewGroupChecksItsRanks) {
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ProcessGroup> g, c.NewGroup({2, 1}));
   EXPECT_EQ(g->size(), 2);
   EXPECT_EQ(g->rank(), 1);
-  EXPECT_EQ(g->global(0), 2);
+  EXPECT_EQ(g->members()[0], 2);
   EXPECT_EQ(World(1).size(), 3);
   EXPECT_EQ(World(1).rank(), 1);
 }

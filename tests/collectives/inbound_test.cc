@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/raw_exchange.h"

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/collectives.h"
+#include "collectives/tensor_out.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/collective_testing.h"
@@ -57,8 +58,7 @@ struct Memory {
     return *Tensor::FromShared(dtype, shape, bytes, bytes.get(), nbytes);
   }
   TensorOut out() const {
-    return std::make_shared<TensorBuilder>(
-        *TensorBuilder::Over(dtype, shape, bytes, bytes.get(), nbytes));
+    return *OutputOver(dtype, shape, bytes, bytes.get(), nbytes);
   }
 };
 
@@ -324,9 +324,9 @@ TEST_P(IntoTest, AllGatherIntoViewsOfOneTensor) {
         Memory flat = Memory::Sized(DType::kInt32, {2 * n_, 3});
         std::vector<TensorOut> outs;
         for (int p = 0; p < n_; ++p) {
-          outs.push_back(std::make_shared<TensorBuilder>(*TensorBuilder::Over(
-              DType::kInt32, {2, 3}, flat.bytes,
-              flat.bytes.get() + p * 2 * 3 * 4, 2 * 3 * 4)));
+          outs.push_back(*OutputOver(DType::kInt32, {2, 3}, flat.bytes,
+                                     flat.bytes.get() + p * 2 * 3 * 4,
+                                     2 * 3 * 4));
         }
         absl::Status s =
             AllGatherIntoAsync(w.collectives().world(),

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
 #include "collectives/group_state.h"
+#include "collectives/tensor_out.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
@@ -117,8 +118,8 @@ TEST_F(P2pTest, ReceivesIntoCallerMemory) {
   Start(2);
   auto memory =
       std::shared_ptr<float>(new float[4], std::default_delete<float[]>());
-  TensorOut out = std::make_shared<TensorBuilder>(*TensorBuilder::Over(
-      DType::kFloat32, {4}, memory, reinterpret_cast<char*>(memory.get()), 16));
+  TensorOut out = *OutputOver(DType::kFloat32, {4}, memory,
+                              reinterpret_cast<char*>(memory.get()), 16);
   OnEveryRank([&](ProcessGroup& g, int r) {
     if (r == 0) {
       // Sent only once the receive is there: it lands in `memory`.
@@ -141,8 +142,7 @@ TEST_F(P2pTest, AnOutputOfAnotherShapeNamesTheSender) {
   Start(2);
   auto memory =
       std::shared_ptr<char>(new char[8], std::default_delete<char[]>());
-  TensorOut out = std::make_shared<TensorBuilder>(
-      *TensorBuilder::Over(DType::kInt64, {1}, memory, memory.get(), 8));
+  TensorOut out = *OutputOver(DType::kInt64, {1}, memory, memory.get(), 8);
   OnEveryRank([&](ProcessGroup& g, int r) {
     if (r == 0) {
       EXPECT_OK(Send(g, I64({1, 2}), 1));

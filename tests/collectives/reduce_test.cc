@@ -9,6 +9,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/value/tensor_builder.h"
 #include "tests/collectives/collective_testing.h"
 #include "tests/testing/status_matchers.h"
 

@@ -37,6 +37,7 @@
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "tests/testing/manual_clock.h"
 

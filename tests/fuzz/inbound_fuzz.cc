@@ -50,6 +50,7 @@
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 #include "rpc/wire_writer.h"

@@ -11,6 +11,7 @@
 #include "proto/worker.pb.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/rref_base.h"
+#include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/wire_writer.h"
 #include "tests/testing/status_matchers.h"

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "rpc/value/tensor.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry {
 namespace testing {

@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rpc/base/limit_errors.h"
 #include "rpc/base/limits.h"
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
@@ -423,7 +424,7 @@ TEST_F(ClusterTest, StatusReportsEveryWorker) {
     ASSERT_TRUE(limits != nullptr && limits->is_map()) << ToJson(w);
     EXPECT_EQ(GetInt(*limits, "max_message_mb"), 1100) << ToJson(*limits);
     EXPECT_EQ(GetInt(*limits, "max_inflight_per_peer"), 1024);
-    EXPECT_EQ(limits->as_map().size(), Limits().AsFlags().size());
+    EXPECT_EQ(limits->as_map().size(), LimitFlags(Limits()).size());
   }
 }
 

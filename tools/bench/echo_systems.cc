@@ -9,6 +9,7 @@
 #include "grpcpp/server_builder.h"
 #include "proto/bench.grpc.pb.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/tensor_builder.h"
 #include "tools/bench/unobserved.h"
 #include "tools/runtime/local_job.h"
 

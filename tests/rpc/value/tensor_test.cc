@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "rpc/base/limits.h"
+#include "rpc/value/tensor_builder.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {

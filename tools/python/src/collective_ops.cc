@@ -12,6 +12,7 @@
 #include "ferry/ferry.h"
 #include "pybind11/stl.h"
 #include "rpc/stacks.h"
+#include "rpc/value/tensor_builder.h"
 #include "tools/python/src/convert.h"
 #include "tools/python/src/endpoints.h"
 #include "tools/python/src/errors.h"
@@ -87,8 +88,7 @@ struct Call {
     // The array stays alive while ferry may write to it (dropped on any
     // thread, without the GIL: py_ref.h).
     auto keep = std::make_shared<PyRef>(d.keep);
-    return std::make_shared<TensorBuilder>(ValueOrRaise(
-        TensorBuilder::Over(d.dtype, d.shape, keep, d.data, d.nbytes)));
+    return ValueOrRaise(OutputOver(d.dtype, d.shape, keep, d.data, d.nbytes));
   }
 
   // Outputs must have the input's dtype: a mistake seen here, raised here

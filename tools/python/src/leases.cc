@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/value/tensor_builder.h"
 
 namespace ferry::python {
 
