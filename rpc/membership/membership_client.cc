@@ -8,6 +8,7 @@
 #include "rpc/base/clock.h"
 #include "rpc/base/status_util.h"
 #include "rpc/base/timed_wait.h"
+#include "rpc/wire/callback_queue.h"
 #include "rpc/wire/grpc_status.h"
 
 namespace ferry {
@@ -140,7 +141,12 @@ MembershipClient::MembershipClient(std::shared_ptr<grpc::Channel> master,
       stub_(proto::Rendezvous::NewStub(master_)),
       membership_(membership),
       timers_(timers),
-      options_(options) {}
+      options_(options) {
+  // Its polls are callback calls on a channel it was handed, perhaps not
+  // from a ChannelPool: keep gRPC's callback queue from a teardown race
+  // when that channel is the process's last (rpc/wire/callback_queue.h).
+  HoldGrpcCallbackQueue();
+}
 
 absl::Status MembershipClient::EventStatus(const proto::NodeEvent& event) {
   if (event.kind() == proto::NodeEvent::LEFT) {
