@@ -12,6 +12,7 @@
 #include "grpcpp/support/client_callback.h"
 #include "proto/rendezvous.pb.h"
 #include "rpc/auth/credential.h"
+#include "rpc/wire/callback_queue.h"
 
 namespace ferry {
 namespace testing {
@@ -114,6 +115,8 @@ RawClient::RawClient(const std::string& address, std::string token,
   // A connection of its own, as a peer of its own has (gRPC would share
   // one among channels with equal arguments).
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  // Callback calls on a channel of its own (rpc/wire/callback_queue.h).
+  HoldGrpcCallbackQueue();
   channel_ = grpc::CreateCustomChannel(address, credentials, args);
   stub_ = std::make_unique<grpc::GenericStub>(channel_);
 }

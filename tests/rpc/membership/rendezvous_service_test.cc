@@ -32,6 +32,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership_client.h"
+#include "rpc/wire/callback_queue.h"
 #include "tests/testing/manual_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -86,6 +87,8 @@ class RendezvousServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     server_address_ = absl::StrCat("127.0.0.1:", port);
+    // Callback calls on channels of its own (rpc/wire/callback_queue.h).
+    HoldGrpcCallbackQueue();
     channel_ = grpc::CreateChannel(server_address_,
                                    grpc::InsecureChannelCredentials());
     stub_ = proto::Rendezvous::NewStub(channel_);
