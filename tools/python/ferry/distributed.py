@@ -153,37 +153,38 @@ class _Op:
     """One ProcessGroup call: ferry ops (its parts), done -- their outputs
     written -- when each is finished. Its torch future is made only for
     whoever asks for it (C++ callers, get_future): a synchronous op's
-    caller waits on the parts themselves."""
+    caller waits on the parts themselves.
 
-    def __init__(self, what: str, result: Any) -> None:
+    Every synchronous op through torch's Python API passes here, so it is
+    kept lean (slots, one lock per finished part; a part is claimed by
+    taking it out of a dict, which the GIL makes atomic): the Python an op
+    costs is a tenth of a 1 MiB op's time on a loaded 2-core host."""
+
+    __slots__ = ("what", "result", "source", "_parts", "_unclaimed",
+                 "_lock", "_left", "_error", "_watched", "_outcome",
+                 "_inner", "_future")
+
+    def __init__(self, what: str, result: Any,
+                 parts: Sequence[_ferry.Work] = ()) -> None:
         self.what = what
         self.result = result
+        self.source = -1
+        # Every part, counted before any is watched: a part done at once
+        # must not complete the op while others are still being added
+        # (torch's futures complete once).
+        self._parts = tuple(parts)
+        # id -> part, until a thread takes it to finish it.
+        self._unclaimed = {id(h): h for h in self._parts}
         self._lock = threading.Lock()
-        self._left = 0
+        self._left = len(self._parts)
         self._error: BaseException | None = None
-        self._parts: list[_ferry.Work] = []
-        # ids of the parts a thread is finishing
-        self._claimed: set[int] = set()
         self._watched = False
         # Once done: (error or None,).
-        self._outcome: tuple[BaseException | None] | None = None
+        self._outcome: tuple[BaseException | None] | None = \
+            None if self._parts else (None,)
         # The torch future's source, once asked for.
         self._inner: torch.futures.Future[Any] | None = None
         self._future: torch.futures.Future[Any] | None = None
-        self.source = -1
-
-    def add_all(self, handles: Iterable[_ferry.Work]) -> None:
-        """Waits for every one of ``handles``, counted before any is
-        watched: a part done at once must not complete the op while the
-        others are still being added (torch's futures complete once)."""
-        handles = list(handles)
-        with self._lock:
-            self._left += len(handles)
-            self._parts.extend(handles)
-            watched = self._watched
-        if watched:
-            for handle in handles:
-                _completions.add(handle, self._finish)
 
     def watch(self) -> None:
         """Has the completions thread finish the parts once they are done
@@ -195,8 +196,7 @@ class _Op:
             if self._watched:
                 return
             self._watched = True
-            parts = list(self._parts)
-        for handle in parts:
+        for handle in self._parts:
             _completions.add(handle, self._finish)
 
     @property
@@ -227,49 +227,29 @@ class _Op:
         them (the GIL released while ferry waits; bounded by the op's own
         timeout), so a synchronous op's caller wakes when ferry is done,
         not one thread hand-off later. Raises the op's error."""
-        with self._lock:
-            parts = list(self._parts)
-        for handle in parts:
+        for handle in self._parts:
             self._finish(handle)
         if self._outcome is None:
             self.future.wait()  # Finished by the completions thread.
         elif self._outcome[0] is not None:
             raise self._outcome[0]
 
-    def done_now(self) -> _Op:
-        """Completes an op with nothing to wait for."""
-        self._done((None,))
-        return self
-
-    def _claim(self, handle: _ferry.Work) -> bool:
-        """Whether this thread finishes ``handle``: the first to ask."""
-        with self._lock:
-            if id(handle) in self._claimed:
-                return False
-            self._claimed.add(id(handle))
-            return True
-
     def _finish(self, handle: _ferry.Work) -> None:
-        if not self._claim(handle):
-            return
+        if self._unclaimed.pop(id(handle), None) is None:
+            return  # Another thread finishes it.
         try:
             r = handle.wait()
             if isinstance(r, int):
                 self.source = r
-        except BaseException as e:  # noqa: B902 -- the op carries it
-            error: RuntimeError | None = _torch_error(e, self.what)
-        else:
             error = None
+        except BaseException as e:  # noqa: B902 -- the op carries it
+            error = _torch_error(e, self.what)
         with self._lock:
             self._error = self._error or error
             self._left -= 1
-            last = self._left == 0
-        if last:
-            self._done((self._error,))
-
-    def _done(self, outcome: tuple[BaseException | None]) -> None:
-        with self._lock:
-            self._outcome = outcome
+            if self._left:
+                return
+            self._outcome = outcome = (self._error,)
             inner = self._inner
         if inner is not None:
             self._complete(inner, outcome)
@@ -292,7 +272,10 @@ class _Work(_c10d.Work):
 
     def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)
              ) -> bool:
-        seconds = timeout.total_seconds() if timeout else 0
+        if not timeout:  # (torch's Python API waits so: no bound of its own)
+            self._op.wait()
+            return True
+        seconds = timeout.total_seconds()
         if seconds > 0 and not self._op.done():
             self._op.watch()
             done = threading.Event()
@@ -364,12 +347,22 @@ _REDUCE_OPS = {
 
 def _reduce_op(op: Any) -> str:
     kind = getattr(op, "op", op)
+    try:
+        return _REDUCE_BY_KIND[kind]
+    except (KeyError, TypeError):
+        pass
     name = getattr(kind, "name", None) or str(kind).rsplit(".", 1)[-1]
     if name not in _REDUCE_OPS:
         raise ValueError(
             f"[ferry] ReduceOp.{name} is not supported (torch 1.13 does "
             "not show a Python backend PREMUL_SUM's factor)")
+    _REDUCE_BY_KIND[kind] = _REDUCE_OPS[name]
     return _REDUCE_OPS[name]
+
+
+# torch's ReduceOp kinds seen so far -> ferry's names (reading a pybind
+# enum's name costs a microsecond, on every op).
+_REDUCE_BY_KIND: dict[Any, str] = {}
 
 
 # ---- The ferry job behind the groups ----
@@ -518,6 +511,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._handle = handle
         self._ranks = list(ranks)
         self._timeout = max(timeout.total_seconds(), 0.001)
+        self._rank = rank
         # ferry's own collectives take this group too (ferry.all_reduce(t,
         # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
         self._ferry_group = _collectives.Group(ranks, handle)
@@ -542,16 +536,12 @@ class ProcessGroupFerry(_PG_BASE):
              start: Callable[[], list[_ferry.Work]]) -> _c10d.Work:
         """``start()`` -> ferry op handles (started, async); the torch Work
         once they are all done. Called by the ProcessGroup methods only."""
-        op = _Op(f"{what} on rank {self.rank()}", result)
         try:
             handles = start()
         except _errors.Error as e:
-            raise _torch_error(e, op.what) from None
-        if not handles:
-            op.done_now()
-        op.add_all(handles)
+            raise _torch_error(e, f"{what} on rank {self._rank}") from None
         # Frames up: _work, _run, the method, its caller.
-        return _work(op, 2)
+        return _work(_Op(f"{what} on rank {self._rank}", result, handles), 2)
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -591,11 +581,10 @@ class ProcessGroupFerry(_PG_BASE):
         """Sparse COO tensors, summed (as gloo does: every rank's indices
         and values gathered, uneven, then added up), in place. Runs before
         it returns."""
-        what = f"allreduce of sparse tensors on rank {self.rank()}"
+        what = f"allreduce of sparse tensors on rank {self._rank}"
         if red != "sum":
             raise RuntimeError(f"[ferry] {what}: sparse tensors are summed "
                                "only (ReduceOp.SUM)")
-        op = _Op(what, tensors)
         try:
             for x in tensors:
                 c = x.coalesce()
@@ -608,7 +597,7 @@ class ProcessGroupFerry(_PG_BASE):
                     x.shape).coalesce())
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        return _work(op.done_now(), 2)
+        return _work(_Op(what, tensors), 2)
 
     def allreduce_coalesced(
             self, tensors: list[torch.Tensor],
@@ -693,7 +682,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         root = opts.rootRank
         self._check(input_tensors, "gather")
-        here = self.rank() == root
+        here = self._rank == root
         return self._run("gather", output_tensors, lambda: [
             _ferry.gather(self._handle, x, output_tensors[i] if here else [],
                           root, t, True, "torch")
@@ -706,7 +695,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         root = opts.rootRank
         self._check(output_tensors, "scatter")
-        here = self.rank() == root
+        here = self._rank == root
         return self._run("scatter", output_tensors, lambda: [
             _ferry.scatter(self._handle, out,
                            input_tensors[i] if here else None, root, t, True,

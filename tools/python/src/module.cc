@@ -3,6 +3,7 @@
 // piece is for; this file only assembles them.
 #include <Python.h>
 
+#include "absl/synchronization/mutex.h"
 #include "pybind11/pybind11.h"
 #include "tools/python/src/bench.h"
 #include "tools/python/src/collective_ops.h"
@@ -19,6 +20,12 @@ namespace py = ::pybind11;
 PYBIND11_MODULE(_ferry, m) {
   using namespace ::ferry::python;  // NOLINT: the module's own namespace.
   m.doc() = "ferry's C++ runtime; use the `ferry` package.";
+  // Abseil's mutex deadlock detection is on in Debian's build: it updates
+  // a global lock graph on every lock ferry's threads take (3 % of a gRPC
+  // thread's user time in a DDP run, perf). ferryd turns it off too
+  // (TuneProcessForServing); the C++ tests keep it. Nothing else in a
+  // Python process uses Abseil's mutexes through this module.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   m.def("_set_error_classes", &SetErrorClasses, py::arg("by_code"),
         py::arg("base"));
   m.def("_set_classes", &SetPythonClasses, py::arg("rref_class"),
