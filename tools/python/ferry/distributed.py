@@ -511,7 +511,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._handle = handle
         self._ranks = list(ranks)
         self._timeout = max(timeout.total_seconds(), 0.001)
-        self._rank = rank
+        self._group_rank = rank  # rank(), kept: asked on every op
         # ferry's own collectives take this group too (ferry.all_reduce(t,
         # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
         self._ferry_group = _collectives.Group(ranks, handle)
@@ -536,12 +536,13 @@ class ProcessGroupFerry(_PG_BASE):
              start: Callable[[], list[_ferry.Work]]) -> _c10d.Work:
         """``start()`` -> ferry op handles (started, async); the torch Work
         once they are all done. Called by the ProcessGroup methods only."""
+        what = f"{what} on rank {self._group_rank}"
         try:
             handles = start()
         except _errors.Error as e:
-            raise _torch_error(e, f"{what} on rank {self._rank}") from None
+            raise _torch_error(e, what) from None
         # Frames up: _work, _run, the method, its caller.
-        return _work(_Op(f"{what} on rank {self._rank}", result, handles), 2)
+        return _work(_Op(what, result, handles), 2)
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -581,7 +582,7 @@ class ProcessGroupFerry(_PG_BASE):
         """Sparse COO tensors, summed (as gloo does: every rank's indices
         and values gathered, uneven, then added up), in place. Runs before
         it returns."""
-        what = f"allreduce of sparse tensors on rank {self._rank}"
+        what = f"allreduce of sparse tensors on rank {self._group_rank}"
         if red != "sum":
             raise RuntimeError(f"[ferry] {what}: sparse tensors are summed "
                                "only (ReduceOp.SUM)")
@@ -682,7 +683,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         root = opts.rootRank
         self._check(input_tensors, "gather")
-        here = self._rank == root
+        here = self._group_rank == root
         return self._run("gather", output_tensors, lambda: [
             _ferry.gather(self._handle, x, output_tensors[i] if here else [],
                           root, t, True, "torch")
@@ -695,7 +696,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         root = opts.rootRank
         self._check(output_tensors, "scatter")
-        here = self._rank == root
+        here = self._group_rank == root
         return self._run("scatter", output_tensors, lambda: [
             _ferry.scatter(self._handle, out,
                            input_tensors[i] if here else None, root, t, True,
