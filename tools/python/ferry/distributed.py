@@ -157,8 +157,9 @@ class _Op:
 
     Every synchronous op through torch's Python API passes here, so it is
     kept lean (slots, one lock per finished part; a part is claimed by
-    taking it out of a dict, which the GIL makes atomic): the Python an op
-    costs is a tenth of a 1 MiB op's time on a loaded 2-core host."""
+    taking it out of a dict, which the GIL makes atomic): at world 2 on a
+    2-core host, the Python around an op adds 5-10 % to a 1 MiB op's time
+    (BENCHMARKS.md)."""
 
     __slots__ = ("what", "result", "source", "_parts", "_unclaimed",
                  "_lock", "_left", "_error", "_watched", "_outcome",
