@@ -23,9 +23,9 @@
 #define FERRY_FERRY_H_
 
 #include "collectives/collectives.h"  // IWYU pragma: export
-#include "collectives/elastic.h"      // IWYU pragma: export
+#include "collectives/elastic/elastic.h"      // IWYU pragma: export
 #include "collectives/into.h"         // IWYU pragma: export
-#include "collectives/kjt.h"          // IWYU pragma: export
+#include "collectives/algorithms/kjt.h"          // IWYU pragma: export
 #include "collectives/p2p.h"          // IWYU pragma: export
 #include "collectives/sparse.h"       // IWYU pragma: export
 #include "rpc/base/future.h"          // IWYU pragma: export

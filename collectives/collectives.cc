@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "collectives/algorithms.h"
-#include "collectives/by_name.h"
-#include "collectives/runner.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/algorithms/by_name.h"
+#include "collectives/op/runner.h"
 
 namespace ferry {
 

@@ -20,7 +20,7 @@
 // bad or mismatched inputs, DEADLINE_EXCEEDED naming the ranks that never
 // joined, UNAVAILABLE naming a member that died. After a failure the group
 // works for the next op. Semantics of each collective: docs/DESIGN.md
-// "Collectives", collectives/algorithms.h and by_name.h.
+// "Collectives", collectives/algorithms/algorithms.h and by_name.h.
 #ifndef FERRY_COLLECTIVES_COLLECTIVES_H_
 #define FERRY_COLLECTIVES_COLLECTIVES_H_
 
@@ -30,10 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "collectives/options.h"
-#include "collectives/process_group.h"
-#include "collectives/reduce_op.h"
-#include "collectives/work.h"
+#include "collectives/op/options.h"
+#include "collectives/op/process_group.h"
+#include "collectives/algorithms/reduce_op.h"
+#include "collectives/op/work.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 

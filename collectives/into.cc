@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "collectives/algorithms.h"
-#include "collectives/runner.h"
+#include "collectives/algorithms/algorithms.h"
+#include "collectives/op/runner.h"
 
 namespace ferry {
 

@@ -23,11 +23,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/options.h"
-#include "collectives/process_group.h"
-#include "collectives/reduce_op.h"
-#include "collectives/tensor_out.h"
-#include "collectives/work.h"
+#include "collectives/op/options.h"
+#include "collectives/op/process_group.h"
+#include "collectives/algorithms/reduce_op.h"
+#include "collectives/op/tensor_out.h"
+#include "collectives/op/work.h"
 #include "rpc/value/tensor.h"
 
 namespace ferry {

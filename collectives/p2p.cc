@@ -23,11 +23,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "collectives/collective_context.h"
-#include "collectives/group_state.h"
-#include "collectives/message.h"
-#include "collectives/op_key.h"
-#include "collectives/p2p_book.h"
+#include "collectives/op/collective_context.h"
+#include "collectives/op/group_state.h"
+#include "collectives/op/message.h"
+#include "collectives/transport/op_key.h"
+#include "collectives/op/p2p_book.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

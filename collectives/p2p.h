@@ -33,10 +33,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/options.h"
-#include "collectives/process_group.h"
-#include "collectives/tensor_out.h"
-#include "collectives/work.h"
+#include "collectives/op/options.h"
+#include "collectives/op/process_group.h"
+#include "collectives/op/tensor_out.h"
+#include "collectives/op/work.h"
 #include "rpc/value/tensor.h"
 
 namespace ferry {

@@ -1,7 +1,7 @@
 // The jagged all-to-all of recommendation models, TorchRec's semantics:
 // redistribute sparse features so each rank receives the features whose
 // embedding tables it holds, with the batch concatenated across source
-// ranks (collectives/kjt_all_to_all.cc has the protocol).
+// ranks (collectives/algorithms/kjt_all_to_all.cc has the protocol).
 //
 //   // 2 ranks; keys A, B, C: A and B to rank 0, C to rank 1.
 //   absl::StatusOr<KeyedJaggedTensor> mine =
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "collectives/kjt.h"
-#include "collectives/options.h"
-#include "collectives/process_group.h"
-#include "collectives/work.h"
+#include "collectives/algorithms/kjt.h"
+#include "collectives/op/options.h"
+#include "collectives/op/process_group.h"
+#include "collectives/op/work.h"
 
 namespace ferry {
 

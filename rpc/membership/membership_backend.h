@@ -135,7 +135,7 @@ class MembershipBackend {
 
   // The job's key-value store (store_client.h): the master's, or etcd's.
   // Where something must be decided once for the whole job, whoever asks
-  // (collectives/elastic.cc: its CompareSet picks one proposal), this
+  // (collectives/elastic/elastic.cc: its CompareSet picks one proposal), this
   // is the arbiter. INVALID_ARGUMENT where the backend keeps none.
   virtual absl::StatusOr<std::unique_ptr<KeyValueStore>> OpenStore() {
     return absl::InvalidArgumentError(

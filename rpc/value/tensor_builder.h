@@ -2,7 +2,7 @@
 // a Tensor. The library's (collectives' results, received tensors, the
 // language bindings), not a user's: ferry.h shows only the factories of
 // Tensor and, for results written into caller memory, OutputOver
-// (collectives/tensor_out.h).
+// (collectives/op/tensor_out.h).
 #ifndef FERRY_RPC_VALUE_TENSOR_BUILDER_H_
 #define FERRY_RPC_VALUE_TENSOR_BUILDER_H_
 

@@ -16,7 +16,7 @@ namespace ferry {
 
 // Takes a landing's bytes as they arrive, in place of their copy there: a
 // collective folding the partial sum it receives into its output as it
-// comes (collectives/ring.cc), so the partial is never stored apart.
+// comes (collectives/algorithms/ring.cc), so the partial is never stored apart.
 class LandingWriter {
  public:
   virtual ~LandingWriter() = default;
@@ -38,7 +38,7 @@ struct TensorLanding {
   std::shared_ptr<void> owner;
   char* data = nullptr;
   size_t nbytes = 0;
-  // Set: the bytes go through it as they arrive (collectives/inbound.cc),
+  // Set: the bytes go through it as they arrive (collectives/transport/inbound.cc),
   // never copied to `data` by anyone else — `data` may hold what the
   // writer still reads — so a message that did not arrive into this
   // landing leaves it alone.

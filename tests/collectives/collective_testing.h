@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "collectives/collectives.h"
-#include "collectives/reduce.h"
+#include "collectives/algorithms/reduce.h"
 #include "gtest/gtest.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/collectives.h"
-#include "collectives/tensor_out.h"
+#include "collectives/op/tensor_out.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/collectives/collective_testing.h"

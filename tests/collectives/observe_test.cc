@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "collectives/collectives.h"
-#include "collectives/flight_dumps.h"
+#include "collectives/recorder/flight_dumps.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/base/executor.h"

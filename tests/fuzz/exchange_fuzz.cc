@@ -1,5 +1,5 @@
 // Fuzz target: Exchange frames → the receiving end of the collectives
-// transport (collectives/inbound.h) → a Mailbox, as a hostile peer could
+// transport (collectives/transport/inbound.h) → a Mailbox, as a hostile peer could
 // send them: several streams at once, interleaved with the receiver's own
 // moves (ops beginning, closing, receiving) and time passing.
 //
@@ -31,8 +31,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "collectives/inbound.h"
-#include "collectives/mailbox.h"
+#include "collectives/transport/inbound.h"
+#include "collectives/transport/mailbox.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"

@@ -1,6 +1,6 @@
 // Fuzz target: one collective message into a receiver awaiting its tensor
 // with a landing of a real size (64 KiB to 1 MiB), as the collectives
-// offer them (collectives/inbound.h), the message an honest encoding
+// offer them (collectives/transport/inbound.h), the message an honest encoding
 // (rpc/wire_writer.h) whose structural bytes — everything but the big
 // tensor's data — the input mutates, cut into frames where the input says.
 // So the first frame's walk (FindTensorData), the placing of its tensors
@@ -43,9 +43,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "collectives/frames.h"
-#include "collectives/inbound.h"
-#include "collectives/mailbox.h"
+#include "collectives/transport/frames.h"
+#include "collectives/transport/inbound.h"
+#include "collectives/transport/mailbox.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "rpc/base/limits.h"

@@ -1,4 +1,4 @@
-// Fuzz target: KeyedJaggedTensor construction (collectives/kjt.h) and its
+// Fuzz target: KeyedJaggedTensor construction (collectives/algorithms/kjt.h) and its
 // display (the `show` of tools/ferryctl/pretty.h).
 //
 // Input: the first byte picks the form.
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "collectives/kjt.h"
+#include "collectives/algorithms/kjt.h"
 #include "rpc/value/json.h"
 #include "rpc/value/tensor.h"
 #include "tools/ferryctl/pretty.h"

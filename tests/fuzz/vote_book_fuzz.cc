@@ -1,4 +1,4 @@
-// Fuzz target: an agreement's vote book (collectives/vote_book.h) driven by
+// Fuzz target: an agreement's vote book (collectives/op/vote_book.h) driven by
 // what peers send (ferry.agree_vote: any key, any claimed rank, any flag)
 // interleaved with this worker's own collections, deaths, replacements and
 // time passing on the manual clock.
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "collectives/vote_book.h"
+#include "collectives/op/vote_book.h"
 #include "tests/testing/manual_clock.h"
 
 namespace ferry {

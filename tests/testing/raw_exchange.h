@@ -1,6 +1,6 @@
 // A hostile peer's side of the collectives transport, for tests: frames of
 // /ferry.proto.Collectives/Exchange built byte by byte
-// (collectives/frames.h has the layout) and sent on raw streams, with no
+// (collectives/transport/frames.h has the layout) and sent on raw streams, with no
 // ferry code on the sending side.
 //
 //   auto stream = RawExchangeStream::Open(channel, absl::Seconds(5));
@@ -29,7 +29,7 @@ namespace ferry {
 namespace testing {
 
 inline constexpr char kExchangeMethod[] = "/ferry.proto.Collectives/Exchange";
-// The standing stream's method (collectives/standing_stream.h): one frame
+// The standing stream's method (collectives/transport/standing_stream.h): one frame
 // per message, each answered by an ack.
 inline constexpr char kStandingMethod[] = "/ferry.proto.Collectives/Stream";
 

@@ -18,7 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "collectives/service.h"
+#include "collectives/client/service.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rpc/auth/security.h"

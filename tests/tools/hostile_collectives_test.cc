@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "collectives/client_collective.h"
+#include "collectives/client/client_collective.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -239,7 +239,7 @@ int64_t HostileCollectivesTest::baseline_heap_[kWorld];
 // on the stream's first frame, before a byte is admitted. (The limits a
 // hostile member meets — --max_mailbox_mb, announced totals, the TTL,
 // unknown ops, forged sources, abort floods — are exercised in-process by
-// tests/collectives/inbound_test.cc and mailbox_test.cc.)
+// tests/collectives/transport/inbound_test.cc and mailbox_test.cc.)
 ::testing::Matcher<absl::Status> NotAWorker() {
   return StatusIs(absl::StatusCode::kPermissionDenied,
                   HasSubstr("collective frames come only from workers"));

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "collectives/client_collective.h"
+#include "collectives/client/client_collective.h"
 #include "rpc/auth/security.h"
 #include "rpc/base/status_util.h"
 #include "rpc/client.h"

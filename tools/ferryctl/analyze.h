@@ -1,5 +1,5 @@
 // `ferryctl analyze DIR`: reads every worker's flight recorder dump in DIR
-// (collectives/flight_recorder.h; written by `ferryctl dump` or by the
+// (collectives/recorder/flight_recorder.h; written by `ferryctl dump` or by the
 // workers when an op failed) and says, per process group:
 //
 //   - the first sequence number where the ranks disagree — a different

@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "collectives/flight_dumps.h"
+#include "collectives/recorder/flight_dumps.h"
 #include "rpc/base/status_util.h"
 #include "rpc/metrics.h"
 #include "rpc/tracing.h"
@@ -25,7 +25,7 @@ namespace ctl {
 namespace {
 
 // The function every worker's collectives register
-// (collectives/collective_context.cc).
+// (collectives/op/collective_context.cc).
 constexpr char kFlightRecorderFunction[] = "ferry.flight_recorder";
 // And every worker's agent (rpc/agent.cc).
 constexpr char kMetricsFunction[] = "ferry.metrics";

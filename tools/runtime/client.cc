@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "collectives/client_collective.h"
+#include "collectives/client/client_collective.h"
 #include "rpc/base/status_util.h"
 #include "tools/runtime/job_dir.h"
 #include "tools/runtime/worker_impl.h"

@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "collectives/collective_context.h"
+#include "collectives/op/collective_context.h"
 #include "rpc/agent.h"
 #include "rpc/client.h"
 #include "rpc/membership/store_service.h"

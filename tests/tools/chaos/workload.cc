@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "collectives/client_collective.h"
+#include "collectives/client/client_collective.h"
 #include "rpc/value/tensor.h"
 #include "rref/rref.h"
 
@@ -17,7 +17,7 @@ namespace chaos {
 namespace {
 
 // What the client-side collective adds to its op's timeout before it gives
-// up on the workers' reports (collectives/client_collective.cc: twice its
+// up on the workers' reports (collectives/client/client_collective.cc: twice its
 // 5 s report margin).
 constexpr absl::Duration kCollectiveReportMargin = absl::Seconds(10);
 

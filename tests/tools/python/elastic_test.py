@@ -1,10 +1,10 @@
 """Elastic groups from Python (ferry.agree, ferry.revoke_group,
-ferry.shrink_group over collectives/elastic.h) on 3 workers
+ferry.shrink_group over collectives/elastic/elastic.h) on 3 workers
 (jobs/elastic_job.py has the checks), and on a world of one.
 
 A shrink after a worker's death is not here: the package has no helper to
 kill a worker of a launched job (ferry.launch stops the job at the first
-non-zero exit); tests/collectives/elastic_test.cc covers it in C++."""
+non-zero exit); tests/collectives/elastic/elastic_test.cc covers it in C++."""
 import pytest
 import torch
 

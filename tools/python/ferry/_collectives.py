@@ -22,7 +22,7 @@ default ``init``'s) and fails on every rank alike: DeadlineExceededError
 naming the ranks that never came, UnavailableError naming a dead one,
 InvalidArgumentError naming the rank and field at fault.
 
-Elastic groups (collectives/elastic.h, ULFM's agree/shrink/revoke): when a
+Elastic groups (collectives/elastic/elastic.h, ULFM's agree/shrink/revoke): when a
 member dies, ``revoke_group(group, reason)`` on any member makes every
 pending and later op of the group fail at once on every member
 (AbortedError: "group G was revoked by workerR (rank r): reason"); the
@@ -429,7 +429,7 @@ def barrier(group: GroupArg = None, async_op: bool = False,
     return _none_result(_run(handle, async_op))
 
 
-# ---- elastic groups (collectives/elastic.h) ----
+# ---- elastic groups (collectives/elastic/elastic.h) ----
 
 def _member(g: Group, what: str) -> None:
     # Non-members have no handle: nothing to agree on, shrink or revoke.

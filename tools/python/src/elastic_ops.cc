@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "collectives/elastic.h"
+#include "collectives/elastic/elastic.h"
 #include "ferry/ferry.h"
 #include "pybind11/stl.h"
 #include "rpc/stacks.h"
