@@ -22,21 +22,21 @@
 #ifndef FERRY_FERRY_H_
 #define FERRY_FERRY_H_
 
-#include "collectives/collectives.h"  // IWYU pragma: export
-#include "collectives/elastic/elastic.h"      // IWYU pragma: export
-#include "collectives/into.h"         // IWYU pragma: export
-#include "collectives/algorithms/kjt.h"          // IWYU pragma: export
-#include "collectives/p2p.h"          // IWYU pragma: export
-#include "collectives/sparse.h"       // IWYU pragma: export
-#include "rpc/base/future.h"          // IWYU pragma: export
-#include "rpc/base/status_util.h"     // IWYU pragma: export
-#include "rpc/value/dtype.h"          // IWYU pragma: export
-#include "rpc/value/json.h"           // IWYU pragma: export
-#include "rpc/value/tensor.h"         // IWYU pragma: export
-#include "rpc/value/value.h"          // IWYU pragma: export
-#include "rref/rref.h"                // IWYU pragma: export
-#include "tools/runtime/client.h"     // IWYU pragma: export
-#include "tools/runtime/status.h"     // IWYU pragma: export
-#include "tools/runtime/worker.h"     // IWYU pragma: export
+#include "collectives/algorithms/kjt.h"   // IWYU pragma: export
+#include "collectives/collectives.h"      // IWYU pragma: export
+#include "collectives/elastic/elastic.h"  // IWYU pragma: export
+#include "collectives/into.h"             // IWYU pragma: export
+#include "collectives/p2p.h"              // IWYU pragma: export
+#include "collectives/sparse.h"           // IWYU pragma: export
+#include "rpc/base/future.h"              // IWYU pragma: export
+#include "rpc/base/status_util.h"         // IWYU pragma: export
+#include "rpc/value/dtype.h"              // IWYU pragma: export
+#include "rpc/value/json.h"               // IWYU pragma: export
+#include "rpc/value/tensor.h"             // IWYU pragma: export
+#include "rpc/value/value.h"              // IWYU pragma: export
+#include "rref/rref.h"                    // IWYU pragma: export
+#include "tools/runtime/client.h"         // IWYU pragma: export
+#include "tools/runtime/status.h"         // IWYU pragma: export
+#include "tools/runtime/worker.h"         // IWYU pragma: export
 
 #endif  // FERRY_FERRY_H_

@@ -23,9 +23,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "collectives/algorithms/reduce_op.h"
 #include "collectives/op/options.h"
 #include "collectives/op/process_group.h"
-#include "collectives/algorithms/reduce_op.h"
 #include "collectives/op/tensor_out.h"
 #include "collectives/op/work.h"
 #include "rpc/value/tensor.h"

@@ -26,8 +26,8 @@
 #include "collectives/op/collective_context.h"
 #include "collectives/op/group_state.h"
 #include "collectives/op/message.h"
-#include "collectives/transport/op_key.h"
 #include "collectives/op/p2p_book.h"
+#include "collectives/transport/op_key.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "collectives/algorithms/kjt.h"
-#include "collectives/op/op.h"
 #include "collectives/algorithms/reduce.h"
+#include "collectives/op/op.h"
 #include "collectives/op/tensor_out.h"
 #include "rpc/base/future.h"
 #include "rpc/value/tensor.h"

@@ -16,10 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/gather_all.h"
 #include "collectives/algorithms/gather_tensors.h"
 #include "collectives/algorithms/ring.h"
+#include "collectives/op/checks.h"
 #include "rpc/value/dtype.h"
 
 namespace ferry {

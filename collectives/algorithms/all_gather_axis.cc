@@ -14,9 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/gather_tensors.h"
 #include "collectives/algorithms/structure.h"
+#include "collectives/op/checks.h"
 #include "rpc/value/tensor_math.h"
 
 namespace ferry {

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "collectives/op/op.h"
 #include "collectives/algorithms/reduce.h"
+#include "collectives/op/op.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/value.h"
 

@@ -15,9 +15,9 @@
 #include <utility>
 
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/ring.h"
 #include "collectives/algorithms/tree.h"
+#include "collectives/op/checks.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/tensor_landing.h"
 

@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "collectives/op/message.h"
 #include "collectives/algorithms/rank_math.h"
+#include "collectives/op/message.h"
 
 namespace ferry {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "collectives/transport/op_key.h"
 #include "collectives/algorithms/rank_math.h"
+#include "collectives/transport/op_key.h"
 #include "proto/collectives.pb.h"
 
 namespace ferry {

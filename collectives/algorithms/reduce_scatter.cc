@@ -11,9 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/reduce.h"
 #include "collectives/algorithms/ring.h"
+#include "collectives/op/checks.h"
 #include "proto/collectives.pb.h"
 
 namespace ferry {

@@ -15,9 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/reduce.h"
 #include "collectives/algorithms/ring.h"
+#include "collectives/op/checks.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/tensor_builder.h"
 

@@ -17,9 +17,9 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "collectives/algorithms/reduce.h"
 #include "collectives/op/message.h"
 #include "collectives/op/op.h"
-#include "collectives/algorithms/reduce.h"
 #include "collectives/op/tensor_out.h"
 #include "rpc/value/tensor.h"
 #include "rpc/value/tensor_builder.h"

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "collectives/algorithms/algorithms.h"
-#include "collectives/op/checks.h"
 #include "collectives/algorithms/ring.h"
+#include "collectives/op/checks.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {

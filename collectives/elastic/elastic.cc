@@ -9,8 +9,8 @@
 #include "absl/strings/str_split.h"
 #include "collectives/op/collective_context.h"
 #include "collectives/op/group_state.h"
-#include "collectives/transport/op_key.h"
 #include "collectives/op/runner.h"
+#include "collectives/transport/op_key.h"
 #include "rpc/membership/directory.h"
 
 namespace ferry {

@@ -1,9 +1,9 @@
-// The votes of a worker's agreements in progress (collectives/elastic/elastic.h's
-// Agree): each member of the group sends its flag to every other member;
-// a member's collection is complete once every other member voted or is
-// known gone. Which of the complete collections counts is decided once
-// for the whole job by the membership's store (elastic.cc) — a vote that
-// reached one member and not another (its sender died while sending)
+// The votes of a worker's agreements in progress
+// (collectives/elastic/elastic.h's Agree): each member of the group sends its
+// flag to every other member; a member's collection is complete once every
+// other member voted or is known gone. Which of the complete collections counts
+// is decided once for the whole job by the membership's store (elastic.cc) — a
+// vote that reached one member and not another (its sender died while sending)
 // cannot split the survivors.
 //
 //   VoteBook book(&timers, world_size, [&](int r) { return IsDown(r); });

@@ -19,12 +19,12 @@ struct CollectiveConfig {
   // message fit one.
   int64_t chunk_bytes = (1 << 20) + (64 << 10);
   // Messages of one frame and at most this many payload bytes travel on
-  // the standing stream to their receiver (collectives/transport/standing_stream.h),
-  // larger ones on streams of their own; 0: every message on its own.
-  // Up to a 1 MiB tensor's message: its own stream cost an all_to_all of
-  // 1 MiB per rank on 4 ranks 7% more instructions and 10-30% more time
-  // (BENCHMARKS.md); a larger message holds the small ones behind it
-  // on the stream for longer than a stream of its own costs.
+  // the standing stream to their receiver
+  // (collectives/transport/standing_stream.h), larger ones on streams of their
+  // own; 0: every message on its own. Up to a 1 MiB tensor's message: its own
+  // stream cost an all_to_all of 1 MiB per rank on 4 ranks 7% more instructions
+  // and 10-30% more time (BENCHMARKS.md); a larger message holds the small ones
+  // behind it on the stream for longer than a stream of its own costs.
   int64_t standing_bytes = (1 << 20) + (64 << 10);
   // Per-rank payloads up to this size use direct exchanges (one round);
   // larger ones use rings (all_gather, reduce_scatter, all_reduce) or a
@@ -40,19 +40,19 @@ struct CollectiveConfig {
   // n-1 times it. Below it, one round of whole inputs is quicker.
   int64_t split_bytes = 256 << 10;
   // Broadcasts among at least this many ranks join and travel a binomial
-  // tree (collectives/algorithms/tree.h): O(log n) messages per rank; among fewer,
-  // every rank joins at the source, which sends small values directly.
+  // tree (collectives/algorithms/tree.h): O(log n) messages per rank; among
+  // fewer, every rank joins at the source, which sends small values directly.
   int tree_world = 8;
   // All-to-alls among at least this many ranks first gather every rank's
   // header in ceil(log2 n) rounds (collectives/algorithms/gather_all.h), saying
   // whether its input is at most direct_bytes: if every rank's is, the
-  // blocks travel Bruck's log2(n) rounds (collectives/algorithms/bruck_exchange.h)
-  // instead of n - 1 messages per rank; if not, the one-round direct
-  // exchange follows. Among fewer, only the direct exchange. 64: below it
-  // the rounds cost more than they save where it was measured (in one
-  // process on 2 cores, 8 ranks: 8 B 1.11x, 4 MiB 1.15x the direct
-  // exchange's time; 16 ranks: 64 B 0.82x, 2 MiB 1.6x — a large input's
-  // blocks then arrive before they are asked for, miss their landings
+  // blocks travel Bruck's log2(n) rounds
+  // (collectives/algorithms/bruck_exchange.h) instead of n - 1 messages per
+  // rank; if not, the one-round direct exchange follows. Among fewer, only the
+  // direct exchange. 64: below it the rounds cost more than they save where it
+  // was measured (in one process on 2 cores, 8 ranks: 8 B 1.11x, 4 MiB 1.15x
+  // the direct exchange's time; 16 ranks: 64 B 0.82x, 2 MiB 1.6x — a large
+  // input's blocks then arrive before they are asked for, miss their landings
   // and are copied), while among 64 ranks and more the n² messages of
   // the direct exchange are what an op costs (BENCHMARKS.md, "Scale").
   int gather_world = 64;

@@ -38,10 +38,10 @@ struct TensorLanding {
   std::shared_ptr<void> owner;
   char* data = nullptr;
   size_t nbytes = 0;
-  // Set: the bytes go through it as they arrive (collectives/transport/inbound.cc),
-  // never copied to `data` by anyone else — `data` may hold what the
-  // writer still reads — so a message that did not arrive into this
-  // landing leaves it alone.
+  // Set: the bytes go through it as they arrive
+  // (collectives/transport/inbound.cc), never copied to `data` by anyone else —
+  // `data` may hold what the writer still reads — so a message that did not
+  // arrive into this landing leaves it alone.
   std::shared_ptr<LandingWriter> writer;
 
   // Whether `t`'s bytes are the ones received here (an empty `t` for an

@@ -1,6 +1,7 @@
 // The one chunk framing of ferry's streams: a call's request or reply sent
 // as a stream (rpc/chunked_message.h) and a collective message
-// (collectives/transport/frames.h) travel alike, as frames, each one gRPC message:
+// (collectives/transport/frames.h) travel alike, as frames, each one gRPC
+// message:
 //
 //   [varint n][head: n bytes][payload bytes]
 //

@@ -18,8 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "collectives/collectives.h"
 #include "collectives/algorithms/reduce.h"
+#include "collectives/collectives.h"
 #include "gtest/gtest.h"
 #include "rpc/value/dtype.h"
 #include "rpc/value/tensor.h"

@@ -42,8 +42,8 @@ class ForgedPeerTest : public ::testing::Test {
 
   // Sends `message` to worker 2 as what rank `src` (0 or 1) sends it in op
   // `op`'s first exchange, the gather of every rank's header
-  // (collectives/algorithms/gather_all.h): on three ranks worker 2 hears rank 0 in
-  // round 0 and rank 1 in round 1.
+  // (collectives/algorithms/gather_all.h): on three ranks worker 2 hears rank 0
+  // in round 0 and rank 1 in round 1.
   void Forge(const std::string& op, int src, const Value& message) {
     Forge(op, src, FirstGatherStep(3) + (src == 0 ? 0 : 1), message);
   }

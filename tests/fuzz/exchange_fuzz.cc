@@ -1,6 +1,6 @@
 // Fuzz target: Exchange frames → the receiving end of the collectives
-// transport (collectives/transport/inbound.h) → a Mailbox, as a hostile peer could
-// send them: several streams at once, interleaved with the receiver's own
+// transport (collectives/transport/inbound.h) → a Mailbox, as a hostile peer
+// could send them: several streams at once, interleaved with the receiver's own
 // moves (ops beginning, closing, receiving) and time passing.
 //
 // Input: records, each a control byte and its body.

@@ -1,5 +1,5 @@
-// Fuzz target: KeyedJaggedTensor construction (collectives/algorithms/kjt.h) and its
-// display (the `show` of tools/ferryctl/pretty.h).
+// Fuzz target: KeyedJaggedTensor construction (collectives/algorithms/kjt.h)
+// and its display (the `show` of tools/ferryctl/pretty.h).
 //
 // Input: the first byte picks the form.
 //   even: JSON of a KJT-shaped map → KeyedJaggedTensor::FromValue, and

@@ -1,7 +1,7 @@
 // A hostile peer's side of the collectives transport, for tests: frames of
 // /ferry.proto.Collectives/Exchange built byte by byte
-// (collectives/transport/frames.h has the layout) and sent on raw streams, with no
-// ferry code on the sending side.
+// (collectives/transport/frames.h has the layout) and sent on raw streams, with
+// no ferry code on the sending side.
 //
 //   auto stream = RawExchangeStream::Open(channel, absl::Seconds(5));
 //   stream->Write(FrameBytes(DataHeader("world/7", 0, 1, 1 << 30), ""));
@@ -29,8 +29,8 @@ namespace ferry {
 namespace testing {
 
 inline constexpr char kExchangeMethod[] = "/ferry.proto.Collectives/Exchange";
-// The standing stream's method (collectives/transport/standing_stream.h): one frame
-// per message, each answered by an ack.
+// The standing stream's method (collectives/transport/standing_stream.h): one
+// frame per message, each answered by an ack.
 inline constexpr char kStandingMethod[] = "/ferry.proto.Collectives/Stream";
 
 // [varint n][header: n bytes][payload].

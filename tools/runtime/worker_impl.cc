@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "collectives/elastic/elastic.h"
 #include "collectives/client/service.h"
+#include "collectives/elastic/elastic.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"

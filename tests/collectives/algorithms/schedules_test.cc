@@ -1,11 +1,12 @@
 // The latency schedules on more ranks than breadth_test's: the gather of
-// every rank's message in ceil(log2 n) rounds (collectives/algorithms/gather_all.h),
-// which all_reduce and all_gather start with, on powers of two and between
-// them, broadcast's binomial tree (collectives/algorithms/tree.h) and the
-// all-to-alls' gathered headers and Bruck rounds (bruck_exchange.h), here
-// from two ranks on (tree_world = gather_world = 2). Results are computed in
-// the test; small float sums must be the same bits on every rank and those of a
-// reduction in rank order, as when every rank sent every other its input.
+// every rank's message in ceil(log2 n) rounds
+// (collectives/algorithms/gather_all.h), which all_reduce and all_gather start
+// with, on powers of two and between them, broadcast's binomial tree
+// (collectives/algorithms/tree.h) and the all-to-alls' gathered headers and
+// Bruck rounds (bruck_exchange.h), here from two ranks on (tree_world =
+// gather_world = 2). Results are computed in the test; small float sums must be
+// the same bits on every rank and those of a reduction in rank order, as when
+// every rank sent every other its input.
 #include <memory>
 #include <string>
 #include <thread>

@@ -1,6 +1,6 @@
-// Survivors go on (collectives/elastic/elastic.h), in-process on both membership
-// backends (the embedded master, and a real etcd started by the test):
-// agreement among all and among survivors, shrinking the world after a
+// Survivors go on (collectives/elastic/elastic.h), in-process on both
+// membership backends (the embedded master, and a real etcd started by the
+// test): agreement among all and among survivors, shrinking the world after a
 // death and running collectives on the result, and revoking a group with
 // ops pending on every member. AgreeFaultTest stops a member at each point
 // of the agreement's protocol (VoteBook::SetFaultForTesting: where it stops

@@ -2,8 +2,9 @@
 // embedded master, and a real etcd started by the test): worker2 dies, a
 // new process takes its rank, and SPMD collectives on the world group and
 // on a group holding rank 2 work again for the survivors and the newcomer —
-// their sequences restart in the groups' new epoch (collectives/transport/op_key.h) —
-// while a group without rank 2 goes on as before.
+// their sequences restart in the groups' new epoch
+// (collectives/transport/op_key.h) — while a group without rank 2 goes on as
+// before.
 #include <functional>
 #include <memory>
 #include <string>

@@ -17,8 +17,8 @@ namespace chaos {
 namespace {
 
 // What the client-side collective adds to its op's timeout before it gives
-// up on the workers' reports (collectives/client/client_collective.cc: twice its
-// 5 s report margin).
+// up on the workers' reports (collectives/client/client_collective.cc: twice
+// its 5 s report margin).
 constexpr absl::Duration kCollectiveReportMargin = absl::Seconds(10);
 
 class WorkloadClient {

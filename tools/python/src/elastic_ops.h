@@ -1,6 +1,6 @@
-// Elastic groups from Python (collectives/elastic/elastic.h) as module functions
-// over _ferry.Group (endpoints.h): agree, shrink and revoke. The Python
-// layer (ferry/_collectives.py: agree, shrink_group, revoke_group) picks
+// Elastic groups from Python (collectives/elastic/elastic.h) as module
+// functions over _ferry.Group (endpoints.h): agree, shrink and revoke. The
+// Python layer (ferry/_collectives.py: agree, shrink_group, revoke_group) picks
 // the group and the timeout. Each waits with the GIL released; errors are
 // raised as ferry's exception for their code (errors.h: ABORTED, a revoked
 // group, is ferry.AbortedError).
