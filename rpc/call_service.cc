@@ -12,7 +12,7 @@
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/grpc_status.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_writer.h"
 
 namespace ferry {
 

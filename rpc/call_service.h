@@ -3,7 +3,7 @@
 // requests.
 //
 // A call is decoded on the gRPC thread straight from the received bytes
-// (rpc/wire_reader.h, within the worker's Limits), run on the executor (or
+// (rpc/wire/wire_reader.h, within the worker's Limits), run on the executor (or
 // inline for functions registered run_inline), and answered when its
 // future resolves, holding no thread while it waits. Every call is answered
 // exactly once: by its result, by its cancellation (the caller went away
@@ -55,7 +55,7 @@
 #include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire/bounded_service.h"
-#include "rpc/wire_reader.h"
+#include "rpc/wire/wire_reader.h"
 
 namespace ferry {
 

@@ -14,8 +14,8 @@
 #include "rpc/stream_call.h"
 #include "rpc/tracing.h"
 #include "rpc/wire/grpc_status.h"
-#include "rpc/wire_reader.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_reader.h"
+#include "rpc/wire/wire_writer.h"
 
 namespace ferry {
 

@@ -81,7 +81,7 @@ class CallSender {
 
 class Caller final : public CallSender {
  public:
-  // Replies are decoded within `limits` (rpc/wire_reader.h).
+  // Replies are decoded within `limits` (rpc/wire/wire_reader.h).
   Caller(ChannelPool* channels, Membership* membership, CallerIdentity self,
          Limits limits = Limits());
   ~Caller() override;

@@ -14,7 +14,7 @@
 #include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
 #include "rpc/wire/grpc_status.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_writer.h"
 
 namespace ferry {
 

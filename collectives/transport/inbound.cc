@@ -11,7 +11,7 @@
 #include "rpc/base/limit_errors.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/wire_cursor.h"
-#include "rpc/wire_reader.h"
+#include "rpc/wire/wire_reader.h"
 
 namespace ferry {
 

@@ -27,7 +27,7 @@ class LandingWriter {
 };
 
 // Where a received tensor's bytes may be written instead of into a buffer of
-// their own (rpc/wire_reader.h): `nbytes` bytes at `data`, kept alive by
+// their own (rpc/wire/wire_reader.h): `nbytes` bytes at `data`, kept alive by
 // `owner`. The receiver that offers it writes nothing else there.
 struct TensorLanding {
   // Elements [begin, end) of the buffer `builder` is building (kept alive

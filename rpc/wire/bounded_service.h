@@ -28,7 +28,7 @@
 //   };
 //
 // A method that takes raw bytes and reads them with limit-checked code of
-// its own (Worker/Call: rpc/wire_reader.h) is declared with ReadsRaw. The
+// its own (Worker/Call: rpc/wire/wire_reader.h) is declared with ReadsRaw. The
 // agent registers only BoundedServiceBase services and refuses to start
 // with any method neither bound nor declared (UnboundedMethods).
 #ifndef FERRY_RPC_WIRE_BOUNDED_SERVICE_H_

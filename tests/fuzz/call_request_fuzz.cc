@@ -1,5 +1,5 @@
 // Fuzz target: the bytes of a received CallRequest → its header and
-// argument Values through rpc/wire_reader.h (the worker's call path), with
+// argument Values through rpc/wire/wire_reader.h (the worker's call path), with
 // no RRef codec and with a fake one that refuses owner ranks outside the
 // job the way rref/'s does, under default or tight limits; and the same
 // bytes as a CallResponse.
@@ -29,8 +29,8 @@
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 #include "rpc/value/value_proto.h"
-#include "rpc/wire_reader.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_reader.h"
+#include "rpc/wire/wire_writer.h"
 #include "tests/fuzz/fake_codec.h"
 
 namespace ferry {

@@ -1,7 +1,7 @@
 // Fuzz target: one collective message into a receiver awaiting its tensor
 // with a landing of a real size (64 KiB to 1 MiB), as the collectives
 // offer them (collectives/transport/inbound.h), the message an honest encoding
-// (rpc/wire_writer.h) whose structural bytes — everything but the big
+// (rpc/wire/wire_writer.h) whose structural bytes — everything but the big
 // tensor's data — the input mutates, cut into frames where the input says.
 // So the first frame's walk (FindTensorData), the placing of its tensors
 // (Inbound::Plan/Place) and the decode (ReadValue) meet messages near the
@@ -53,7 +53,7 @@
 #include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_writer.h"
 #include "tests/testing/manual_clock.h"
 
 namespace ferry {

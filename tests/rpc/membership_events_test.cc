@@ -2,7 +2,7 @@
 // (the last kKept), told to subscribers, and long-polled — answered at
 // once, by the next event, or empty at the end of the wait — with the
 // number of waiting polls bounded.
-#include "rpc/membership_events.h"
+#include "rpc/membership/membership_events.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "rpc/wire_reader.h"
+#include "rpc/wire/wire_reader.h"
 
 #include <cstring>
 #include <limits>
@@ -13,7 +13,7 @@
 #include "rpc/value/rref_base.h"
 #include "rpc/value/tensor_builder.h"
 #include "rpc/value/tensor_landing.h"
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_writer.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tensor_samples.h"
 

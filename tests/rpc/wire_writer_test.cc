@@ -1,4 +1,4 @@
-#include "rpc/wire_writer.h"
+#include "rpc/wire/wire_writer.h"
 
 #include <cmath>
 #include <limits>

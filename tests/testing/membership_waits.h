@@ -1,5 +1,5 @@
 // Waiting in tests for what a worker's membership hears: on its events
-// (rpc/membership_events.h, long polls that answer when an event is
+// (rpc/membership/membership_events.h, long polls that answer when an event is
 // recorded), never by sleeping and looking again.
 //
 //   worker(2).Stop();
@@ -13,7 +13,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "rpc/membership_events.h"
+#include "rpc/membership/membership_events.h"
 
 namespace ferry::testing {
 

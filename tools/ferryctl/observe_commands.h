@@ -55,7 +55,7 @@ absl::StatusOr<Value> TracedCallCommand(Session& session,
 std::string TraceText(const Value& traced);
 
 // `watch [WORKER] [--count=N] [--all]`: the job's membership events
-// (rpc/membership_events.h: deaths and departures with their cause,
+// (rpc/membership/membership_events.h: deaths and departures with their cause,
 // replacements, revocations) as WORKER sees them — by default the first
 // worker that answers, worker0 first — one JSON line each on `out`:
 //   {"seq","event","rank","worker","detail","time","group"?,"seen_by"}

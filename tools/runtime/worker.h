@@ -37,7 +37,7 @@
 #include "rpc/base/future.h"
 #include "rpc/base/limits.h"
 #include "rpc/function.h"
-#include "rpc/membership_event.h"
+#include "rpc/membership/membership_event.h"
 #include "rpc/telemetry_options.h"
 #include "rpc/value/value.h"
 #include "rref/rref.h"
@@ -162,7 +162,7 @@ class Worker {
   WorkerStatus status() const;
 
   // Calls `fn` with each membership event this worker sees from now on
-  // (rpc/membership_event.h: a death or departure with its cause, a
+  // (rpc/membership/membership_event.h: a death or departure with its cause, a
   // replacement joining, a group revoked), on the thread that saw it: it
   // must not block. Returns an id for RemoveMembershipListener.
   int64_t OnMembershipChange(std::function<void(const MembershipEvent&)> fn);

@@ -33,11 +33,11 @@ CollectiveOptions Options(double timeout) {
   return options;
 }
 
-// A worker's membership events, queued for Python (rpc/membership_events.h):
-// the subscriber only queues (it runs on the thread that saw the event,
-// which must not wait for the GIL); Python takes them with Next, the GIL
-// released while it waits. At most kMaxQueued wait; older ones are dropped
-// first (and counted).
+// A worker's membership events, queued for Python
+// (rpc/membership/membership_events.h): the subscriber only queues (it runs on
+// the thread that saw the event, which must not wait for the GIL); Python takes
+// them with Next, the GIL released while it waits. At most kMaxQueued wait;
+// older ones are dropped first (and counted).
 class EventStream {
  public:
   static constexpr size_t kMaxQueued = 1024;

@@ -6,8 +6,8 @@
 // buffer to fault in). This writer emits the same bytes a protobuf
 // serializer would, so receivers parse them with the ordinary generated
 // code.
-#ifndef FERRY_RPC_WIRE_WRITER_H_
-#define FERRY_RPC_WIRE_WRITER_H_
+#ifndef FERRY_RPC_WIRE_WIRE_WRITER_H_
+#define FERRY_RPC_WIRE_WIRE_WRITER_H_
 
 #include <cstdint>
 #include <memory>
@@ -76,4 +76,4 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallResponse(const Value& result,
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_WIRE_WRITER_H_
+#endif  // FERRY_RPC_WIRE_WIRE_WRITER_H_

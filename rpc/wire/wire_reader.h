@@ -24,8 +24,8 @@
 // slice (suitably aligned) references that slice, no copy; otherwise its
 // bytes are copied once. Smaller tensors are copied so they never keep a
 // large message alive.
-#ifndef FERRY_RPC_WIRE_READER_H_
-#define FERRY_RPC_WIRE_READER_H_
+#ifndef FERRY_RPC_WIRE_WIRE_READER_H_
+#define FERRY_RPC_WIRE_WIRE_READER_H_
 
 #include <cstdint>
 #include <optional>
@@ -128,4 +128,4 @@ absl::StatusOr<Value> ReadCallResponse(const grpc::ByteBuffer& bytes,
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_WIRE_READER_H_
+#endif  // FERRY_RPC_WIRE_WIRE_READER_H_

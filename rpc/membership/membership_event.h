@@ -1,8 +1,8 @@
 // One change in a job's membership, as one worker saw it: what a
-// program's OnMembershipChange callback receives (rpc/membership_events.h
-// keeps, numbers and delivers them).
-#ifndef FERRY_RPC_MEMBERSHIP_EVENT_H_
-#define FERRY_RPC_MEMBERSHIP_EVENT_H_
+// program's OnMembershipChange callback receives
+// (rpc/membership/membership_events.h keeps, numbers and delivers them).
+#ifndef FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENT_H_
+#define FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENT_H_
 
 #include <cstdint>
 #include <string>
@@ -23,4 +23,4 @@ struct MembershipEvent {
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_MEMBERSHIP_EVENT_H_
+#endif  // FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENT_H_

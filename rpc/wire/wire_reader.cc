@@ -1,4 +1,4 @@
-#include "rpc/wire_reader.h"
+#include "rpc/wire/wire_reader.h"
 
 #include <algorithm>
 #include <cstring>

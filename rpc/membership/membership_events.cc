@@ -1,4 +1,4 @@
-#include "rpc/membership_events.h"
+#include "rpc/membership/membership_events.h"
 
 #include <optional>
 #include <utility>

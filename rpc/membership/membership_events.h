@@ -14,8 +14,8 @@
 // so a watcher that polls with the last number it saw misses nothing that
 // recent. Subscribers run outside the lock, on the thread that recorded the
 // event (a membership listener, a call handler); they must not block.
-#ifndef FERRY_RPC_MEMBERSHIP_EVENTS_H_
-#define FERRY_RPC_MEMBERSHIP_EVENTS_H_
+#ifndef FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENTS_H_
+#define FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENTS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/base/future.h"
-#include "rpc/membership_event.h"
+#include "rpc/membership/membership_event.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -95,4 +95,4 @@ class MembershipEvents {
 
 }  // namespace ferry
 
-#endif  // FERRY_RPC_MEMBERSHIP_EVENTS_H_
+#endif  // FERRY_RPC_MEMBERSHIP_MEMBERSHIP_EVENTS_H_
