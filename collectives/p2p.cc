@@ -28,6 +28,7 @@
 #include "collectives/op/message.h"
 #include "collectives/op/p2p_book.h"
 #include "collectives/transport/op_key.h"
+#include "rpc/base/trace_context.h"
 #include "rpc/value/tensor_landing.h"
 
 namespace ferry {
@@ -40,7 +41,7 @@ absl::Duration TimeoutOf(ProcessGroup& group,
                          const CollectiveOptions& options) {
   absl::Duration t = options.timeout > absl::ZeroDuration()
                          ? options.timeout
-                         : group.state().context().agent().default_timeout();
+                         : group.state().context().host().default_timeout();
   // "No timeout" and absurd ones become a week: deadlines stay finite.
   if (t <= absl::ZeroDuration() || t > kLongest) t = kLongest;
   return t;
@@ -49,7 +50,7 @@ absl::Duration TimeoutOf(ProcessGroup& group,
 std::string Who(ProcessGroup& group, int r) {
   return absl::StrCat(
       "rank ", r, " (",
-      group.state().context().agent().directory().at(group.members()[r]).name,
+      group.state().context().host().directory().at(group.members()[r]).name,
       ")");
 }
 
@@ -168,7 +169,7 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
       .Then([group, src, into, key, what, deadline_timer,
              finish](const absl::StatusOr<Value>& message) mutable {
         CollectiveContext& context = group->state().context();
-        deadline_timer->End(context.agent().timers());
+        deadline_timer->End(context.host().timers());
         context.Ended(key);
         context.mailbox().Close(key);  // A duplicate is refused from now.
         if (!message.ok()) return finish(Named(what, message.status()));
@@ -177,7 +178,7 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
       });
   std::weak_ptr<CollectiveContext> weak = context.weak_from_this();
   deadline_timer->Arm(
-      context.agent().timers(), deadline, [weak, key, what, timeout] {
+      context.host().timers(), deadline, [weak, key, what, timeout] {
         std::shared_ptr<CollectiveContext> c = weak.lock();
         if (c == nullptr) return;
         c->mailbox()
@@ -236,7 +237,7 @@ void AnySource::Answered(size_t i, const absl::StatusOr<Value>& message) {
 }
 
 void AnySource::Decide(absl::StatusOr<Received> r, int taken) {
-  deadline.End(group->state().context().agent().timers());
+  deadline.End(group->state().context().host().timers());
   group->state().context().Ended(op);
   group->state().context().mailbox().Close(op);
   for (size_t j = 0; j < keys.size(); ++j) {
@@ -308,7 +309,7 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
     });
   }
   any->deadline.Arm(
-      group->state().context().agent().timers(), deadline, [any, timeout] {
+      group->state().context().host().timers(), deadline, [any, timeout] {
         {
           absl::MutexLock lock(&any->mu);
           if (any->decided) return;
@@ -332,7 +333,7 @@ Work<Done> SendAsync(ProcessGroup& group, const Tensor& tensor, int dst,
       absl::StrCat("send to ", Who(group, dst), " with tag ", tag);
   if (context.stopping()) {
     return Work<Done>(Future<Done>::Ready(absl::UnavailableError(
-        absl::StrCat(what, ": ", context.agent().name(), " is stopping"))));
+        absl::StrCat(what, ": ", context.host().name(), " is stopping"))));
   }
   const int me = group.members()[group.rank()], to = group.members()[dst];
   const uint64_t epoch = context.Epoch({me, to});
@@ -340,9 +341,10 @@ Work<Done> SendAsync(ProcessGroup& group, const Tensor& tensor, int dst,
   const std::string key =
       PointToPointKey(group.name(), me, to, tag, seq, epoch);
   const absl::Time deadline =
-      context.agent().timers().clock()->Now() + TimeoutOf(group, options);
-  Future<Done> sent = context.exchange().Send(
-      to, {key, 0, me}, ToEnvelope(Message::OfTensors({tensor})), deadline);
+      context.host().timers().clock()->Now() + TimeoutOf(group, options);
+  Future<Done> sent = context.transport().Send(
+      to, {key, 0, me}, ToEnvelope(Message::OfTensors({tensor})), deadline,
+      TraceContext());
   return Work<Done>(
       sent.Map([what](const absl::StatusOr<Done>& r) -> absl::StatusOr<Done> {
         if (!r.ok()) return Named(what, r.status());
@@ -371,7 +373,7 @@ Work<Received> RecvAsync(ProcessGroup& group, int src, int64_t tag,
   }
   const absl::Duration timeout = TimeoutOf(group, options);
   const absl::Time deadline =
-      group.state().context().agent().timers().clock()->Now() + timeout;
+      group.state().context().host().timers().clock()->Now() + timeout;
   Promise<Received> result;
   const bool any = src == kAnySource;
   group.state().p2p().Queue(

@@ -89,16 +89,16 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> GroupOf(
 // more.
 absl::StatusOr<absl::Duration> TimeoutOf(CollectiveContext& context,
                                          absl::Duration asked) {
-  const int64_t max_ms = context.agent().limits().max_collective_timeout_ms;
+  const int64_t max_ms = context.host().limits().max_collective_timeout_ms;
   const absl::Duration max = absl::Milliseconds(max_ms);
   if (asked > max) {
     return OverLimit(
-        absl::StrCat(context.agent().name(), ": a client's collective asks ",
+        absl::StrCat(context.host().name(), ": a client's collective asks ",
                      "to wait up to ", absl::FormatDuration(asked)),
         absl::FormatDuration(max), "max_collective_timeout_ms", max_ms);
   }
   if (asked > absl::ZeroDuration()) return asked;
-  const absl::Duration fallback = context.agent().default_timeout();
+  const absl::Duration fallback = context.host().default_timeout();
   return fallback > absl::ZeroDuration() ? std::min(fallback, max) : max;
 }
 
@@ -133,7 +133,7 @@ Future<Value> RunClientOp(CollectiveContext& context, ClientOp op,
     ops->running.fetch_sub(1);
     return RefuseEverywhere(**group, op,
                             absl::ResourceExhaustedError(absl::StrCat(
-                                context.agent().name(), " already runs ",
+                                context.host().name(), " already runs ",
                                 kMaxClientOps, " collectives for clients")));
   }
   CollectiveOptions options{*timeout, op.op_id};
@@ -175,7 +175,7 @@ absl::Status RegisterCollectiveFunctions(
     const std::shared_ptr<CollectiveContext>& context) {
   std::weak_ptr<CollectiveContext> weak = context;
   auto ops = std::make_shared<ClientOps>();
-  return context->agent().registry().RegisterAsync(
+  return context->host().registry().RegisterAsync(
       kCollectiveFunction,
       [weak, ops](const CallContext& call,
                   std::vector<Value> args) -> Future<Value> {

@@ -8,10 +8,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "collectives/op/collective_context.h"
+#include "collectives/op/collective_host.h"
 #include "collectives/op/group_state.h"
 #include "collectives/op/runner.h"
 #include "collectives/transport/op_key.h"
 #include "rpc/membership/directory.h"
+#include "rpc/registry.h"
 
 namespace ferry {
 
@@ -112,7 +114,7 @@ absl::StatusOr<Agreement> Decide(ProcessGroup& group, const std::string& key,
   if (std::find(a->members.begin(), a->members.end(), c.rank()) ==
       a->members.end()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("agreement ", key, ": decided without ", c.agent().name(),
+        absl::StrCat("agreement ", key, ": decided without ", c.host().name(),
                      ", which the others counted gone"));
   }
   return a;
@@ -125,7 +127,7 @@ absl::Duration OpTimeout(ProcessGroup& group,
   absl::Duration timeout =
       options.timeout > absl::ZeroDuration()
           ? options.timeout
-          : group.state().context().agent().default_timeout();
+          : group.state().context().host().default_timeout();
   return timeout > absl::ZeroDuration() && timeout <= absl::Hours(24 * 7)
              ? timeout
              : absl::Hours(24 * 7);
@@ -136,7 +138,7 @@ absl::Duration OpTimeout(ProcessGroup& group,
 // a test's fault stopped it.
 absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
                        absl::Duration timeout) {
-  RpcAgent& agent = group.state().context().agent();
+  CollectiveHost& host = group.state().context().host();
   for (int r = 0; r < group.size(); ++r) {
     if (r == group.rank()) continue;
     if (group.state().context().votes().StopsAt(VoteBook::Point::kVote,
@@ -144,9 +146,8 @@ absl::Status SendVotes(ProcessGroup& group, const std::string& key, bool flag,
       return Injected(
           key, absl::StrCat("before voting to rank ", group.members()[r]));
     }
-    agent
-        .RpcAsync(absl::StrCat(group.members()[r]), kVoteFunction,
-                  {Value(key), Value(flag)}, {.timeout = timeout})
+    host.Call(group.members()[r], kVoteFunction, {Value(key), Value(flag)},
+              timeout)
         .Then([](const absl::StatusOr<Value>&) {});
   }
   return absl::OkStatus();
@@ -175,7 +176,7 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
   absl::StatusOr<OpSpec> spec = PrepareOp(group, "agree", named);
   if (!spec.ok()) return Future<Agreement>::Ready(spec.status());
   CollectiveContext& c = group.state().context();
-  const absl::Time deadline = c.agent().timers().clock()->Now() + spec->timeout;
+  const absl::Time deadline = c.host().timers().clock()->Now() + spec->timeout;
   Future<VoteBook::Votes> votes =
       c.votes().Collect(spec->key, group.members(), group.state().generations(),
                         c.rank(), flag, deadline);
@@ -195,11 +196,11 @@ Future<Agreement> AgreeAsync(ProcessGroup& group, bool flag,
     Agreement mine = Proposal(*v, *keep);
     // The store's answer is awaited on the executor, not on the thread
     // that completed the votes (a call handler, a timer, a listener).
-    bool queued = keep->state().context().agent().executor().Submit(
-        [keep, key, spent, mine, done] {
+    absl::Status queued = keep->state().context().host().Submit(
+        [keep, key, spent, mine, done]() mutable {
           done.Set(Decide(*keep, key, spent, mine));
         });
-    if (!queued) {
+    if (!queued.ok()) {
       done.Set(absl::UnavailableError(
           absl::StrCat("agreement ", key, ": this worker is stopping")));
     }
@@ -248,7 +249,7 @@ std::vector<int> DownRanks(CollectiveContext& c,
                            const std::vector<int>& ranks) {
   std::vector<int> down;
   for (int r : ranks) {
-    if (c.agent().membership().DownReason(WorkerNode(r))) down.push_back(r);
+    if (c.host().DownReason(r)) down.push_back(r);
   }
   return down;
 }
@@ -258,7 +259,7 @@ std::vector<int> DownRanks(CollectiveContext& c,
 // those still gone.
 absl::Status AwaitAllLive(CollectiveContext& c, const std::vector<int>& ranks,
                           absl::Time deadline) {
-  Timers& timers = c.agent().timers();
+  Timers& timers = c.host().timers();
   while (true) {
     std::vector<int> down = DownRanks(c, ranks);
     if (down.empty()) return absl::OkStatus();
@@ -285,14 +286,14 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> Grow(
   CollectiveContext& c = group.state().context();
   const std::vector<int> target = group.state().origin();
   const absl::Time deadline =
-      c.agent().timers().clock()->Now() + OpTimeout(group, options);
+      c.host().timers().clock()->Now() + OpTimeout(group, options);
   if (absl::Status live = AwaitAllLive(c, target, deadline); !live.ok()) {
     return live;
   }
   // Named by the members' epoch now, the same on the survivors and the
   // newcomers once all saw the replacements.
   CollectiveOptions named = options;
-  named.timeout = TimeLeft(*c.agent().timers().clock(), deadline);
+  named.timeout = TimeLeft(*c.host().timers().clock(), deadline);
   const uint64_t epoch = c.Epoch(target);
   named.tag = absl::StrCat("grow@", epoch);
   // The successor: the world itself, or a new group of the origin's ranks
@@ -354,10 +355,11 @@ void TellRevoked(CollectiveContext& c, const std::string& group,
                  uint64_t epoch, const std::string& reason) {
   for (int r : members) {
     if (r == c.rank() || r == skip) continue;
-    c.agent()
-        .RpcAsync(absl::StrCat(r), kRevokeFunction,
-                  {Value(group), Value(static_cast<int64_t>(by)),
-                   Value(static_cast<int64_t>(epoch)), Value(reason)})
+    c.host()
+        .Call(r, kRevokeFunction,
+              {Value(group), Value(static_cast<int64_t>(by)),
+               Value(static_cast<int64_t>(epoch)), Value(reason)},
+              std::nullopt)
         .Then([](const absl::StatusOr<Value>&) {});
   }
 }
@@ -371,7 +373,7 @@ absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
                      kMaxReason, ")"));
   }
   CollectiveContext& c = group.state().context();
-  const std::string& me = c.agent().name();
+  const std::string& me = c.host().name();
   // The epoch travels with the revoke and its relays: one that reaches a
   // member after the group grew back must not revoke the grown group.
   const uint64_t epoch = c.Epoch(group.members());
@@ -385,7 +387,7 @@ absl::Status Revoke(ProcessGroup& group, const std::string& reason) {
 absl::Status RegisterElasticFunctions(
     std::shared_ptr<CollectiveContext> context) {
   std::weak_ptr<CollectiveContext> weak = context;
-  Registry& registry = context->agent().registry();
+  Registry& registry = context->host().registry();
   absl::Status s = registry.Register(
       kVoteFunction,
       [weak](const CallContext& call, const std::string& key,
@@ -409,7 +411,7 @@ absl::Status RegisterElasticFunctions(
              int64_t epoch, const std::string& reason) -> absl::Status {
         std::shared_ptr<CollectiveContext> c = weak.lock();
         if (c == nullptr) return absl::UnavailableError("stopping");
-        const int world = c->agent().world_size();
+        const int world = c->host().world_size();
         if (!IsWorkerNode(call.caller_node)) {
           return absl::PermissionDeniedError(absl::StrCat(
               call.caller, " is no worker: only members revoke a group"));
@@ -433,7 +435,7 @@ absl::Status RegisterElasticFunctions(
               " here: the sender, the revoker and this worker must be "
               "members"));
         }
-        const std::string by_name = c->agent().directory().at(by).name;
+        const std::string by_name = c->host().directory().at(by).name;
         // The revoker's epoch, never a later one than this worker's: a
         // member cannot revoke epochs to come (a replacement is how a group
         // recovers). A revoke made in an epoch this worker has not reached

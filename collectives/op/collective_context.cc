@@ -21,30 +21,29 @@ constexpr absl::Duration kMaxSweepInterval = absl::Seconds(1);
 constexpr absl::Duration kMinSweepInterval = absl::Milliseconds(10);
 }  // namespace
 
-std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
-    RpcAgent* agent, CollectiveConfig config) {
-  auto context = std::make_shared<CollectiveContext>(agent, config);
-  agent->SetGenericService(context->exchange_.get());
-  agent->AddExtension(context.get());
-  std::weak_ptr<CollectiveContext> weak = context;
-  agent->membership().AddListener(
-      [weak](uint64_t node, const absl::Status& reason) {
-        if (auto c = weak.lock()) c->OnNodeDown(node, reason);
-      });
+std::shared_ptr<CollectiveContext> CollectiveContext::Create(
+    std::unique_ptr<CollectiveHost> host, CollectiveConfig config) {
+  auto context = std::make_shared<CollectiveContext>(std::move(host), config);
+  context->ScheduleSweep();
+  return context;
+}
+
+absl::Status CollectiveContext::RegisterFunctions() {
+  std::weak_ptr<CollectiveContext> weak = weak_from_this();
+  Registry& registry = host_->registry();
   // Lets a rank that timed out ask who joined an op.
-  absl::Status s = agent->registry().Register(
-      "ferry.collective_joined",
-      [weak](const std::string& key) {
-        auto c = weak.lock();
-        return c != nullptr && c->Joined(key);
-      },
-      {.params = {"op"},
-       .doc = "whether this worker began collective op `op`",
-       .run_inline = true});
-  (void)s;  // A fixed, valid, unique name.
+  FERRY_RETURN_IF_ERROR(
+      registry.Register("ferry.collective_joined",
+                        [weak](const std::string& key) {
+                          auto c = weak.lock();
+                          return c != nullptr && c->Joined(key);
+                        },
+                        {.params = {"op"},
+                         .doc = "whether this worker began collective op `op`",
+                         .run_inline = true}));
   // ... and which op: a program calling collectives in a different order
   // here is named, not only timed out.
-  s = agent->registry().Register(
+  FERRY_RETURN_IF_ERROR(registry.Register(
       "ferry.collective_op",
       [weak](const std::string& key) {
         auto c = weak.lock();
@@ -52,9 +51,8 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
       },
       {.params = {"op_key"},
        .doc = "the collective this worker began as op `op_key` (\"\": none)",
-       .run_inline = true});
-  (void)s;
-  s = agent->registry().Register(
+       .run_inline = true}));
+  return registry.Register(
       "ferry.flight_recorder",
       [weak]() {
         auto c = weak.lock();
@@ -62,42 +60,22 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
       },
       {.doc = "this worker's flight recorder: its recent collectives, as "
               "torch's flight recorder dumps them (ferryctl dump)"});
-  (void)s;
-  if (!config.dump_dir.empty()) {
-    context->dumps_ = std::make_shared<FlightDumps>(
-        config.dump_dir, agent->name(), &agent->executor(),
-        [weak](const std::string& reason) {
-          auto c = weak.lock();
-          return c == nullptr ? Value() : c->FlightDump(reason);
-        });
-  }
-  context->ScheduleSweep();
-  return context;
 }
 
-CollectiveContext::CollectiveContext(RpcAgent* agent, CollectiveConfig config)
-    : agent_(agent),
+CollectiveContext::CollectiveContext(std::unique_ptr<CollectiveHost> host,
+                                     CollectiveConfig config)
+    : host_(std::move(host)),
       config_(config),
-      clock_(agent->timers().clock()),
-      mailbox_(agent->limits(), clock_),
-      exchange_(std::make_unique<Exchange>(
-          agent->rank(), &agent->directory(), &agent->channels(),
-          &agent->membership(), &mailbox_, &agent->timers(),
-          Exchange::Options{.chunk_bytes = config.chunk_bytes,
-                            .standing_bytes = config.standing_bytes,
-                            .world_size = agent->world_size(),
-                            .ttl_ms = agent->limits().mailbox_ttl_ms,
-                            .authenticator = &agent->authenticator(),
-                            .open_streams = agent->open_streams()})),
+      clock_(host_->timers().clock()),
+      mailbox_(host_->limits(), clock_),
+      transport_(host_->OpenTransport(&mailbox_, config)),
       recorder_({.capacity = config.flight_recorder_entries, .clock = clock_}),
       votes_(std::make_unique<VoteBook>(
-          &agent->timers(), agent->world_size(),
-          [agent](int rank, uint64_t generation) {
+          &host_->timers(), host_->world_size(),
+          [host = host_.get()](int rank, uint64_t generation) {
             // Gone, or replaced since the group knew it.
-            return agent->membership()
-                       .DownReason(WorkerNode(rank))
-                       .has_value() ||
-                   agent->directory().at(rank).generation != generation;
+            return host->DownReason(rank).has_value() ||
+                   host->directory().at(rank).generation != generation;
           })) {}
 
 CollectiveContext::~CollectiveContext() { Stop(); }
@@ -105,16 +83,16 @@ CollectiveContext::~CollectiveContext() { Stop(); }
 ProcessGroup& CollectiveContext::world() {
   absl::MutexLock lock(&mu_);
   if (world_ == nullptr) {
-    std::vector<int> all(agent_->world_size());
-    for (int r = 0; r < agent_->world_size(); ++r) all[r] = r;
+    std::vector<int> all(host_->world_size());
+    for (int r = 0; r < host_->world_size(); ++r) all[r] = r;
     world_ = std::make_shared<ProcessGroup>(this, WorldGroupName(),
-                                            std::move(all), agent_->rank());
+                                            std::move(all), host_->rank());
   }
   return *world_;
 }
 
 uint64_t CollectiveContext::Epoch(const std::vector<int>& members) const {
-  const Directory& directory = agent_->directory();
+  const Directory& directory = host_->directory();
   uint64_t epoch = 0;
   for (int r : members) epoch += directory.at(r).generation;
   return epoch;
@@ -122,7 +100,7 @@ uint64_t CollectiveContext::Epoch(const std::vector<int>& members) const {
 
 std::vector<uint64_t> CollectiveContext::Generations(
     const std::vector<int>& members) const {
-  const Directory& directory = agent_->directory();
+  const Directory& directory = host_->directory();
   std::vector<uint64_t> out;
   out.reserve(members.size());
   for (int r : members) out.push_back(directory.at(r).generation);
@@ -131,7 +109,7 @@ std::vector<uint64_t> CollectiveContext::Generations(
 
 absl::StatusOr<int> CollectiveContext::IndexIn(
     const std::vector<int>& ranks) const {
-  const int world = agent_->world_size();
+  const int world = host_->world_size();
   int mine = -1;
   std::vector<bool> seen(world, false);  // Linear, however many ranks.
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -148,7 +126,7 @@ absl::StatusOr<int> CollectiveContext::IndexIn(
   }
   if (mine < 0) {
     return absl::FailedPreconditionError(
-        absl::StrCat(agent_->name(), " is not a member of group [",
+        absl::StrCat(host_->name(), " is not a member of group [",
                      absl::StrJoin(ranks, ", "), "]"));
   }
   return mine;
@@ -209,10 +187,9 @@ void CollectiveContext::Began(const std::string& key, std::string label,
   }
   // A member already known dead fails the op at once, as a death during
   // the op does, instead of at its deadline. Checked after the op is in
-  // running_: a death reported meanwhile is caught here or by OnNodeDown.
+  // running_: a death reported meanwhile is caught here or by NodeDown.
   for (size_t i = 0; i < members.size(); ++i) {
-    std::optional<absl::Status> down =
-        agent_->membership().DownReason(WorkerNode(members[i]));
+    std::optional<absl::Status> down = host_->DownReason(members[i]);
     if (!down.has_value()) continue;
     mailbox_.Abort(key, Died(label, static_cast<int>(i), members[i], *down))
         .IgnoreError();
@@ -235,13 +212,13 @@ void CollectiveContext::Began(const std::string& key, std::string label,
 }
 
 absl::Status CollectiveContext::Stopping() const {
-  return absl::UnavailableError(absl::StrCat(agent_->name(), " is stopping"));
+  return absl::UnavailableError(absl::StrCat(host_->name(), " is stopping"));
 }
 
 absl::Status CollectiveContext::Died(const std::string& label, int group_rank,
                                      int dead, const absl::Status& reason) {
   return absl::UnavailableError(absl::StrCat(
-      label, ": rank ", group_rank, " (", agent_->directory().at(dead).name,
+      label, ": rank ", group_rank, " (", host_->directory().at(dead).name,
       ") died (", reason.message(), ")"));
 }
 
@@ -275,9 +252,9 @@ void CollectiveContext::OpEnded(uint64_t id, const absl::Status& status) {
 
 Value CollectiveContext::FlightDump(const std::string& reason) const {
   return DumpValue(recorder_.Snapshot(), recorder_.Progress(),
-                   {.worker = agent_->name(),
-                    .rank = agent_->rank(),
-                    .world_size = agent_->world_size(),
+                   {.worker = host_->name(),
+                    .rank = host_->rank(),
+                    .world_size = host_->world_size(),
                     .pid = static_cast<int64_t>(getpid()),
                     .reason = reason,
                     .wall_now = absl::Now(),
@@ -285,7 +262,7 @@ Value CollectiveContext::FlightDump(const std::string& reason) const {
                     .recorded = recorder_.recorded()});
 }
 
-void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
+void CollectiveContext::NodeDown(uint64_t node, const absl::Status& reason) {
   if (!IsWorkerNode(node)) return;
   const int dead = static_cast<int>(node);
   std::vector<std::pair<std::string, absl::Status>> aborts;
@@ -299,7 +276,7 @@ void CollectiveContext::OnNodeDown(uint64_t node, const absl::Status& reason) {
                     reason));
     }
   }
-  exchange_->FailNode(node, reason);
+  transport_->FailNode(node, reason);
   for (const auto& [key, status] : aborts)
     mailbox_.Abort(key, status).IgnoreError();
   votes_->Recheck();
@@ -313,7 +290,7 @@ absl::StatusOr<KeyValueStore*> CollectiveContext::Arbiter() {
   // Not under mu_: opening etcd's connects. Racing first uses each open
   // one; the first kept wins.
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<KeyValueStore> store,
-                         agent_->membership_backend().OpenStore());
+                         host_->OpenStore());
   absl::MutexLock lock(&mu_);
   if (arbiter_ == nullptr) arbiter_ = std::move(store);
   return arbiter_.get();
@@ -346,9 +323,9 @@ bool CollectiveContext::Revoke(const std::string& group, uint64_t epoch,
     if (OpEpoch(key).value_or(epoch) > epoch) continue;
     mailbox_.Abort(key, why).IgnoreError();
   }
-  agent_->events().Record({.kind = "revoked",
-                           .group = group,
-                           .detail = std::string(why.message())});
+  host_->Record({.kind = "revoked",
+                 .group = group,
+                 .detail = std::string(why.message())});
   return true;
 }
 
@@ -379,24 +356,24 @@ std::optional<uint64_t> CollectiveContext::OpEpoch(
     const std::string& key) const {
   if (std::optional<uint64_t> e = EpochOfOp(key)) return e;
   // A tagged or point-to-point op belongs to its group's epoch now.
-  absl::StatusOr<std::vector<int>> all = MembersOfOp(key, agent_->world_size());
+  absl::StatusOr<std::vector<int>> all = MembersOfOp(key, host_->world_size());
   if (!all.ok()) return std::nullopt;
   return Epoch(*all);
 }
 
 void CollectiveContext::ExpireStale() {
   mailbox_.ExpireStale();
-  exchange_->ExpireStale();
+  transport_->ExpireStale();
 }
 
 void CollectiveContext::ScheduleSweep() {
   const absl::Duration interval =
-      std::clamp(absl::Milliseconds(agent_->limits().mailbox_ttl_ms) / 4,
+      std::clamp(absl::Milliseconds(host_->limits().mailbox_ttl_ms) / 4,
                  kMinSweepInterval, kMaxSweepInterval);
   std::weak_ptr<CollectiveContext> weak = weak_from_this();
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  sweep_ = agent_->timers().RunAfter(interval, [weak] {
+  sweep_ = host_->timers().RunAfter(interval, [weak] {
     if (auto c = weak.lock()) {
       c->ExpireStale();
       c->ScheduleSweep();
@@ -414,12 +391,12 @@ void CollectiveContext::Stop() {
     sweep = sweep_;
     sweep_ = 0;
   }
-  if (sweep != 0) agent_->timers().Cancel(sweep);
+  if (sweep != 0) host_->timers().Cancel(sweep);
   votes_->Stop();
   // Ops still waiting end now instead of at their deadline.
   for (const std::string& key : running)
     mailbox_.Abort(key, Stopping()).IgnoreError();
-  exchange_->Stop();
+  transport_->Stop();
 }
 
 void CollectiveContext::FillStatus(proto::WorkerStatus* status) const {
@@ -463,7 +440,7 @@ void CollectiveContext::FillWaits(
     for (int r : op.op->WaitingFor()) {
       const int global = op.members[r];
       w->add_waiting_for_ranks(global);
-      w->add_waiting_for(agent_->directory().at(global).name);
+      w->add_waiting_for(host_->directory().at(global).name);
     }
   }
 }

@@ -17,14 +17,15 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "collectives/op/collective_host.h"
 #include "collectives/op/process_group.h"
 #include "collectives/op/vote_book.h"
 #include "collectives/recorder/flight_dumps.h"
 #include "collectives/recorder/flight_recorder.h"
 #include "collectives/transport/config.h"
-#include "collectives/transport/exchange.h"
 #include "collectives/transport/mailbox.h"
-#include "rpc/agent.h"
+#include "collectives/transport/transport.h"
+#include "proto/worker.pb.h"
 #include "rpc/base/clock.h"
 #include "rpc/base/timers.h"
 #include "rpc/membership/store_client.h"
@@ -41,14 +42,28 @@ class RunningOp {
 };
 
 class CollectiveContext final
-    : public AgentExtension,
-      public std::enable_shared_from_this<CollectiveContext> {
+    : public std::enable_shared_from_this<CollectiveContext> {
  public:
-  // Plugs into `agent` (before its Start).
-  static std::shared_ptr<CollectiveContext> ForWorker(RpcAgent* agent,
-                                                      CollectiveConfig config);
-  CollectiveContext(RpcAgent* agent, CollectiveConfig config);
-  ~CollectiveContext() override;
+  // The collectives of the worker `host` stands for (a worker's:
+  // collectives/host/agent_host.h's CollectivesForAgent). Then
+  // RegisterFunctions, and NodeDown for every death the worker learns.
+  static std::shared_ptr<CollectiveContext> Create(
+      std::unique_ptr<CollectiveHost> host, CollectiveConfig config);
+  CollectiveContext(std::unique_ptr<CollectiveHost> host,
+                    CollectiveConfig config);
+  ~CollectiveContext();
+
+  // Registers the functions peers call here (which op a rank began, the
+  // flight recorder) in host().registry().
+  absl::Status RegisterFunctions();
+  // Failed ops write their flight dumps with `dumps` (set once, before ops).
+  void WriteDumpsWith(std::shared_ptr<FlightDumps> dumps) {
+    dumps_ = std::move(dumps);
+  }
+  // Node `node` (rpc/membership's ids) died or left, for `reason`: the ops
+  // it takes part in fail now, naming it.
+  void NodeDown(uint64_t node, const absl::Status& reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // All ranks of the job (after the worker started).
   ProcessGroup& world() ABSL_LOCKS_EXCLUDED(mu_);
@@ -70,11 +85,11 @@ class CollectiveContext final
       std::vector<int> ranks);
 
   // ---- For ops ----
-  RpcAgent& agent() { return *agent_; }
-  Exchange& exchange() { return *exchange_; }
+  CollectiveHost& host() { return *host_; }
+  CollectiveTransport& transport() { return *transport_; }
   Mailbox& mailbox() { return mailbox_; }
   const CollectiveConfig& config() const { return config_; }
-  int rank() const { return agent_->rank(); }
+  int rank() const { return host_->rank(); }
   // The membership epoch of a group of `members` (global ranks): the sum of
   // their generations in the directory (op_key.h).
   uint64_t Epoch(const std::vector<int>& members) const;
@@ -133,9 +148,10 @@ class CollectiveContext final
   // began here, and messages still arriving. Runs periodically by itself.
   void ExpireStale();
 
-  // ---- AgentExtension ----
-  void Stop() override;
-  void FillStatus(proto::WorkerStatus* status) const override;
+  // Ops fail at once from now on (UNAVAILABLE); the transport stops.
+  void Stop();
+  // This worker's groups and the ops they wait in, for `ferryctl status`.
+  void FillStatus(proto::WorkerStatus* status) const;
 
  private:
   struct Running {
@@ -144,8 +160,6 @@ class CollectiveContext final
     const RunningOp* op = nullptr;
     absl::Time began;
   };
-  void OnNodeDown(uint64_t node, const absl::Status& reason)
-      ABSL_LOCKS_EXCLUDED(mu_);
   // UNAVAILABLE: op `label`'s group rank `group_rank` (global rank `dead`)
   // died, for `reason`.
   absl::Status Died(const std::string& label, int group_rank, int dead,
@@ -161,11 +175,11 @@ class CollectiveContext final
   // Runs ExpireStale every so often until Stop.
   void ScheduleSweep() ABSL_LOCKS_EXCLUDED(mu_);
 
-  RpcAgent* const agent_;
+  const std::unique_ptr<CollectiveHost> host_;
   const CollectiveConfig config_;
   Clock* const clock_;
   Mailbox mailbox_;
-  std::unique_ptr<Exchange> exchange_;
+  std::unique_ptr<CollectiveTransport> transport_;
   FlightRecorder recorder_;
   std::shared_ptr<FlightDumps> dumps_;  // Null without a dump_dir.
 

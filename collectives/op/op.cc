@@ -27,7 +27,7 @@ constexpr absl::Duration kFlushGrace = absl::Seconds(1);
 // The op's trace: a child of the calling thread's (a function serving a
 // call), else a trace of its own.
 TraceContext OpTrace(CollectiveContext& context) {
-  if (!context.agent().tracing()) return TraceContext();
+  if (!context.host().tracing()) return TraceContext();
   if (CurrentTrace().valid()) return CurrentTrace().Child();
   return NewTrace(false);
 }
@@ -57,7 +57,7 @@ std::shared_ptr<Op> Op::Begin(ProcessGroup& group, const OpSpec& spec,
   std::shared_ptr<Op> op(new Op(group, spec, std::move(ended)));
   std::weak_ptr<Op> weak = op;
   Timers::TimerId id =
-      op->context_.agent().timers().RunAt(op->deadline_, [weak] {
+      op->context_.host().timers().RunAt(op->deadline_, [weak] {
         if (std::shared_ptr<Op> o = weak.lock()) o->OnDeadline();
       });
   absl::MutexLock lock(&op->mu_);
@@ -73,7 +73,7 @@ Op::Op(ProcessGroup& group, const OpSpec& spec, Ended ended)
       key_(spec.key),
       label_(spec.label),
       timeout_(spec.timeout),
-      deadline_(context_.agent().timers().clock()->Now() + spec.timeout),
+      deadline_(context_.host().timers().clock()->Now() + spec.timeout),
       record_id_(RecordBegin(group, spec)),
       parent_span_(CurrentTrace().span_id),
       trace_(OpTrace(context_)),
@@ -95,7 +95,7 @@ Op::~Op() {
     ended = std::move(ended_);
     timers.swap(timers_);
   }
-  for (Timers::TimerId id : timers) context_.agent().timers().Cancel(id);
+  for (Timers::TimerId id : timers) context_.host().timers().Cancel(id);
   context_.mailbox().Close(key_);
   context_.Ended(key_);
   absl::Status abandoned = Error(absl::StatusCode::kInternal, "abandoned");
@@ -105,7 +105,7 @@ Op::~Op() {
 
 std::string Op::Who(int r) const {
   return absl::StrCat("rank ", r, " (",
-                      context_.agent().directory().at(group_.members()[r]).name,
+                      context_.host().directory().at(group_.members()[r]).name,
                       ")");
 }
 
@@ -139,10 +139,10 @@ void Op::Send(int to, int step, const Message& message) {
     absl::MutexLock lock(&mu_);
     if (phase_ == Phase::kEnded) return;
   }
-  Future<Done> delivered = context_.exchange().Send(
+  Future<Done> delivered = context_.transport().Send(
       group_.members()[to], {key_, step, context_.rank()},
       ToEnvelope(message, name_), deadline_, trace_);
-  if (Metrics* metrics = context_.agent().metrics()) {
+  if (Metrics* metrics = context_.host().metrics()) {
     metrics->Sent(group_.members()[to], Metrics::Traffic::kCollective,
                   MessageBytes(message));
   }
@@ -247,7 +247,7 @@ void Op::Recv(int from, int step, OnMessage then,
              return self->Fail(self->Malformed(from, m.status().message()));
            if (!m->op.empty() && m->op != self->name_)
              return self->Fail(self->Mismatched(from, m->op));
-           if (Metrics* metrics = self->context_.agent().metrics()) {
+           if (Metrics* metrics = self->context_.host().metrics()) {
              metrics->Received(self->group_.members()[from],
                                Metrics::Traffic::kCollective, MessageBytes(*m));
            }
@@ -303,7 +303,7 @@ void Op::RecvFrom(std::vector<int> from, int step, OnMessages then,
                  return self->Fail(self->Malformed(r, m.status().message()));
                if (!m->op.empty() && m->op != self->name_)
                  return self->Fail(self->Mismatched(r, m->op));
-               if (Metrics* metrics = self->context_.agent().metrics()) {
+               if (Metrics* metrics = self->context_.host().metrics()) {
                  metrics->Received(self->group_.members()[r],
                                    Metrics::Traffic::kCollective,
                                    MessageBytes(*m));
@@ -404,7 +404,7 @@ void Op::Succeed() {
 void Op::ArmFlushBackstop() {
   std::weak_ptr<Op> weak = weak_from_this();
   Timers::TimerId id =
-      context_.agent().timers().RunAt(deadline_ + kFlushGrace, [weak] {
+      context_.host().timers().RunAt(deadline_ + kFlushGrace, [weak] {
         if (std::shared_ptr<Op> o = weak.lock()) o->OnFlushDeadline();
       });
   absl::MutexLock lock(&mu_);
@@ -494,9 +494,8 @@ void Op::Probe(int waited_for) {
   auto asking = std::make_shared<Asking>(std::move(ops), n - 1);
   for (int r = 0; r < n; ++r) {
     if (r == rank()) continue;
-    context_.agent()
-        .RpcAsync(absl::StrCat(group_.members()[r]), "ferry.collective_op",
-                  {Value(key_)}, {.timeout = kProbe})
+    context_.host()
+        .Call(group_.members()[r], "ferry.collective_op", {Value(key_)}, kProbe)
         .Then([self = shared_from_this(), asking, r,
                waited_for](const absl::StatusOr<Value>& answer) {
           std::string op = answer.ok() && answer->is_string()
@@ -553,10 +552,10 @@ void Op::Fail(absl::Status status) {
   }
   if (tell) {
     const absl::Time until =
-        context_.agent().timers().clock()->Now() + kAbortDelivery;
+        context_.host().timers().clock()->Now() + kAbortDelivery;
     for (int r = 0; r < size(); ++r) {
       if (r == rank()) continue;
-      context_.exchange().SendAbort(group_.members()[r], key_, status, until);
+      context_.transport().SendAbort(group_.members()[r], key_, status, until);
     }
   }
   End(first);
@@ -574,7 +573,7 @@ void Op::End(absl::Status status) {
     waiting_.clear();
     sends_.clear();
   }
-  for (Timers::TimerId id : timers) context_.agent().timers().Cancel(id);
+  for (Timers::TimerId id : timers) context_.host().timers().Cancel(id);
   // Nothing of the op may linger: a message that still arrives is refused.
   context_.mailbox().Close(key_);
   context_.Ended(key_);
@@ -585,11 +584,11 @@ void Op::End(absl::Status status) {
 
 void Op::Account(const absl::Status& status) {
   const absl::Duration elapsed =
-      context_.agent().timers().clock()->Now() - (deadline_ - timeout_);
-  if (Metrics* metrics = context_.agent().metrics()) {
+      context_.host().timers().clock()->Now() - (deadline_ - timeout_);
+  if (Metrics* metrics = context_.host().metrics()) {
     metrics->CollectiveEnded(name_, group_.name(), status.code(), elapsed);
   }
-  Tracer* tracer = context_.agent().tracer();
+  Tracer* tracer = context_.host().tracer();
   if (tracer != nullptr && tracer->Records(trace_)) {
     tracer->Record({.name = absl::StrCat(name_, " ", key_),
                     .context = trace_,

@@ -87,7 +87,7 @@ class Op : public std::enable_shared_from_this<Op>, public RunningOp {
   int size() const { return group_.size(); }
   const std::string& name() const { return name_; }
   const CollectiveConfig& config() const { return context_.config(); }
-  const Limits& limits() const { return context_.agent().limits(); }
+  const Limits& limits() const { return context_.host().limits(); }
 
   // "rank 2 (worker2)" for group rank `r`.
   std::string Who(int r) const;

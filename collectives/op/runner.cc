@@ -26,7 +26,7 @@ absl::StatusOr<OpSpec> PrepareOp(ProcessGroup& group, absl::string_view name,
   }
   spec.timeout = options.timeout > absl::ZeroDuration()
                      ? options.timeout
-                     : group.state().context().agent().default_timeout();
+                     : group.state().context().host().default_timeout();
   // "No timeout" and absurd ones become a week: the deadline stays finite.
   if (spec.timeout <= absl::ZeroDuration() ||
       spec.timeout > absl::Hours(24 * 7)) {

@@ -44,7 +44,7 @@ Future<T> StartOp(ProcessGroup& group, const OpSpec& spec,
                   absl::AnyInvocable<void(Result<T>) &&> algorithm) {
   if (group.state().context().stopping()) {
     return Future<T>::Ready(absl::UnavailableError(
-        absl::StrCat(group.state().context().agent().name(),
+        absl::StrCat(group.state().context().host().name(),
                      " is stopping: ", spec.name, " not run")));
   }
   Promise<T> result;

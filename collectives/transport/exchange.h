@@ -32,6 +32,7 @@
 #include "collectives/transport/inbound.h"
 #include "collectives/transport/mailbox.h"
 #include "collectives/transport/standing_stream.h"
+#include "collectives/transport/transport.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/future.h"
@@ -46,7 +47,8 @@
 
 namespace ferry {
 
-class Exchange final : public grpc::CallbackGenericService {
+class Exchange final : public CollectiveTransport,
+                       public grpc::CallbackGenericService {
  public:
   static constexpr char kMethod[] = "/ferry.proto.Collectives/Exchange";
 
@@ -78,20 +80,19 @@ class Exchange final : public grpc::CallbackGenericService {
   // Sends `message` to global rank `dst` under `key`, carrying `trace` (if
   // valid) as its stream's traceparent. Deadlines are on the timers' clock.
   Future<Done> Send(int dst, const MessageKey& key, const Value& message,
-                    absl::Time deadline,
-                    const TraceContext& trace = TraceContext());
+                    absl::Time deadline, const TraceContext& trace) override;
   // Tells `dst` that `op` failed with `status` (best effort).
   void SendAbort(int dst, const std::string& op, const absl::Status& status,
-                 absl::Time deadline);
+                 absl::Time deadline) override;
 
   // Fails the sends in flight to `node`.
-  void FailNode(uint64_t node, const absl::Status& reason) {
+  void FailNode(uint64_t node, const absl::Status& reason) override {
     inflight_.FailNode(node, reason);
   }
   // Cancels everything and waits (bounded) for the streams to end.
-  void Stop();
+  void Stop() override;
   // Drops the messages still arriving --mailbox_ttl_ms after they began.
-  void ExpireStale() ABSL_LOCKS_EXCLUDED(mu_);
+  void ExpireStale() override ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override;

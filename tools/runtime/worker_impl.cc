@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "collectives/client/service.h"
 #include "collectives/elastic/elastic.h"
+#include "collectives/host/agent_host.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
@@ -28,7 +29,7 @@ class StopsStore final : public AgentExtension {
 WorkerImpl::WorkerImpl(WorkerConfig options)
     : agent_(static_cast<const AgentOptions&>(options)),
       rrefs_(RRefContext::ForWorker(&agent_, options.rref)),
-      collectives_(CollectiveContext::ForWorker(&agent_, options.collectives)) {
+      collectives_(CollectivesForAgent(&agent_, options.collectives)) {
   // A fixed, valid name that nothing else registers.
   RegisterCollectiveFunctions(collectives_).IgnoreError();
   RegisterElasticFunctions(collectives_).IgnoreError();
