@@ -1,4 +1,8 @@
-// The master's side of rendezvous and membership (hosted by rank 0).
+// The master's side of rendezvous and membership (hosted by rank 0). One
+// class under one mutex; its definitions are split by RPC: held calls,
+// events and sweeps in rendezvous_service.cc, then rendezvous_join.cc,
+// rendezvous_clients.cc, rendezvous_poll.cc, rendezvous_barrier.cc
+// (rendezvous_internal.h: what they share).
 //
 // Joins, polls and barriers are unary calls the master may hold: a held
 // call is answered when what it waits for happens or its time runs out.
