@@ -65,7 +65,7 @@ std::shared_ptr<CollectiveContext> CollectiveContext::ForWorker(
   (void)s;
   if (!config.dump_dir.empty()) {
     context->dumps_ = std::make_shared<FlightDumps>(
-        config.dump_dir, agent->name(), &agent->executor(),
+        config.dump_dir, agent->rank(), &agent->executor(),
         [weak](const std::string& reason) {
           auto c = weak.lock();
           return c == nullptr ? Value() : c->FlightDump(reason);

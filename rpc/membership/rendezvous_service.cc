@@ -14,6 +14,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/node_names.h"
 #include "rpc/value/value.h"
 #include "rpc/wire/grpc_status.h"
 
@@ -286,8 +287,9 @@ grpc::Status RendezvousService::CheckJoinShape(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("rank ", rank, " is out of range [0, ", world, ")"));
   }
-  if (r.worker().name().empty()) {
-    return Error(grpc::StatusCode::INVALID_ARGUMENT, "worker name is empty");
+  // Names are data: a fixed alphabet and length (node_names.h).
+  if (absl::Status name = CheckWorkerName(r.worker().name()); !name.ok()) {
+    return ToGrpcStatus(Annotate(name, "Join"));
   }
   // The master's own join: only the process that holds its key.
   if (rank == 0 && r.worker().public_key() != key_->public_key()) {
@@ -649,8 +651,13 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
 void RendezvousService::HandleRegisterClient(
     Held* held, const proto::RegisterClientRequest& r,
     proto::RegisterClientResponse* response, const Caller& caller) {
+  // Checked before the ECDH: a malformed registration costs no key
+  // agreement.
+  const absl::Status described = CheckClientDescription(r.description());
   const absl::StatusOr<std::string> secret =
-      SecretWith(*key_, r.public_key(), "RegisterClient: public_key");
+      described.ok()
+          ? SecretWith(*key_, r.public_key(), "RegisterClient: public_key")
+          : absl::StatusOr<std::string>(Annotate(described, "RegisterClient"));
   Start(held, Held::Kind::kOther, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
     return AdmitClient(held, r, *secret, caller.peer, response);
@@ -704,7 +711,7 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
   Node& n = nodes_[node];
   n.name = absl::StrCat("client", number);
   if (!r.description().empty()) {
-    absl::StrAppend(&n.name, " (", Cut(r.description()), ")");
+    absl::StrAppend(&n.name, " (", r.description(), ")");
   }
   n.last_seen = Now();
   n.incarnation = RandomIncarnation();
