@@ -230,8 +230,13 @@ void AnySource::Answered(size_t i, const absl::StatusOr<Value>& message) {
   } else if (first) {
     Decide(Named(FromWhom(*group, kAnySource, tag), message.status()), -1);
   } else if (message.ok()) {
-    // Came while another was taken: for the next receive of its number.
-    group->state().p2p().Keep(keys[i], *message);
+    // Came while another was taken: for the next receive of its number
+    // (within the source's bound; past it, dropped: that receive then
+    // waits until its deadline).
+    group->state()
+        .p2p()
+        .Keep(group->members()[sources[i]], keys[i], *message)
+        .IgnoreError();
   }
   Settled();
 }

@@ -101,7 +101,7 @@ std::shared_ptr<CollectiveContext> CollectivesForAgent(
   context->RegisterFunctions().IgnoreError();
   if (!config.dump_dir.empty()) {
     context->WriteDumpsWith(std::make_shared<FlightDumps>(
-        config.dump_dir, agent->name(), &agent->executor(),
+        config.dump_dir, agent->rank(), &agent->executor(),
         [weak](const std::string& reason) {
           auto c = weak.lock();
           return c == nullptr ? Value() : c->FlightDump(reason);

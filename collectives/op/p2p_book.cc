@@ -1,5 +1,9 @@
 #include "collectives/op/p2p_book.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
 namespace ferry {
 
 uint64_t P2pBook::Next(Count& count, uint64_t epoch, bool take) {
@@ -59,16 +63,30 @@ void P2pBook::Finished(int64_t tag, bool any_source) {
   for (Start& s : ready) std::move(s)();
 }
 
-void P2pBook::Keep(const std::string& key, Value message) {
+absl::Status P2pBook::Keep(int src, const std::string& key, Value message) {
   absl::MutexLock lock(&mu_);
-  kept_[key] = std::move(message);
+  size_t& held = kept_by_source_[src];
+  if (held >= kMaxKeptPerSource) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "point-to-point message ", key, " from rank ", src, ": ", held,
+        " of its messages are kept for later receives already, the limit"));
+  }
+  auto [it, fresh] = kept_.try_emplace(key, src, std::move(message));
+  if (fresh) {
+    ++held;
+  } else {
+    it->second.second = std::move(message);  // Once per number, but safe.
+  }
+  return absl::OkStatus();
 }
 
 std::optional<Value> P2pBook::Take(const std::string& key) {
   absl::MutexLock lock(&mu_);
   auto it = kept_.find(key);
   if (it == kept_.end()) return std::nullopt;
-  Value v = std::move(it->second);
+  Value v = std::move(it->second.second);
+  auto count = kept_by_source_.find(it->second.first);
+  if (--count->second == 0) kept_by_source_.erase(count);
   kept_.erase(it);
   return v;
 }

@@ -9,7 +9,11 @@
 // source for the same number, receives of one tag take turns: ones from a
 // given source run together, an any-source one runs alone, each in the
 // order called. A message an any-source receive got but did not take (it
-// took another first) is kept here for the next receive of its number.
+// took another first) is kept here for the next receive of its number: at
+// most kMaxKeptPerSource of one source at once (each is the next of its
+// (source, tag); a program using that many tags at once with racing
+// any-source receives is refused the next, which is dropped: the receive
+// of its number then waits for it until its deadline).
 //
 // Thread-safe; `start` callbacks run outside the lock.
 #ifndef FERRY_COLLECTIVES_OP_P2P_BOOK_H_
@@ -24,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "rpc/value/value.h"
 
@@ -50,8 +55,13 @@ class P2pBook {
   // allowed.
   void Finished(int64_t tag, bool any_source) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Keeps the message of op key `key` for the receive that comes for it.
-  void Keep(const std::string& key, Value message) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr size_t kMaxKeptPerSource = 1024;
+
+  // Keeps the message of op key `key` from global rank `src` for the
+  // receive that comes for it. RESOURCE_EXHAUSTED (nothing kept) if `src`
+  // has kMaxKeptPerSource kept already.
+  absl::Status Keep(int src, const std::string& key, Value message)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The message kept for `key`, handed out once.
   std::optional<Value> Take(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -76,7 +86,10 @@ class P2pBook {
   absl::flat_hash_map<std::pair<int, int64_t>, Count> received_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int64_t, Turns> turns_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, Value> kept_ ABSL_GUARDED_BY(mu_);
+  // Op key → (source, message); and how many each source has there.
+  absl::flat_hash_map<std::string, std::pair<int, Value>> kept_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, size_t> kept_by_source_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry

@@ -64,6 +64,7 @@ Future<VoteBook::Votes> VoteBook::Collect(const std::string& key,
           absl::StrCat("agreement ", key, " is being collected already")));
     }
     generations.resize(members.size(), 0);
+    ForgetEarlyLocked(key, entry.votes);
     entry.members = std::move(members);
     entry.generations = std::move(generations);
     entry.votes[self] = flag;
@@ -115,22 +116,86 @@ absl::Status VoteBook::Vote(const std::string& key, int from, int self,
   {
     absl::MutexLock lock(&mu_);
     if (stopped_) return absl::OkStatus();
-    auto [it, fresh] = entries_.try_emplace(key);
-    it->second.votes.emplace(from, flag);  // The first vote counts.
-    if (fresh) {
-      early_.push_back(key);
-      if (early_.size() > kMaxEarly) {
-        auto old = entries_.find(early_.front());
-        if (old != entries_.end() && !old->second.done.has_value()) {
-          entries_.erase(old);
-        }
-        early_.pop_front();
-      }
+    auto it = entries_.find(key);
+    const bool early = it == entries_.end() || !it->second.done.has_value();
+    if (early && key.size() > kMaxEarlyBytesPerSender) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "agreement vote from rank ", from, ": a key of ", key.size(),
+          " bytes, over the limit of ", kMaxEarlyBytesPerSender,
+          " for a vote this worker does not collect yet"));
+    }
+    if (it == entries_.end()) it = entries_.try_emplace(key).first;
+    // The first vote counts.
+    if (it->second.votes.emplace(from, flag).second && early) {
+      AddEarlyLocked(from, key);
     }
     complete = TakeIfComplete(key);
   }
   if (complete.has_value()) complete->first.Set(std::move(complete->second));
   return absl::OkStatus();
+}
+
+void VoteBook::AddEarlyLocked(int from, const std::string& key) {
+  Early& mine = early_[from];
+  const std::string group = GroupOfOp(key);
+  mine.votes.push_back({key, group});
+  mine.bytes += key.size();
+  // Its own oldest in the group, then its own oldest of all: never the
+  // vote just taken (its key alone fits the bytes, checked by Vote).
+  size_t in_group = 0;
+  for (const Early::Vote& v : mine.votes) in_group += v.group == group;
+  for (auto v = mine.votes.begin(); in_group > kMaxEarlyPerGroup;) {
+    if (v->group != group) {
+      ++v;
+      continue;
+    }
+    DropEarlyLocked(from, v);
+    v = mine.votes.begin();
+    --in_group;
+  }
+  while (mine.votes.size() > kMaxEarlyPerSender ||
+         mine.bytes > kMaxEarlyBytesPerSender) {
+    DropEarlyLocked(from, mine.votes.begin());
+  }
+}
+
+void VoteBook::DropEarlyLocked(int from, std::deque<Early::Vote>::iterator at) {
+  Early& mine = early_[from];
+  auto entry = entries_.find(at->key);
+  if (entry != entries_.end() && !entry->second.done.has_value()) {
+    entry->second.votes.erase(from);
+    if (entry->second.votes.empty()) entries_.erase(entry);
+  }
+  mine.bytes -= at->key.size();
+  mine.votes.erase(at);
+}
+
+void VoteBook::ForgetEarlyLocked(const std::string& key, const Votes& votes) {
+  for (const auto& [from, flag] : votes) {
+    auto mine = early_.find(from);
+    if (mine == early_.end()) continue;
+    std::deque<Early::Vote>& v = mine->second.votes;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (it->key != key) continue;
+      mine->second.bytes -= key.size();
+      v.erase(it);
+      break;
+    }
+    if (v.empty()) early_.erase(mine);
+  }
+}
+
+size_t VoteBook::early_votes() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [from, mine] : early_) n += mine.votes.size();
+  return n;
+}
+
+size_t VoteBook::early_votes(int from) const {
+  absl::MutexLock lock(&mu_);
+  auto mine = early_.find(from);
+  return mine == early_.end() ? 0 : mine->second.votes.size();
 }
 
 void VoteBook::Recheck() {

@@ -13,9 +13,13 @@
 //   book.Recheck();                                // a worker went down
 //
 // Bounded whatever peers send: votes are taken only from members of the
-// key's group (op_key.h's CheckSender), one per member, and votes for
-// agreements not (yet) collected here are kept for at most kMaxEarly keys
-// (the oldest dropped first).
+// key's group (op_key.h's CheckSender), one per member. Votes for
+// agreements not (yet) collected here ("early") are bounded per sender:
+// at most kMaxEarlyPerGroup in one group, kMaxEarlyPerSender in all, with
+// at most kMaxEarlyBytesPerSender of keys; past either, that sender's own
+// oldest early vote (in the group, then in all) is dropped. No sender can
+// push out another's vote: a non-member flooding a worker with votes for
+// other groups loses only its own.
 #ifndef FERRY_COLLECTIVES_OP_VOTE_BOOK_H_
 #define FERRY_COLLECTIVES_OP_VOTE_BOOK_H_
 
@@ -40,7 +44,9 @@ namespace ferry {
 
 class VoteBook {
  public:
-  static constexpr size_t kMaxEarly = 1024;
+  static constexpr size_t kMaxEarlyPerGroup = 4;
+  static constexpr size_t kMaxEarlyPerSender = 64;
+  static constexpr size_t kMaxEarlyBytesPerSender = 256 << 10;
 
   // Global rank → flag, of the members that voted (this worker included).
   using Votes = std::map<int, bool>;
@@ -65,7 +71,9 @@ class VoteBook {
   // Global rank `from` (authenticated by the caller) votes `flag` in `key`
   // to this worker `self`. INVALID_ARGUMENT for a key no member could
   // send; PERMISSION_DENIED if `from` or `self` is not a member of its
-  // group; a second vote of one member is ignored (the first counts).
+  // group; RESOURCE_EXHAUSTED for an early vote whose key alone is over
+  // kMaxEarlyBytesPerSender; a second vote of one member is ignored (the
+  // first counts).
   absl::Status Vote(const std::string& key, int from, int self, bool flag)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -74,6 +82,10 @@ class VoteBook {
 
   // Fails every collection (UNAVAILABLE) and takes no more.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Early votes held, of every sender; of global rank `from`.
+  size_t early_votes() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t early_votes(int from) const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Fault injection for tests: the points of this worker's agreements
   // (elastic.cc) where it may stop as if it died there. kVote: before its
@@ -105,6 +117,25 @@ class VoteBook {
   std::optional<std::pair<Promise<Votes>, Votes>> TakeIfComplete(
       const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Expire(const std::string& key) ABSL_LOCKS_EXCLUDED(mu_);
+  // A sender's early votes, oldest first.
+  struct Early {
+    struct Vote {
+      std::string key;
+      std::string group;  // GroupOfOp(key).
+    };
+    std::deque<Vote> votes;
+    size_t bytes = 0;  // Of their keys.
+  };
+  // Records `from`'s early vote in `key`, then drops its own oldest while
+  // over a bound.
+  void AddEarlyLocked(int from, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops `from`'s early vote at `at` (its entry too if it held no other).
+  void DropEarlyLocked(int from, std::deque<Early::Vote>::iterator at)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The votes of `key` are no longer early: it is collected here now.
+  void ForgetEarlyLocked(const std::string& key, const Votes& votes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Timers* const timers_;
   const int world_size_;
@@ -112,8 +143,8 @@ class VoteBook {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);
   Fault fault_ ABSL_GUARDED_BY(mu_);
-  // Keys holding only peers' votes, oldest first (at most kMaxEarly).
-  std::deque<std::string> early_ ABSL_GUARDED_BY(mu_);
+  // By sender (global rank).
+  absl::flat_hash_map<int, Early> early_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -35,12 +35,16 @@ absl::Status WriteAll(int fd, const std::string& text) {
 
 }  // namespace
 
-absl::Status WriteDumpFile(const std::string& dir, const std::string& worker,
+std::string DumpFileName(int rank) {
+  return absl::StrCat("worker", rank, ".json");
+}
+
+absl::Status WriteDumpFile(const std::string& dir, int rank,
                            const Value& dump) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Unavailable("create", dir);
   }
-  const std::string path = absl::StrCat(dir, "/", worker, ".json");
+  const std::string path = absl::StrCat(dir, "/", DumpFileName(rank));
   const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
   if (fd < 0) return Unavailable("create", tmp);
@@ -57,11 +61,10 @@ absl::Status WriteDumpFile(const std::string& dir, const std::string& worker,
   return absl::OkStatus();
 }
 
-FlightDumps::FlightDumps(std::string dir, std::string worker,
-                         Executor* executor,
+FlightDumps::FlightDumps(std::string dir, int rank, Executor* executor,
                          std::function<Value(const std::string&)> make)
     : dir_(std::move(dir)),
-      worker_(std::move(worker)),
+      rank_(rank),
       executor_(executor),
       make_(std::move(make)) {}
 
@@ -90,7 +93,7 @@ void FlightDumps::WriteLoop(std::string reason) {
     // A dump that cannot be written is lost, not retried: the op's own
     // failure has been reported already.
     Value dump = make_(reason);
-    if (!dump.is_null()) WriteDumpFile(dir_, worker_, dump).IgnoreError();
+    if (!dump.is_null()) WriteDumpFile(dir_, rank_, dump).IgnoreError();
     absl::MutexLock lock(&mu_);
     if (!again_.has_value()) {
       writing_ = false;

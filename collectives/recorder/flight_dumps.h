@@ -1,7 +1,8 @@
 // Where the flight recorder's dumps go when an op fails: one file per
-// worker, <dir>/<worker>.json, each dump replacing the worker's last (the
-// newest failure is what an operator looks at; `ferryctl analyze DIR`
-// reads every worker's file of the job).
+// worker, <dir>/worker<rank>.json — named by rank, never by the worker's
+// name (a peer's words are no path) —, each dump replacing the worker's
+// last (the newest failure is what an operator looks at; `ferryctl
+// analyze DIR` reads every worker's file of the job).
 //
 // Dumps are written off the op's thread (on the executor), and coalesced:
 // while one is being written, further requests make one more dump after
@@ -23,17 +24,19 @@
 
 namespace ferry {
 
-// Writes `dump` (a DumpValue) as JSON to <dir>/<worker>.json, creating
-// `dir` (0700) if missing; via a temporary file and a rename, so a reader
-// never sees half a dump. UNAVAILABLE naming the path on failure.
-absl::Status WriteDumpFile(const std::string& dir, const std::string& worker,
-                           const Value& dump);
+// "worker<rank>.json": the file of rank `rank`'s dumps.
+std::string DumpFileName(int rank);
+
+// Writes `dump` (a DumpValue) as JSON to <dir>/DumpFileName(rank),
+// creating `dir` (0700) if missing; via a temporary file and a rename, so a
+// reader never sees half a dump. UNAVAILABLE naming the path on failure.
+absl::Status WriteDumpFile(const std::string& dir, int rank, const Value& dump);
 
 class FlightDumps : public std::enable_shared_from_this<FlightDumps> {
  public:
   // `make(reason)` builds a dump of the recorder now (null: none). Held by
   // a shared_ptr: a queued write keeps it alive.
-  FlightDumps(std::string dir, std::string worker, Executor* executor,
+  FlightDumps(std::string dir, int rank, Executor* executor,
               std::function<Value(const std::string& reason)> make);
 
   // Asks for a dump because of `reason` (an op's failure); returns at once.
@@ -46,7 +49,7 @@ class FlightDumps : public std::enable_shared_from_this<FlightDumps> {
   void WriteLoop(std::string reason) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string dir_;
-  const std::string worker_;
+  const int rank_;
   Executor* const executor_;
   const std::function<Value(const std::string&)> make_;
 

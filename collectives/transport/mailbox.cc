@@ -48,7 +48,7 @@ Future<Value> Mailbox::Receive(const MessageKey& key,
   auto held = held_.find(key);
   if (held != held_.end()) {
     Value message = std::move(held->second.message);
-    bytes_ -= held->second.bytes;
+    ChargeLocked(key.src, -held->second.bytes);
     arrivals_.erase(held->second.arrival);
     held_.erase(held);
     return Future<Value>::Ready(std::move(message));
@@ -102,14 +102,24 @@ absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
           absl::StrCat("a collective message of ", HumanBytes(bytes), " (op ",
                        key.op, " from rank ", key.src, ")"),
           HumanBytes(max_bytes_), "max_mailbox_mb", max_bytes_ / Limits::kMiB);
-    } else if (!waiting_.contains(key) && charge > max_bytes_ - bytes_) {
+    } else if (waiting_.contains(key)) {
       // A message someone waits for is consumed at once: never refused.
+      ChargeLocked(key.src, charge);
+    } else if (charge > max_bytes_ - bytes_) {
       status = absl::ResourceExhaustedError(
           absl::StrCat("collective buffer full (", bytes_, " of ", max_bytes_,
                        " bytes held)"));
       status.SetPayload(kBackpressure, absl::Cord("1"));
+    } else if (charge > max_bytes_ / 2 - SenderBytesLocked(key.src)) {
+      // No sender holds more than half: the others always have room.
+      status = absl::ResourceExhaustedError(absl::StrCat(
+          "collective buffer: rank ", key.src, "'s messages hold ",
+          SenderBytesLocked(key.src), " bytes here, and one sender may hold ",
+          max_bytes_ / 2, " (half of --max_mailbox_mb) of messages not asked ",
+          "for yet"));
+      status.SetPayload(kBackpressure, absl::Cord("1"));
     } else {
-      bytes_ += charge;
+      ChargeLocked(key.src, charge);
     }
   }
   Complete(std::move(expired));
@@ -118,7 +128,19 @@ absl::Status Mailbox::Admit(const MessageKey& key, int64_t bytes) {
 
 void Mailbox::Release(const MessageKey& key, int64_t bytes) {
   absl::MutexLock lock(&mu_);
-  bytes_ -= Charge(key, bytes);
+  ChargeLocked(key.src, -Charge(key, bytes));
+}
+
+void Mailbox::ChargeLocked(int src, int64_t delta) {
+  bytes_ += delta;
+  auto it = by_sender_.try_emplace(src, 0).first;
+  it->second += delta;
+  if (it->second == 0) by_sender_.erase(it);
+}
+
+int64_t Mailbox::SenderBytesLocked(int src) const {
+  auto it = by_sender_.find(src);
+  return it == by_sender_.end() ? 0 : it->second;
 }
 
 absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
@@ -128,7 +150,7 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
   {
     absl::MutexLock lock(&mu_);
     if (const absl::Status* aborted = AbortedLocked(key.op)) {
-      bytes_ -= charge;
+      ChargeLocked(key.src, -charge);
       return *aborted;
     }
     auto waiting = waiting_.find(key);
@@ -137,7 +159,7 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
       const Arrival arrival{clock_->Now(), next_arrival_++};
       if (!held_.try_emplace(key, Held{std::move(message), charge, arrival})
                .second) {
-        bytes_ -= charge;
+        ChargeLocked(key.src, -charge);
         return absl::AlreadyExistsError(
             absl::StrCat("message ", key.step, " of op ", key.op, " from rank ",
                          key.src, " arrived twice"));
@@ -147,7 +169,7 @@ absl::Status Mailbox::Deliver(const MessageKey& key, Value message,
     }
     receiver = waiting->second.promise;
     waiting_.erase(waiting);
-    bytes_ -= charge;
+    ChargeLocked(key.src, -charge);
   }
   receiver.Set(std::move(message));
   return absl::OkStatus();
@@ -184,7 +206,7 @@ bool Mailbox::AbortLocked(const std::string& op, absl::Status status,
   }
   for (auto it = held_.lower_bound(First(op));
        it != held_.end() && it->first.op == op;) {
-    bytes_ -= it->second.bytes;
+    ChargeLocked(it->first.src, -it->second.bytes);
     arrivals_.erase(it->second.arrival);
     out->messages.push_back(std::move(it->second.message));
     it = held_.erase(it);

@@ -16,6 +16,10 @@
 //    a message is refused for now (RESOURCE_EXHAUSTED marked as
 //    backpressure, IsBackpressure: the sender retries later). A message
 //    someone waits for is consumed at once, so it is never refused for room;
+//  - one sender's messages not yet asked for (held and arriving, counted as
+//    above): at most half of --max_mailbox_mb; beyond, its next is refused
+//    for now (backpressure), so no sender fills the mailbox for the others
+//    (a message larger than half waits until its receiver asks for it);
 //  - time: a message for an op that has not begun here is kept for
 //    --mailbox_ttl_ms (by the injected clock); then ExpireStale fails the op
 //    here with DEADLINE_EXCEEDED naming the flag and drops its messages.
@@ -179,6 +183,9 @@ class Mailbox {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Expired(const MessageKey& key) const;
   static void Complete(std::vector<Dropped> dropped);
+  // Adds `delta` to the bytes counted, and to sender `src`'s.
+  void ChargeLocked(int src, int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t SenderBytesLocked(int src) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int64_t max_bytes_;
   const int64_t ttl_ms_;
@@ -189,6 +196,8 @@ class Mailbox {
   std::map<MessageKey, Waiter> waiting_ ABSL_GUARDED_BY(mu_);
   // Bytes held and admitted (still arriving), each with its key.
   int64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // The same by sender (global rank); none at 0.
+  absl::flat_hash_map<int, int64_t> by_sender_ ABSL_GUARDED_BY(mu_);
   // Held messages of ops that had not begun when they arrived, oldest
   // first: what ExpireStale looks at.
   std::map<Arrival, MessageKey> arrivals_ ABSL_GUARDED_BY(mu_);

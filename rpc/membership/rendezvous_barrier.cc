@@ -13,6 +13,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/node_names.h"
 #include "rpc/membership/rendezvous_internal.h"
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/value/value.h"

@@ -13,6 +13,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/node_names.h"
 #include "rpc/membership/rendezvous_internal.h"
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/value/value.h"
@@ -40,8 +41,13 @@ grpc::ServerUnaryReactor* RendezvousService::RegisterClient(
 void RendezvousService::HandleRegisterClient(
     Held* held, const proto::RegisterClientRequest& r,
     proto::RegisterClientResponse* response, const Caller& caller) {
+  // Checked before the ECDH: a malformed registration costs no key
+  // agreement.
+  const absl::Status described = CheckClientDescription(r.description());
   const absl::StatusOr<std::string> secret =
-      SecretWith(*key_, r.public_key(), "RegisterClient: public_key");
+      described.ok()
+          ? SecretWith(*key_, r.public_key(), "RegisterClient: public_key")
+          : absl::StatusOr<std::string>(Annotate(described, "RegisterClient"));
   Start(held, Held::Kind::kOther, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (!secret.ok()) return Finishes{{held, ToGrpcStatus(secret.status())}};
     return AdmitClient(held, r, *secret, caller.peer, response);
@@ -95,7 +101,7 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
   Node& n = nodes_[node];
   n.name = absl::StrCat("client", number);
   if (!r.description().empty()) {
-    absl::StrAppend(&n.name, " (", Cut(r.description()), ")");
+    absl::StrAppend(&n.name, " (", r.description(), ")");
   }
   n.last_seen = Now();
   n.incarnation = RandomIncarnation();

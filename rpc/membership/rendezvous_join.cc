@@ -13,6 +13,7 @@
 #include "rpc/base/limits.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/node_names.h"
 #include "rpc/membership/rendezvous_internal.h"
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/value/value.h"
@@ -86,8 +87,9 @@ grpc::Status RendezvousService::CheckJoinShape(
         grpc::StatusCode::INVALID_ARGUMENT,
         absl::StrCat("rank ", rank, " is out of range [0, ", world, ")"));
   }
-  if (r.worker().name().empty()) {
-    return Error(grpc::StatusCode::INVALID_ARGUMENT, "worker name is empty");
+  // Names are data: a fixed alphabet and length (node_names.h).
+  if (absl::Status name = CheckWorkerName(r.worker().name()); !name.ok()) {
+    return ToGrpcStatus(Annotate(name, "Join"));
   }
   // The master's own join: only the process that holds its key.
   if (rank == 0 && r.worker().public_key() != key_->public_key()) {

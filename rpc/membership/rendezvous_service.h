@@ -30,7 +30,9 @@
 //  - barrier names: --max_barriers. A barrier nobody waits at is forgotten
 //    when room is needed, finished ones first (so only then does a late
 //    arrival at a finished barrier wait again instead of passing).
-// Names and descriptions are cut to kMaxNameBytes; a hold lasts at most
+// Worker names and client descriptions are data (node_names.h): a Join
+// or RegisterClient outside their alphabet and length is INVALID_ARGUMENT;
+// barrier names are at most kMaxNameBytes; a hold lasts at most
 // kMaxHoldMs whatever timeout the caller asks for.
 //
 // Replacements: once the job formed, a worker started for a rank whose

@@ -35,6 +35,7 @@
 #define FERRY_RPC_WIRE_BOUNDED_SERVICE_H_
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -120,15 +121,19 @@ class BoundedService : public GeneratedService, public BoundedServiceBase {
 
   // Serves method `name` with `handler` (a member of Derived with a
   // generated callback method's signature), its request parsed through
-  // BoundedParse first; a refusal answers the call.
+  // BoundedParse first; a refusal answers the call. The request's bytes
+  // are dropped once parsed: a call the handler holds keeps only the
+  // parsed request. A handler taking a non-const Request may take its
+  // contents too (a held call then keeps none of it).
   template <class Derived, class Request, class Response>
   void Bound(grpc::ServerUnaryReactor* (Derived::*handler)(
-                 grpc::CallbackServerContext*, const Request*, Response*),
+                 grpc::CallbackServerContext*, Request*, Response*),
              absl::string_view name) {
+    using Message = std::remove_const_t<Request>;
     const int index = bounded_internal::MethodIndex(
-        *service_, name, Request::descriptor(), Response::descriptor());
+        *service_, name, Message::descriptor(), Response::descriptor());
     covered_[index] = true;
-    using Messages = bounded_internal::Exchange<Request, Response>;
+    using Messages = bounded_internal::Exchange<Message, Response>;
     Derived* self = static_cast<Derived*>(this);
     const std::string what = absl::StrCat(who_, who_.empty() ? "" : ": ",
                                           service_->name(), "/", name);
@@ -140,6 +145,9 @@ class BoundedService : public GeneratedService, public BoundedServiceBase {
                                         Messages* call) {
               absl::Status parsed =
                   BoundedParse(*request, limits_, what, &call->request);
+              // gRPC keeps the bytes (its message holder's) until the call
+              // ends; nothing reads them again.
+              const_cast<grpc::ByteBuffer*>(request)->Clear();
               if (!parsed.ok()) {
                 grpc::ServerUnaryReactor* refused = context->DefaultReactor();
                 refused->Finish(ToGrpcStatus(parsed));

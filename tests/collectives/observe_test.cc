@@ -171,7 +171,7 @@ TEST(FlightDumpsTest, WritesOneFilePerWorkerAndCoalesces) {
       executor.Submit([&requested] { requested.WaitForNotification(); }));
   std::vector<std::string> made;  // On the executor's one thread only.
   auto dumps = std::make_shared<FlightDumps>(
-      dir, "worker3", &executor, [&made](const std::string& reason) {
+      dir, 3, &executor, [&made](const std::string& reason) {
         made.push_back(reason);
         return Value(Value::Map{{"reason", reason}});
       });
@@ -189,7 +189,7 @@ TEST(FlightDumpsTest, WritesOneFilePerWorkerAndCoalesces) {
 
 TEST(FlightDumpsTest, AnUnwritableDirectoryIsUnavailable) {
   EXPECT_THAT(
-      WriteDumpFile("/proc/no/such/dir", "worker0", Value()),
+      WriteDumpFile("/proc/no/such/dir", 0, Value()),
       StatusIs(absl::StatusCode::kUnavailable, HasSubstr("/proc/no/such/dir")));
 }
 

@@ -13,7 +13,9 @@
 //   4 time passes (a byte, in ms).
 // Properties: no crash; every collection settles by its deadline, and at
 // once with UNAVAILABLE after Stop; a settled collection holds only votes
-// of its members, this worker's own included.
+// of its members, this worker's own included; early votes never exceed
+// kMaxEarlyPerSender per sender (issue 49: bounded per sender, whatever
+// keys and groups the senders make up).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -113,6 +115,9 @@ void Run(Script& s) {
         timers.Advance(absl::Milliseconds(s.Byte()));
         advanced = true;
         break;
+    }
+    for (int r = 0; r < kWorld; ++r) {
+      if (book.early_votes(r) > VoteBook::kMaxEarlyPerSender) std::abort();
     }
     for (const Pending& c : pending) {
       // Timers due run as time passes (ManualTimers::Advance).

@@ -107,7 +107,7 @@ examples:
 
 Writes each WORKER's (default: every worker's) flight recorder -- its recent
 collectives and point-to-point ops, with their states and times, in torch's
-flight recorder format -- to DIR/<worker>.json, one file per worker. DIR
+flight recorder format -- to DIR/worker<rank>.json, one file per worker. DIR
 defaults to dump-<UTC time> in the job's directory (when this user's `up`
 started the job), else ferry-dump-<UTC time> here. Workers also write their
 dump into their --dump_dir when an op fails or times out. Prints

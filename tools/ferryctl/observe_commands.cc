@@ -126,10 +126,11 @@ absl::StatusOr<Value> DumpCommand(Session& session, std::string out,
         w.ok() ? client->rpc().RpcSync((*w)->name, kFlightRecorderFunction, {},
                                        {.timeout = session.timeout()})
                : absl::StatusOr<Value>(w.status());
+    // Named by rank: a worker's name is its own words, no path.
     absl::Status written =
-        dump.ok() ? WriteDumpFile(out, (*w)->name, *dump) : dump.status();
+        dump.ok() ? WriteDumpFile(out, (*w)->rank, *dump) : dump.status();
     if (written.ok()) {
-      files.push_back(absl::StrCat(out, "/", (*w)->name, ".json"));
+      files.push_back(absl::StrCat(out, "/", DumpFileName((*w)->rank)));
       continue;
     }
     if (first.ok()) first = written;

@@ -16,7 +16,7 @@ namespace ferry {
 namespace ctl {
 
 // `dump [--out=DIR] [WORKER…]`: every named worker's (default: every
-// worker's) flight recorder into DIR/<worker>.json. DIR defaults to a new
+// worker's) flight recorder into DIR/worker<rank>.json. DIR defaults to a new
 // dump-<UTC time> in the job's directory when this user's `up` started
 // the job, else to ferry-dump-<UTC time> here. Returns
 //   {"dir":DIR,"files":[…],"failed":[{"worker","error"}]};

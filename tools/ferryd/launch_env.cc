@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/membership/node_names.h"
 
 namespace ferry {
 
@@ -120,6 +121,11 @@ absl::StatusOr<Placement> ResolvePlacement(const PlacementFlags& flags,
     p.name = *n;
   } else {
     p.name = absl::StrCat("worker", p.rank);
+  }
+  // Refused here with the flag's name rather than by the master's Join.
+  if (absl::Status name = CheckWorkerName(p.name); !name.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--name (or FERRY_NAME): ", name.message()));
   }
   return p;
 }

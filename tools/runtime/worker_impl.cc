@@ -9,6 +9,7 @@
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/store_budget.h"
 
 namespace ferry {
 
@@ -35,13 +36,14 @@ WorkerImpl::WorkerImpl(WorkerConfig options)
   RegisterElasticFunctions(collectives_).IgnoreError();
   if (options.rank == 0 && !options.membership_backend) {
     StoreLimits limits;
-    limits.max_waits = options.limits.max_held_calls;
+    limits.shares.job.waits = options.limits.max_held_calls;
     const Authenticator* authenticator = &agent_.authenticator();
+    // Each call is charged to the node its credential proves.
     store_ = std::make_unique<StoreService>(
         limits, &agent_.timers(), options.limits,
         [authenticator](const grpc::ServerContextBase& call) {
           std::optional<uint64_t> node = authenticator->NodeOf(call);
-          return node.has_value() && IsWorkerNode(*node);
+          return StoreCaller{node, node.has_value() && IsWorkerNode(*node)};
         });
     store_stopper_ = std::make_unique<StopsStore>(store_.get());
     agent_.AddService(store_.get());

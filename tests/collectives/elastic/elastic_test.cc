@@ -23,8 +23,10 @@
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
 #include "collectives/op/group_state.h"
+#include "collectives/op/vote_book.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
@@ -375,6 +377,40 @@ TEST_P(ElasticTest, OnlyMembersVoteOrRevoke) {
                   .status(),
               StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_FALSE(job_->worker(1).collectives().Revoked("g2,3#0"));
+}
+
+// Issue 49's R5 over real calls: rank 2, no member of group [0, 1], sends
+// rank 0 1100 votes for other groups' agreements after rank 1's early vote
+// arrived there; rank 0's agreement still completes with rank 1's vote.
+// (On 1dde932 one queue of 1024 early keys for every sender: rank 1's vote
+// was pushed out, and rank 0 failed DEADLINE_EXCEEDED "no vote from group
+// rank 1" while rank 1 agreed.)
+TEST_P(ElasticTest, ANonMemberPushesOutNoMembersVote) {
+  const std::vector<int> ranks = {0, 1};
+  std::vector<std::shared_ptr<ProcessGroup>> sub(kWorkers);
+  for (int r : ranks) {
+    ASSERT_OK_AND_ASSIGN(sub[r], job_->worker(r).collectives().NewGroup(ranks));
+  }
+  CollectiveOptions options;
+  options.timeout = absl::Seconds(20);
+  AgreeResult one = absl::UnknownError("not run");
+  std::thread t([&] { one = Agree(*sub[1], true, options); });
+  VoteBook& book = job_->worker(0).collectives().votes();
+  ASSERT_TRUE(::ferry::testing::AwaitTrue(
+      [&] { return book.early_votes(1) == 1; }, kWait));
+  for (int i = 0; i < 1100; ++i) {
+    ASSERT_OK(job_->worker(2).rpc().RpcSync(
+        "0", "ferry.agree_vote",
+        {Value(absl::StrCat("g0,2#", i, "/t:agree.0@0")), Value(false)}));
+  }
+  EXPECT_LE(book.early_votes(2), VoteBook::kMaxEarlyPerSender);
+  AgreeResult zero = Agree(*sub[0], true, options);
+  t.join();
+  for (const AgreeResult& got : {zero, one}) {
+    ASSERT_OK(got.status());
+    EXPECT_TRUE(got->flag);
+    EXPECT_THAT(got->members, ElementsAre(0, 1));
+  }
 }
 
 // A revoke carries the epoch it was made in: one that arrives late (a

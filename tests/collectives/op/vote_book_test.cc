@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -161,22 +162,71 @@ TEST_F(VoteBookTest, TakesVotesOnlyFromMembersAndTheFirstOfEach) {
               StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
-TEST_F(VoteBookTest, EarlyVotesAreBounded) {
-  for (size_t i = 0; i < 3 * VoteBook::kMaxEarly; ++i) {
+// One sender's early votes are bounded in each group and in all; past a
+// bound its own oldest go, never another sender's.
+TEST_F(VoteBookTest, EarlyVotesAreBoundedPerSender) {
+  ASSERT_OK(book_.Vote("world/0", 2, 0, true));
+  for (int i = 1; i <= 100; ++i) {
     ASSERT_OK(book_.Vote(absl::StrCat("world/", i), 1, 0, true));
   }
-  // The newest are kept: a collection of one completes with its vote.
-  Future<VoteBook::Votes> kept =
-      book_.Collect(absl::StrCat("world/", 3 * VoteBook::kMaxEarly - 1), {0, 1},
-                    {}, 0, true, clock_.Now() + absl::Seconds(5));
-  EXPECT_TRUE(kept.IsReady());
-  // The oldest were dropped.
-  Future<VoteBook::Votes> dropped = book_.Collect(
-      "world/0", {0, 1}, {}, 0, true, clock_.Now() + absl::Seconds(5));
+  EXPECT_EQ(book_.early_votes(), 1 + VoteBook::kMaxEarlyPerGroup);
+  // Rank 1's newest in the group are kept, its older ones dropped.
+  const absl::Time deadline = clock_.Now() + absl::Seconds(5);
+  EXPECT_TRUE(
+      book_.Collect("world/97", {0, 1}, {}, 0, true, deadline).IsReady());
+  Future<VoteBook::Votes> dropped =
+      book_.Collect("world/96", {0, 1}, {}, 0, true, deadline);
   EXPECT_FALSE(dropped.IsReady());
+  // Rank 2's vote is still there.
+  EXPECT_TRUE(
+      book_.Collect("world/0", {0, 2}, {}, 0, true, deadline).IsReady());
+  // Across groups: at most kMaxEarlyPerSender of rank 1's.
+  for (int g = 0; g < 200; ++g) {
+    ASSERT_OK(book_.Vote(absl::StrCat("g0,1#", g, "/0"), 1, 0, false));
+  }
+  EXPECT_EQ(book_.early_votes(), VoteBook::kMaxEarlyPerSender);
+  EXPECT_TRUE(
+      book_.Collect("g0,1#199/0", {0, 1}, {}, 0, true, deadline).IsReady());
   book_.Stop();
   EXPECT_THAT(dropped.Wait(absl::ZeroDuration()).status(),
               StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// Issue 49's R5: rank 2, no member of group [0, 1], sends rank 0 1100
+// votes for other groups' agreements; rank 1's early vote in [0, 1] stays,
+// and rank 0's agreement completes with it. (On 1dde932 one queue of 1024
+// keys for every sender and group: rank 1's vote was pushed out, and rank
+// 0 failed DEADLINE_EXCEEDED "no vote from group rank 1".)
+TEST_F(VoteBookTest, NoSenderPushesOutAnothersVote) {
+  ASSERT_OK(book_.Vote("g0,1#0/t:step", 1, 0, true));
+  EXPECT_THAT(book_.Vote("g0,1#0/t:step", 2, 0, false),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  for (int i = 0; i < 1100; ++i) {
+    const std::string key = i % 2 == 0 ? absl::StrCat("g0,2#", i, "/0")
+                                       : absl::StrCat("g0,1,2#", i, "/t:x");
+    ASSERT_OK(book_.Vote(key, 2, 0, false));
+  }
+  EXPECT_LE(book_.early_votes(), 1 + VoteBook::kMaxEarlyPerSender);
+  Future<VoteBook::Votes> votes = book_.Collect(
+      "g0,1#0/t:step", {0, 1}, {}, 0, true, clock_.Now() + absl::Seconds(5));
+  ASSERT_TRUE(votes.IsReady());
+  EXPECT_THAT(*votes.Wait(absl::ZeroDuration()),
+              ElementsAre(Pair(0, true), Pair(1, true)));
+}
+
+// A key no early vote could fit (a group of 60,000 ranks spells ~350 KB)
+// is refused, not kept.
+TEST_F(VoteBookTest, AnEarlyVoteOverTheBytesIsRefused) {
+  constexpr int kBigWorld = 60000;
+  VoteBook big(&timers_, kBigWorld, [](int, uint64_t) { return false; });
+  std::vector<int> ranks;
+  for (int r = 0; r < kBigWorld; ++r) ranks.push_back(r);
+  const std::string key = absl::StrCat("g", absl::StrJoin(ranks, ","), "#0/0");
+  ASSERT_GT(key.size(), VoteBook::kMaxEarlyBytesPerSender);
+  EXPECT_THAT(big.Vote(key, 1, 0, true),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("does not collect yet")));
+  EXPECT_EQ(big.early_votes(), 0u);
 }
 
 }  // namespace

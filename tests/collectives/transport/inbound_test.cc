@@ -458,15 +458,47 @@ TEST_F(InboundTest, AMessageNotWholeWithinTheTtlIsDropped) {
 }
 
 TEST_F(InboundTest, NoRoomIsBackpressure) {
-  // Another stream holds most of the room.
-  std::unique_ptr<Inbound> big = NewInbound();
-  ASSERT_OK(big->Take(ToByteBuffer(
-      FrameBytes(DataHeader("world/1", 0, 1, (1 << 20) - 1000), "x"))));
+  // Streams of two other senders hold most of the room, each within its
+  // half.
+  std::unique_ptr<Inbound> big1 = NewInbound();
+  ASSERT_OK(big1->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 1, (1 << 19) - 2000), "x"))));
+  std::unique_ptr<Inbound> big3 = NewInbound();
+  ASSERT_OK(big3->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 3, (1 << 19) - 2000), "x"))));
   absl::StatusOr<Inbound::Next> refused =
-      Feed({FrameBytes(DataHeader("world/1", 0, 2, 1000), "x")});
-  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+      Feed({FrameBytes(DataHeader("world/1", 0, 2, 4000), "x")});
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                HasSubstr("collective buffer full")));
   EXPECT_TRUE(IsBackpressure(refused.status()));
-  big.reset();
+  big1.reset();
+  big3.reset();
+  EXPECT_EQ(box_.held_bytes(), 0);
+}
+
+// Issue 49: one sender's streams together hold at most half of
+// --max_mailbox_mb; its next is backpressure, and another sender still
+// gets in. (On 1dde932 one sender's streams could take it all.)
+TEST_F(InboundTest, OneSendersStreamsHoldAtMostHalf) {
+  std::unique_ptr<Inbound> first = NewInbound();
+  ASSERT_OK(first->Take(ToByteBuffer(
+      FrameBytes(DataHeader("world/1", 0, 1, (1 << 19) - 1000), "x"))));
+  absl::StatusOr<Inbound::Next> second =
+      Feed({FrameBytes(DataHeader("world/2", 0, 1, 2000), "x")});
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kResourceExhausted,
+                               HasSubstr("half of --max_mailbox_mb")));
+  EXPECT_TRUE(IsBackpressure(second.status()));
+  // Another sender has room.
+  const std::string pay = ValueBytes(Value("from rank 2"));
+  ASSERT_OK_AND_ASSIGN(
+      Inbound::Next next,
+      Feed({FrameBytes(
+          DataHeader("world/2", 0, 2, static_cast<int64_t>(pay.size())),
+          pay)}));
+  EXPECT_EQ(next, Inbound::Next::kDone);
+  EXPECT_EQ(box_.Receive({"world/2", 0, 2}).Wait(absl::ZeroDuration()).value(),
+            Value("from rank 2"));
+  first.reset();
   EXPECT_EQ(box_.held_bytes(), 0);
 }
 

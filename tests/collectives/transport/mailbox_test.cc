@@ -15,14 +15,16 @@ namespace {
 
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 const MessageKey kA{"world/1", 0, 2};
 
-// A mailbox bound to hold `bytes` of payload for messages like kA.
+// A mailbox where one sender may hold a message like kA of `bytes` of
+// payload (and two senders one each): one sender holds at most half.
 Limits Room(int64_t bytes, int64_t ttl_ms = 60000) {
   Limits limits;
-  limits.max_mailbox_bytes = Mailbox::Charge(kA, bytes);
+  limits.max_mailbox_bytes = 2 * Mailbox::Charge(kA, bytes);
   limits.mailbox_ttl_ms = ttl_ms;
   return limits;
 }
@@ -90,25 +92,56 @@ TEST_F(MailboxTest, KeysAreOpStepAndSource) {
 TEST_F(MailboxTest, NoRoomIsBackpressure) {
   Mailbox box(Room(100), &clock_);
   const MessageKey b{"world/1", 0, 3};
-  const MessageKey c{"world/1", 0, 4};
-  ASSERT_OK(box.Admit(kA, 60));
+  const MessageKey c{"world/1", 0, 1};
+  ASSERT_OK(box.Admit(kA, 100));
   // Admitted but not yet delivered counts too.
-  EXPECT_EQ(box.held_bytes(), Mailbox::Charge(kA, 60));
-  absl::Status full = box.Admit(b, 60);
+  EXPECT_EQ(box.held_bytes(), Mailbox::Charge(kA, 100));
+  ASSERT_OK(box.Admit(b, 100));
+  absl::Status full = box.Admit(c, 1);
   EXPECT_THAT(full, StatusIs(absl::StatusCode::kResourceExhausted,
                              HasSubstr("collective buffer full")));
   EXPECT_TRUE(IsBackpressure(full));
-  ASSERT_OK(box.Deliver(kA, Value(1), 60));
+  ASSERT_OK(box.Deliver(kA, Value(1), 100));
+  box.Release(b, 100);  // Not delivered after all.
   // A message someone waits for is never refused for room.
   Future<Value> waiting = box.Receive(c);
-  ASSERT_OK(box.Admit(c, 100));
-  ASSERT_OK(box.Deliver(c, Value(3), 100));
+  ASSERT_OK(box.Admit(c, 400));
+  ASSERT_OK(box.Deliver(c, Value(3), 400));
   EXPECT_EQ(waiting.Wait(absl::ZeroDuration()).value(), Value(3));
   // Receiving frees room.
   EXPECT_EQ(box.Receive(kA).Wait(absl::ZeroDuration()).value(), Value(1));
   EXPECT_EQ(box.held_bytes(), 0);
-  ASSERT_OK(box.Admit(b, 60));
-  box.Release(b, 60);  // Not delivered after all.
+}
+
+// Issue 49: one sender's messages not asked for yet hold at most half the
+// mailbox, so the others always have room; past it, backpressure (its
+// messages wait, none is dropped). On 1dde932 one sender could fill it.
+TEST_F(MailboxTest, OneSenderHoldsAtMostHalf) {
+  Mailbox box(Room(100), &clock_);
+  const MessageKey next{"world/2", 0, 2};  // kA's sender again.
+  ASSERT_OK(box.Admit(kA, 100));
+  ASSERT_OK(box.Deliver(kA, Value(1), 100));
+  absl::Status over = box.Admit(next, 1);
+  EXPECT_THAT(over,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr(absl::StrCat("rank 2's messages hold ",
+                                                    Mailbox::Charge(kA, 100),
+                                                    " bytes here")),
+                             HasSubstr("half of --max_mailbox_mb"))));
+  EXPECT_TRUE(IsBackpressure(over));
+  // Another sender has its half.
+  const MessageKey other{"world/2", 0, 3};
+  ASSERT_OK(box.Admit(other, 100));
+  box.Release(other, 100);
+  // A message its receiver asks for is taken whatever its sender holds.
+  Future<Value> asked = box.Receive(next);
+  ASSERT_OK(box.Admit(next, 100));
+  ASSERT_OK(box.Deliver(next, Value(2), 100));
+  EXPECT_EQ(asked.Wait(absl::ZeroDuration()).value(), Value(2));
+  // Once its held message is taken, the sender has room again.
+  EXPECT_EQ(box.Receive(kA).Wait(absl::ZeroDuration()).value(), Value(1));
+  ASSERT_OK(box.Admit({"world/3", 0, 2}, 100));
+  box.Release({"world/3", 0, 2}, 100);
   EXPECT_EQ(box.held_bytes(), 0);
 }
 

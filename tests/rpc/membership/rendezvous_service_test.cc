@@ -216,7 +216,7 @@ class RendezvousServiceTest : public ::testing::Test {
     Deadline(&context);
     auto key = NodeKey::Generate();
     proto::RegisterClientRequest request;
-    request.set_description(std::string(10000, 'd'));  // Cut, not kept.
+    request.set_description(std::string(64, 'd'));  // The longest taken.
     request.set_public_key(key->public_key());
     proto::RegisterClientResponse response;
     grpc::Status s = (stub != nullptr ? stub : stub_.get())
@@ -584,6 +584,42 @@ TEST_F(RendezvousServiceTest, AReplacementKeepsTheRanksName) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(refused.error_message(),
               HasSubstr("a replacement for rank 1 must be named worker1"));
+}
+
+// Issue 49's R6: names are data. A Join naming itself outside the
+// alphabet or length is refused before any rank is taken (on 1dde932
+// "../../x" joined, and `ferryctl dump` wrote outside its --out), and so
+// is a client description that is no printable ASCII of 64 bytes at most.
+TEST_F(RendezvousServiceTest, NamesAreData) {
+  for (const std::string& bad :
+       {std::string("../../x"), std::string("a/b"), std::string(".."),
+        std::string("."), std::string(""), std::string("worker 1"),
+        std::string(65, 'w'), std::string("w\0x", 3)}) {
+    proto::JoinRequest request = JoinOf(1);
+    request.mutable_worker()->set_name(bad);
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::JoinResponse response;
+    grpc::Status refused = stub_->Join(&context, request, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(refused.error_message(), HasSubstr("Join: worker name"));
+  }
+  Form();  // Neither rank was taken.
+  for (const std::string& bad :
+       {std::string(65, 'd'), std::string("line\nbreak"),
+        std::string("\xc3\xa9t\xc3\xa9")}) {
+    grpc::ClientContext context;
+    Deadline(&context);
+    proto::RegisterClientRequest request;
+    request.set_description(bad);
+    request.set_public_key(NodeKey::Generate()->public_key());
+    proto::RegisterClientResponse response;
+    grpc::Status refused = stub_->RegisterClient(&context, request, &response);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(refused.error_message(),
+                HasSubstr("RegisterClient: client description"));
+  }
+  ASSERT_OK(RegisterClient());
 }
 
 // Rank 0 hosts the master: it is never taken over.

@@ -15,7 +15,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/store.grpc.pb.h"
 #include "rpc/auth/security.h"
+#include "rpc/membership/store_budget.h"
 #include "rpc/membership/store_client.h"
 #include "rpc/membership/store_service.h"
 #include "tests/testing/await.h"
@@ -238,9 +240,9 @@ TEST_F(StoreServiceTest, BoundsAreNamed) {
   StoreLimits limits;
   limits.max_key_bytes = 8;
   limits.max_value_bytes = 16;
-  limits.max_keys = 2;
-  limits.max_total_bytes = 30;
-  limits.max_waits = 1;
+  limits.shares.job.keys = 2;
+  limits.shares.job.bytes = 30;
+  limits.shares.job.waits = 1;
   Start(limits);
   EXPECT_THAT(store_->Set("", "v"), StatusIs(absl::StatusCode::kInvalidArgument,
                                              HasSubstr("an empty key")));
@@ -257,7 +259,8 @@ TEST_F(StoreServiceTest, BoundsAreNamed) {
   ASSERT_OK(store_->Set("b", "1"));
   EXPECT_THAT(store_->Set("c", "1"),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("2 keys held already")));
+                       HasSubstr("would hold 3 keys, over the limit of 2 "
+                                 "per job")));
   // One wait at a time.
   absl::Notification done;
   std::thread t([&] {
@@ -267,7 +270,8 @@ TEST_F(StoreServiceTest, BoundsAreNamed) {
   AwaitWaits(1);
   EXPECT_THAT(store_->Get("y", absl::Hours(1)),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("1 calls wait already")));
+                       HasSubstr("would hold 2 waiting calls, over the "
+                                 "limit of 1 per job")));
   ASSERT_OK(store_->Delete("b"));
   ASSERT_OK(store_->Set("z", ""));
   t.join();
@@ -282,6 +286,43 @@ TEST_F(StoreServiceTest, StoppingEndsTheWaits) {
   t.join();
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
                                HasSubstr("the master is stopping")));
+}
+
+// A waiting call its caller cancels leaves the store at once (gRPC's
+// cancellation reaches the service), giving its place back: issue 49's R2,
+// where 4096 abandoned Gets closed the store's waits for an hour.
+TEST_F(StoreServiceTest, ACancelledCallLeavesTheStore) {
+  StoreLimits limits;
+  limits.shares.job.waits = 1;
+  Start(limits);
+  std::unique_ptr<proto::Store::Stub> stub =
+      proto::Store::NewStub(grpc::CreateChannel(
+          server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  proto::StoreGetRequest request;
+  request.set_key("never");
+  request.set_wait_ms(absl::ToInt64Milliseconds(absl::Hours(1)));
+  proto::StoreGetResponse response;
+  absl::Notification done;
+  grpc::Status status;
+  stub->async()->Get(&context, &request, &response, [&](grpc::Status s) {
+    status = s;
+    done.Notify();
+  });
+  AwaitWaits(1);
+  context.TryCancel();
+  done.WaitForNotification();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(::ferry::testing::AwaitTrue(
+      [&] { return server_->service().num_waits() == 0; }, absl::Seconds(60)));
+  EXPECT_EQ(server_->service().state().job_held(), StoreAmount{});
+  // The one place is free: a wait is taken again.
+  absl::StatusOr<std::string> got;
+  std::thread t([&] { got = store_->Get("k", absl::Hours(1)); });
+  AwaitWaits(1);
+  ASSERT_OK(store_->Set("k", "v"));
+  t.join();
+  EXPECT_THAT(got, Holds(std::string("v")));
 }
 
 // Rank 0 of a job on the embedded master serves the store.

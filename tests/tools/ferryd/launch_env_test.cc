@@ -63,6 +63,32 @@ TEST(LaunchEnvTest, NoRankIsTheFirstFreeOneWhereTheBackendAssignsRanks) {
                        HasSubstr("--name needs --rank")));
 }
 
+// Issue 49's R6: a worker's name is data of a fixed alphabet and length,
+// never a path (on 1dde932 `--name=../../x` made `ferryctl dump` write
+// outside its --out).
+TEST(LaunchEnvTest, NamesAreData) {
+  for (const char* bad :
+       {"../../x", "a/b", "..", ".", "", "two words", "line\n", "\xc3\xa9"}) {
+    SCOPED_TRACE(bad);
+    PlacementFlags flags{.name = std::string(bad), .rank = 0, .world_size = 1};
+    EXPECT_THAT(ResolvePlacement(flags, Env({})),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--name (or FERRY_NAME): worker name")));
+  }
+  EXPECT_THAT(ResolvePlacement({.rank = 0, .world_size = 1},
+                               Env({{"FERRY_NAME", "../x"}})),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      ResolvePlacement(
+          {.name = std::string(65, 'a'), .rank = 0, .world_size = 1}, Env({})),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 to 64")));
+  ASSERT_OK_AND_ASSIGN(
+      Placement p,
+      ResolvePlacement({.name = "trainer-0.a_B", .rank = 0, .world_size = 1},
+                       Env({})));
+  EXPECT_EQ(p.name, "trainer-0.a_B");
+}
+
 TEST(LaunchEnvTest, BadValuesAreNamed) {
   EXPECT_THAT(ResolvePlacement({}, Env({{"RANK", "x"}, {"WORLD_SIZE", "2"}})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("RANK")));
