@@ -933,6 +933,7 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_functions(registry_.size());
   if (call_stream_service_ != nullptr) {
     s.set_stream_bytes(call_stream_service_->budget().used());
+    s.set_reply_bytes(call_service_->replies().used());
   }
   s.set_open_streams(open_streams_->used());
   s.set_prejoin_calls(prejoin_calls_->used());
