@@ -56,10 +56,10 @@ namespace wire = ::ferry::testing::wire;
 constexpr absl::Duration kBound = absl::Seconds(60);
 
 std::unique_ptr<RawClient> Registered(const DaemonCluster& job) {
-  auto raw = std::make_unique<RawClient>(job.address(0), job.token());
-  absl::StatusOr<uint64_t> node = raw->Register();
-  EXPECT_TRUE(node.ok()) << node.status();
-  return raw;
+  absl::StatusOr<std::unique_ptr<RawClient>> raw =
+      RawClient::Registered(job.address(0), job.token());
+  EXPECT_TRUE(raw.ok()) << raw.status();
+  return raw.ok() ? *std::move(raw) : std::make_unique<RawClient>("");
 }
 
 std::string TestName() {

@@ -26,7 +26,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/worker.pb.h"
-#include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
 #include "tests/testing/raw_client.h"
 #include "tests/testing/stalled_http2.h"
@@ -34,7 +33,6 @@
 namespace ferry {
 namespace {
 
-using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::DaemonCluster;
 using ::ferry::testing::kCallMethod;
 using ::ferry::testing::RawClient;
@@ -49,10 +47,10 @@ constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr absl::Duration kBound = absl::Seconds(60);
 
 std::unique_ptr<RawClient> Registered(const DaemonCluster& job) {
-  auto raw = std::make_unique<RawClient>(job.address(0), job.token());
-  absl::StatusOr<uint64_t> node = raw->Register();
-  EXPECT_TRUE(node.ok()) << node.status();
-  return raw;
+  absl::StatusOr<std::unique_ptr<RawClient>> raw =
+      RawClient::Registered(job.address(0), job.token());
+  EXPECT_TRUE(raw.ok()) << raw.status();
+  return raw.ok() ? *std::move(raw) : std::make_unique<RawClient>("");
 }
 
 // A stalled connection speaking as `as` (its token and credential).
@@ -75,20 +73,6 @@ int64_t Heap(RawClient& raw) {
   absl::StatusOr<proto::WorkerStatus> s = raw.Status();
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? s->heap_bytes() : 0;
-}
-
-proto::WorkerStatus AwaitStatus(
-    RawClient& raw,
-    const std::function<bool(const proto::WorkerStatus&)>& done) {
-  proto::WorkerStatus last;
-  AwaitTrue(
-      [&] {
-        absl::StatusOr<proto::WorkerStatus> s = raw.Status();
-        if (s.ok()) last = *s;
-        return s.ok() && done(last);
-      },
-      kBound, absl::Milliseconds(20));
-  return last;
 }
 
 void ExpectServed(RawClient& raw) {
@@ -169,9 +153,9 @@ TEST(HostileRepliesTest, RepliesThatDoNotLeaveAreCancelledAtTheirTtl) {
   ASSERT_TRUE(stalled->AwaitResets(2, kBound)) << stalled->resets();
   EXPECT_EQ(stalled->data_bytes(), 0);
   EXPECT_FALSE(stalled->closed());  // The calls end, not the connection.
-  proto::WorkerStatus s = AwaitStatus(
-      *attacker,
-      [](const proto::WorkerStatus& s) { return s.reply_bytes() == 0; });
+  proto::WorkerStatus s = attacker->AwaitStatus(
+      [](const proto::WorkerStatus& s) { return s.reply_bytes() == 0; },
+      kBound);
   EXPECT_EQ(s.reply_bytes(), 0);
   ExpectServed(*attacker);  // Its slots are back.
 }
@@ -193,9 +177,9 @@ TEST(HostileRepliesTest, RepliesNotSentAreBoundedInBytesPerCaller) {
   }
   ASSERT_TRUE(stalled->AwaitAnswered(4, kBound));
   EXPECT_TRUE(stalled->AwaitEnded(2, kBound)) << stalled->ended();
-  proto::WorkerStatus s = AwaitStatus(
-      *attacker,
-      [](const proto::WorkerStatus& s) { return s.reply_bytes() > 8 * kMiB; });
+  proto::WorkerStatus s = attacker->AwaitStatus(
+      [](const proto::WorkerStatus& s) { return s.reply_bytes() > 8 * kMiB; },
+      kBound);
   EXPECT_GT(s.reply_bytes(), 8 * kMiB);
   EXPECT_LE(s.reply_bytes(), 16 * kMiB);
   EXPECT_EQ(s.limits().at("max_reply_mb_per_peer"), 16);
