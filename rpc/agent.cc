@@ -32,6 +32,7 @@
 #include "rpc/builtins.h"
 #include "rpc/membership/embedded_backend.h"
 #include "rpc/stacks.h"
+#include "rpc/stacks_service.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own
@@ -88,6 +89,16 @@ void ApplyServerLimits(const Limits& limits, grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  // And the server pings its callers: a connection whose peer vanished
+  // (no RST from a crashed host) is closed, and every call on it ends,
+  // giving back what it held (replies not sent, streams, their slots).
+  // Every 20 s, closed after 40 s without an ack (the channels' timeout,
+  // rpc/channels.cc: a late ack on a loaded host is no death). A peer that
+  // answers pings but stops reading is cut off per call instead
+  // (--reply_ttl_ms, call_service.h).
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 40000);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
 }
 
 uint64_t RandomIncarnation() {
@@ -318,6 +329,7 @@ absl::Status RpcAgent::StartServer() {
       .metrics = metrics(),
       .tracer = tracer_.get(),
       .tracing = options_.telemetry.tracing,
+      .node_label = [this](uint64_t node) { return NodeLabel(node); },
   });
   grpc::ServerBuilder builder;
   int port = 0;
@@ -486,10 +498,22 @@ void RpcAgent::RegisterTelemetryBuiltins() {
        .doc = "the spans of a sampled trace this worker recorded "
               "(ferryctl call --trace)"});
   (void)s;
+  // A capture interrupts every thread: off the executor, one at a time, at
+  // most once a second (rpc/stacks_service.h), for clients only.
+  stacks_ = std::make_unique<StacksService>(
+      StacksService::Options{.capture = [this] { return StacksValue(); }});
   s = registry_.Register(
-      "ferry.stacks", [this]() { return StacksValue(); },
+      "ferry.stacks",
+      [this](const CallContext& ctx) -> Future<Value> {
+        absl::Status allowed =
+            authenticator_->CheckClient(ctx.caller_node, "ferry.stacks");
+        if (!allowed.ok()) return Future<Value>::Ready(allowed);
+        return stacks_->Get();
+      },
       {.doc = "every thread's stack, what each waits for, the calls "
-              "executing and the collectives waiting here (ferryctl stacks)"});
+              "executing and the collectives waiting here (ferryctl stacks; "
+              "clients only, a capture at most once a second)",
+       .run_inline = true});
   (void)s;
 }
 
@@ -535,10 +559,17 @@ absl::Status RpcAgent::StartTelemetry() {
   FERRY_ASSIGN_OR_RETURN(
       tracer_, Tracer::Open({.worker = options_.name,
                              .trace_file = options_.telemetry.trace_file}));
-  if (!options_.telemetry.metrics_listen.empty()) {
-    FERRY_ASSIGN_OR_RETURN(
-        metrics_server_,
-        MetricsServer::Start(options_.telemetry.metrics_listen, metrics_));
+  if (const std::string& listen = options_.telemetry.metrics_listen;
+      !listen.empty()) {
+    // Plain HTTP: served where plaintext gRPC would be.
+    FERRY_ASSIGN_OR_RETURN(HostPort bind, ParseHostPort(listen));
+    if (absl::Status s = security_->CheckServe(bind.host); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--metrics_listen=", listen,
+                       " (plain HTTP, no authentication): ", s.message()));
+    }
+    FERRY_ASSIGN_OR_RETURN(metrics_server_,
+                           MetricsServer::Start(listen, metrics_));
   }
   return absl::OkStatus();
 }
@@ -666,10 +697,12 @@ absl::Status RpcAgent::exit_status() const {
 }
 
 std::string RpcAgent::NodeLabel(uint64_t node) const {
-  if (IsWorkerNode(node) && static_cast<int>(node) < directory_.world_size()) {
+  if (!IsWorkerNode(node))
+    return absl::StrCat("client", node - kFirstClientNode);
+  if (node < static_cast<uint64_t>(directory_.world_size())) {
     return directory_.at(static_cast<int>(node)).name;
   }
-  return absl::StrCat("client", node - kFirstClientNode);
+  return IdentityLabel(node);  // Not (yet) in the directory.
 }
 
 absl::Duration RpcAgent::Resolve(const CallOptions& options) const {
@@ -900,6 +933,7 @@ proto::WorkerStatus RpcAgent::Status() const {
   s.set_functions(registry_.size());
   if (call_stream_service_ != nullptr) {
     s.set_stream_bytes(call_stream_service_->budget().used());
+    s.set_reply_bytes(call_service_->replies().used());
   }
   s.set_open_streams(open_streams_->used());
   s.set_prejoin_calls(prejoin_calls_->used());

@@ -62,6 +62,8 @@
 
 namespace ferry {
 
+class StacksService;  // rpc/stacks_service.h
+
 struct AgentOptions {
   std::string name;  // Default "worker<rank>".
   int rank = 0;
@@ -332,7 +334,9 @@ class RpcAgent {
   // A Shutdown asked for while joining: its timeout, run once running.
   std::optional<absl::Duration> deferred_shutdown_ ABSL_GUARDED_BY(mu_);
   absl::Status exit_status_ ABSL_GUARDED_BY(mu_);
-  // Last: destroyed first, so no scrape reads the agent while it goes.
+  // Last: destroyed first, so no scrape or capture reads the agent while
+  // it goes.
+  std::unique_ptr<StacksService> stacks_;
   std::unique_ptr<MetricsServer> metrics_server_;
 };
 

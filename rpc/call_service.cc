@@ -4,12 +4,14 @@
 
 #include <new>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "rpc/base/limit_errors.h"
+#include "rpc/base/peer_text.h"
 #include "rpc/base/status_util.h"
 #include "rpc/wire/grpc_status.h"
 #include "rpc/wire/wire_writer.h"
@@ -18,12 +20,13 @@ namespace ferry {
 
 namespace {
 
-// A unary reactor that tells its call of cancellation and deletes itself
-// when done.
+// A unary reactor that tells its call of cancellation and, once done,
+// that its answer left; then deletes itself.
 class CallReactor final : public grpc::ServerUnaryReactor,
                           public CallResponder {
  public:
-  explicit CallReactor(grpc::ByteBuffer* response) : response_(response) {}
+  CallReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
+      : context_(context), response_(response) {}
 
   void OnCancel() override {
     std::function<void()> f;
@@ -34,20 +37,27 @@ class CallReactor final : public grpc::ServerUnaryReactor,
     }
     if (f) f();
   }
-  void OnDone() override { delete this; }
-  // OnDone only deletes this, and OnCancel's work is quick and never
-  // blocks (Cancellation's contract): both may run on the thread that
-  // completed the call. Otherwise gRPC hands each to its executor, one
-  // thread hop (a wake-up and a switch) per call for a delete. (gRPC's own
-  // default reactor says the same of itself; the name is gRPC's.)
+  void OnDone() override {
+    if (ended_) ended_();
+    delete this;
+  }
+  // OnDone's work (giving back what the answer held) and OnCancel's are
+  // quick and never block for long (Cancellation's contract): both may run
+  // on the thread that completed the call. Otherwise gRPC hands each to
+  // its executor, one thread hop (a wake-up and a switch) per call. (gRPC's
+  // own default reactor says the same of itself; the name is gRPC's.)
   bool InternalInlineable() override { return true; }
 
-  void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) override {
+  void Respond(grpc::ByteBuffer* reply, const grpc::Status& status,
+               std::function<void()> ended) override {
+    // Before Finish: OnDone may run as soon as it is called.
+    ended_ = std::move(ended);
     // gRPC's response buffer: written right before Finish (after it, it
     // may be gone).
     if (status.ok()) response_->Swap(reply);
     Finish(status);
   }
+  void CancelUnsent() override { context_->TryCancel(); }
   // Set while gRPC may already cancel the call (a call that waited for
   // Open()): a cancellation that came first runs `f` now.
   void OnCancelled(std::function<void()> f) override {
@@ -62,16 +72,53 @@ class CallReactor final : public grpc::ServerUnaryReactor,
   }
 
  private:
+  grpc::CallbackServerContext* const context_;
   grpc::ByteBuffer* const response_;
+  // Set by Respond, run by OnDone (which gRPC calls after Finish).
+  std::function<void()> ended_;
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> on_cancel_ ABSL_GUARDED_BY(mu_);
 };
 
-std::string PeerLabel(const CallHeader& h) {
-  return h.caller_name.empty() ? absl::StrCat("node ", h.caller_node)
-                               : h.caller_name;
-}
+// An answer on its way out, watched by its reply deadline: Expire cancels
+// the call unless it ended first. The responder is valid only until the
+// call ended, so End waits out a cancel in progress on another thread; a
+// cancel may also end the call inline, on its own thread, which then must
+// not wait for itself.
+class ReplyWatch {
+ public:
+  explicit ReplyWatch(CallResponder* responder) : responder_(responder) {}
+
+  // The deadline passed: ends the call if its answer has not left.
+  void Expire() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (ended_) return;
+      canceller_ = std::this_thread::get_id();
+    }
+    responder_->CancelUnsent();
+    absl::MutexLock lock(&mu_);
+    canceller_.reset();
+  }
+  // The answer left or the call ended: Expire does nothing from now on.
+  void End() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    const std::thread::id self = std::this_thread::get_id();
+    auto no_other_cancel = [this, self]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !canceller_.has_value() || *canceller_ == self;
+    };
+    mu_.Await(absl::Condition(&no_other_cancel));
+  }
+
+ private:
+  CallResponder* const responder_;
+  absl::Mutex mu_;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // The thread in responder_->CancelUnsent(), if one is.
+  std::optional<std::thread::id> canceller_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace
 
@@ -86,9 +133,10 @@ struct CallService::ActiveCall {
   std::optional<proto::RRefHandle> remote;  // A remote() call's RRef.
   bool remote_begun = false;
   uint64_t peer = 0;
-  std::string peer_label;
   bool admitted = false;
   std::atomic<bool> claimed{false};
+  // Charged to the caller in replies_ until the answer left.
+  int64_t reply_bytes = 0;
   // Telemetry.
   CallMetrics* metrics = nullptr;
   absl::Time started;  // On the real monotonic clock.
@@ -104,6 +152,11 @@ CallService::CallService(Options options)
           options_.prejoin_calls != nullptr
               ? options_.prejoin_calls
               : std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
+      replies_(PeerBudget::Options{
+          .max_bytes = options_.limits.grpc_memory_bytes,
+          .max_bytes_per_peer = options_.limits.max_reply_bytes_per_peer,
+          .what = "replies not yet sent",
+          .peer_flag = "max_reply_mb_per_peer"}),
       open_(!options_.start_closed) {
   ReadsRaw("Call");
   Bound(&CallService::GetStatus, "GetStatus");
@@ -129,8 +182,11 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
     FERRY_RETURN_IF_ERROR(options_.authenticator->CheckClaim(
         caller, "caller_node", header.caller_node));
   }
-  call->context.function = header.function;
   call->function = options_.registry->Find(header.function);
+  // An unknown name is the caller's: echoed bounded, kept nowhere.
+  call->context.function = call->function != nullptr
+                               ? header.function
+                               : EchoPeerText(header.function);
   StartTrace(context, header.trace, call.get());
   if (options_.metrics != nullptr) {
     // Unregistered names are the caller's to choose: not a label each.
@@ -141,14 +197,15 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
     return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
   call->context.worker = options_.worker_name;
-  call->context.caller = header.caller_name;
+  call->context.caller = options_.node_label
+                             ? options_.node_label(header.caller_node)
+                             : IdentityLabel(header.caller_node);
   call->context.caller_node = header.caller_node;
   call->context.deadline =
       FromWallDeadline(*options_.clock, context->deadline());
   call->context.cancellation = std::make_shared<Cancellation>();
   call->context.limits = &options_.limits;
   call->peer = header.caller_node;
-  call->peer_label = PeerLabel(header);
   call->codec = LazyCodec(options_.codecs, header.caller_node);
   // Refused before any value is built: a flood costs only the header.
   FERRY_RETURN_IF_ERROR(Admit(call));
@@ -189,9 +246,9 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
   int64_t& count = per_peer_[call->peer];
   if (count >= max) {
     if (count == 0) per_peer_.erase(call->peer);
-    return OverLimit(
-        absl::StrCat(call->peer_label, " has ", count, " calls in flight here"),
-        absl::StrCat(max, " calls"), "max_inflight_per_peer", max);
+    return OverLimit(absl::StrCat(call->context.caller, " has ", count,
+                                  " calls in flight here"),
+                     absl::StrCat(max, " calls"), "max_inflight_per_peer", max);
   }
   ++count;
   call->admitted = true;
@@ -202,7 +259,7 @@ absl::Status CallService::Admit(const std::shared_ptr<ActiveCall>& call) {
 grpc::ServerUnaryReactor* CallService::Call(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  auto* reactor = new CallReactor(response);
+  auto* reactor = new CallReactor(context, response);
   Serve(context, *request, reactor);
   return reactor;
 }
@@ -272,8 +329,8 @@ void CallService::Unpark(uint64_t id, const absl::Status& status) {
   }
   prejoin_->Give();
   if (p.timer != 0) options_.timers->Cancel(p.timer);
-  p.responder->Respond(nullptr,
-                       ToGrpcStatus(Annotate(status, options_.worker_name)));
+  p.responder->Respond(
+      nullptr, ToGrpcStatus(Annotate(status, options_.worker_name)), nullptr);
 }
 
 std::vector<CallService::Parked> CallService::TakeParked() {
@@ -353,32 +410,68 @@ void CallService::Run(std::shared_ptr<ActiveCall> call) {
 bool CallService::Claim(const std::shared_ptr<ActiveCall>& call) {
   if (call->claimed.exchange(true)) return false;
   absl::MutexLock lock(&mu_);
-  if (call->admitted && active_.erase(call) > 0) {
-    auto it = per_peer_.find(call->peer);
-    if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
-  }
+  active_.erase(call);  // Its peer's slot is held until its answer left.
   return true;
 }
 
+void CallService::Leave(uint64_t peer) {
+  absl::MutexLock lock(&mu_);
+  auto it = per_peer_.find(peer);
+  if (it != per_peer_.end() && --it->second <= 0) per_peer_.erase(it);
+}
+
 void CallService::FinishClaimed(ActiveCall* call, const absl::Status& status) {
+  absl::Status answer = status;
+  if (answer.ok()) answer = HoldReply(call);
   const std::string& fn = call->context.function;
   absl::Status named =
-      status.ok()
-          ? status
-          : Annotate(status,
+      answer.ok()
+          ? answer
+          : Annotate(answer,
                      fn.empty() ? options_.worker_name
                                 : absl::StrCat(options_.worker_name, ": ", fn));
-  if (status.ok()) {
-    // A remote() call replies an empty message (gRPC sends no buffer that
-    // was never filled).
-    if (!call->reply.Valid()) {
-      grpc::Slice empty;
-      call->reply = grpc::ByteBuffer(&empty, 1);
-    }
-  }
   // Before the answer leaves: a caller that has it finds the span.
-  Account(call, status);
-  call->responder->Respond(&call->reply, ToGrpcStatus(named));
+  Account(call, answer);
+  call->responder->Respond(&call->reply, ToGrpcStatus(named), WatchReply(call));
+}
+
+absl::Status CallService::HoldReply(ActiveCall* call) {
+  // A remote() call replies an empty message (gRPC sends no buffer that
+  // was never filled).
+  if (!call->reply.Valid()) {
+    grpc::Slice empty;
+    call->reply = grpc::ByteBuffer(&empty, 1);
+  }
+  const int64_t bytes = static_cast<int64_t>(call->reply.Length());
+  absl::Status held = replies_.Take(call->context.caller, bytes);
+  if (!held.ok()) {
+    call->reply.Clear();  // Never sent: its caller gets the error instead.
+    call->codec.Abandon();
+    return held;
+  }
+  call->reply_bytes = bytes;
+  return absl::OkStatus();
+}
+
+std::function<void()> CallService::WatchReply(ActiveCall* call) {
+  std::shared_ptr<ReplyWatch> watch;
+  Timers::TimerId timer = 0;
+  if (options_.timers != nullptr) {
+    // Armed before Respond: the call may end before Respond returns.
+    watch = std::make_shared<ReplyWatch>(call->responder);
+    timer = options_.timers->RunAfter(
+        absl::Milliseconds(options_.limits.reply_ttl_ms),
+        [watch] { watch->Expire(); });
+  }
+  return [this, watch, timer, peer = call->peer, admitted = call->admitted,
+          caller = call->context.caller, bytes = call->reply_bytes] {
+    if (watch != nullptr) {
+      watch->End();
+      options_.timers->Cancel(timer);
+    }
+    if (bytes > 0) replies_.Give(caller, bytes);
+    if (admitted) Leave(peer);
+  };
 }
 
 void CallService::StartTrace(grpc::CallbackServerContext* context,
@@ -418,7 +511,7 @@ void CallService::Account(ActiveCall* call, const absl::Status& status) {
                              .start = absl::Now() - elapsed,
                              .duration = elapsed,
                              .status = StatusCodeName(status.code()),
-                             .peer = call->peer_label,
+                             .peer = call->context.caller,
                              .kind = "server"});
   }
 }
@@ -500,8 +593,8 @@ void CallService::Abort(const absl::Status& status) {
     calls.assign(active_.begin(), active_.end());
   }
   for (Parked& p : TakeParked()) {
-    p.responder->Respond(nullptr,
-                         ToGrpcStatus(Annotate(status, options_.worker_name)));
+    p.responder->Respond(
+        nullptr, ToGrpcStatus(Annotate(status, options_.worker_name)), nullptr);
   }
   for (auto& call : calls) {
     if (Claim(call)) FinishClaimed(call.get(), status);
@@ -526,7 +619,7 @@ std::vector<CallService::Executing> CallService::executing() const {
   absl::MutexLock lock(&mu_);
   for (const auto& call : active_) {
     out.push_back(
-        {call->context.function, call->peer_label, now - call->started});
+        {call->context.function, call->context.caller, now - call->started});
   }
   return out;
 }

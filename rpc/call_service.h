@@ -21,10 +21,26 @@
 // the flag (retry: the job is forming). A waiting call whose caller goes
 // away leaves at once; Abort() answers the others.
 //
+// Who calls is the node its credential proves (caller_node, checked): its
+// name in errors, stacks and spans comes from that node (Options::
+// node_label), never from the request. An unknown function's name is
+// echoed bounded and escaped (rpc/base/peer_text.h).
+//
 // Admission: a caller (by the node its requests name) may have at most
-// --max_inflight_per_peer calls here, executing or queued; beyond that,
-// and beyond --max_queued_tasks waiting for the executor,
-// RESOURCE_EXHAUSTED naming the flag.
+// --max_inflight_per_peer calls here: executing, queued, or answered with
+// a reply not yet written to its connection (a call counts against its
+// caller until then, not until it is answered); beyond that, and beyond
+// --max_queued_tasks waiting for the executor, RESOURCE_EXHAUSTED naming
+// the flag.
+//
+// Replies on their way out are held to what their callers read: a
+// reply's bytes are charged to its caller (PeerBudget, rpc/peer_budget.h)
+// from its answer until it was written or its call ended, at most
+// --max_reply_mb_per_peer for one caller and --grpc_memory_mb for all
+// (past either the call is answered RESOURCE_EXHAUSTED naming the caller
+// and the flag instead); and a reply that has not left --reply_ttl_ms
+// after its answer (a caller that grants no flow-control window, or stopped
+// reading) has its call cancelled, which frees it.
 #ifndef FERRY_RPC_CALL_SERVICE_H_
 #define FERRY_RPC_CALL_SERVICE_H_
 
@@ -51,6 +67,7 @@
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/metrics.h"
+#include "rpc/peer_budget.h"
 #include "rpc/registry.h"
 #include "rpc/tracing.h"
 #include "rpc/value/value_proto.h"
@@ -83,8 +100,17 @@ class CallResponder {
  public:
   virtual ~CallResponder() = default;
   // Answers with `*reply` (status OK; it may be taken) or with `status`.
-  // Called once.
-  virtual void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) = 0;
+  // Called once. `ended` (if set) runs once, when the answer has been
+  // written to the caller's connection or the call ended without it
+  // (cancelled, its connection broke): until then the answer holds what
+  // it holds. It may run before Respond returns; after it, the responder
+  // may be gone.
+  virtual void Respond(grpc::ByteBuffer* reply, const grpc::Status& status,
+                       std::function<void()> ended) = 0;
+  // Ends an answered call whose answer has not left yet (its caller stopped
+  // reading): the call ends cancelled, and `ended` runs (perhaps before
+  // this returns). Only between Respond and `ended`.
+  virtual void CancelUnsent() = 0;
   // `f` runs when the call is cancelled (at once if it already was).
   virtual void OnCancelled(std::function<void()> f) = 0;
 };
@@ -129,6 +155,11 @@ class CallService final : public WorkerServiceBase {
     Tracer* tracer = nullptr;
     // Read the caller's traceparent (else every call starts a trace).
     bool tracing = true;
+    // The name of node `node` (a caller's caller_node, as its credential
+    // proved it): how a call's caller appears in errors, `ferryctl stacks`,
+    // spans and CallContext::caller. Never what the request says its
+    // caller is called (caller_name is not read). Null: IdentityLabel.
+    std::function<std::string(uint64_t node)> node_label;
   };
 
   explicit CallService(Options options);
@@ -156,6 +187,8 @@ class CallService final : public WorkerServiceBase {
              const grpc::ByteBuffer& request, CallResponder* responder);
 
   const std::string& worker_name() const { return options_.worker_name; }
+  // Replies answered but not yet written, by caller.
+  const PeerBudget& replies() const { return replies_; }
   const Limits& limits() const { return options_.limits; }
   // Who calls are (null: claims are not checked).
   const Authenticator* authenticator() const { return options_.authenticator; }
@@ -230,6 +263,15 @@ class CallService final : public WorkerServiceBase {
   bool Claim(const std::shared_ptr<ActiveCall>& call) ABSL_LOCKS_EXCLUDED(mu_);
   // Finishes a claimed call with `status`, naming worker and function.
   void FinishClaimed(ActiveCall* call, const absl::Status& status);
+  // Charges an OK answer's reply bytes to its caller until it leaves;
+  // RESOURCE_EXHAUSTED (and the reply dropped) past its share.
+  absl::Status HoldReply(ActiveCall* call);
+  // What runs when `call`'s answer left or its call ended: its reply
+  // bytes and its caller's slot given back. Arms the call's reply
+  // deadline (--reply_ttl_ms), which that run disarms.
+  std::function<void()> WatchReply(ActiveCall* call);
+  // A call of `peer` admitted here ended.
+  void Leave(uint64_t peer) ABSL_LOCKS_EXCLUDED(mu_);
   // The call's trace: the caller's (`sent` in the request, else a
   // traceparent in the call's metadata) continued, or a new one.
   void StartTrace(grpc::CallbackServerContext* context,
@@ -240,6 +282,7 @@ class CallService final : public WorkerServiceBase {
   const Options options_;
   // Places for calls waiting for Open() (options_.prejoin_calls or ours).
   const std::shared_ptr<Quota> prejoin_;
+  PeerBudget replies_;
   std::atomic<int64_t> served_{0};
 
   mutable absl::Mutex mu_;
@@ -248,8 +291,9 @@ class CallService final : public WorkerServiceBase {
   // By arrival (ids count up), so Open() serves them in order.
   std::map<uint64_t, Parked> parked_ ABSL_GUARDED_BY(mu_);
   uint64_t next_parked_ ABSL_GUARDED_BY(mu_) = 1;
+  // Calls not answered yet (executing or queued).
   absl::flat_hash_set<std::shared_ptr<ActiveCall>> active_ ABSL_GUARDED_BY(mu_);
-  // Calls in active_ by the node that made them.
+  // Admitted calls by the node that made them, until their answers left.
   absl::flat_hash_map<uint64_t, int64_t> per_peer_ ABSL_GUARDED_BY(mu_);
 };
 

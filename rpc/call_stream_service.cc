@@ -43,7 +43,7 @@ class ServerStream final
   struct Setup {
     CallService* calls;
     grpc::CallbackServerContext* context;
-    std::shared_ptr<ReceiveBudget> budget;
+    std::shared_ptr<PeerBudget> budget;
     std::string peer;
     // The caller is on this host's local socket: its messages may come in
     // memory files (rpc/shm_message.h).
@@ -59,7 +59,9 @@ class ServerStream final
   void OnCancel() override;
   void OnDone() override;
 
-  void Respond(grpc::ByteBuffer* reply, const grpc::Status& status) override;
+  void Respond(grpc::ByteBuffer* reply, const grpc::Status& status,
+               std::function<void()> ended) override;
+  void CancelUnsent() override { context_->TryCancel(); }
   void OnCancelled(std::function<void()> f) override;
 
  private:
@@ -91,6 +93,8 @@ class ServerStream final
   std::optional<proto::ShmRef> reply_to_;
   // Set after the first read started (which may complete before).
   std::atomic<Timers::TimerId> expiry_{0};
+  // Set by Respond, run by OnDone (after the stream finished).
+  std::function<void()> ended_;
 
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
@@ -176,8 +180,10 @@ void ServerStream::OnReadDone(bool ok) {
   calls_->Serve(context_, request, this);
 }
 
-void ServerStream::Respond(grpc::ByteBuffer* reply,
-                           const grpc::Status& status) {
+void ServerStream::Respond(grpc::ByteBuffer* reply, const grpc::Status& status,
+                           std::function<void()> ended) {
+  // Before anything that may finish the stream (then OnDone may run).
+  ended_ = std::move(ended);
   if (!status.ok()) {
     FinishOnce(status);
     return;
@@ -242,6 +248,7 @@ void ServerStream::OnCancelled(std::function<void()> f) {
 void ServerStream::OnDone() {
   timers_->Cancel(expiry_);
   if (open_streams_ != nullptr) open_streams_->Give();
+  if (ended_) ended_();
   delete this;
 }
 
@@ -288,7 +295,7 @@ CallStreamService::CallStreamService(CallService* calls, Options options)
                      calls->worker_name()),
       calls_(calls),
       options_(std::move(options)),
-      budget_(std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+      budget_(std::make_shared<PeerBudget>(PeerBudget::Options{
           .max_bytes = calls->limits().grpc_memory_bytes,
           .max_bytes_per_peer = calls->limits().max_stream_bytes_per_peer})) {
   ReadsRaw("Call");

@@ -15,7 +15,7 @@
 // What one peer can hold open here is bounded (rpc/base/limits.h), each
 // bound named in its error:
 //   - a request's buffer grows with the bytes that arrived, never with
-//     what its head announces, and is taken from a ReceiveBudget: at most
+//     what its head announces, and is taken from a PeerBudget: at most
 //     --max_stream_mb_per_peer for one peer (the node its credential
 //     proves, or its connection), --grpc_memory_mb for all
 //     (RESOURCE_EXHAUSTED);
@@ -38,7 +38,7 @@
 #include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/call_service.h"
-#include "rpc/receive_budget.h"
+#include "rpc/peer_budget.h"
 #include "rpc/wire/bounded_service.h"
 
 namespace ferry {
@@ -67,12 +67,12 @@ class CallStreamService final
       grpc::CallbackServerContext* context) override;
 
   // What the requests received as streams hold now.
-  const ReceiveBudget& budget() const { return *budget_; }
+  const PeerBudget& budget() const { return *budget_; }
 
  private:
   CallService* const calls_;
   const Options options_;
-  const std::shared_ptr<ReceiveBudget> budget_;
+  const std::shared_ptr<PeerBudget> budget_;
 };
 
 }  // namespace ferry

@@ -70,7 +70,7 @@ grpc::ByteBuffer* ChunkWriter::Next() {
 }
 
 ChunkAssembler::ChunkAssembler(std::string what, int64_t max_bytes,
-                               std::shared_ptr<ReceiveBudget> budget,
+                               std::shared_ptr<PeerBudget> budget,
                                std::string peer, FileReader read_file)
     : what_(std::move(what)),
       max_bytes_(max_bytes),
@@ -223,7 +223,7 @@ grpc::ByteBuffer ChunkAssembler::Take() {
     grpc::Slice empty;
     return grpc::ByteBuffer(&empty, 1);
   }
-  std::shared_ptr<ReceiveBudget> budget = budget_;
+  std::shared_ptr<PeerBudget> budget = budget_;
   auto release = [budget, peer = peer_, capacity = capacity_](char* p) {
     std::free(p);
     if (budget != nullptr) budget->Give(peer, capacity);

@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/call_stream.pb.h"
-#include "rpc/receive_budget.h"
+#include "rpc/peer_budget.h"
 #include "rpc/shm_message.h"
 #include "rpc/wire/frames.h"
 
@@ -85,7 +85,7 @@ class ChunkAssembler {
   // The message of a head naming a file is copied into the buffer by
   // `read_file` (null: such a head is refused).
   ChunkAssembler(std::string what, int64_t max_bytes,
-                 std::shared_ptr<ReceiveBudget> budget = nullptr,
+                 std::shared_ptr<PeerBudget> budget = nullptr,
                  std::string peer = "", FileReader read_file = nullptr);
   ~ChunkAssembler();
   ChunkAssembler(const ChunkAssembler&) = delete;
@@ -132,7 +132,7 @@ class ChunkAssembler {
 
   const std::string what_;
   const int64_t max_bytes_;
-  const std::shared_ptr<ReceiveBudget> budget_;
+  const std::shared_ptr<PeerBudget> budget_;
   const std::string peer_;
   const FileReader read_file_;
   bool started_ = false;

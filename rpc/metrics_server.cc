@@ -1,7 +1,9 @@
 #include "rpc/metrics_server.h"
 
 #include <exception>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/collectable.h"
@@ -36,8 +38,15 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   try {
     // civetweb takes "HOST:PORT" for IPv4 and "[HOST]:PORT" for IPv6,
     // which JoinHostPort writes.
-    server->exposer_ = std::make_unique<prometheus::Exposer>(
-        JoinHostPort(bind.host, bind.port), /*num_threads=*/1);
+    server->exposer_ =
+        std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+            "listening_ports", JoinHostPort(bind.host, bind.port),
+            "num_threads", absl::StrCat(kThreads),
+            // Reading a request and writing its answer, each.
+            "request_timeout_ms",
+            absl::StrCat(absl::ToInt64Milliseconds(kRequestTimeout)),
+            "connection_queue", absl::StrCat(kQueue), "listen_backlog",
+            absl::StrCat(kBacklog), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "cannot serve metrics on ", listen, " (--metrics_listen): ", e.what()));

@@ -1,8 +1,17 @@
 // Serves a worker's metrics over HTTP for Prometheus to scrape:
 // GET http://HOST:PORT/metrics answers rpc/metrics.h's text (plus the
 // server's own exposer_* families). prometheus-cpp's pull exposer
-// (civetweb, two threads) does the HTTP; nothing of it is on a call's
-// path: a scrape reads the metrics' atomics.
+// (civetweb) does the HTTP; nothing of it is on a call's path: a scrape
+// reads the metrics' atomics.
+//
+// Plain HTTP with no authentication, so the agent serves it where it
+// would serve plaintext gRPC (Security::CheckServe: loopback, or TLS or
+// --insecure chosen). And no connection holds it for long (issue 49 R9:
+// one idle socket delayed every scrape by civetweb's 30 s request
+// timeout, with one thread): kThreads connections are served at once, a
+// request must be read (and its answer written) within kRequestTimeout,
+// and past kThreads + kQueue accepted connections the rest wait in the
+// kernel's backlog of kBacklog, so what sockets hold here is capped.
 #ifndef FERRY_RPC_METRICS_SERVER_H_
 #define FERRY_RPC_METRICS_SERVER_H_
 
@@ -10,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "rpc/metrics.h"
 
 namespace prometheus {
@@ -21,6 +31,11 @@ namespace ferry {
 
 class MetricsServer {
  public:
+  static constexpr int kThreads = 4;
+  static constexpr absl::Duration kRequestTimeout = absl::Seconds(2);
+  static constexpr int kQueue = 16;
+  static constexpr int kBacklog = 16;
+
   // Listens on `listen` (HOST:PORT; port 0 picks one). UNAVAILABLE naming
   // the address (and --metrics_listen) if it cannot.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(

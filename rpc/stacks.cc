@@ -159,8 +159,22 @@ WaitNote::~WaitNote() {
   }
 }
 
-std::vector<ThreadStack> CaptureStacks(absl::Duration timeout) {
-  Install();
+namespace {
+
+// What one capture recorded, before its frames are named.
+struct Recorded {
+  int tid = 0;
+  bool captured = false;
+  int depth = 0;
+  int first = 0;  // The first frame of its own (past the handler's).
+  void* pcs[kMaxFrames];
+  std::string waiting;
+};
+
+// Signals every thread and collects their return addresses (and notes),
+// under capture_mu: one capture at a time, and only for as long as the
+// threads take to answer (microseconds each), never while naming frames.
+std::vector<Recorded> Record(absl::Duration timeout) {
   absl::MutexLock capture(&capture_mu);
   const int self = ThisTid();
   std::vector<int> tids = ThreadIds();
@@ -190,29 +204,51 @@ std::vector<ThreadStack> CaptureStacks(absl::Duration timeout) {
     absl::SleepFor(absl::Milliseconds(1));
   }
   current_request.store(nullptr, std::memory_order_release);
-  std::vector<ThreadStack> out;
+  std::vector<Recorded> out(tids.size());
   bool complete = true;
   {
     Notes& notes = WaitNotes();
     absl::MutexLock lock(&notes.mu);
     for (size_t i = 0; i < tids.size(); ++i) {
       Slot& s = request->slots[i];
-      ThreadStack t;
-      t.tid = s.tid;
-      t.name = ThreadName(s.tid);
-      t.captured = s.done.load(std::memory_order_acquire) == 1;
-      complete = complete && s.done.load(std::memory_order_acquire) != 0;
-      // A signalled thread's first two frames are the handler and the
-      // kernel's signal trampoline.
-      if (t.captured) t.frames = Frames(s.pcs, s.depth, s.tid == self ? 0 : 2);
+      Recorded& r = out[i];
+      const int done = s.done.load(std::memory_order_acquire);
+      complete = complete && done != 0;
+      r.tid = s.tid;
+      r.captured = done == 1;
+      if (r.captured) {
+        r.depth = s.depth;
+        // A signalled thread's first two frames are the handler and the
+        // kernel's signal trampoline.
+        r.first = s.tid == self ? 0 : 2;
+        std::copy(s.pcs, s.pcs + s.depth, r.pcs);
+      }
       auto it = notes.by_tid.find(s.tid);
-      if (it != notes.by_tid.end()) t.waiting = it->second;
-      out.push_back(std::move(t));
+      if (it != notes.by_tid.end()) r.waiting = it->second;
     }
   }
   // A thread that has not answered may still write into its slot later:
   // its request is then left alive (a few KiB, only in that case).
   if (complete) delete request;
+  return out;
+}
+
+}  // namespace
+
+std::vector<ThreadStack> CaptureStacks(absl::Duration timeout) {
+  Install();
+  std::vector<ThreadStack> out;
+  // Named outside every lock: symbolizing is the slow part (milliseconds
+  // a thread), and no other capture or WaitNote waits for it.
+  for (Recorded& r : Record(timeout)) {
+    ThreadStack t;
+    t.tid = r.tid;
+    t.name = ThreadName(r.tid);
+    t.captured = r.captured;
+    if (r.captured) t.frames = Frames(r.pcs, r.depth, r.first);
+    t.waiting = std::move(r.waiting);
+    out.push_back(std::move(t));
+  }
   return out;
 }
 

@@ -12,7 +12,10 @@
 // The signal (SIGRTMIN+5; the handler is installed on first use) only
 // makes the thread walk its own stack into a buffer; a thread that does
 // not answer within the timeout (it blocks the signal, or exits) is
-// listed without frames. One capture runs at a time.
+// listed without frames. One capture signals and records at a time (for
+// as long as the threads take to answer); naming the frames, the slow
+// part, holds no lock. Serving captures to peers is StacksService's
+// (rpc/stacks_service.h): off the executor, one at a time, rate-limited.
 #ifndef FERRY_RPC_STACKS_H_
 #define FERRY_RPC_STACKS_H_
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/peer_text.h"
 #include "rpc/base/traceparent.h"
 #include "rpc/value/json.h"
 
@@ -16,6 +17,18 @@ namespace {
 std::string Field(const Value& v, const char* key) {
   const Value* f = v.Find(key);
   return f != nullptr && f->is_string() ? f->as_string() : "";
+}
+
+void Bound(std::string* field) {
+  if (field->size() > Tracer::kMaxFieldBytes) {
+    *field = EchoPeerText(*field, Tracer::kMaxFieldBytes);
+  }
+}
+
+// What a kept span costs: its fixed part and its text.
+size_t SpanBytes(const Span& s) {
+  return sizeof(Span) + s.name.size() + s.status.size() + s.peer.size() +
+         s.worker.size() + s.kind.size();
 }
 
 }  // namespace
@@ -104,6 +117,8 @@ Tracer::~Tracer() {
 }
 
 void Tracer::Record(Span span) {
+  for (std::string* field : {&span.name, &span.peer, &span.status, &span.kind})
+    Bound(field);
   span.worker = options_.worker;
   std::string line;
   if (file_ != nullptr) line = ToJson(SpanToValue(span)) + "\n";
@@ -114,8 +129,13 @@ void Tracer::Record(Span span) {
     std::fflush(file_);
   }
   if (!span.context.sampled) return;
+  kept_bytes_ += SpanBytes(span);
   kept_.push_back(std::move(span));
-  if (kept_.size() > options_.keep) kept_.pop_front();
+  while (!kept_.empty() &&
+         (kept_.size() > options_.keep || kept_bytes_ > options_.keep_bytes)) {
+    kept_bytes_ -= SpanBytes(kept_.front());
+    kept_.pop_front();
+  }
 }
 
 std::vector<Span> Tracer::SpansOf(uint64_t trace_hi, uint64_t trace_lo) const {

@@ -72,10 +72,20 @@ TraceContext OutgoingTrace(const TraceContext& explicit_one, bool sample_new);
 
 class Tracer {
  public:
+  // Spans' text fields (name, peer, status, kind) are kept and written
+  // at most this long (cut with EchoPeerText, rpc/base/peer_text.h): a
+  // name may be a peer's.
+  static constexpr size_t kMaxFieldBytes = 256;
+
   struct Options {
     std::string worker;
     std::string trace_file;  // Empty: none.
-    size_t keep = 4096;      // Spans kept in memory.
+    // Spans kept in memory: at most `keep`, and at most `keep_bytes` of
+    // them (each counted as its text and its fixed part); the oldest go
+    // first. Any caller may ask for a sampled trace, so these bound what
+    // all callers together make a worker keep.
+    size_t keep = 4096;
+    size_t keep_bytes = size_t{4} << 20;
   };
   // UNAVAILABLE naming the file (and --trace_file) if it cannot be opened.
   static absl::StatusOr<std::unique_ptr<Tracer>> Open(Options options);
@@ -100,6 +110,7 @@ class Tracer {
 
   mutable absl::Mutex mu_;
   std::deque<Span> kept_ ABSL_GUARDED_BY(mu_);
+  size_t kept_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // SpanBytes of kept_.
 };
 
 }  // namespace ferry

@@ -5,6 +5,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "rpc/base/peer_text.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/rref_base.h"
 #include "rref/fork_codec.h"
@@ -593,7 +594,7 @@ Future<Value> RRefContext::InvokeOnValue(const CallContext& ctx,
       host_.registry->Find(args[1].as_string());
   if (fn == nullptr) {
     return Future<Value>::Ready(absl::NotFoundError(
-        absl::StrCat(args[1].as_string(), ": no such function")));
+        absl::StrCat(EchoPeerText(args[1].as_string()), ": no such function")));
   }
   Promise<Value> result;
   std::string name = args[1].as_string();

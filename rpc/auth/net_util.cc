@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ferry {
 
@@ -30,6 +32,8 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view address) {
   hp.host = std::string(address.substr(0, colon));
   if (hp.host.size() >= 2 && hp.host.front() == '[' && hp.host.back() == ']') {
     hp.host = hp.host.substr(1, hp.host.size() - 2);
+  } else if (hp.host.find_first_of(":[]") != std::string::npos) {
+    return bad("an IPv6 host must be in brackets, [host]:port");
   }
   if (!absl::SimpleAtoi(address.substr(colon + 1), &hp.port) || hp.port < 0 ||
       hp.port > 65535) {
@@ -45,8 +49,98 @@ std::string JoinHostPort(absl::string_view host, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+namespace {
+
+bool IsLoopbackAddress(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family != AF_INET6) return false;
+  const in6_addr& v6 =
+      reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+  if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+  // ::ffff:127.x.y.z reaches 127.x.y.z.
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+// An IP literal's address (no name resolution); false if `host` is none.
+bool ParseIp(const std::string& host, sockaddr_storage* out) {
+  std::memset(out, 0, sizeof(*out));
+  auto* v4 = reinterpret_cast<sockaddr_in*>(out);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(out);
+  if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    return true;
+  }
+  return false;
+}
+
+bool IsLoopbackLiteral(absl::string_view host) {
+  sockaddr_storage address;
+  return ParseIp(std::string(host), &address) &&
+         IsLoopbackAddress(reinterpret_cast<const sockaddr*>(&address));
+}
+
+// "localhost" by what it resolves to: every address loopback.
+bool LocalhostIsLoopback() {
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo("localhost", nullptr, &hints, &res) != 0) return false;
+  bool loopback = res != nullptr;
+  for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    loopback = loopback && IsLoopbackAddress(a->ai_addr);
+  }
+  freeaddrinfo(res);
+  return loopback;
+}
+
+// One "host:port" of a target; `literal_only` for the ipv4:/ipv6: lists,
+// whose entries gRPC never resolves.
+bool IsLoopbackEntry(absl::string_view entry, bool literal_only) {
+  absl::StatusOr<HostPort> hp = ParseHostPort(entry);
+  if (!hp.ok()) return false;
+  if (IsLoopbackLiteral(hp->host)) return true;
+  return !literal_only && absl::EqualsIgnoreCase(hp->host, "localhost") &&
+         LocalhostIsLoopback();
+}
+
+}  // namespace
+
 bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  if (IsLoopbackLiteral(host)) return true;
+  return absl::EqualsIgnoreCase(host, "localhost") && LocalhostIsLoopback();
+}
+
+bool IsLoopbackTarget(absl::string_view target) {
+  if (absl::ConsumePrefix(&target, "ipv4:") ||
+      absl::ConsumePrefix(&target, "ipv6:")) {
+    // Every address of the list may be dialled.
+    for (absl::string_view entry : absl::StrSplit(target, ',')) {
+      if (!IsLoopbackEntry(entry, /*literal_only=*/true)) return false;
+    }
+    return true;
+  }
+  if (absl::ConsumePrefix(&target, "dns:")) {
+    // "dns:///host:port" or "dns:host:port"; another authority is another
+    // DNS server, whose answers this process does not see.
+    if (absl::ConsumePrefix(&target, "//") &&
+        !absl::ConsumePrefix(&target, "/")) {
+      return false;
+    }
+  } else if (absl::StrContains(target, "://") ||
+             absl::StartsWith(target, "unix") ||
+             absl::StartsWith(target, "xds:") ||
+             absl::StartsWith(target, "google-c2p")) {
+    return false;  // Another resolver: not a host and port.
+  }
+  return IsLoopbackEntry(target, /*literal_only=*/false);
 }
 
 bool IsWildcardHost(absl::string_view host) {

@@ -4,11 +4,14 @@
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "rpc/auth/net_util.h"
 #include "rpc/base/status_util.h"
@@ -34,13 +37,25 @@ bool IsUnixTarget(absl::string_view target) {
          absl::StartsWith(target, "unix-abstract:");
 }
 
-// The host of "host:port" (or of "ipv4:host:port", "dns:///host:port").
-std::string TargetHost(absl::string_view target) {
-  for (absl::string_view scheme : {"dns:///", "ipv4:", "ipv6:"}) {
-    if (absl::ConsumePrefix(&target, scheme)) break;
+// --insecure serves and dials plaintext with no checks: TLS files or a
+// token given with it would be silently dropped, so the mix is refused.
+absl::Status CheckInsecureAlone(const SecurityOptions& options) {
+  if (!options.insecure) return absl::OkStatus();
+  std::vector<std::string> given;
+  if (!options.tls_cert_file.empty()) given.push_back("--tls_cert");
+  if (!options.tls_key_file.empty()) given.push_back("--tls_key");
+  if (!options.tls_ca_file.empty()) given.push_back("--tls_ca");
+  if (!options.tls_server_name.empty()) given.push_back("--tls_server_name");
+  if (options.tls_identity != TlsIdentity::kNone) {
+    given.push_back("--tls_identity");
   }
-  absl::StatusOr<HostPort> hp = ParseHostPort(target);
-  return hp.ok() ? hp->host : std::string(target);
+  if (!options.token_file.empty()) given.push_back("--token_file");
+  if (given.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--insecure (plaintext, no token, no identity checks) cannot be "
+      "combined with ",
+      absl::StrJoin(given, " "),
+      ", which it would ignore: drop --insecure to use them, or drop them"));
 }
 
 }  // namespace
@@ -63,6 +78,7 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
 
 absl::StatusOr<std::shared_ptr<const Security>> Security::Load(
     const SecurityOptions& options) {
+  FERRY_RETURN_IF_ERROR(CheckInsecureAlone(options));
   auto s = std::make_shared<Security>();
   s->insecure_ = options.insecure;
   s->client_certs_ = options.tls_client_certs;
@@ -94,7 +110,7 @@ absl::StatusOr<std::shared_ptr<const Security>> Security::Load(
     }
   }
   if (options.tls_identity == TlsIdentity::kSan &&
-      (!cert || !options.tls_client_certs || options.insecure)) {
+      (!cert || !options.tls_client_certs)) {
     return absl::InvalidArgumentError(
         "--tls_identity=san binds workers to their client certificates: it "
         "needs mutual TLS (--tls_cert --tls_key --tls_ca, "
@@ -181,7 +197,7 @@ void Security::ConfigureChannel(grpc::ChannelArguments* args) const {
 
 bool Security::MaySendSecrets(absl::string_view target) const {
   if (tls() && !insecure_) return true;
-  return IsUnixTarget(target) || IsLoopbackHost(TargetHost(target));
+  return IsUnixTarget(target) || IsLoopbackTarget(target);
 }
 
 }  // namespace ferry

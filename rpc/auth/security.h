@@ -36,7 +36,8 @@ class Security {
  public:
   // Reads the files. INVALID_ARGUMENT names a missing or unreadable file,
   // an incomplete TLS set, an empty token, server-authenticated TLS
-  // without a token, or --tls_identity=san without mutual TLS;
+  // without a token, --tls_identity=san without mutual TLS, or --insecure
+  // with any TLS flag or a token (which it would ignore);
   // PERMISSION_DENIED a key or token file that group or others may read.
   static absl::StatusOr<std::shared_ptr<const Security>> Load(
       const SecurityOptions& options);
@@ -59,7 +60,9 @@ class Security {
   // Adds what channels need (TLS name override).
   void ConfigureChannel(grpc::ChannelArguments* args) const;
   // Whether secrets (the token, a node's credential) may be sent to
-  // `target`: over TLS, to a loopback address, or to a unix socket.
+  // `target` (a gRPC target): over TLS, to a unix socket, or to a target
+  // whose every address is loopback (IsLoopbackTarget, by address: not
+  // "127.0.0.1.example.com", not "ipv4:127.0.0.1:1,10.0.0.5:80").
   bool MaySendSecrets(absl::string_view target) const;
 
   // The token to send and to require ("" if none).

@@ -37,7 +37,8 @@ struct SecurityOptions {
   // join the job and to call it. Must not be readable by group or others.
   std::string token_file;
   // Serve and dial plaintext on any address, with no token and no identity
-  // checks: only for networks where every host is trusted.
+  // checks: only for networks where every host is trusted. Refused with
+  // any TLS file, name or identity, or a token file.
   bool insecure = false;
 };
 

@@ -28,6 +28,8 @@ std::vector<std::pair<std::string, int64_t>> LimitFlags(const Limits& l) {
       {"grpc_memory_mb", l.grpc_memory_bytes / Limits::kMiB},
       {"max_stream_mb_per_peer", l.max_stream_bytes_per_peer / Limits::kMiB},
       {"stream_ttl_ms", l.stream_ttl_ms},
+      {"max_reply_mb_per_peer", l.max_reply_bytes_per_peer / Limits::kMiB},
+      {"reply_ttl_ms", l.reply_ttl_ms},
       {"max_open_streams", l.max_open_streams},
       {"max_prejoin_calls", l.max_prejoin_calls},
       {"prejoin_wait_ms", l.prejoin_wait_ms},

@@ -43,7 +43,8 @@ struct Limits {
   // Bytes one call may make the worker allocate for its result and
   // temporaries, builtins included (--max_alloc_mb).
   int64_t max_alloc_bytes = 2048 * kMiB;
-  // Calls one peer may have executing or queued here (--max_inflight_per_peer).
+  // Calls one peer may have here (--max_inflight_per_peer): executing,
+  // queued, or answered with a reply not yet written to its connection.
   int64_t max_inflight_per_peer = 1024;
   // Tasks waiting for an executor thread (--max_queued_tasks).
   int64_t max_queued_tasks = 65536;
@@ -83,6 +84,14 @@ struct Limits {
   // How long a streamed request may take to arrive whole, counted from
   // its stream's start (--stream_ttl_ms).
   int64_t stream_ttl_ms = 60000;
+  // Bytes of replies answered but not yet written to their caller's
+  // connection one peer may have here (--max_reply_mb_per_peer); all
+  // peers together share --grpc_memory_mb.
+  int64_t max_reply_bytes_per_peer = 1100 * kMiB;
+  // How long a reply may take to leave, from its answer: past it the call
+  // is cancelled and its bytes given back (--reply_ttl_ms). A caller that
+  // stops reading holds nothing for longer.
+  int64_t reply_ttl_ms = 60000;
   // Streams (CallStream, Collectives/Exchange) open here at once, across
   // all connections (--max_open_streams).
   int64_t max_open_streams = 4096;

@@ -655,14 +655,12 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
   if (WireCursor::TypeOf(tag) != kLength ||
       (scan->args_only && field != PC::kArgsFieldNumber) ||
       (field != PC::kFunctionFieldNumber && field != PC::kArgsFieldNumber &&
-       field != PC::kCallerNameFieldNumber &&
        field != PC::kCreateRrefFieldNumber &&
        field != PC::kTraceContextFieldNumber)) {
     return in->SkipField(tag) ? absl::OkStatus() : Broken(*in, kRoot);
   }
   const Path at =
       kRoot.Field(field == PC::kFunctionFieldNumber       ? "function"
-                  : field == PC::kCallerNameFieldNumber   ? "caller_name"
                   : field == PC::kArgsFieldNumber         ? "args"
                   : field == PC::kTraceContextFieldNumber ? "trace_context"
                                                           : "create_rref");
@@ -694,8 +692,7 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
     return absl::OkStatus();
   }
   FERRY_RETURN_IF_ERROR(CheckString(text, at));
-  (field == PC::kFunctionFieldNumber ? h.function : h.caller_name) =
-      std::move(text);
+  h.function = std::move(text);
   return absl::OkStatus();
 }
 

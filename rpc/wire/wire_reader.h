@@ -47,11 +47,12 @@
 
 namespace ferry {
 
-// The fields of a CallRequest other than its arguments.
+// The fields of a CallRequest other than its arguments. caller_name is
+// skipped, never kept: who calls is its credential's node (caller_node,
+// checked), not what it says it is called.
 struct CallHeader {
   std::string function;
   uint64_t caller_node = 0;
-  std::string caller_name;
   std::optional<proto::RRefHandle> create_rref;
   // The caller's trace, if it sent a valid one (else nullopt).
   std::optional<TraceContext> trace;

@@ -62,7 +62,6 @@ void CheckRequest(const grpc::ByteBuffer& bytes, RRefCodec* codec,
   proto::CallRequest header;
   header.set_function(reader->header().function);
   header.set_caller_node(reader->header().caller_node);
-  header.set_caller_name(reader->header().caller_name);
   const std::optional<TraceContext>& trace = reader->header().trace;
   if (trace) header.set_trace_context(FormatTraceparentBinary(*trace));
   LazyCodec plain;

@@ -1,5 +1,5 @@
 // Fuzz target: requests arriving as framed streams (rpc/chunked_message.h,
-// rpc/wire/frames.h) into ChunkAssemblers that share one ReceiveBudget, as
+// rpc/wire/frames.h) into ChunkAssemblers that share one PeerBudget, as
 // hostile peers could send them: several streams of several peers at once,
 // heads of any total and alignment, frames of any bytes (payload past the
 // announced length too), streams abandoned half-way, whole messages taken
@@ -46,7 +46,7 @@
 #include "grpcpp/support/slice.h"
 #include "proto/call_stream.pb.h"
 #include "rpc/chunked_message.h"
-#include "rpc/receive_budget.h"
+#include "rpc/peer_budget.h"
 #include "rpc/wire/frames.h"
 
 namespace ferry {
@@ -107,7 +107,7 @@ struct Stream {
 class Run {
  public:
   Run()
-      : budget_(std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+      : budget_(std::make_shared<PeerBudget>(PeerBudget::Options{
             .max_bytes = 192 << 10, .max_bytes_per_peer = 96 << 10})) {}
 
   void Step(Reader& in) {
@@ -284,7 +284,7 @@ class Run {
     }
   }
 
-  std::shared_ptr<ReceiveBudget> budget_;
+  std::shared_ptr<PeerBudget> budget_;
   Stream streams_[kStreams];
   std::vector<std::pair<std::string, grpc::ByteBuffer>> kept_;
 };

@@ -13,7 +13,7 @@
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
 #include "proto/call_stream.pb.h"
-#include "rpc/receive_budget.h"
+#include "rpc/peer_budget.h"
 #include "rpc/shm_message.h"
 #include "tests/testing/status_matchers.h"
 
@@ -199,8 +199,8 @@ TEST(ChunkedMessageTest, ChunksLandAlignedAcrossTheBufferGrowing) {
 // Issue 25 (F5): a head alone reserved all it announced, so two small
 // heads held the whole budget until their senders left.
 TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
-  auto budget = std::make_shared<ReceiveBudget>(
-      ReceiveBudget::Options{.max_bytes = 1 << 20});
+  auto budget = std::make_shared<PeerBudget>(
+      PeerBudget::Options{.max_bytes = 1 << 20});
   ChunkAssembler first("request", 1 << 20, budget, "a");
   ChunkAssembler second("request", 1 << 20, budget, "b");
   grpc::ByteBuffer head = Head(1000000, 0);
@@ -218,7 +218,7 @@ TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
 }
 
 TEST(ChunkedMessageTest, TheReservationGrowsAtMostTwiceWhatArrived) {
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{});
   ChunkAssembler in("request", 1 << 24, budget, "a");
   grpc::ByteBuffer head = Head(1 << 23, 0);
   ASSERT_OK(in.Add(&head));
@@ -232,7 +232,7 @@ TEST(ChunkedMessageTest, TheReservationGrowsAtMostTwiceWhatArrived) {
 }
 
 TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{
       .max_bytes = 100 << 20, .max_bytes_per_peer = 1 << 20});
   ChunkAssembler a1("request", 8 << 20, budget, "client node 7");
   grpc::ByteBuffer head = Head(900000, 0);
@@ -260,7 +260,7 @@ TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
 }
 
 TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{
       .max_bytes = 4 << 20, .max_bytes_per_peer = 1 << 20});
   ChunkAssembler in("request", 8 << 20, budget, "worker1");
   grpc::ByteBuffer head = Head(2 << 20, 0);
@@ -268,8 +268,8 @@ TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("(--max_stream_mb_per_peer=1)")));
   EXPECT_FALSE(in.started());
-  auto small = std::make_shared<ReceiveBudget>(
-      ReceiveBudget::Options{.max_bytes = 1 << 20});
+  auto small = std::make_shared<PeerBudget>(
+      PeerBudget::Options{.max_bytes = 1 << 20});
   ChunkAssembler other("request", 8 << 20, small, "worker1");
   head = Head(2 << 20, 0);
   EXPECT_THAT(other.Add(&head), StatusIs(absl::StatusCode::kResourceExhausted,
@@ -277,8 +277,8 @@ TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
 }
 
 TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
-  auto budget = std::make_shared<ReceiveBudget>(
-      ReceiveBudget::Options{.max_bytes = 1000});
+  auto budget = std::make_shared<PeerBudget>(
+      PeerBudget::Options{.max_bytes = 1000});
   ChunkAssembler first("request", 1 << 20, budget, "a");
   grpc::ByteBuffer head = Head(600, 0);
   ASSERT_OK(first.Add(&head));
@@ -304,7 +304,7 @@ TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
 }
 
 TEST(ChunkedMessageTest, AnAbandonedAssemblerGivesItsBytesBack) {
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{});
   {
     ChunkAssembler in("request", 1 << 20, budget, "a");
     grpc::ByteBuffer head = Head(10000, 0);
@@ -333,7 +333,7 @@ grpc::ByteBuffer FileHead(const grpc::ByteBuffer& message, ShmFile& file) {
 TEST(ChunkedMessageTest, AMessageInAFileIsTakenFromItsHeadAlone) {
   const grpc::ByteBuffer message = Buffer({"ab", std::string(5000, 'q')});
   ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{});
   grpc::ByteBuffer taken;
   {
     ChunkAssembler in("request", 1 << 20, budget, "a", ReadPeerFile);
@@ -368,7 +368,7 @@ TEST(ChunkedMessageTest, AFileWhereNoneIsTakenIsRefused) {
 
 TEST(ChunkedMessageTest, AFileTheReaderRefusesGivesItsBudgetBack) {
   ASSERT_OK_AND_ASSIGN(ShmFile file, ShmFile::Create());
-  auto budget = std::make_shared<ReceiveBudget>(ReceiveBudget::Options{});
+  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{});
   {
     ChunkAssembler in("request", 1 << 20, budget, "a", ReadPeerFile);
     grpc::ByteBuffer head = FileHead(Buffer({"abcdef"}), file);

@@ -27,6 +27,7 @@ namespace ferry {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 TEST(TraceparentTest, FormatsAndParsesW3cVersion00) {
@@ -177,6 +178,33 @@ TEST(TracerTest, KeepsSampledSpansAndWritesEveryOneToTheFile) {
   EXPECT_EQ(back.parent_span_id, 7u);
   EXPECT_EQ(back.start, absl::FromUnixSeconds(1));
   EXPECT_EQ(first.Find("parent_span_id")->as_string(), "0000000000000007");
+}
+
+// Issue 49 R8: spans were kept at whatever size their names and peers
+// came (a 256 KiB unknown function name, a 512 KiB caller name), 4096 of
+// them. Each text field is cut, and the ring is bounded in bytes too.
+TEST(TracerTest, KeptSpansAreBoundedInFieldsAndBytes) {
+  ASSERT_OK_AND_ASSIGN(
+      std::unique_ptr<Tracer> tracer,
+      Tracer::Open(
+          {.worker = "worker1", .keep = 1000, .keep_bytes = 64 << 10}));
+  const TraceContext trace = NewTrace(true);
+  const std::string huge(256 << 10, 'x');
+  for (int i = 0; i < 1000; ++i) {
+    tracer->Record({.name = huge, .context = trace, .peer = huge});
+  }
+  std::vector<Span> kept = tracer->SpansOf(trace.trace_hi, trace.trace_lo);
+  ASSERT_FALSE(kept.empty());
+  EXPECT_LT(kept.size(), 1000u);  // The bytes bound, not the count.
+  size_t bytes = 0;
+  for (const Span& s : kept) {
+    EXPECT_THAT(s.name, HasSubstr("(262144 bytes)"));
+    EXPECT_LE(s.name.size(), Tracer::kMaxFieldBytes + 32);
+    EXPECT_LE(s.peer.size(), Tracer::kMaxFieldBytes + 32);
+    bytes += sizeof(Span) + s.name.size() + s.peer.size() + s.status.size() +
+             s.worker.size() + s.kind.size();
+  }
+  EXPECT_LE(bytes, size_t{64} << 10);
 }
 
 TEST(TracerTest, AnUnopenableFileIsUnavailable) {

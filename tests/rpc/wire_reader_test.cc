@@ -111,7 +111,6 @@ TEST(WireReaderTest, ReadsWhatTheWriterWrites) {
                        CallRequestReader::Open(Buffer(wire), Limits()));
   EXPECT_EQ(reader.header().function, "f");
   EXPECT_EQ(reader.header().caller_node, 7u);
-  EXPECT_EQ(reader.header().caller_name, "worker7");
   EXPECT_FALSE(reader.header().create_rref.has_value());
   ASSERT_OK_AND_ASSIGN(std::vector<Value> back, reader.Args(nullptr));
   ASSERT_EQ(back.size(), args.size());
@@ -459,6 +458,20 @@ TEST(WireReaderTest, StringsMustBeUtf8) {
   EXPECT_THAT(Read(wire), StatusIs(absl::StatusCode::kInvalidArgument,
                                    HasSubstr("args[0]: string is not valid "
                                              "UTF-8")));
+}
+
+// Issue 49: a 512 KiB caller_name was kept with every span and echoed
+// back by ferry.trace. It is skipped, whatever it holds: who calls is the
+// credential's node.
+TEST(WireReaderTest, TheClaimedCallerNameIsSkipped) {
+  proto::CallRequest r = Header();
+  r.set_caller_name(std::string(512 << 10, 'w'));
+  const std::string wire =
+      r.SerializeAsString() + LengthField(4, std::string("\xff\xfe", 2));
+  ASSERT_OK_AND_ASSIGN(CallRequestReader reader,
+                       CallRequestReader::Open(Buffer(wire), Limits()));
+  EXPECT_EQ(reader.header().function, "f");
+  EXPECT_EQ(reader.header().caller_node, 7u);
 }
 
 // Counts RRefs decoded, refusing those it is told to.

@@ -13,6 +13,7 @@
 #include "proto/rendezvous.pb.h"
 #include "rpc/auth/credential.h"
 #include "rpc/wire/callback_queue.h"
+#include "tests/testing/await.h"
 
 namespace ferry {
 namespace testing {
@@ -285,6 +286,28 @@ std::string RawClient::CredentialFor(const proto::WorkerInfo& worker) const {
     c.voucher = vouchers_[worker.rank()];
   }
   return FormatCredential(c);
+}
+
+proto::WorkerStatus RawClient::AwaitStatus(
+    const std::function<bool(const proto::WorkerStatus&)>& done,
+    absl::Duration bound) {
+  proto::WorkerStatus last;
+  AwaitTrue(
+      [&] {
+        absl::StatusOr<proto::WorkerStatus> s = Status();
+        if (s.ok()) last = *s;
+        return s.ok() && done(last);
+      },
+      bound, absl::Milliseconds(20));
+  return last;
+}
+
+absl::StatusOr<std::unique_ptr<RawClient>> RawClient::Registered(
+    const std::string& address, std::string token) {
+  auto raw = std::make_unique<RawClient>(address, std::move(token));
+  absl::StatusOr<uint64_t> node = raw->Register();
+  if (!node.ok()) return node.status();
+  return raw;
 }
 
 absl::StatusOr<proto::WorkerStatus> RawClient::Status() {

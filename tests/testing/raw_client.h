@@ -10,6 +10,7 @@
 #define FERRY_TESTS_TESTING_RAW_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -94,6 +95,15 @@ class RawClient {
 
   // The worker's status (GetStatus, parsed).
   absl::StatusOr<proto::WorkerStatus> Status();
+  // Reads the status every 20 ms until `done` holds or `bound` passed; the
+  // last status read.
+  proto::WorkerStatus AwaitStatus(
+      const std::function<bool(const proto::WorkerStatus&)>& done,
+      absl::Duration bound);
+
+  // A client of the job at `address` (with `token`), registered there.
+  static absl::StatusOr<std::unique_ptr<RawClient>> Registered(
+      const std::string& address, std::string token);
 
   // Registers as a client of the job (RegisterClient at this address),
   // with a key pair of its own: later calls present the credential it

@@ -56,6 +56,12 @@ ABSL_FLAG(int64_t, max_stream_mb_per_peer,
           "(all peers together: --grpc_memory_mb)");
 ABSL_FLAG(int64_t, stream_ttl_ms, kDefaults.stream_ttl_ms,
           "how long a streamed request may take to arrive whole");
+ABSL_FLAG(int64_t, max_reply_mb_per_peer,
+          kDefaults.max_reply_bytes_per_peer / kMiB,
+          "MiB of replies not yet written to one peer's connection held here "
+          "(all peers together: --grpc_memory_mb)");
+ABSL_FLAG(int64_t, reply_ttl_ms, kDefaults.reply_ttl_ms,
+          "how long a reply may take to leave before its call is cancelled");
 ABSL_FLAG(int64_t, max_open_streams, kDefaults.max_open_streams,
           "call and collective streams open at once, all connections "
           "together");
@@ -115,6 +121,9 @@ absl::StatusOr<Limits> LimitsFromFlags() {
   FERRY_LIMIT_FLAG_(max_stream_bytes_per_peer, max_stream_mb_per_peer, kMaxMiB,
                     kMiB);
   FERRY_LIMIT_FLAG_(stream_ttl_ms, stream_ttl_ms, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_reply_bytes_per_peer, max_reply_mb_per_peer, kMaxMiB,
+                    kMiB);
+  FERRY_LIMIT_FLAG_(reply_ttl_ms, reply_ttl_ms, kAny, 1);
   FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
   FERRY_LIMIT_FLAG_(max_prejoin_calls, max_prejoin_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(prejoin_wait_ms, prejoin_wait_ms, kAny, 1);

@@ -69,6 +69,31 @@ TEST(SecurityTest, TlsNeedsACompleteSetOrAServerCheckWithAToken) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs a token")));
 }
 
+// Issue 49 R10: `--insecure --tls_cert --tls_key --tls_ca` started and
+// served plaintext without a word. Each flag --insecure would drop is named.
+TEST(SecurityTest, InsecureWithTlsFlagsOrATokenIsRefused) {
+  const std::string key = PrivateCopy(TestData("node.key"));
+  EXPECT_THAT(Security::Load({.tls_cert_file = TestData("node.pem"),
+                              .tls_key_file = key,
+                              .tls_ca_file = TestData("ca.pem"),
+                              .insecure = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--insecure"), HasSubstr("--tls_cert"),
+                             HasSubstr("--tls_key"), HasSubstr("--tls_ca"))));
+  EXPECT_THAT(Security::Load({.tls_server_name = "node", .insecure = true}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--tls_server_name")));
+  EXPECT_THAT(
+      Security::Load({.tls_identity = TlsIdentity::kSan, .insecure = true}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--tls_identity")));
+  EXPECT_THAT(
+      Security::Load(
+          {.token_file = PrivateCopy(TestData("token.txt")), .insecure = true}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token_file")));
+  EXPECT_OK(Security::Load({.insecure = true}));
+}
+
 TEST(SecurityTest, PlaintextServesOnlyThisHostUnlessInsecure) {
   auto local = Security::Insecure();
   EXPECT_OK(local->CheckServe("127.0.0.1"));
@@ -79,6 +104,8 @@ TEST(SecurityTest, PlaintextServesOnlyThisHostUnlessInsecure) {
                        AllOf(HasSubstr("--tls_cert"), HasSubstr("127.0.0.1"),
                              HasSubstr("--insecure"))));
   EXPECT_THAT(local->CheckServe("10.0.0.1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(local->CheckServe("127.0.0.1.example.com"),
               StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_OK_AND_ASSIGN(auto insecure, Security::Load({.insecure = true}));
   EXPECT_OK(insecure->CheckServe("0.0.0.0"));
@@ -100,6 +127,12 @@ TEST(SecurityTest, SecretsGoOnlyWhereTheyCannotBeRead) {
   EXPECT_TRUE(token->MaySendSecrets("unix-abstract:ferry-1"));
   EXPECT_FALSE(token->MaySendSecrets("10.0.0.1:5000"));
   EXPECT_FALSE(token->MaySendSecrets("node7.cluster:5000"));
+  // Issue 49: loopback was decided by the host's spelling. A name that
+  // starts "127." and a list with one non-loopback entry are not loopback.
+  EXPECT_FALSE(token->MaySendSecrets("127.0.0.1.example.com:5000"));
+  EXPECT_FALSE(token->MaySendSecrets("ipv4:127.0.0.1:1,10.0.0.5:80"));
+  EXPECT_FALSE(token->MaySendSecrets("dns:///127.0.0.1.example.com:5000"));
+  EXPECT_TRUE(token->MaySendSecrets("ipv4:127.0.0.1:1,127.0.0.2:80"));
   ASSERT_OK_AND_ASSIGN(
       auto tls,
       Security::Load({.tls_ca_file = TestData("ca.pem"),

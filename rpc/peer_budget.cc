@@ -1,4 +1,4 @@
-#include "rpc/receive_budget.h"
+#include "rpc/peer_budget.h"
 
 #include "absl/strings/str_cat.h"
 #include "rpc/base/limit_errors.h"
@@ -6,26 +6,25 @@
 
 namespace ferry {
 
-absl::Status ReceiveBudget::PeerOver(const std::string& peer, int64_t held,
-                                     int64_t n) const {
+absl::Status PeerBudget::PeerOver(const std::string& peer, int64_t held,
+                                  int64_t n) const {
   const int64_t max = options_.max_bytes_per_peer;
   return OverLimit(
-      absl::StrCat(peer, " would hold ", HumanBytes(held + n),
-                   " of streamed requests here (", HumanBytes(held), " held, ",
+      absl::StrCat(peer, " would hold ", HumanBytes(held + n), " of ",
+                   options_.what, " here (", HumanBytes(held), " held, ",
                    HumanBytes(n), " more)"),
-      HumanBytes(max), "max_stream_mb_per_peer", max / Limits::kMiB);
+      HumanBytes(max), options_.peer_flag, max / Limits::kMiB);
 }
 
-absl::Status ReceiveBudget::TotalOver(int64_t held, int64_t n) const {
+absl::Status PeerBudget::TotalOver(int64_t held, int64_t n) const {
   const int64_t max = options_.max_bytes;
-  return OverLimit(absl::StrCat(HumanBytes(n),
-                                " more for streamed requests "
-                                "while ",
-                                HumanBytes(held), " are held for them"),
-                   HumanBytes(max), "grpc_memory_mb", max / Limits::kMiB);
+  return OverLimit(
+      absl::StrCat(HumanBytes(n), " more for ", options_.what, " while ",
+                   HumanBytes(held), " are held for them"),
+      HumanBytes(max), options_.total_flag, max / Limits::kMiB);
 }
 
-absl::Status ReceiveBudget::Take(const std::string& peer, int64_t n) {
+absl::Status PeerBudget::Take(const std::string& peer, int64_t n) {
   absl::MutexLock lock(&mu_);
   auto it = by_peer_.find(peer);
   const int64_t held = it == by_peer_.end() ? 0 : it->second;
@@ -42,7 +41,7 @@ absl::Status ReceiveBudget::Take(const std::string& peer, int64_t n) {
   return absl::OkStatus();
 }
 
-void ReceiveBudget::Give(const std::string& peer, int64_t n) {
+void PeerBudget::Give(const std::string& peer, int64_t n) {
   absl::MutexLock lock(&mu_);
   used_ -= n;
   auto it = by_peer_.find(peer);
@@ -51,33 +50,33 @@ void ReceiveBudget::Give(const std::string& peer, int64_t n) {
   if (it->second <= 0) by_peer_.erase(it);
 }
 
-absl::Status ReceiveBudget::CheckFits(int64_t bytes) const {
+absl::Status PeerBudget::CheckFits(int64_t bytes) const {
+  const std::string what = absl::StrCat("a message of ", HumanBytes(bytes),
+                                        " among ", options_.what);
   if (bytes > options_.max_bytes_per_peer) {
-    return OverLimit(absl::StrCat("a streamed request of ", HumanBytes(bytes)),
-                     HumanBytes(options_.max_bytes_per_peer),
-                     "max_stream_mb_per_peer",
+    return OverLimit(what, HumanBytes(options_.max_bytes_per_peer),
+                     options_.peer_flag,
                      options_.max_bytes_per_peer / Limits::kMiB);
   }
   if (bytes > options_.max_bytes) {
-    return OverLimit(absl::StrCat("a streamed request of ", HumanBytes(bytes)),
-                     HumanBytes(options_.max_bytes), "grpc_memory_mb",
+    return OverLimit(what, HumanBytes(options_.max_bytes), options_.total_flag,
                      options_.max_bytes / Limits::kMiB);
   }
   return absl::OkStatus();
 }
 
-int64_t ReceiveBudget::used() const {
+int64_t PeerBudget::used() const {
   absl::MutexLock lock(&mu_);
   return used_;
 }
 
-int64_t ReceiveBudget::used_by(const std::string& peer) const {
+int64_t PeerBudget::used_by(const std::string& peer) const {
   absl::MutexLock lock(&mu_);
   auto it = by_peer_.find(peer);
   return it == by_peer_.end() ? 0 : it->second;
 }
 
-size_t ReceiveBudget::peers() const {
+size_t PeerBudget::peers() const {
   absl::MutexLock lock(&mu_);
   return by_peer_.size();
 }
