@@ -1,7 +1,8 @@
 """The package as built: its version (ferryd's and ferryctl's too), the
-typed package's files, and the extension's stub (ferry/_ferry.pyi) against the extension itself -- every
-name, parameter and property the C++ bindings export, read from
-pybind11's signatures. (mypy_test checks the types themselves.)"""
+typed package's files, and the extension's stub (ferry/_ferry.pyi) against
+the extension itself -- every name, parameter and property the C++ bindings
+export, read from pybind11's signatures. (mypy_test checks the types
+themselves.)"""
 
 import ast
 import os
