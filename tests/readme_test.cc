@@ -383,9 +383,11 @@ exit 2
           box.Bash("pkg-config --cflags ferry"),
           {.env = {{"PKG_CONFIG_PATH", box.dir() + "/.local/lib/pkgconfig"}}},
           kBound));
-  EXPECT_THAT(
-      absl::StrSplit(cflags.out, absl::ByAnyChar(" \n"), absl::SkipEmpty()),
-      ::testing::Contains(absl::StrCat("-I", box.dir(), "/.local/include")));
+  const std::vector<std::string> flags =
+      absl::StrSplit(cflags.out, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  const std::string include_flag =
+      absl::StrCat("-I", box.dir(), "/.local/include");
+  EXPECT_THAT(flags, ::testing::Contains(include_flag)) << cflags.Describe();
   EXPECT_THAT(cflags.out, ::testing::Not(HasSubstr("/include/ferry")));
   ExpectWorkerExampleRuns(repo + "/worker_example");
 
