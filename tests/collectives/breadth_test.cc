@@ -18,8 +18,10 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::AllReduced;
 using ::ferry::testing::C;
 using ::ferry::testing::Elements;
+using ::ferry::testing::Gathered;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::SameTensor;
@@ -160,13 +162,9 @@ TEST_P(BreadthTest, AllGatherList) {
     size_t k = 0;
     for (DType dt : kAllDTypes) {
       for (bool scalar : {false, true}) {
-        const absl::StatusOr<std::vector<Tensor>>& got = out[r][k++];
-        ASSERT_OK(got);
-        ASSERT_EQ(got->size(), static_cast<size_t>(n_));
-        for (int i = 0; i < n_; ++i) {
-          EXPECT_TRUE(SameTensor((*got)[i], input(dt, i, scalar)))
-              << Where(dt, r) << " from rank " << i;
-        }
+        EXPECT_TRUE(Gathered(out[r][k++], n_, [&](int i) {
+          return input(dt, i, scalar);
+        })) << Where(dt, r);
       }
     }
   }
@@ -286,10 +284,8 @@ TEST_P(BreadthTest, AllReduceEveryOp) {
   });
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
-    std::vector<std::vector<C>> ins;
-    for (int i = 0; i < n_; ++i) ins.push_back(Elements(input(c, i)));
-    const Tensor want = MakeTensor(
-        c.dtype, c.shape, ::ferry::testing::Reduce(c.op, c.dtype, ins));
+    const Tensor want =
+        AllReduced(c.op, n_, [&](int i) { return input(c, i); });
     for (int r = 0; r < n_; ++r) {
       ASSERT_OK(out[r][k]);
       EXPECT_TRUE(SameTensor(*out[r][k], want))

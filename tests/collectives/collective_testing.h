@@ -224,6 +224,37 @@ inline ::testing::AssertionResult SameTensor(const Tensor& got,
   return ::testing::AssertionSuccess();
 }
 
+// What all_reduce by `op` gives every rank of `n` when rank i gives
+// input(i) (all of input(0)'s dtype and shape).
+inline Tensor AllReduced(ReduceOp op, int n,
+                         const std::function<Tensor(int)>& input) {
+  std::vector<std::vector<C>> ins;
+  for (int i = 0; i < n; ++i) ins.push_back(Elements(input(i)));
+  const Tensor first = input(0);
+  return MakeTensor(first.dtype(), first.shape(),
+                    Reduce(op, first.dtype(), ins));
+}
+
+// Whether `got`, one rank's all_gather (list form) among `n` ranks, holds
+// input(i) from each rank i.
+inline ::testing::AssertionResult Gathered(
+    const absl::StatusOr<std::vector<Tensor>>& got, int n,
+    const std::function<Tensor(int)>& input) {
+  if (!got.ok()) return ::testing::AssertionFailure() << got.status();
+  if (got->size() != static_cast<size_t>(n)) {
+    return ::testing::AssertionFailure()
+           << got->size() << " tensors from " << n << " ranks";
+  }
+  for (int i = 0; i < n; ++i) {
+    ::testing::AssertionResult same = SameTensor((*got)[i], input(i));
+    if (!same) {
+      return ::testing::AssertionFailure()
+             << "from rank " << i << ": " << same.message();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The elements of `parts` (shapes equal except along `axis`) concatenated
 // along `axis`, computed element by element.
 inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,

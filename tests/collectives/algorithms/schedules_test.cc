@@ -25,9 +25,7 @@
 namespace ferry {
 namespace {
 
-using ::ferry::testing::C;
-using ::ferry::testing::Elements;
-using ::ferry::testing::MakeTensor;
+using ::ferry::testing::AllReduced;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::SameTensor;
 using ::ferry::testing::Sample;
@@ -68,10 +66,8 @@ TEST_P(ScheduleTest, AllReduceEveryOpAndDType) {
   });
   for (size_t k = 0; k < cases.size(); ++k) {
     const Case& c = cases[k];
-    std::vector<std::vector<C>> ins;
-    for (int i = 0; i < n_; ++i) ins.push_back(Elements(input(c, i)));
-    const Tensor want = MakeTensor(
-        c.dtype, {3, 2}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
+    const Tensor want =
+        AllReduced(c.op, n_, [&](int i) { return input(c, i); });
     for (int r = 0; r < n_; ++r) {
       ASSERT_OK(out[r][k]);
       EXPECT_TRUE(SameTensor(*out[r][k], want))
