@@ -18,10 +18,8 @@
 namespace ferry {
 namespace {
 
-using ::ferry::testing::AllReduced;
 using ::ferry::testing::C;
 using ::ferry::testing::Elements;
-using ::ferry::testing::Gathered;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::SameTensor;
@@ -144,30 +142,23 @@ TEST_P(BreadthTest, AllToAllSingle) {
 
 TEST_P(BreadthTest, AllGatherList) {
   // Shapes differ per rank ([r % 3, 2]; some empty), and a 0-d tensor.
-  auto input = [](DType dt, int r, bool scalar) {
-    return scalar ? Sample(dt, {}, Seed(r, 3))
-                  : Sample(dt, {r % 3, 2}, Seed(r, 4));
+  struct Case {
+    DType dtype;
+    bool scalar;
   };
-  using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (DType dt : kAllDTypes) {
-      for (bool scalar : {false, true}) {
-        results.push_back(AllGather(World(w), input(dt, r, scalar)));
-      }
-    }
-    return results;
-  });
-  for (int r = 0; r < n_; ++r) {
-    size_t k = 0;
-    for (DType dt : kAllDTypes) {
-      for (bool scalar : {false, true}) {
-        EXPECT_TRUE(Gathered(out[r][k++], n_, [&](int i) {
-          return input(dt, i, scalar);
-        })) << Where(dt, r);
-      }
-    }
+  std::vector<Case> cases;
+  for (DType dt : kAllDTypes) {
+    for (bool scalar : {false, true}) cases.push_back({dt, scalar});
   }
+  ExpectAllGather<Case>(
+      cases,
+      [](const Case& c, int r) {
+        return c.scalar ? Sample(c.dtype, {}, Seed(r, 3))
+                        : Sample(c.dtype, {r % 3, 2}, Seed(r, 4));
+      },
+      [](const Case& c) {
+        return absl::StrCat(DTypeName(c.dtype), c.scalar ? " 0-d" : "");
+      });
 }
 
 TEST_P(BreadthTest, AllGatherAlongAxis) {
@@ -272,30 +263,13 @@ TEST_P(BreadthTest, AllReduceEveryOp) {
       }
     }
   }
-  auto input = [](const Case& c, int r) {
-    return Sample(c.dtype, c.shape, Seed(r, 9));
-  };
-  using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (const Case& c : cases)
-      results.push_back(AllReduce(World(w), input(c, r), c.op));
-    return results;
-  });
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    const Tensor want =
-        AllReduced(c.op, n_, [&](int i) { return input(c, i); });
-    for (int r = 0; r < n_; ++r) {
-      ASSERT_OK(out[r][k]);
-      EXPECT_TRUE(SameTensor(*out[r][k], want))
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op) << " shape "
-          << ShapeString(c.shape);
-      // The same bits on every rank.
-      EXPECT_EQ(out[r][k]->bytes(), out[0][k]->bytes())
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
-    }
-  }
+  ExpectAllReduce<Case>(
+      cases,
+      [](const Case& c, int r) { return Sample(c.dtype, c.shape, Seed(r, 9)); },
+      [](const Case& c) {
+        return absl::StrCat(DTypeName(c.dtype), " op ", ReduceOpName(c.op),
+                            " shape ", ShapeString(c.shape));
+      });
 }
 
 TEST_P(BreadthTest, ReduceScatterList) {

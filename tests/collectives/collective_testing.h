@@ -358,6 +358,59 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
     }
   }
 
+  // AllReduce of every case on every rank r at once (c.op of input(c, r)):
+  // each rank must get the reduction of every rank's input (AllReduced),
+  // with the same bits as rank 0. `name(c)` says which case failed.
+  template <typename Case>
+  void ExpectAllReduce(const std::vector<Case>& cases,
+                       const std::function<Tensor(const Case&, int)>& input,
+                       const std::function<std::string(const Case&)>& name) {
+    using Results = std::vector<absl::StatusOr<Tensor>>;
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
+      Results results;
+      for (const Case& c : cases) {
+        results.push_back(AllReduce(World(w), input(c, r), c.op));
+      }
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      const Tensor want =
+          AllReduced(c.op, n_, [&](int i) { return input(c, i); });
+      for (int r = 0; r < n_; ++r) {
+        ASSERT_TRUE(out[r][k].ok())
+            << name(c) << " on rank " << r << ": " << out[r][k].status();
+        EXPECT_TRUE(SameTensor(*out[r][k], want))
+            << name(c) << " on rank " << r;
+        EXPECT_EQ(out[r][k]->bytes(), out[0][k]->bytes())
+            << name(c) << " on rank " << r << ": not rank 0's bits";
+      }
+    }
+  }
+
+  // AllGather (list form) of every case on every rank r at once
+  // (input(c, r)): each rank must get every rank's input (Gathered).
+  template <typename Case>
+  void ExpectAllGather(const std::vector<Case>& cases,
+                       const std::function<Tensor(const Case&, int)>& input,
+                       const std::function<std::string(const Case&)>& name) {
+    using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
+      Results results;
+      for (const Case& c : cases) {
+        results.push_back(AllGather(World(w), input(c, r)));
+      }
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      for (int r = 0; r < n_; ++r) {
+        EXPECT_TRUE(
+            Gathered(out[r][k], n_, [&](int i) { return input(cases[k], i); }))
+            << name(cases[k]) << " on rank " << r;
+      }
+    }
+  }
+
   int n_ = 0;
   LocalJob* job_ = nullptr;
 
