@@ -3,9 +3,12 @@
 // directory, keeps a membership poll (its liveness, and news of dead
 // workers), and calls any worker.
 //
-//   ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect({.master =
-//   "h:29500"})); absl::StatusOr<Value> r = client->RpcSync("worker1", "add",
-//   {1, 2});
+//   absl::StatusOr<std::unique_ptr<RpcClient>> client =
+//       RpcClient::Connect({.master = "10.0.0.1:29500"});
+//   absl::StatusOr<Value> r = (*client)->RpcSync("worker1", "add", {1, 2});
+//
+// Internal (it includes gRPC): programs use ferry::Client
+// (tools/runtime/client.h, through ferry.h), which wraps it.
 #ifndef FERRY_RPC_CLIENT_H_
 #define FERRY_RPC_CLIENT_H_
 
@@ -16,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/auth/security.h"
 #include "rpc/base/timers.h"
@@ -102,8 +107,14 @@ class RpcClient {
   explicit RpcClient(RpcClientOptions options);
   absl::StatusOr<std::unique_ptr<MembershipBackend>> MakeBackend();
   absl::Duration Resolve(const CallOptions& options) const;
-  std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
-                                               absl::Status* error);
+  // One unary Worker call to `worker` (by name or rank), bounded by
+  // `timeout`: `call` makes it on the worker's stub. Errors: the worker
+  // unknown or down, or the call's, named `what` (CallError).
+  absl::Status CallWorker(const std::string& worker, const char* what,
+                          absl::Duration timeout,
+                          absl::FunctionRef<grpc::Status(proto::Worker::Stub&,
+                                                         grpc::ClientContext*)>
+                              call);
 
   const RpcClientOptions options_;
   std::shared_ptr<const Security> security_;

@@ -176,35 +176,26 @@ TEST_P(RingTest, AllGatherMixedSizes) {
         return 2500;
     }
   };
-  using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto input = [&](DType dt, int r, bool all_large) {
-    return Sample(dt, {rows(r, all_large), 2}, Seed(r, 2));
-  };
   const std::vector<DType> dtypes = {DType::kBool, DType::kInt32,
                                      DType::kFloat32, DType::kBFloat16,
                                      DType::kComplex128};
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (DType dt : dtypes) {
-      for (bool all_large : {false, true})
-        results.push_back(AllGather(World(w), input(dt, r, all_large)));
-    }
-    return results;
-  });
-  for (int r = 0; r < n_; ++r) {
-    size_t k = 0;
-    for (DType dt : dtypes) {
-      for (bool all_large : {false, true}) {
-        const auto& got = out[r][k++];
-        ASSERT_OK(got);
-        ASSERT_EQ(got->size(), static_cast<size_t>(n_));
-        for (int i = 0; i < n_; ++i) {
-          EXPECT_TRUE(SameTensor((*got)[i], input(dt, i, all_large)))
-              << Where(dt, r) << " from rank " << i;
-        }
-      }
-    }
+  struct Case {
+    DType dtype;
+    bool all_large;
+  };
+  std::vector<Case> cases;
+  for (DType dt : dtypes) {
+    for (bool all_large : {false, true}) cases.push_back({dt, all_large});
   }
+  ExpectAllGather<Case>(
+      cases,
+      [&](const Case& c, int r) {
+        return Sample(c.dtype, {rows(r, c.all_large), 2}, Seed(r, 2));
+      },
+      [](const Case& c) {
+        return absl::StrCat(DTypeName(c.dtype),
+                            c.all_large ? " all large" : "");
+      });
 }
 
 TEST_P(RingTest, AllGatherAlongAxisLarge) {
