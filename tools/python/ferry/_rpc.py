@@ -251,11 +251,18 @@ def init(rank: int | None = None, world_size: int | None = None,
             _write_atomically(address_file, address)
         if _on_listen is not None:
             _on_listen(address)  # ferry.distributed: through torch's store.
-        worker.start()
-        _pending.clear()
+        # Set before start() returns: calls are served from the moment the
+        # job formed, and a function they run may use ferry at once
+        # (torch RPC's functions call get_worker_info()).
         _worker = worker
         _default_timeout = float(timeout)
-        return WorkerInfo(_worker.name, _worker.rank)
+        try:
+            worker.start()
+        except BaseException:
+            _worker = None
+            raise
+        _pending.clear()
+        return WorkerInfo(worker.name, worker.rank)
 
 
 _PYTHON_STACKS = "ferry.python_stacks"
