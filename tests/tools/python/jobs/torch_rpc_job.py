@@ -78,6 +78,20 @@ def make_counter(start):
     return Counter(start)
 
 
+def call_method(method, rref, *args, **kwargs):
+    """torch programs' helper: a method (passed by reference) of the
+    object an RRef owned here refers to."""
+    return method(rref.local_value(), *args, **kwargs)
+
+
+def objects_kept():
+    """How many objects this worker keeps for RRefs (after a collection:
+    a dropped value may still wait in a reference cycle)."""
+    import gc
+    gc.collect()
+    return rpc._objects.live()
+
+
 class Other:
     pass
 
@@ -159,6 +173,15 @@ def api():
     expect(PermissionError, "public methods only",
            counter.rpc_sync().__getattr__("__init__"), 5)
     assert rpc.rpc_sync("worker1", Counter.static_twice, args=(4,)) == 8
+    assert rpc.rpc_sync("worker1", call_method,
+                        args=(Counter.increment, made), kwargs={"by": 2}) == 3
+    kept = rpc.rpc_sync("worker1", objects_kept)
+    assert kept >= 2, kept
+    del counter, made, again
+    deadline = time.monotonic() + 30
+    while rpc.rpc_sync("worker1", objects_kept) > kept - 2:
+        assert time.monotonic() < deadline, "objects not freed"
+        time.sleep(0.05)
     ok("objects stay on their owner; proxies call their methods")
     local = rpc.RRef(Counter(3))
     assert local.is_owner() and local.local_value().value() == 3
@@ -221,7 +244,15 @@ def hostile():
            args=(Other(),))
     # Bytes are bytes: the callee never unpickles them.
     assert rpc.rpc_sync("worker1", add_kw, args=(evil, b"")) == evil + b""
-    ok("objects refused as arguments; bytes stay bytes")
+    # A function as an argument travels by reference, and the callee
+    # resolves it under its own rules.
+    expect(PermissionError, "posix:system is not allowed here", rpc.rpc_sync,
+           "worker1", call_method, args=(os.system, None))
+    expect(PermissionError, "os:system is not allowed here", rpc.rpc_sync,
+           "worker1", add_kw, args=({"ferry.rpc.function": "os:system"},
+                                    MARK))
+    ok("objects refused as arguments; bytes stay bytes; functions as "
+       "arguments resolved by the callee's rules")
     # A method of an object whose class the callee does not allow.
     odd = rpc.remote("worker1", make_thread)
     expect(PermissionError, "not defined in this worker's __main__",

@@ -25,7 +25,7 @@ What differs, by design:
   qualified name; the callee runs it only if it is allowed there
   (``_refs``' docstring: registered with ferry, defined in the callee's
   ``__main__``, in a module it allows with ``allow_module``, or one of
-  ``TORCH_BUILTINS``). Anything else is refused, before anything runs, with
+  ``TORCH_BUILTINS`` and ``PYTHON_BUILTINS``). Anything else is refused, before anything runs, with
   ``PermissionError`` naming the function and how to allow it. A lambda or
   a function defined inside another is refused on the caller.
 - **Arguments and results are ferry values**: None, bool, int, float,
@@ -42,21 +42,22 @@ What differs, by design:
 """
 
 from ._api import (RRef, WorkerInfo, _get_rpc_timeout, _set_rpc_timeout,
-                   get_rpc_timeout, get_worker_info, init_rpc, is_available,
-                   remote, rpc_async, rpc_sync, shutdown)
+                   _wait_all, get_rpc_timeout, get_worker_info, init_rpc,
+                   is_available, remote, rpc_async, rpc_sync, shutdown)
 from ._options import (BackendType, RpcBackendOptions,
                        TensorPipeRpcBackendOptions)
-from ._refs import TORCH_BUILTINS, allow_module, allowed_modules
+from ._refs import (PYTHON_BUILTINS, TORCH_BUILTINS, allow_module,
+                    allowed_modules)
 from . import constants, functions
 from .constants import (DEFAULT_RPC_TIMEOUT_SEC, DEFAULT_SHUTDOWN_TIMEOUT,
                         UNSET_RPC_TIMEOUT)
 
 __all__ = [
     "BackendType", "DEFAULT_RPC_TIMEOUT_SEC", "DEFAULT_SHUTDOWN_TIMEOUT",
-    "RRef", "RpcBackendOptions", "TORCH_BUILTINS",
+    "PYTHON_BUILTINS", "RRef", "RpcBackendOptions", "TORCH_BUILTINS",
     "TensorPipeRpcBackendOptions", "UNSET_RPC_TIMEOUT", "WorkerInfo",
     "allow_module", "allowed_modules", "constants", "functions",
     "get_rpc_timeout", "get_worker_info", "init_rpc", "is_available",
     "remote", "rpc_async", "rpc_sync", "shutdown", "_get_rpc_timeout",
-    "_set_rpc_timeout",
+    "_set_rpc_timeout", "_wait_all",
 ]

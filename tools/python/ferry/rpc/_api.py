@@ -4,11 +4,14 @@ has the contract)."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import enum
 import math
 import os
+import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from .. import _errors as _ferry_errors
 from .. import _ferry
@@ -28,10 +31,82 @@ if TYPE_CHECKING:
 __all__ = [
     "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote",
     "get_worker_info", "RRef", "WorkerInfo", "is_available",
-    "get_rpc_timeout", "_set_rpc_timeout", "_get_rpc_timeout",
+    "get_rpc_timeout", "_set_rpc_timeout", "_get_rpc_timeout", "_wait_all",
 ]
 
-WorkerInfo = _core.WorkerInfo
+_NAME = re.compile(r"[A-Za-z0-9_:-]+")
+
+
+def _check_name(name: str) -> None:
+    """torch's rule for worker names."""
+    if not name:
+        raise ValueError("a worker name must be non-empty")
+    if len(name) >= 128:
+        raise ValueError(f"worker name {name[:32]!r}...: names must be "
+                         "shorter than 128 characters")
+    if not _NAME.fullmatch(name):
+        raise ValueError(f"worker name {name!r}: Worker name must match "
+                         "^[A-Za-z0-9-_:]*$")
+
+
+class WorkerInfo(_core.WorkerInfo):
+    """torch's WorkerInfo: a worker's ``name`` and ``id`` (its rank). Names
+    are torch's: letters, digits, "-", "_" and ":", shorter than 128
+    characters (ValueError otherwise, also a RuntimeError as torch's)."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, id: int) -> WorkerInfo:  # noqa: A002
+        try:
+            _check_name(name)
+        except ValueError as e:
+            raise _errors.translate(
+                _ferry_errors.InvalidArgumentError(str(e))) from None
+        return super().__new__(cls, name, id)
+
+
+def _not_initialized() -> RuntimeError:
+    return RuntimeError("RPC has not been initialized. Call "
+                        "ferry.rpc.init_rpc first.")
+
+
+def _worker() -> _ferry.Worker:
+    """This process's worker; RuntimeError (torch's) before init_rpc."""
+    if not _core.is_initialized():
+        raise _not_initialized()
+    return _core._current()
+
+
+# Futures rpc_async made in a _wait_all() block, per thread.
+_thread_local = threading.local()
+
+
+def _collect(fut: Any) -> None:
+    """Hands ``fut`` to the _wait_all() block this thread is in: ours, or
+    torch's own (torch.distributed.rpc.api._wait_all, which a program
+    ported with one import changed may still use)."""
+    for local in (_thread_local, getattr(
+            sys.modules.get("torch.distributed.rpc.api"),
+            "_thread_local_var", None)):
+        pending = getattr(local, "future_list", None)
+        if pending is not None:
+            pending.append(fut)
+            return
+
+
+@contextlib.contextmanager
+def _wait_all() -> Iterator[None]:
+    """Waits, on leaving the block, for every future ``rpc_async`` returned
+    in it on this thread (torch's private helper of the same name)."""
+    _thread_local.future_list = []
+    try:
+        yield
+    finally:
+        try:
+            for fut in _thread_local.future_list:
+                fut.wait()
+        finally:
+            del _thread_local.future_list
 
 # ferry.rpc's functions on every worker: a call of a callable by reference
 # ("ferry.rpc.call"), the same keeping the result as an RRef's value
@@ -105,12 +180,24 @@ def _new_future() -> Any:
 
 # ---- init and shutdown ----
 
-def _check_backend(backend: Any) -> None:
-    name = getattr(backend, "name", backend)
-    if backend is None or name in ("TENSORPIPE", "FERRY"):
+def _check_backend(backend: Any, options: Any) -> None:
+    """torch's checks of init_rpc's arguments (TypeError)."""
+    if backend is not None and not isinstance(backend, enum.Enum):
+        raise TypeError(f"backend {backend!r}: Argument backend must be a "
+                        "member of BackendType")
+    if backend is not None and backend.name not in ("TENSORPIPE", "FERRY"):
+        raise ValueError(f"backend {backend!r}: ferry.rpc runs torch's "
+                         "TensorPipe backend's programs "
+                         "(BackendType.TENSORPIPE)")
+    if options is None:
         return
-    raise ValueError(f"backend {backend!r}: ferry.rpc runs torch's "
-                     "TensorPipe backend's programs (BackendType.TENSORPIPE)")
+    if not (hasattr(options, "rpc_timeout")
+            and hasattr(options, "init_method")):
+        raise TypeError(f"{options!r}: Argument rpc_backend_options must be "
+                        "an instance of RpcBackendOptions")
+    if backend is None and not hasattr(options, "num_worker_threads"):
+        raise TypeError(f"Could not infer backend for options {options!r}: "
+                        "pass TensorPipeRpcBackendOptions")
 
 
 def _env_int(name: str) -> int:
@@ -173,7 +260,11 @@ def init_rpc(name: str, backend: Any = None, rank: int = -1,
     ``init_method`` says where rank 0 is: "env://" (``MASTER_ADDR``,
     ``MASTER_PORT``), "tcp://HOST:PORT" or "file://PATH"."""
     global _rpc_timeout, _store
-    _check_backend(backend)
+    if _core.is_initialized():
+        raise RuntimeError("RPC is already initialized (ferry.rpc: this "
+                           f"process is {_core.worker_name()})")
+    _check_backend(backend, rpc_backend_options)
+    _check_name(name)
     options = rpc_backend_options or TensorPipeRpcBackendOptions()
     for devices in ("device_maps", "devices"):
         if getattr(options, devices, None):  # torch's own options object
@@ -224,7 +315,7 @@ def shutdown(graceful: bool = True,
     fails the wait). Otherwise stops this worker at once."""
     global _store
     if not _core.is_initialized():
-        raise RuntimeError("ferry.rpc is not initialized: call init_rpc")
+        raise _not_initialized()
     try:
         _core.shutdown(graceful, math.inf if timeout <= 0 else timeout)
     except _ferry_errors.Error as e:
@@ -236,15 +327,20 @@ def shutdown(graceful: bool = True,
 def get_worker_info(worker_name: str | None = None) -> WorkerInfo:
     """``WorkerInfo(name, id)`` of ``worker_name`` (default: this
     worker); id is its rank."""
+    _worker()
     try:
-        return _core.get_worker_info(worker_name)
+        info = _core.get_worker_info(worker_name)
     except _ferry_errors.Error as e:
         _raise(e)
+    return WorkerInfo(info.name, info.id)
 
 
 # ---- Calls ----
 
 def _target(to: To) -> str:
+    if isinstance(to, float):
+        raise ValueError(f"to: {to} is not a rank (an int), a worker's name "
+                         "or a WorkerInfo")
     return _core._target(to)
 
 
@@ -261,18 +357,24 @@ def _callee(func: Any) -> tuple[str, str | None]:
 
 
 def _arguments(ref: str | None, args: Args) -> tuple[Any, ...]:
+    """The call's arguments: ``ref`` first for ferry.rpc's dispatcher,
+    which also takes functions among them by reference."""
     if args is None:
         args = ()
     elif not isinstance(args, (tuple, list)):
         raise TypeError(f"args: expected a tuple, got {type(args).__name__}")
-    return tuple(args) if ref is None else (ref, *args)
+    if ref is None:
+        return tuple(args)
+    return (ref, *_refs.encode_callables(tuple(args)))
 
 
-def _kwargs(kwargs: Any) -> dict[str, Any] | None:
+def _kwargs(kwargs: Any, ref: str | None) -> dict[str, Any] | None:
     if kwargs is not None and not isinstance(kwargs, dict):
         raise TypeError(f"kwargs: expected a dict, got "
                         f"{type(kwargs).__name__}")
-    return kwargs or None
+    if ref is None:
+        return kwargs or None
+    return _refs.encode_callable_kwargs(kwargs) or None
 
 
 def rpc_sync(to: To, func: Callable[..., Any] | str, args: Args = None,
@@ -283,8 +385,8 @@ def rpc_sync(to: To, func: Callable[..., Any] | str, args: Args = None,
     docstring says what a callee runs)."""
     fn, ref = _callee(func)
     try:
-        return _core._current().rpc_sync(
-            _target(to), fn, _arguments(ref, args), _kwargs(kwargs),
+        return _worker().rpc_sync(
+            _target(to), fn, _arguments(ref, args), _kwargs(kwargs, ref),
             _timeout(timeout))
     except _ferry_errors.Error as e:
         _raise(e, ref, 0 if ref is None else 1)
@@ -299,11 +401,12 @@ def rpc_async(to: To, func: Callable[..., Any] | str, args: Args = None,
     fn, ref = _callee(func)
     fut = _new_future()
     try:
-        _core._current().rpc_async(
-            _target(to), fn, _arguments(ref, args), _kwargs(kwargs),
+        _worker().rpc_async(
+            _target(to), fn, _arguments(ref, args), _kwargs(kwargs, ref),
             _timeout(timeout), _settler(fut, ref))
     except _ferry_errors.Error as e:
         _raise(e, ref, 0 if ref is None else 1)
+    _collect(fut)
     return fut
 
 
@@ -318,8 +421,8 @@ def remote(to: To, func: Callable[..., Any] | str, args: Args = None,
     if ref is not None:
         fn = _REMOTE_CALL
     try:
-        handle = _core._current().remote(
-            _target(to), fn, _arguments(ref, args), _kwargs(kwargs),
+        handle = _worker().remote(
+            _target(to), fn, _arguments(ref, args), _kwargs(kwargs, ref),
             _timeout(timeout))
     except _ferry_errors.Error as e:
         _raise(e, ref, 0 if ref is None else 1)
@@ -335,6 +438,11 @@ def _returned(fn: Callable[..., Any], result: Any) -> Any:
         return result
     if isinstance(result, concurrent.futures.Future):
         return result
+    if not callable(getattr(result, "add_done_callback", None)):
+        raise RuntimeError(
+            "Functions decorated with @rpc.async_function must return a "
+            "torch.futures.Future object, but got "
+            f"{type(result)}")
     out = _future._new()
 
     def done(f: Any) -> None:
@@ -363,9 +471,24 @@ def _kept(result: Any) -> Any:
     return result if _objects.is_value(result) else _objects.box(result)
 
 
+def _logged(what: str, error: BaseException) -> None:
+    """Writes a function's exception to this worker's stderr, as torch's
+    agent does, before the caller gets it."""
+    import traceback
+    text = "".join(traceback.format_exception(error))
+    sys.stderr.write(f"ferry.rpc: on {_core.worker_name()}: {what} raised "
+                     f"{type(error).__name__}: {error}\n{text}")
+
+
 def _call(ref: str, /, *args: Any, **kwargs: Any) -> Any:
     fn = _refs.resolve(ref)
-    return _returned(fn, fn(*args, **kwargs))
+    args, kwargs = _refs.decode_callables(args, kwargs)
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as e:
+        _logged(ref, e)
+        raise
+    return _returned(fn, result)
 
 
 def _remote_call(ref: str, /, *args: Any, **kwargs: Any) -> Any:
@@ -395,7 +518,13 @@ def _bound_method(rref: _core.RRef, name: str) -> Callable[..., Any]:
 def _method(rref: _core.RRef, name: str, /, *args: Any,
             **kwargs: Any) -> Any:
     method = _bound_method(rref, name)
-    return _returned(method, method(*args, **kwargs))
+    args, kwargs = _refs.decode_callables(args, kwargs)
+    try:
+        result = method(*args, **kwargs)
+    except Exception as e:
+        _logged(f"{getattr(method, '__qualname__', name)}", e)
+        raise
+    return _returned(method, result)
 
 
 def _remote_method(rref: _core.RRef, name: str, /, *args: Any,
@@ -419,9 +548,11 @@ class _RRefProxy:
         def call(*args: Any, **kwargs: Any) -> Any:
             owner = rref.owner_name()
             shown = f"{rref._shown or 'RRef'}.{name}"
+            args = _refs.encode_callables(args)
+            kwargs = _refs.encode_callable_kwargs(kwargs) or {}
             if kind == "sync":
                 try:
-                    return _core._current().rpc_sync(
+                    return _worker().rpc_sync(
                         owner, _METHOD, (rref, name, *args), kwargs or None,
                         _timeout(timeout))
                 except _ferry_errors.Error as e:
@@ -429,14 +560,14 @@ class _RRefProxy:
             if kind == "async":
                 fut = _new_future()
                 try:
-                    _core._current().rpc_async(
+                    _worker().rpc_async(
                         owner, _METHOD, (rref, name, *args), kwargs or None,
                         _timeout(timeout), _settler(fut, shown))
                 except _ferry_errors.Error as e:
                     _raise(e, shown, 2)
                 return fut
             try:
-                handle = _core._current().remote(
+                handle = _worker().remote(
                     owner, _REMOTE_METHOD, (rref, name, *args),
                     kwargs or None, _timeout(timeout))
             except _ferry_errors.Error as e:
@@ -475,9 +606,14 @@ class RRef(_core.RRef):
         r._shown = shown
         return r
 
+    def __class_getitem__(cls, item: Any) -> Any:
+        """``RRef[T]`` in annotations, as torch's RRef allows."""
+        return cls
+
     def to_here(self, timeout: float | None = UNSET_RPC_TIMEOUT) -> Any:
         """A copy of the value, fetched from the owner (within ``timeout``
         seconds; 0: none; -1: the default)."""
+        _worker()
         try:
             value = self._handle.to_here(_timeout(timeout))
         except _ferry_errors.Error as e:
@@ -491,6 +627,10 @@ class RRef(_core.RRef):
                 "never pickles objects); call its methods with "
                 "rref.rpc_sync().method(...), or return values from them")
         return value
+
+    def owner(self) -> WorkerInfo:
+        """The owner's ``WorkerInfo``."""
+        return WorkerInfo(self._handle.owner_name, self._handle.owner_rank)
 
     def local_value(self) -> Any:
         """The value or object itself, on the owner only."""
@@ -522,4 +662,8 @@ class RRef(_core.RRef):
     def __repr__(self) -> str:
         return (f"RRef({self._handle.id} owned by "
                 f"{self._handle.owner_name})")
+
+    def __reduce__(self) -> NoReturn:
+        raise RuntimeError("Can not pickle rref in python pickler: ferry.rpc "
+                           "passes RRefs as call arguments")
 

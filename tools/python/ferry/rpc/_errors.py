@@ -6,10 +6,12 @@ ferry.rpc raises, for a ``ferry.Error`` ``e``:
 
 - an exception the remote function raised, named a Python builtin
   (``ValueError: ...``): a class that is that builtin *and* ``type(e)``;
-- anything else: a class that is ``RuntimeError`` *and* ``type(e)`` --
-  ``DeadlineExceededError`` (a timeout), ``UnavailableError`` (a worker
-  died or stopped), ``PermissionDeniedError`` (a function the callee does
-  not allow; also ``PermissionError``) keep their codes.
+- anything else (or a builtin ``type(e)`` already is): a class that is
+  ``RuntimeError`` *and* ``type(e)`` -- ``DeadlineExceededError`` (a
+  timeout), ``UnavailableError`` (a worker died or stopped),
+  ``PermissionDeniedError`` (a function the callee does not allow; also
+  ``PermissionError``), ``InvalidArgumentError`` (a ``ValueError`` raised
+  there; also ``ValueError``) keep their codes.
 
 The message is ferry's, with the function's name where ferry.rpc's own
 dispatcher stood ("worker1: __main__:f: ValueError: bad").
@@ -89,10 +91,8 @@ def translate(error: _errors.Error, shown: str | None = None,
     else:
         remote = _REMOTE.match(message)
         named = _builtin(remote.group(1)) if remote is not None else None
-        if named is not None:
+        if named is not None and not isinstance(error, named):
             python = named
-        elif isinstance(error, PermissionError):
-            python = PermissionError
     cls = _combine(python, type(error))
     try:
         return cls(message, error.code)

@@ -15,7 +15,11 @@ object of that name and runs it only if it is allowed there:
 3. the same in a module the callee allowed (``allow_module(mod)``, or
    ``allow=[...]`` in the backend options);
 4. a fixed allowlist of pure torch tensor builtins (``TORCH_BUILTINS``),
-   run in the callee's torch.
+   run in the callee's torch, and of pure Python builtins
+   (``PYTHON_BUILTINS``: min, max, sum, ...).
+
+A function or class passed as an argument (at the top level of ``args``
+or ``kwargs``) travels the same way and is resolved under the same rules.
 
 Nested names walk classes only (``Class.method``); names with ``<locals>``
 or ``<lambda>`` (code that exists only in the caller's memory) and dunder
@@ -25,14 +29,17 @@ naming the function and how to allow it.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import sys
 import threading
 import types
 from typing import Any, Callable
 
-__all__ = ["TORCH_BUILTINS", "allow_module", "allowed_modules",
-           "reference", "resolve", "class_allowed"]
+__all__ = ["FUNCTION_KEY", "PYTHON_BUILTINS", "TORCH_BUILTINS",
+           "allow_module", "allowed_modules", "class_allowed",
+           "decode_callables", "encode_callable_kwargs", "encode_callables",
+           "reference", "resolve"]
 
 # Pure tensor functions of torch: they compute tensors from tensors and
 # numbers, and touch no file, process, module or interpreter state. (Not
@@ -55,6 +62,10 @@ squeeze stack std sub subtract sum t take tanh tensor tensordot tile
 topk transpose tril triu true_divide trunc unbind unique unsqueeze var
 vstack where zeros zeros_like
 """.split())
+
+# Pure functions of Python's builtins (torch's tests call min and max by
+# reference): they compute from their arguments, which are values.
+PYTHON_BUILTINS = frozenset("abs all any len max min sorted sum".split())
 
 _lock = threading.Lock()
 # Module names whose own functions and classes callers may run here.
@@ -131,6 +142,15 @@ def reference(func: Any) -> str:
 
 
 def _compute_reference(func: Any) -> str:
+    name = getattr(func, "__name__", None)
+    if name in PYTHON_BUILTINS and getattr(builtins, name) is func:
+        return f"builtins:{name}"
+    # torch's async_execution around a TorchScript function: the module's
+    # name is the wrapper's, which the callee finds by the wrapped name.
+    wrapped = getattr(func, "_wrapped_async_rpc_function", None)
+    if wrapped is not None and wrapped is not func and "<" in getattr(
+            func, "__qualname__", ""):
+        return reference(wrapped)
     torch = _torch()
     if torch is not None:
         name = getattr(func, "__name__", None)
@@ -185,6 +205,12 @@ def _defined_as(obj: Any, module: str, qualname: str) -> bool:
 
 
 def _allowed_object(obj: Any, module: str, qualname: str) -> bool:
+    wrapped = getattr(obj, "_wrapped_async_rpc_function", None)
+    if (isinstance(obj, types.FunctionType) and wrapped is not None
+            and wrapped is not obj and "<" in obj.__qualname__):
+        # async_execution around a TorchScript function, which gave the
+        # wrapper no name of its own.
+        return _allowed_object(wrapped, module, qualname)
     if isinstance(obj, (types.FunctionType, type)):
         return _defined_as(obj, module, qualname)
     if isinstance(obj, types.MethodType):
@@ -209,6 +235,8 @@ def _find(ref: str) -> Any:
         torch = _torch()
         if qualname in TORCH_BUILTINS and torch is not None:
             return getattr(torch, qualname)
+    if module == "builtins" and qualname in PYTHON_BUILTINS:
+        return getattr(builtins, qualname)
     with _lock:
         allowed = module == "__main__" or module in _allowed
     if not allowed:
@@ -248,6 +276,64 @@ def resolve(ref: str) -> Callable[..., Any]:
     return fn
 
 
+# A callable passed as an argument (torch programs pass methods to a
+# helper that calls them on the owner: _call_method(method, rref, ...)):
+# it travels as {FUNCTION_KEY: reference}, resolved by the callee under the
+# rules above.
+FUNCTION_KEY = "ferry.rpc.function"
+
+
+def _is_function(x: Any) -> bool:
+    if isinstance(x, (types.FunctionType, types.BuiltinFunctionType,
+                      types.MethodType, type)):
+        return True
+    script = _script_function_type()
+    return script is not None and isinstance(x, script)
+
+
+def encode_callables(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``items`` (a call's arguments) with each function or class among
+    them -- at the top level -- as its reference (PermissionError for one
+    that has none: a lambda, a local function)."""
+    out: list[Any] | None = None
+    for i, item in enumerate(items):
+        if _is_function(item):
+            if out is None:
+                out = list(items)
+            out[i] = {FUNCTION_KEY: reference(item)}
+    return items if out is None else tuple(out)
+
+
+def encode_callable_kwargs(kwargs: dict[str, Any] | None
+                           ) -> dict[str, Any] | None:
+    """The same for keyword arguments' values."""
+    if not kwargs or not any(_is_function(v) for v in kwargs.values()):
+        return kwargs
+    return {k: {FUNCTION_KEY: reference(v)} if _is_function(v) else v
+            for k, v in kwargs.items()}
+
+
+def _decoded(item: Any) -> Any:
+    if type(item) is dict and len(item) == 1 and FUNCTION_KEY in item:
+        ref = item[FUNCTION_KEY]
+        if not isinstance(ref, str):
+            raise _permission(repr(ref), "not a reference MODULE:QUALNAME")
+        return resolve(ref)
+    return item
+
+
+def decode_callables(args: tuple[Any, ...], kwargs: dict[str, Any]
+                     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The callee's side: each reference in ``args`` and ``kwargs`` (top
+    level) as the callable it names, if allowed here (PermissionError
+    otherwise, before anything runs)."""
+    if any(type(a) is dict for a in args):
+        args = tuple(_decoded(a) for a in args)
+    if kwargs and any(type(v) is dict for v in kwargs.values()):
+        kwargs = {k: _decoded(v) for k, v in kwargs.items()}
+    return args, kwargs
+
+
 def class_allowed(cls: type) -> bool:
     """Whether methods of ``cls``'s objects may be called here: the class
     is defined in ``__main__`` or an allowed module, and is the class of
@@ -256,6 +342,11 @@ def class_allowed(cls: type) -> bool:
     qualname = getattr(cls, "__qualname__", None)
     if not isinstance(module, str) or not isinstance(qualname, str):
         return False
+    torch = _torch()
+    if torch is not None and issubclass(cls, torch.Tensor):
+        # Tensors' methods compute tensors; their arguments are values, so
+        # none takes code (hooks, apply_) from the caller.
+        return True
     try:
         return resolve(f"{module}:{qualname}") is cls
     except PermissionError:
