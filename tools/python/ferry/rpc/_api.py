@@ -356,6 +356,20 @@ def _callee(func: Any) -> tuple[str, str | None]:
     return _CALL, _refs.reference(func)
 
 
+def _check_script_call(func: Any, args: Args) -> None:
+    """A TorchScript function's arity, checked on the caller as torch does
+    (so remote() raises at once, as torch's)."""
+    script = _refs._script_function_type()
+    if script is None or not isinstance(func, script) or args is None:
+        return
+    schema = func.schema
+    if len(args) > len(schema.arguments):
+        raise RuntimeError(
+            f"{func.name}() expected at most {len(schema.arguments)} "
+            f"argument(s) but received {len(args)} argument(s). "
+            f"Declaration: {schema}")
+
+
 def _arguments(ref: str | None, args: Args) -> tuple[Any, ...]:
     """The call's arguments: ``ref`` first for ferry.rpc's dispatcher,
     which also takes functions among them by reference."""
@@ -384,6 +398,7 @@ def rpc_sync(to: To, func: Callable[..., Any] | str, args: Args = None,
     WorkerInfo); its result. ``func`` travels by name (the package's
     docstring says what a callee runs)."""
     fn, ref = _callee(func)
+    _check_script_call(func, args)
     try:
         return _worker().rpc_sync(
             _target(to), fn, _arguments(ref, args), _kwargs(kwargs, ref),
@@ -399,6 +414,7 @@ def rpc_async(to: To, func: Callable[..., Any] | str, args: Args = None,
     ``torch.futures.Future`` when torch is imported, else a
     ``ferry.Future``)."""
     fn, ref = _callee(func)
+    _check_script_call(func, args)
     fut = _new_future()
     try:
         _worker().rpc_async(
@@ -418,6 +434,7 @@ def remote(to: To, func: Callable[..., Any] | str, args: Args = None,
     to it at once. The creation's errors (its timeout too) surface on the
     RRef's use."""
     fn, ref = _callee(func)
+    _check_script_call(func, args)
     if ref is not None:
         fn = _REMOTE_CALL
     try:
@@ -439,6 +456,12 @@ def _returned(fn: Callable[..., Any], result: Any) -> Any:
     if isinstance(result, concurrent.futures.Future):
         return result
     if not callable(getattr(result, "add_done_callback", None)):
+        script = _refs._script_function_type()
+        if script is not None and isinstance(
+                getattr(fn, "_wrapped_async_rpc_function"), script):
+            raise RuntimeError(  # TorchScript's words, as torch's.
+                "Async functions must return an IValue of Future type, but "
+                f"got {type(result).__name__}")
         raise RuntimeError(
             "Functions decorated with @rpc.async_function must return a "
             "torch.futures.Future object, but got "
