@@ -728,17 +728,18 @@ Future<Value> RpcAgent::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation,
-                       options.trace);
+                       options.create_rref, options.cancellation, options.trace,
+                       std::move(options.kwargs));
 }
 
 absl::StatusOr<Value> RpcAgent::RpcSync(const std::string& to,
                                         const std::string& fn,
                                         std::vector<Value> args,
                                         CallOptions options) {
-  Future<Value> call = RpcAsync(to, fn, std::move(args), options);
+  const absl::Duration timeout = Resolve(options);
+  Future<Value> call = RpcAsync(to, fn, std::move(args), std::move(options));
   WaitNote note(absl::StrCat("call ", fn, " on ", to));
-  return AwaitCall(call, Resolve(options));
+  return AwaitCall(call, timeout);
 }
 
 absl::Status RpcAgent::Drain(absl::Time deadline) {

@@ -196,6 +196,13 @@ absl::Status CallService::Prepare(grpc::CallbackServerContext* context,
   if (call->function == nullptr) {
     return absl::NotFoundError("no such function (see `ferryctl functions`)");
   }
+  // Refused before any value is built, like an unknown name.
+  if (header.kwargs && !call->function->keywords) {
+    // (Answered as "<worker>: <function>: …".)
+    return absl::InvalidArgumentError(
+        "takes no keyword arguments (a C++ function's parameters are "
+        "positional): pass them in order in args");
+  }
   call->context.worker = options_.worker_name;
   call->context.caller = options_.node_label
                              ? options_.node_label(header.caller_node)
@@ -227,7 +234,12 @@ absl::Status CallService::DecodeArgs(CallRequestReader* reader,
   // Sizes are bounded by the limits, but the worker's memory may still run
   // out: that is the caller's to retry later, not a crash.
   try {
-    FERRY_ASSIGN_OR_RETURN(call->args, reader->Args(&call->codec));
+    Value::Map kwargs;
+    FERRY_ASSIGN_OR_RETURN(call->args, reader->Args(&call->codec, &kwargs));
+    if (!kwargs.empty()) {
+      call->context.kwargs =
+          std::make_shared<const Value::Map>(std::move(kwargs));
+    }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         "out of memory while decoding the arguments");

@@ -123,7 +123,7 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
                            std::vector<Value> args, absl::Duration timeout,
                            std::optional<proto::RRefHandle> create_rref,
                            std::shared_ptr<Cancellation> cancellation,
-                           const TraceContext& trace) {
+                           const TraceContext& trace, Value::Map kwargs) {
   if (auto down = membership_->DownReason(WorkerNode(to.rank))) {
     return Future<Value>::Ready(CallError(to.name, function, *down, timeout));
   }
@@ -142,7 +142,8 @@ Future<Value> Caller::Call(const WorkerInfo& to, const std::string& function,
   }
   // Tensor bytes go out as slices over the tensors themselves (no copy).
   absl::StatusOr<grpc::ByteBuffer> bytes =
-      EncodeCallRequest(call->request, args, &call->codec);
+      EncodeCallRequest(call->request, args, &call->codec,
+                        kwargs.empty() ? Value() : Value(std::move(kwargs)));
   if (!bytes.ok()) {
     call->codec.Abandon();
     return Future<Value>::Ready(

@@ -57,6 +57,8 @@ struct CallOptions {
   // The trace the call continues (its traceparent); unset: the calling
   // thread's current one, else a new trace.
   TraceContext trace;
+  // Keyword arguments (for functions that take them: Python's).
+  Value::Map kwargs;
 };
 
 // What a Caller tells about its calls (rpc/metrics.h, rpc/tracing.h).
@@ -75,7 +77,8 @@ class CallSender {
   // Caller::Call's contract, with no cancellation and the calling thread's
   // trace.
   virtual Future<Value> Send(const WorkerInfo& to, const std::string& function,
-                             std::vector<Value> args, absl::Duration timeout,
+                             std::vector<Value> args, Value::Map kwargs,
+                             absl::Duration timeout,
                              std::optional<proto::RRefHandle> create_rref) = 0;
 };
 
@@ -96,18 +99,21 @@ class Caller final : public CallSender {
   //   timeout:             DEADLINE_EXCEEDED "<to>: <function>: no reply within
   //   N ms";
   //   `cancellation` fired: CANCELLED with its reason.
-  // The call carries `trace` (or the thread's current one; OutgoingTrace).
+  // The call carries `trace` (or the thread's current one; OutgoingTrace),
+  // and `kwargs` as its keyword arguments.
   Future<Value> Call(
       const WorkerInfo& to, const std::string& function,
       std::vector<Value> args, absl::Duration timeout,
       std::optional<proto::RRefHandle> create_rref = std::nullopt,
       std::shared_ptr<Cancellation> cancellation = nullptr,
-      const TraceContext& trace = TraceContext());
+      const TraceContext& trace = TraceContext(), Value::Map kwargs = {});
 
   Future<Value> Send(const WorkerInfo& to, const std::string& function,
-                     std::vector<Value> args, absl::Duration timeout,
+                     std::vector<Value> args, Value::Map kwargs,
+                     absl::Duration timeout,
                      std::optional<proto::RRefHandle> create_rref) override {
-    return Call(to, function, std::move(args), timeout, std::move(create_rref));
+    return Call(to, function, std::move(args), timeout, std::move(create_rref),
+                nullptr, TraceContext(), std::move(kwargs));
   }
 
   // Fails every in-flight call to `node` with `reason` (cancelling it).

@@ -111,16 +111,17 @@ Future<Value> RpcClient::RpcAsync(const std::string& to, const std::string& fn,
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(to);
   if (!peer.ok()) return Future<Value>::Ready(peer.status());
   return caller_->Call(**peer, fn, std::move(args), Resolve(options),
-                       options.create_rref, options.cancellation,
-                       options.trace);
+                       options.create_rref, options.cancellation, options.trace,
+                       std::move(options.kwargs));
 }
 
 absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
                                          const std::string& fn,
                                          std::vector<Value> args,
                                          CallOptions options) {
-  return AwaitCall(RpcAsync(to, fn, std::move(args), options),
-                   ResolveTimeout(options.timeout));
+  const absl::Duration timeout = ResolveTimeout(options.timeout);
+  return AwaitCall(RpcAsync(to, fn, std::move(args), std::move(options)),
+                   timeout);
 }
 
 absl::Status RpcClient::CallWorker(

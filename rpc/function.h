@@ -43,6 +43,9 @@ struct CallContext {
   // function makes continue it (NestedIn passes it; calls made on the
   // invoking thread pick it up as CurrentTrace()).
   TraceContext trace;
+  // The call's keyword arguments; null when it has none. Only functions
+  // registered with FunctionOptions::keywords are called with any.
+  std::shared_ptr<const Value::Map> kwargs;
 
   bool IsCancelled() const {
     return cancellation != nullptr && cancellation->cancelled();
@@ -60,6 +63,9 @@ struct FunctionOptions {
   // Run on the RPC thread instead of the executor. Only for functions that
   // are quick and never block.
   bool run_inline = false;
+  // The function takes keyword arguments (CallContext::kwargs): Python
+  // functions do. Others refuse a call with any (INVALID_ARGUMENT).
+  bool keywords = false;
 };
 
 }  // namespace ferry

@@ -56,6 +56,7 @@ absl::Status Registry::RegisterAsync(std::string name, AsyncFunction fn,
   spec->signature = std::move(signature);
   spec->doc = std::move(options.doc);
   spec->run_inline = options.run_inline;
+  spec->keywords = options.keywords;
   spec->fn = std::move(fn);
   absl::MutexLock lock(&mu_);
   if (!functions_.emplace(name, std::move(spec)).second) {

@@ -37,6 +37,7 @@ struct RegisteredFunction {
   std::string signature;  // "add(a: value, b: value) -> value"
   std::string doc;
   bool run_inline = false;
+  bool keywords = false;  // FunctionOptions::keywords.
   AsyncFunction fn;
 };
 

@@ -21,6 +21,29 @@ absl::Status ForkCodec::AddLocalFork(GlobalId rref, GlobalId fork,
   return *added;
 }
 
+Future<Done> ForkCodec::AddLocalForkWhenCreated(
+    const std::shared_ptr<const RRefState>& state, GlobalId fork) {
+  Promise<Done> added;
+  auto settle = [added](const absl::Status& s) {
+    added.Set(s.ok() ? absl::StatusOr<Done>(Done()) : s);
+  };
+  // Whichever comes first settles it: the fork registered (or refused),
+  // or the creation failed (then no entry ever comes).
+  OwnerTable::WaitId parked = context_->owner_table()->AddFork(
+      state->descriptor().rref_id, fork, peer_,
+      context_->clock()->Now() + context_->Timeout(std::nullopt), settle);
+  state->created().Then(
+      [settle, parked, context = context_](const absl::StatusOr<Done>& r) {
+        if (r.ok()) return;
+        if (parked != 0) context->owner_table()->CancelWait(parked);
+        settle(r.status());
+      });
+  // Our copy (the parent) lives until the fork is settled (G2).
+  Future<Done> out = added.future();
+  out.Then([parent = state](const absl::StatusOr<Done>&) {});
+  return out;
+}
+
 ForkCodec::ForkCodec(std::shared_ptr<RRefContext> context, uint64_t peer)
     : context_(std::move(context)), peer_(peer) {}
 
@@ -55,9 +78,15 @@ absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
   handle.set_fork_local(fork.local);
   registered_.push_back({d.rref_id, fork, d.owner_rank});
   context_->BeginTransit(d.rref_id, fork, d.owner_rank);
-  if (context_->owns(d.owner_rank)) {
+  if (context_->owns(d.owner_rank) && created) {
     // The entry exists while our copy does, so this completes at once.
     FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, fork, peer_));
+  } else if (context_->owns(d.owner_rank)) {
+    // A remote() to this very node, still on its way to its own call
+    // service: the entry may not exist yet. The fork waits for it, parked
+    // as a peer's AddFork would be, and the call leaves once it is
+    // registered (or fails with the creation, or at the timeout).
+    adds_.push_back(AddLocalForkWhenCreated(state, fork));
   } else {
     Future<Done> added = context_->owners().AddFork(
         d.owner_rank, ForkRequestFor(d.rref_id, fork, peer_),

@@ -50,6 +50,12 @@ class ForkCodec final : public RRefCodec {
   absl::StatusOr<Value::RRefPtr> DecodeOnOwner(const proto::RRefHandle& handle);
   // Registers a fork in this owner's table (the entry must exist).
   absl::Status AddLocalFork(GlobalId rref, GlobalId fork, uint64_t holder);
+  // Registers a fork of `state`, an RRef this node owns whose remote() is
+  // still on its way here, once its entry exists: the future is settled
+  // then, or with the creation's error, or DEADLINE_EXCEEDED at the
+  // context's timeout.
+  Future<Done> AddLocalForkWhenCreated(
+      const std::shared_ptr<const RRefState>& state, GlobalId fork);
 
   const std::shared_ptr<RRefContext> context_;
   const uint64_t peer_;

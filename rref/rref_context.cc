@@ -374,16 +374,18 @@ void RRefContext::SweepOwned() {
 
 // ---- Creating and using RRefs ----
 
-absl::StatusOr<RRef> RRefContext::Remote(
-    const std::string& to, const std::string& fn, std::vector<Value> args,
-    std::optional<absl::Duration> timeout) {
+absl::StatusOr<RRef> RRefContext::Remote(const std::string& to,
+                                         const std::string& fn,
+                                         std::vector<Value> args,
+                                         std::optional<absl::Duration> timeout,
+                                         Value::Map kwargs) {
   FERRY_ASSIGN_OR_RETURN(const WorkerInfo* owner, host_.directory->Resolve(to));
   RRefDescriptor d{NewId(), NewId(), owner->name, owner->rank};
   Promise<Done> created;
   FERRY_ASSIGN_OR_RETURN(std::shared_ptr<const RRefState> state,
                          Adopt(d, created.future()));
   host_.caller
-      ->Send(*owner, fn, std::move(args), Timeout(timeout),
+      ->Send(*owner, fn, std::move(args), std::move(kwargs), Timeout(timeout),
              DescriptorToProto(d))
       .Then([created](const absl::StatusOr<Value>& r) {
         created.Set(r.ok() ? absl::StatusOr<Done>(Done()) : r.status());
@@ -476,7 +478,7 @@ Future<Value> RRefContext::CallOnOwner(
   return host_.caller->Send(owner, "ferry.rref_call",
                             {Value(Value::RRefPtr(rref)), Value(fn),
                              Value(Value::List(std::move(args)))},
-                            Timeout(timeout), std::nullopt);
+                            {}, Timeout(timeout), std::nullopt);
 }
 
 absl::StatusOr<Value> RRefContext::RemoteOnOwner(

@@ -75,12 +75,13 @@ class RRefContext final : public RRefCore,
                                                 RRefOptions options);
   ~RRefContext() override;
 
-  // remote(): runs `fn(args…)` on `to`, which keeps the result as the
-  // owner; returns at once. The creation's errors (including the timeout)
-  // surface on the RRef's ToHere.
+  // remote(): runs `fn(args…, kwargs…)` on `to`, which keeps the result as
+  // the owner; returns at once. The creation's errors (including the
+  // timeout) surface on the RRef's ToHere.
   absl::StatusOr<RRef> Remote(
       const std::string& to, const std::string& fn, std::vector<Value> args,
-      std::optional<absl::Duration> timeout = std::nullopt);
+      std::optional<absl::Duration> timeout = std::nullopt,
+      Value::Map kwargs = {});
   // An owner RRef of a local value (workers only).
   absl::StatusOr<RRef> Wrap(Value value);
 

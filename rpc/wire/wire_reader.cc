@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "proto/worker.pb.h"
 #include "rpc/base/limit_errors.h"
@@ -621,10 +622,33 @@ struct CallRequestScan {
   CallHeader header;
   // Inline for the common few (a call's scan allocates nothing here).
   absl::InlinedVector<WireCursor, 4> args;
+  // Each kwargs field met (protobuf merges repeats): a cursor entered
+  // into it.
+  absl::InlinedVector<WireCursor, 1> kwargs;
   absl::Status args_error;
   // Skip the header's fields (Open() read them): only the args wanted.
   bool args_only = false;
 };
+
+// RESOURCE_EXHAUSTED: more arguments (positional and keyword) than
+// --max_args.
+absl::Status TooManyArgs(const Limits& limits) {
+  return OverLimit(
+      absl::StrCat("args: more than ", limits.max_args, " arguments"),
+      absl::StrCat(limits.max_args, " arguments"), "max_args", limits.max_args);
+}
+
+// A keyword a call may name: an identifier of at most kMaxKeywordBytes.
+bool IsKeyword(absl::string_view key) {
+  if (key.empty() || key.size() > kMaxKeywordBytes) return false;
+  for (size_t i = 0; i < key.size(); ++i) {
+    const char c = key[i];
+    const bool letter =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!letter && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
 
 // A trace context of `len` bytes at `in`: read into `h` if it is one (on
 // the stack: every call has one), skipped if not (a new trace, as W3C
@@ -652,9 +676,10 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
     }
     return absl::OkStatus();
   }
-  if (WireCursor::TypeOf(tag) != kLength ||
-      (scan->args_only && field != PC::kArgsFieldNumber) ||
-      (field != PC::kFunctionFieldNumber && field != PC::kArgsFieldNumber &&
+  const bool value_field =
+      field == PC::kArgsFieldNumber || field == PC::kKwargsFieldNumber;
+  if (WireCursor::TypeOf(tag) != kLength || (scan->args_only && !value_field) ||
+      (!value_field && field != PC::kFunctionFieldNumber &&
        field != PC::kCreateRrefFieldNumber &&
        field != PC::kTraceContextFieldNumber)) {
     return in->SkipField(tag) ? absl::OkStatus() : Broken(*in, kRoot);
@@ -662,19 +687,30 @@ absl::Status ScanCallField(WireCursor::Tag tag, ValueParser* parser,
   const Path at =
       kRoot.Field(field == PC::kFunctionFieldNumber       ? "function"
                   : field == PC::kArgsFieldNumber         ? "args"
+                  : field == PC::kKwargsFieldNumber       ? "kwargs"
                   : field == PC::kTraceContextFieldNumber ? "trace_context"
                                                           : "create_rref");
-  if (field == PC::kArgsFieldNumber) {
-    if (static_cast<int64_t>(scan->args.size()) >= limits.max_args) {
-      scan->args_error = OverLimit(
-          absl::StrCat("args: more than ", limits.max_args, " arguments"),
-          absl::StrCat(limits.max_args, " arguments"), "max_args",
-          limits.max_args);
+  if (value_field) {
+    if (field == PC::kArgsFieldNumber &&
+        static_cast<int64_t>(scan->args.size()) >= limits.max_args) {
+      scan->args_error = TooManyArgs(limits);
+      return absl::OkStatus();
+    }
+    // Past one field a call needs, repeats only merge: bounded so a
+    // message of empty kwargs fields costs no cursor each.
+    if (field == PC::kKwargsFieldNumber &&
+        static_cast<int64_t>(scan->kwargs.size()) >= limits.max_args) {
+      scan->args_error = TooManyArgs(limits);
       return absl::OkStatus();
     }
     uint64_t outer;
     if (!in->EnterLength(&outer)) return Broken(*in, at);
-    scan->args.push_back(*in);
+    if (field == PC::kArgsFieldNumber) {
+      scan->args.push_back(*in);
+    } else {
+      scan->kwargs.push_back(*in);
+      h.kwargs = true;
+    }
     if (!in->SkipToLimit()) return Broken(*in, at);
     in->Leave(outer);
     return absl::OkStatus();
@@ -724,8 +760,13 @@ absl::StatusOr<CallRequestReader> CallRequestReader::Open(
   return reader;
 }
 
-absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
+absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec,
+                                                           Value::Map* kwargs) {
   FERRY_RETURN_IF_ERROR(args_error_);
+  if (header_.kwargs && kwargs == nullptr) {
+    return absl::InvalidArgumentError(
+        "kwargs: keyword arguments are not taken here");
+  }
   CallRequestScan scan{.args_only = true};
   FERRY_RETURN_IF_ERROR(ScanCallRequest(WireCursor(&slices_), limits_, &scan));
   std::vector<Value> args;
@@ -740,6 +781,35 @@ absl::StatusOr<std::vector<Value>> CallRequestReader::Args(RRefCodec* codec) {
     FERRY_RETURN_IF_ERROR(parser.Message(0, path, &pending));
     FERRY_ASSIGN_OR_RETURN(Value v, parser.Finish(&pending, path));
     args.push_back(std::move(v));
+  }
+  for (const WireCursor& at : scan.kwargs) {
+    in = at;
+    const Path path{nullptr, "kwargs", -1};
+    PendingValue pending;
+    FERRY_RETURN_IF_ERROR(parser.Message(0, path, &pending));
+    FERRY_ASSIGN_OR_RETURN(Value v, parser.Finish(&pending, path));
+    if (v.is_null()) continue;  // An empty map: no keyword.
+    if (!v.is_map()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kwargs: expected a map of keyword arguments, got ", v.kind_name()));
+    }
+    for (auto& [key, value] : v.as_map()) {
+      if (!IsKeyword(key)) {
+        // Shown escaped, and cut: the key is the caller's.
+        constexpr size_t kShown = 64;
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kwargs: \"", absl::CHexEscape(key.substr(0, kShown)),
+            key.size() > kShown ? "..." : "", "\" (", key.size(),
+            " bytes) is not a keyword (a name [A-Za-z_][A-Za-z0-9_]* of at "
+            "most ",
+            kMaxKeywordBytes, " bytes)"));
+      }
+      kwargs->insert_or_assign(key, std::move(value));
+    }
+  }
+  if (kwargs != nullptr &&
+      static_cast<int64_t>(args.size() + kwargs->size()) > limits_.max_args) {
+    return TooManyArgs(limits_);
   }
   return args;
 }

@@ -56,7 +56,12 @@ struct CallHeader {
   std::optional<proto::RRefHandle> create_rref;
   // The caller's trace, if it sent a valid one (else nullopt).
   std::optional<TraceContext> trace;
+  // The request has keyword arguments (its kwargs field), read by Args().
+  bool kwargs = false;
 };
+
+// The longest keyword a call may name (an identifier, as Python's).
+inline constexpr size_t kMaxKeywordBytes = 128;
 
 // One received CallRequest: its header is read when opened (cheaply, the
 // arguments skipped), its arguments when asked for, so a call can be
@@ -65,7 +70,8 @@ struct CallHeader {
 //   FERRY_ASSIGN_OR_RETURN(CallRequestReader r,
 //                          CallRequestReader::Open(bytes, limits));
 //   … r.header().function …
-//   FERRY_ASSIGN_OR_RETURN(std::vector<Value> args, r.Args(&codec));
+//   Value::Map kwargs;
+//   FERRY_ASSIGN_OR_RETURN(std::vector<Value> args, r.Args(&codec, &kwargs));
 class CallRequestReader {
  public:
   // References `bytes`' slices (no copy). INVALID_ARGUMENT if the header
@@ -75,9 +81,16 @@ class CallRequestReader {
 
   const CallHeader& header() const { return header_; }
 
-  // The arguments, RRefs decoded by `codec` (null: bare descriptors).
-  // Errors as described above, paths "args[i]…". Call once.
-  absl::StatusOr<std::vector<Value>> Args(RRefCodec* codec);
+  // The arguments, RRefs decoded by `codec` (null: bare descriptors), and
+  // the keyword arguments into `*kwargs`. Errors as described above, paths
+  // "args[i]…" and "kwargs['name']…"; besides, arguments and keyword
+  // arguments together are bounded by --max_args (RESOURCE_EXHAUSTED), and
+  // INVALID_ARGUMENT for a kwargs field that is not a map, a keyword that
+  // is not a name ([A-Za-z_][A-Za-z0-9_]*) or is longer than
+  // kMaxKeywordBytes, or keyword arguments where `kwargs` is null (the
+  // reader's user takes none). Call once.
+  absl::StatusOr<std::vector<Value>> Args(RRefCodec* codec,
+                                          Value::Map* kwargs = nullptr);
 
  private:
   CallRequestReader(std::vector<grpc::Slice> slices, const Limits& limits)

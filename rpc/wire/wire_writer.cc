@@ -29,6 +29,7 @@ enum ValueField {
 };
 enum TensorField { kDType = 1, kShape, kData };
 constexpr int kCallArgs = 2;
+constexpr int kCallKwargs = 7;
 constexpr int kResponseResult = 1;
 
 size_t KeySize(int field) {
@@ -285,7 +286,7 @@ absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value,
 
 absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
     const proto::CallRequest& header, const std::vector<Value>& args,
-    RRefCodec* codec) {
+    RRefCodec* codec, const Value& kwargs) {
   ValueEncoder encoder(codec);
   std::vector<size_t> arg_sizes;
   arg_sizes.reserve(args.size());
@@ -294,6 +295,12 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
         size_t n, encoder.Size(args[i], 0, absl::StrCat("args[", i, "]")));
     arg_sizes.push_back(n);
   }
+  // Sized after the arguments: the encoder writes in the order it sized.
+  const bool keywords = kwargs.is_map() && !kwargs.as_map().empty();
+  size_t kwargs_size = 0;
+  if (keywords) {
+    FERRY_ASSIGN_OR_RETURN(kwargs_size, encoder.Size(kwargs, 0, "kwargs"));
+  }
   WireWriter w;
   // The scalar fields go through protobuf; field order does not matter.
   w.Message(header);
@@ -301,6 +308,11 @@ absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
     w.Key(kCallArgs, kLength);
     w.Varint(arg_sizes[i]);
     encoder.Write(args[i], &w);
+  }
+  if (keywords) {
+    w.Key(kCallKwargs, kLength);
+    w.Varint(kwargs_size);
+    encoder.Write(kwargs, &w);
   }
   return w.Finish();
 }

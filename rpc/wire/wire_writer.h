@@ -62,12 +62,14 @@ absl::StatusOr<grpc::ByteBuffer> EncodeValue(const Value& value,
                                              RRefCodec* codec,
                                              absl::string_view path);
 
-// The wire bytes of a CallRequest for `args` (which the tensors in them
-// stay alive for, via the slices). RRefs are encoded by `codec`; errors are
-// those of ValueToProto, naming args[i].
+// The wire bytes of a CallRequest for `args` and keyword arguments
+// `kwargs` (a map, or null for none; an empty map is not sent), which the
+// tensors in them stay alive for, via the slices. RRefs are encoded by
+// `codec`; errors are those of ValueToProto, naming args[i] or
+// kwargs['name'].
 absl::StatusOr<grpc::ByteBuffer> EncodeCallRequest(
     const proto::CallRequest& header, const std::vector<Value>& args,
-    RRefCodec* codec);
+    RRefCodec* codec, const Value& kwargs = Value());
 
 // The wire bytes of a CallResponse whose result is `result` (tensor bytes
 // referenced). Errors are those of ValueToProto, naming "result".

@@ -57,7 +57,8 @@ void CheckRequest(const grpc::ByteBuffer& bytes, RRefCodec* codec,
   absl::StatusOr<CallRequestReader> reader =
       CallRequestReader::Open(bytes, limits);
   if (!reader.ok()) return;
-  absl::StatusOr<std::vector<Value>> args = reader->Args(codec);
+  Value::Map kwargs;
+  absl::StatusOr<std::vector<Value>> args = reader->Args(codec, &kwargs);
   if (!args.ok()) return;
   proto::CallRequest header;
   header.set_function(reader->header().function);
@@ -66,13 +67,15 @@ void CheckRequest(const grpc::ByteBuffer& bytes, RRefCodec* codec,
   if (trace) header.set_trace_context(FormatTraceparentBinary(*trace));
   LazyCodec plain;
   absl::StatusOr<grpc::ByteBuffer> again =
-      EncodeCallRequest(header, *args, &plain);
+      EncodeCallRequest(header, *args, &plain, Value(kwargs));
   if (!again.ok()) return;
   absl::StatusOr<CallRequestReader> reread =
       CallRequestReader::Open(*again, limits);
   if (!reread.ok()) std::abort();
-  absl::StatusOr<std::vector<Value>> args2 = reread->Args(codec);
+  Value::Map kwargs2;
+  absl::StatusOr<std::vector<Value>> args2 = reread->Args(codec, &kwargs2);
   if (!args2.ok() || Json(*args2) != Json(*args) ||
+      ToJson(Value(kwargs2)) != ToJson(Value(kwargs)) ||
       reread->header().function != reader->header().function ||
       reread->header().trace.has_value() != trace.has_value() ||
       (trace && (reread->header().trace->trace_id() != trace->trace_id() ||

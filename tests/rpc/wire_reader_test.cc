@@ -318,6 +318,130 @@ TEST(WireReaderTest, TooManyArgumentsFailBeforeAnyIsBuilt) {
                              HasSubstr("(--max_args=3)"))));
 }
 
+std::string EncodeWithKwargs(const std::vector<Value>& args,
+                             Value::Map kwargs) {
+  LazyCodec codec;
+  absl::StatusOr<grpc::ByteBuffer> bytes =
+      EncodeCallRequest(Header(), args, &codec, Value(std::move(kwargs)));
+  EXPECT_OK(bytes);
+  return bytes.ok() ? Flatten(*bytes) : "";
+}
+
+absl::StatusOr<std::vector<Value>> ReadWithKwargs(
+    const std::string& wire, Value::Map* kwargs,
+    const Limits& limits = Limits()) {
+  FERRY_ASSIGN_OR_RETURN(CallRequestReader reader,
+                         CallRequestReader::Open(Buffer(wire, 7), limits));
+  return reader.Args(nullptr, kwargs);
+}
+
+TEST(WireReaderTest, KeywordArgumentsRoundTrip) {
+  Value::Map sent{{"scale", 2.5},
+                  {"w", SampleTensor(DType::kFloat32, {3})},
+                  {"nested", Value::List{1, Value::Map{{"a", "b"}}}}};
+  std::string wire = EncodeWithKwargs({1, 2}, sent);
+  ASSERT_OK_AND_ASSIGN(CallRequestReader reader,
+                       CallRequestReader::Open(Buffer(wire), Limits()));
+  EXPECT_TRUE(reader.header().kwargs);
+  Value::Map kwargs;
+  ASSERT_OK_AND_ASSIGN(std::vector<Value> args, reader.Args(nullptr, &kwargs));
+  EXPECT_EQ(args, (std::vector<Value>{1, 2}));
+  EXPECT_EQ(kwargs, sent);
+}
+
+TEST(WireReaderTest, NoKeywordArgumentsSendsNoField) {
+  std::string wire = EncodeWithKwargs({1}, {});
+  EXPECT_EQ(wire, Encode({1}));
+  ASSERT_OK_AND_ASSIGN(CallRequestReader reader,
+                       CallRequestReader::Open(Buffer(wire), Limits()));
+  EXPECT_FALSE(reader.header().kwargs);
+}
+
+TEST(WireReaderTest, RepeatedKwargsFieldsMerge) {
+  // Two kwargs fields, as protobuf would merge them: the later key wins.
+  std::string wire =
+      EncodeWithKwargs({}, {{"a", 1}, {"b", 2}}) +
+      Flatten(*EncodeCallRequest(proto::CallRequest(), {}, nullptr,
+                                 Value(Value::Map{{"b", 3}})));
+  Value::Map kwargs;
+  ASSERT_OK(ReadWithKwargs(wire, &kwargs).status());
+  EXPECT_EQ(kwargs, (Value::Map{{"a", 1}, {"b", 3}}));
+}
+
+TEST(WireReaderTest, KeywordArgumentsAreRefusedWhereNotTaken) {
+  EXPECT_THAT(Read(EncodeWithKwargs({1}, {{"b", 2}})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kwargs: keyword arguments are not taken")));
+}
+
+TEST(WireReaderTest, KeywordArgumentsCountAgainstMaxArgs) {
+  Limits limits;
+  limits.max_args = 3;
+  Value::Map kwargs;
+  EXPECT_OK(
+      ReadWithKwargs(EncodeWithKwargs({1, 2}, {{"c", 3}}), &kwargs, limits)
+          .status());
+  kwargs.clear();
+  EXPECT_THAT(ReadWithKwargs(EncodeWithKwargs({1, 2}, {{"c", 3}, {"d", 4}}),
+                             &kwargs, limits),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("more than 3 arguments"),
+                             HasSubstr("(--max_args=3)"))));
+  // Their values share the message's --max_items budget.
+  limits = Limits();
+  limits.max_items = 10;
+  kwargs.clear();
+  EXPECT_THAT(
+      ReadWithKwargs(
+          EncodeWithKwargs({1}, {{"many", Value(Value::List(20, Value()))}}),
+          &kwargs, limits),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("kwargs.many: more than 10 values")));
+}
+
+TEST(WireReaderTest, EveryKwargsFieldCountsAgainstMaxArgs) {
+  // Empty kwargs fields build nothing, but each costs a cursor: bounded.
+  Limits limits;
+  limits.max_args = 4;
+  std::string empty_field = LengthField(7, "");
+  std::string wire = Encode({});
+  for (int i = 0; i < 5; ++i) wire += empty_field;
+  Value::Map kwargs;
+  EXPECT_THAT(ReadWithKwargs(wire, &kwargs, limits),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(--max_args=4)")));
+}
+
+TEST(WireReaderTest, KeywordsMustBeNames) {
+  for (const std::string& bad :
+       {std::string(""), std::string("1a"), std::string("a-b"),
+        std::string("a b"), std::string("é"), std::string(129, 'k')}) {
+    Value::Map kwargs;
+    EXPECT_THAT(ReadWithKwargs(EncodeWithKwargs({}, {{bad, 1}}), &kwargs),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("is not a keyword")))
+        << bad;
+  }
+  Value::Map kwargs;
+  EXPECT_OK(ReadWithKwargs(
+                EncodeWithKwargs({}, {{"_a1", 1}, {std::string(128, 'k'), 2}}),
+                &kwargs)
+                .status());
+  EXPECT_EQ(kwargs.size(), 2u);
+}
+
+TEST(WireReaderTest, KwargsMustBeAMap) {
+  // A list where the map belongs: the kwargs field (7) holding the Value
+  // {list (7): {items (1): {int_value (2): 1}}}.
+  const std::string int_one("\x10\x01", 2);
+  const std::string list_value = LengthField(7, LengthField(1, int_one));
+  Value::Map kwargs;
+  EXPECT_THAT(ReadWithKwargs(Encode({}) + LengthField(7, list_value), &kwargs),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("kwargs: expected a map of keyword "
+                                 "arguments, got list")));
+}
+
 TEST(WireReaderTest, TooManyValuesFail) {
   Limits limits;
   limits.max_items = 10;

@@ -149,6 +149,26 @@ TEST_F(RRefTest, UnconfirmedRRefPassedOnAtOnce) {
   EXPECT_EQ(v, Value());
 }
 
+// The same with the creator its own owner: a remote() to this very worker,
+// passed on before its call reached this worker's call service (the owner
+// table had no entry yet: the copy was refused as "gone").
+TEST_F(RRefTest, UnconfirmedRRefToSelfPassedOnAtOnce) {
+  StartJob(2);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(RRef r,
+                         worker(0).rrefs().Remote("worker0", "add", {1, i}));
+    ASSERT_OK_AND_ASSIGN(
+        Value v, worker(0).rpc().RpcSync("worker1", "to_here", {r.AsValue()}));
+    EXPECT_EQ(v, Value(int64_t{1 + i}));
+  }
+  // A creation that fails fails the call carrying the copy at once, not at
+  // its timeout.
+  ASSERT_OK_AND_ASSIGN(RRef bad,
+                       worker(0).rrefs().Remote("worker0", "no_such_fn", {}));
+  EXPECT_THAT(worker(0).rpc().RpcSync("worker1", "to_here", {bad.AsValue()}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no_such_fn")));
+}
+
 TEST_F(RRefTest, NestedRRefsInListsAndMaps) {
   StartJob(3);
   ASSERT_OK_AND_ASSIGN(RRef a,

@@ -273,9 +273,17 @@ class FakeOwners::Calls final : public CallSender {
  public:
   Calls(FakeOwners* owners, uint64_t node) : owners_(owners), node_(node) {}
 
+  // The fake owners' functions are positional (kwargs are not used by the
+  // RRef protocol's calls): keyword arguments are refused, as a C++
+  // function refuses them.
   Future<Value> Send(const WorkerInfo& to, const std::string& function,
-                     std::vector<Value> args, absl::Duration timeout,
+                     std::vector<Value> args, Value::Map kwargs,
+                     absl::Duration timeout,
                      std::optional<proto::RRefHandle> create_rref) override {
+    if (!kwargs.empty()) {
+      return Future<Value>::Ready(absl::InvalidArgumentError(absl::StrCat(
+          to.name, ": ", function, ": takes no keyword arguments")));
+    }
     auto call = std::make_shared<Call>();
     call->prefix = absl::StrCat(to.name, ": ", function, ": ");
     call->create_rref = std::move(create_rref);

@@ -63,6 +63,32 @@ absl::StatusOr<RRef> Client::Remote(const std::string& to,
   return impl_->rrefs().Remote(to, fn, std::move(args), timeout);
 }
 
+Future<Value> Client::RpcAsync(const std::string& to, const std::string& fn,
+                               std::vector<Value> args, Value::Map kwargs,
+                               std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcAsync(
+      to, fn, std::move(args),
+      {.timeout = timeout, .kwargs = std::move(kwargs)});
+}
+
+absl::StatusOr<Value> Client::RpcSync(const std::string& to,
+                                      const std::string& fn,
+                                      std::vector<Value> args,
+                                      Value::Map kwargs,
+                                      std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcSync(
+      to, fn, std::move(args),
+      {.timeout = timeout, .kwargs = std::move(kwargs)});
+}
+
+absl::StatusOr<RRef> Client::Remote(const std::string& to,
+                                    const std::string& fn,
+                                    std::vector<Value> args, Value::Map kwargs,
+                                    std::optional<absl::Duration> timeout) {
+  return impl_->rrefs().Remote(to, fn, std::move(args), timeout,
+                               std::move(kwargs));
+}
+
 absl::StatusOr<Value> Client::RunCollective(absl::string_view op,
                                             const Value& request) {
   return RunCollectiveFromClient(impl_->rpc(), op, request);

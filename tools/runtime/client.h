@@ -73,6 +73,18 @@ class Client {
   absl::StatusOr<RRef> Remote(
       const std::string& to, const std::string& fn, std::vector<Value> args,
       std::optional<absl::Duration> timeout = std::nullopt);
+  // The same with keyword arguments `kwargs` (name → value), for functions
+  // that take them (Python's); a C++ function refuses them with
+  // INVALID_ARGUMENT naming it.
+  Future<Value> RpcAsync(const std::string& to, const std::string& fn,
+                         std::vector<Value> args, Value::Map kwargs,
+                         std::optional<absl::Duration> timeout);
+  absl::StatusOr<Value> RpcSync(const std::string& to, const std::string& fn,
+                                std::vector<Value> args, Value::Map kwargs,
+                                std::optional<absl::Duration> timeout);
+  absl::StatusOr<RRef> Remote(const std::string& to, const std::string& fn,
+                              std::vector<Value> args, Value::Map kwargs,
+                              std::optional<absl::Duration> timeout);
 
   // A collective run by the workers on inputs sent from here, in
   // ferryctl's request form (README, `ferryctl collective --help`):

@@ -113,6 +113,32 @@ absl::StatusOr<RRef> Worker::Remote(const std::string& to,
   return impl_->rrefs().Remote(to, fn, std::move(args), timeout);
 }
 
+Future<Value> Worker::RpcAsync(const std::string& to, const std::string& fn,
+                               std::vector<Value> args, Value::Map kwargs,
+                               std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcAsync(
+      to, fn, std::move(args),
+      {.timeout = timeout, .kwargs = std::move(kwargs)});
+}
+
+absl::StatusOr<Value> Worker::RpcSync(const std::string& to,
+                                      const std::string& fn,
+                                      std::vector<Value> args,
+                                      Value::Map kwargs,
+                                      std::optional<absl::Duration> timeout) {
+  return impl_->rpc().RpcSync(
+      to, fn, std::move(args),
+      {.timeout = timeout, .kwargs = std::move(kwargs)});
+}
+
+absl::StatusOr<RRef> Worker::Remote(const std::string& to,
+                                    const std::string& fn,
+                                    std::vector<Value> args, Value::Map kwargs,
+                                    std::optional<absl::Duration> timeout) {
+  return impl_->rrefs().Remote(to, fn, std::move(args), timeout,
+                               std::move(kwargs));
+}
+
 absl::StatusOr<RRef> Worker::Wrap(Value value) {
   return impl_->rrefs().Wrap(std::move(value));
 }

@@ -148,6 +148,18 @@ class Worker {
   absl::StatusOr<RRef> Remote(
       const std::string& to, const std::string& fn, std::vector<Value> args,
       std::optional<absl::Duration> timeout = std::nullopt);
+  // The same with keyword arguments `kwargs` (name → value), for functions
+  // that take them (Python's); a C++ function refuses them with
+  // INVALID_ARGUMENT naming it.
+  Future<Value> RpcAsync(const std::string& to, const std::string& fn,
+                         std::vector<Value> args, Value::Map kwargs,
+                         std::optional<absl::Duration> timeout);
+  absl::StatusOr<Value> RpcSync(const std::string& to, const std::string& fn,
+                                std::vector<Value> args, Value::Map kwargs,
+                                std::optional<absl::Duration> timeout);
+  absl::StatusOr<RRef> Remote(const std::string& to, const std::string& fn,
+                              std::vector<Value> args, Value::Map kwargs,
+                              std::optional<absl::Duration> timeout);
   // An RRef owned here, of a local value.
   absl::StatusOr<RRef> Wrap(Value value);
 

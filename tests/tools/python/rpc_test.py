@@ -82,9 +82,44 @@ def test_exceptions_reach_the_caller_by_code():
     assert e.value.code == "DEADLINE_EXCEEDED"
 
 
-def test_kwargs_are_refused():
-    with pytest.raises(ValueError, match="positional"):
-        ferry.rpc_sync("worker1", "py_add", args=(1,), kwargs={"b": 2})
+def test_kwargs_reach_python_functions():
+    assert ferry.rpc_sync("worker1", "py_add", args=(1,),
+                          kwargs={"b": 2}) == 3
+    r = ferry.rpc_sync("worker1", "py_keywords", args=(1,),
+                       kwargs={"scale": 3, "extra": [torch.ones(2)]})
+    assert r["sum"] == 33 and torch.equal(r["rest"]["extra"][0],
+                                          torch.ones(2))
+    f = ferry.rpc_async("worker1", "py_keywords", args=(),
+                        kwargs={"a": 1, "b": 1})
+    assert f.wait()["sum"] == 2
+    rref = ferry.remote("worker1", "py_keywords", args=(2,),
+                        kwargs={"b": 2, "scale": 2})
+    assert rref.to_here()["sum"] == 8
+    # Empty kwargs are no keyword arguments: C++ functions take the call.
+    assert ferry.rpc_sync("worker1", "echo", args=(5,), kwargs={}) == 5
+    # The function's own error for a keyword it lacks.
+    with pytest.raises(ValueError, match="py_add: TypeError: .*'c'"):
+        ferry.rpc_sync("worker1", "py_add", args=(1, 2), kwargs={"c": 3})
+
+
+def test_kwargs_are_refused_by_cxx_functions_by_name():
+    with pytest.raises(ferry.InvalidArgumentError) as e:
+        ferry.rpc_sync("worker1", "add", args=(1,), kwargs={"b": 2})
+    assert str(e.value).startswith(
+        "worker1: add: takes no keyword arguments")
+    with pytest.raises(ferry.InvalidArgumentError, match="echo: takes no"):
+        ferry.remote("worker1", "echo", args=(1,),
+                     kwargs={"x": 1}).to_here()
+
+
+def test_kwargs_are_checked_on_the_caller():
+    with pytest.raises(ValueError, match="kwargs: expected a dict"):
+        ferry.rpc_sync("worker1", "py_add", args=(1,), kwargs=[("b", 2)])
+    with pytest.raises(ValueError, match=r"kwargs\['b'\]: cannot send"):
+        ferry.rpc_sync("worker1", "py_add", args=(1,), kwargs={"b": object()})
+    # A key that is no name is refused by the callee, before the function.
+    with pytest.raises(ValueError, match="is not a keyword"):
+        ferry.rpc_sync("worker1", "py_add", args=(1,), kwargs={"b-c": 2})
 
 
 def test_futures():

@@ -121,3 +121,40 @@ def torch_backend() -> None:
 
     store.wait(["k"], timeout=5)  # type: ignore[arg-type]
     ferry.launch.run("2", ["job.py"])  # type: ignore[arg-type]
+
+
+def torch_rpc() -> None:
+    import ferry.rpc as trpc
+
+    @trpc.functions.async_execution
+    def later_add(x: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
+        fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        fut.set_result(x + 1)
+        return fut
+
+    options = trpc.TensorPipeRpcBackendOptions(
+        rpc_timeout=10, init_method="env://", num_worker_threads=4,
+        allow=[ferry.store, "ferry.launch"])
+    trpc.init_rpc("worker0", rank=0, world_size=1,
+                  rpc_backend_options=options)
+    trpc.allow_module(ferry.store)
+    info: trpc.WorkerInfo = trpc.get_worker_info()
+    x = trpc.rpc_sync("worker0", torch.add, args=(torch.ones(2), 1),
+                      kwargs={"alpha": 2}, timeout=trpc.UNSET_RPC_TIMEOUT)
+    fut: torch.futures.Future[Any] = trpc.rpc_async(0, later_add,
+                                                    args=(x,))
+    y = fut.wait()
+    rref: trpc.RRef = trpc.remote(info, torch.ones, args=(2,), timeout=0)
+    here = rref.to_here(timeout=1.0)
+    owner: trpc.WorkerInfo = rref.owner()
+    mine = trpc.RRef(torch.zeros(1))
+    local = mine.local_value()
+    z = mine.rpc_sync(timeout=1).add(1)
+    trpc._set_rpc_timeout(5.0)
+    seconds: float = trpc.get_rpc_timeout()
+    trpc.shutdown(graceful=True, timeout=10)
+    print(y, here, owner, local, z, seconds)
+
+    trpc.init_rpc(3)  # type: ignore[arg-type]
+    trpc.rpc_sync("worker0", torch.add, args="no tuple")  # type: ignore[arg-type]
+    trpc.shutdown(graceful="yes")  # type: ignore[arg-type]

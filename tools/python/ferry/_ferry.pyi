@@ -61,11 +61,15 @@ class RRefHandle:
 class _Calls:
     # Not a class at runtime: the methods Worker and Client both have
     # (endpoints.cc's BindCalls).
+    # kwargs: None or a dict of keyword arguments (str keys).
     def rpc_sync(self, to: str, fn: str, args: Sequence[Any],
+                 kwargs: dict[str, Any] | None,
                  timeout: float | None) -> Any: ...
     def rpc_async(self, to: str, fn: str, args: Sequence[Any],
+                  kwargs: dict[str, Any] | None,
                   timeout: float | None, settle: _Settle) -> None: ...
     def remote(self, to: str, fn: str, args: Sequence[Any],
+               kwargs: dict[str, Any] | None,
                timeout: float | None) -> RRefHandle: ...
     @property
     def name(self) -> str: ...
@@ -79,10 +83,12 @@ class Worker(_Calls):
     # options: ferry._rpc.init()'s dict (name, rank, world_size, master,
     # listen, timeouts in seconds, TLS, etcd and observing options).
     def __init__(self, options: dict[str, Any]) -> None: ...
-    # invoke(fn, args, promise, caller) runs each call (ferry._rpc._invoke).
+    # invoke(fn, args, kwargs, promise, caller) runs each call
+    # (ferry._rpc._invoke; kwargs a dict, or None for none).
     def register(self, name: str, fn: Callable[..., Any], signature: str,
                  doc: str, tensor_type: _TensorType,
-                 invoke: Callable[[Callable[..., Any], list[Any], Promise,
+                 invoke: Callable[[Callable[..., Any], list[Any],
+                                   dict[str, Any] | None, Promise,
                                    str], object]) -> None: ...
     def listen(self) -> str: ...
     def start(self) -> None: ...

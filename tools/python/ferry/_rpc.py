@@ -8,8 +8,11 @@ this worker's registry, callable from every worker and client of the job
 (C++, Python, ferryctl), like the builtins every worker has (``echo``,
 ``add``, ``ones``, ...; ``ferryctl functions WORKER`` lists them).
 
-Arguments are positional. ``kwargs`` are refused (ValueError): ferry
-functions have positional parameters only; pass a dict argument instead.
+Arguments are positional (``args``) and by keyword (``kwargs``, a dict
+with str keys that are names). Python functions take both; a C++ function
+(ferryd's builtins, ``Register``-ed C++) refuses keyword arguments with
+``InvalidArgumentError`` naming it. Keywords count with the arguments
+against the worker's --max_args.
 
 Values: None, bool, int, float, str, bytes, lists/tuples, dicts with str
 keys, RRefs, numpy arrays and torch tensors (any of ferry's 12 dtypes;
@@ -248,11 +251,18 @@ def init(rank: int | None = None, world_size: int | None = None,
             _write_atomically(address_file, address)
         if _on_listen is not None:
             _on_listen(address)  # ferry.distributed: through torch's store.
-        worker.start()
-        _pending.clear()
+        # Set before start() returns: calls are served from the moment the
+        # job formed, and a function they run may use ferry at once
+        # (torch RPC's functions call get_worker_info()).
         _worker = worker
         _default_timeout = float(timeout)
-        return WorkerInfo(_worker.name, _worker.rank)
+        try:
+            worker.start()
+        except BaseException:
+            _worker = None
+            raise
+        _pending.clear()
+        return WorkerInfo(worker.name, worker.rank)
 
 
 _PYTHON_STACKS = "ferry.python_stacks"
@@ -384,14 +394,15 @@ def _signature(name: str, fn: Callable[..., Any]) -> str:
     return f"{name}({', '.join(shown)}) -> value"
 
 
-def _invoke(fn: Callable[..., Any], args: list[Any], promise: _ferry.Promise,
+def _invoke(fn: Callable[..., Any], args: list[Any],
+            kwargs: dict[str, Any] | None, promise: _ferry.Promise,
             caller: str) -> None:
     """Runs a registered function for a call (on a ferry thread, with the
     GIL) and settles the call's promise: now, or when the coroutine or
     future it returned is done."""
     del caller  # Known to ferry; not passed to functions.
     try:
-        result = fn(*args)
+        result = fn(*args, **kwargs) if kwargs else fn(*args)
     except BaseException as e:  # noqa: B902 -- the caller gets it
         promise.set_exception(e)
         return
@@ -485,12 +496,7 @@ def _function(func: str | Callable[..., Any]) -> str:
     return name
 
 
-def _args(args: Args, kwargs: dict[str, Any] | None
-          ) -> tuple[Any, ...] | list[Any]:
-    if kwargs:
-        raise _errors.InvalidArgumentError(
-            "kwargs: ferry functions take positional arguments only; pass "
-            f"{sorted(kwargs)} as a dict argument")
+def _args(args: Args) -> tuple[Any, ...] | list[Any]:
     if args is None:
         return ()
     if not isinstance(args, (tuple, list)):
@@ -507,10 +513,11 @@ class _Calls:
     def rpc_sync(self, to: To, func: str | Callable[..., Any],
                  args: Args = None, kwargs: dict[str, Any] | None = None,
                  timeout: float | None = None) -> Any:
-        """``func(*args)`` on worker ``to`` (a name, rank or WorkerInfo);
-        returns its result (the GIL is released while waiting)."""
+        """``func(*args, **kwargs)`` on worker ``to`` (a name, rank or
+        WorkerInfo); returns its result (the GIL is released while
+        waiting)."""
         return self._endpoint().rpc_sync(
-            _target(to), _function(func), _args(args, kwargs), timeout)
+            _target(to), _function(func), _args(args), kwargs, timeout)
 
     def rpc_async(self, to: To, func: str | Callable[..., Any],
                   args: Args = None, kwargs: dict[str, Any] | None = None,
@@ -518,16 +525,17 @@ class _Calls:
         """Like ``rpc_sync``; returns a ``ferry.Future`` at once."""
         fut = _future._new()
         self._endpoint().rpc_async(_target(to), _function(func),
-                                   _args(args, kwargs), timeout, fut._settle)
+                                   _args(args), kwargs, timeout, fut._settle)
         return fut
 
     def remote(self, to: To, func: str | Callable[..., Any],
                args: Args = None, kwargs: dict[str, Any] | None = None,
                timeout: float | None = None) -> RRef:
-        """Runs ``func(*args)`` on ``to``, which keeps the result; returns an
-        ``RRef`` to it at once (creation errors surface on its use)."""
+        """Runs ``func(*args, **kwargs)`` on ``to``, which keeps the
+        result; returns an ``RRef`` to it at once (creation errors surface
+        on its use)."""
         return RRef._from_handle(self._endpoint().remote(
-            _target(to), _function(func), _args(args, kwargs), timeout))
+            _target(to), _function(func), _args(args), kwargs, timeout))
 
 
 class _ThisWorker(_Calls):

@@ -3,6 +3,7 @@
 #include <climits>
 #include <complex>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -47,15 +48,26 @@ bool IsTorchTensor(py::handle object) {
   return type != nullptr && PyObject_IsInstance(object.ptr(), type) == 1;
 }
 
+// The module tables below are set under the GIL, not by function-local
+// statics' initializers: a module's first import releases the GIL (it reads
+// files), and a second thread reaching such an initializer's guard then
+// waits there holding the GIL the first one needs back -- a deadlock (two
+// calls converting at once in a worker whose program had not imported
+// numpy or torch yet). Two threads may both build a table; one is kept.
 py::module_& Torch() {
-  static auto* torch = new py::module_(py::module_::import("torch"));
+  static py::module_* torch = nullptr;
+  if (torch == nullptr) {
+    py::module_ m = py::module_::import("torch");
+    if (torch == nullptr) torch = new py::module_(std::move(m));
+  }
   return *torch;
 }
 
 // numpy's dtype for each ferry dtype (bfloat16: its bits, as int16).
 const py::dtype& NumpyDType(DType dtype) {
-  static auto* table = [] {
-    auto* t = new std::vector<py::dtype>(13);
+  static std::vector<py::dtype>* table = nullptr;
+  if (table == nullptr) {
+    auto t = std::make_unique<std::vector<py::dtype>>(13);
     py::module_ np = py::module_::import("numpy");
     const std::pair<DType, const char*> names[] = {
         {DType::kBool, "bool"},           {DType::kUInt8, "uint8"},
@@ -68,8 +80,8 @@ const py::dtype& NumpyDType(DType dtype) {
     for (const auto& [d, name] : names) {
       (*t)[static_cast<int>(d)] = py::dtype::from_args(py::str(name));
     }
-    return t;
-  }();
+    if (table == nullptr) table = t.release();  // Kept for the process.
+  }
   return (*table)[static_cast<int>(dtype)];
 }
 

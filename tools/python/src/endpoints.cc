@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "pybind11/stl.h"
 #include "tools/python/src/errors.h"
 #include "tools/python/src/futures.h"
@@ -27,6 +28,21 @@ std::vector<Value> Args(py::handle args, ConvertState* state) {
   return ValueOrRaise(ToValues(args, path, state));
 }
 
+// A call's keyword arguments: None or a dict with str keys (each value as
+// an argument); empty when none.
+Value::Map Kwargs(py::handle kwargs, ConvertState* state) {
+  if (kwargs.is_none()) return {};
+  if (!PyDict_Check(kwargs.ptr())) {
+    Raise(absl::InvalidArgumentError(absl::StrCat(
+        "kwargs: expected a dict, got ",
+        std::string(py::str(py::type::handle_of(kwargs).attr("__name__"))))));
+  }
+  if (PyDict_GET_SIZE(kwargs.ptr()) == 0) return {};
+  Path path{nullptr, "kwargs"};
+  Value v = ValueOrRaise(ToValue(kwargs, path, state));
+  return std::move(v.as_map());
+}
+
 // The result of a synchronous call, as Python.
 py::object Result(absl::StatusOr<Value> result, TensorKind kind) {
   if (!result.ok()) Raise(result.status());
@@ -37,43 +53,57 @@ py::object Result(absl::StatusOr<Value> result, TensorKind kind) {
 
 // The calls workers and clients share (ferry::Worker and ferry::Client
 // have the same call methods).
+// (Calls without keyword arguments take the API's plain overloads: the
+// common case pays nothing for them.)
 template <typename Api>
 py::object RpcSync(Api& api, TensorKind fallback, const std::string& to,
-                   const std::string& fn, py::handle args,
+                   const std::string& fn, py::handle args, py::handle kwargs,
                    std::optional<double> timeout) {
   ConvertState state;
   std::vector<Value> values = Args(args, &state);
+  Value::Map keywords = Kwargs(kwargs, &state);
   absl::StatusOr<Value> r;
   {
     py::gil_scoped_release release;
-    r = api.RpcSync(to, fn, std::move(values), Timeout(timeout));
+    r = keywords.empty()
+            ? api.RpcSync(to, fn, std::move(values), Timeout(timeout))
+            : api.RpcSync(to, fn, std::move(values), std::move(keywords),
+                          Timeout(timeout));
   }
   return Result(std::move(r), state.KindOr(fallback));
 }
 
 template <typename Api>
 void RpcAsync(Api& api, TensorKind fallback, const std::string& to,
-              const std::string& fn, py::handle args,
+              const std::string& fn, py::handle args, py::handle kwargs,
               std::optional<double> timeout, py::handle settle) {
   ConvertState state;
   std::vector<Value> values = Args(args, &state);
+  Value::Map keywords = Kwargs(kwargs, &state);
   PyRef callback(settle);
   TensorKind kind = state.KindOr(fallback);
   py::gil_scoped_release release;
-  Settle(api.RpcAsync(to, fn, std::move(values), Timeout(timeout)), kind,
-         std::move(callback));
+  Settle(keywords.empty()
+             ? api.RpcAsync(to, fn, std::move(values), Timeout(timeout))
+             : api.RpcAsync(to, fn, std::move(values), std::move(keywords),
+                            Timeout(timeout)),
+         kind, std::move(callback));
 }
 
 template <typename Api>
 RRefHandle Remote(Api& api, TensorKind fallback, const std::string& to,
-                  const std::string& fn, py::handle args,
+                  const std::string& fn, py::handle args, py::handle kwargs,
                   std::optional<double> timeout) {
   ConvertState state;
   std::vector<Value> values = Args(args, &state);
+  Value::Map keywords = Kwargs(kwargs, &state);
   absl::StatusOr<RRef> r;
   {
     py::gil_scoped_release release;
-    r = api.Remote(to, fn, std::move(values), Timeout(timeout));
+    r = keywords.empty()
+            ? api.Remote(to, fn, std::move(values), Timeout(timeout))
+            : api.Remote(to, fn, std::move(values), std::move(keywords),
+                         Timeout(timeout));
   }
   return RRefHandle(ValueOrRaise(std::move(r)), state.KindOr(fallback));
 }
@@ -83,26 +113,30 @@ void BindCalls(py::class_<Handle>& c, Get get) {
   c.def(
        "rpc_sync",
        [get](Handle& h, const std::string& to, const std::string& fn,
-             py::handle args, std::optional<double> timeout) {
-         return RpcSync(get(h), h.kind, to, fn, args, timeout);
+             py::handle args, py::handle kwargs,
+             std::optional<double> timeout) {
+         return RpcSync(get(h), h.kind, to, fn, args, kwargs, timeout);
        },
-       py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("timeout"))
+       py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("kwargs"),
+       py::arg("timeout"))
       .def(
           "rpc_async",
           [get](Handle& h, const std::string& to, const std::string& fn,
-                py::handle args, std::optional<double> timeout,
-                py::handle settle) {
-            RpcAsync(get(h), h.kind, to, fn, args, timeout, settle);
+                py::handle args, py::handle kwargs,
+                std::optional<double> timeout, py::handle settle) {
+            RpcAsync(get(h), h.kind, to, fn, args, kwargs, timeout, settle);
           },
-          py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("timeout"),
-          py::arg("settle"))
+          py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("kwargs"),
+          py::arg("timeout"), py::arg("settle"))
       .def(
           "remote",
           [get](Handle& h, const std::string& to, const std::string& fn,
-                py::handle args, std::optional<double> timeout) {
-            return Remote(get(h), h.kind, to, fn, args, timeout);
+                py::handle args, py::handle kwargs,
+                std::optional<double> timeout) {
+            return Remote(get(h), h.kind, to, fn, args, kwargs, timeout);
           },
-          py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("timeout"))
+          py::arg("to"), py::arg("fn"), py::arg("args"), py::arg("kwargs"),
+          py::arg("timeout"))
       .def_property_readonly("name", [get](Handle& h) { return get(h).name(); })
       .def("workers",
            [get](Handle& h) {
@@ -162,9 +196,9 @@ SecurityOptions Security(const py::dict& o) {
 }
 
 // The Python function `fn` as a ferry function: each call runs, with the
-// GIL, `invoke(fn, args, promise)` (ferry/_rpc.py), which settles the
-// promise at once or, for coroutines and futures, later — holding no
-// ferry thread meanwhile.
+// GIL, `invoke(fn, args, kwargs, promise, caller)` (ferry/_rpc.py; kwargs
+// a dict, or None for none), which settles the promise at once or, for
+// coroutines and futures, later — holding no ferry thread meanwhile.
 AsyncFunction PythonFunction(PyRef fn, PyRef invoke, TensorKind kind) {
   return [fn = std::move(fn), invoke = std::move(invoke), kind](
              const CallContext& ctx, std::vector<Value> args) {
@@ -177,7 +211,11 @@ AsyncFunction PythonFunction(PyRef fn, PyRef invoke, TensorKind kind) {
     DrainDeferred();
     try {
       py::list py_args = FromValues(args, kind);
-      invoke.object()(fn.object(), py_args, PromiseHandle(promise), ctx.caller);
+      py::object py_kwargs = py::none();
+      if (ctx.kwargs != nullptr)
+        py_kwargs = FromValue(Value(*ctx.kwargs), kind);
+      invoke.object()(fn.object(), py_args, py_kwargs, PromiseHandle(promise),
+                      ctx.caller);
     } catch (py::error_already_set& e) {
       // Nobody has the future yet: setting it runs no callback.
       promise.Set(StatusFromException(e.value()));
@@ -259,7 +297,7 @@ void BindWorker(py::module_& m) {
              std::move(name),
              PythonFunction(PyRef(fn), PyRef(invoke),
                             ValueOrRaise(ParseTensorKind(kind))),
-             std::move(signature), {.doc = std::move(doc)}));
+             std::move(signature), {.doc = std::move(doc), .keywords = true}));
        },
        py::arg("name"), py::arg("fn"), py::arg("signature"), py::arg("doc"),
        py::arg("tensor_type"), py::arg("invoke"))

@@ -16,6 +16,11 @@ def py_add(a, b):
     return a + b
 
 
+@ferry.register("py_keywords")
+def py_keywords(a, b=10, *, scale=1, **rest):
+    return {"sum": (a + b) * scale, "rest": rest}
+
+
 @ferry.register("raise_value")
 def raise_value(message):
     raise ValueError(message)
