@@ -1,7 +1,18 @@
 #!/usr/bin/env bash
 # Runs one Python test file with Debian's python3 and pytest, `import ferry`
-# from the built package in the runfiles.
+# from the built package in the runfiles; `--peers FILE`: with the peers
+# environment's python (torch 2.x, numpy 2.x: `tools/dev peers` installs it
+# and tells bazel where, in FERRY_PEERS_PYTHON).
 set -euo pipefail
+python=/usr/bin/python3
+if [ "$1" = "--peers" ]; then
+  python="${FERRY_PEERS_PYTHON:-}"
+  if [ -z "$python" ] || [ ! -x "$python" ]; then
+    echo "run_pytest: the peers environment is not installed (FERRY_PEERS_PYTHON='$python'): run tools/dev peers" >&2
+    exit 1
+  fi
+  shift
+fi
 root="${TEST_SRCDIR:?}/ferry"
 export PYTHONPATH="$root/tools/python/site:$root/tests/tools/python"
 module="$root/tools/python/site/ferry/_ferry.so"
@@ -15,5 +26,5 @@ if ldd "$module" | grep libasan >/dev/null; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 fi
 cd "$root"
-exec /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+exec "$python" -m pytest -q -p no:cacheprovider \
   --basetemp="${TEST_TMPDIR:?}/pytest" "$root/tests/tools/python/$1"

@@ -35,6 +35,7 @@ the only ones that work on a revoked group.
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
@@ -116,10 +117,24 @@ class Group:
 _world: dict[int, Group] = {}  # id(worker) -> its world
 
 
+def _cpu_backend(group: Any) -> Any:
+    """torch 2.x's CPU backend of the ProcessGroup ``group`` (None if it
+    has none)."""
+    try:
+        return group._get_backend(sys.modules["torch"].device("cpu"))
+    except (KeyError, RuntimeError):
+        return None
+
+
 def _group(group: GroupArg) -> Group:
     if group is not None:
-        # A torch ProcessGroup of the "ferry" backend stands for its group.
-        return getattr(group, "_ferry_group", group)  # type: ignore[arg-type]
+        # A torch ProcessGroup of the "ferry" backend stands for its group
+        # (on torch 2.x, through its CPU backend, which is ferry's).
+        inner = getattr(group, "_ferry_group", None)
+        if inner is None and hasattr(group, "_get_backend"):
+            inner = getattr(_cpu_backend(group), "_ferry_group", None)
+        return inner if inner is not None else group  # type: ignore
+
     worker = _rpc._current()
     g = _world.get(id(worker))
     if g is None:

@@ -37,9 +37,9 @@ import datetime
 import os
 import queue
 import secrets
+import sys
 import tempfile
 import threading
-import time
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -261,52 +261,18 @@ class _Op:
                          else _Failed(outcome[0]))
 
 
-# Works kept alive for C++ callers (_Work.__del__): work -> when kept
-# (time.monotonic()).
-_kept: dict[_Work, float] = {}
-# A kept Work nobody came back for is let go this long after it was kept
-# (a C++ caller uses its Work at once).
-_KEEP_SECONDS = 60.0
-
-
 class _Work(_c10d.Work):
-    """torch's Work over an op, for every caller of the ProcessGroup's
-    methods: Python code (torch's Python API and its users: wait(timeout),
-    is_completed, exception, get_future, the source rank of a receive from
-    any source) and C++ code (DDP's reducer takes get_future; its
-    parameter broadcast and check wait).
-
-    One kind of Work for both, kept alive explicitly: torch 1.13 keeps only
-    the C++ half of a Python Work that C++ holds -- once the last Python
-    reference goes, C++'s wait() reaches the base class's, which never
-    returns. A C++ caller's Work loses its last Python reference as soon
-    as the method returns, before it is used; so a Work dropped before
-    anyone waited on it or took its future keeps itself (``__del__``)
-    until one of them happens, or for _KEEP_SECONDS (a Python caller that
-    drops a Work unused does not come back for it)."""
+    """torch's Work over an op: wait(timeout), is_completed, exception,
+    get_future, and the source rank of a receive from any source. Handed to
+    Python callers only; C++ callers get torch's own Work over the future
+    (a Python Work held only by C++ loses its Python half)."""
 
     def __init__(self, op: _Op) -> None:
         super().__init__()
         self._op = op
-        self._used = False
-
-    def __del__(self) -> None:
-        if self._used:
-            return
-        now = time.monotonic()
-        for work, since in list(_kept.items()):
-            if now - since > _KEEP_SECONDS:
-                _kept.pop(work, None)
-        _kept[self] = now  # Alive again, for the C++ caller.
-
-    def _use(self) -> None:
-        """Its caller waits on it or has its future: no longer kept."""
-        self._used = True
-        _kept.pop(self, None)
 
     def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)
              ) -> bool:
-        self._use()
         if not timeout:  # (torch's Python API waits so: no bound of its own)
             self._op.wait()
             return True
@@ -335,7 +301,6 @@ class _Work(_c10d.Work):
         return self._op.error()
 
     def get_future(self) -> torch.futures.Future[Any]:
-        self._use()
         self._op.watch()
         return self._op.future
 
@@ -351,6 +316,62 @@ class _Work(_c10d.Work):
 
     def synchronize(self) -> None:
         pass
+
+
+_C10D_PY = os.path.join("distributed", "distributed_c10d.py")
+
+
+def _work(op: _Op, depth: int) -> _c10d.Work:
+    """The Work of ``op`` for the ProcessGroup method ``depth`` frames up:
+    ours (a Python object: ``wait(timeout)``, the source rank of a receive
+    from any source, a synchronous op's caller woken by ferry itself) for
+    what torch's Python API hands to Python code; torch's own over the
+    op's future for what torch's C++ may hold -- C++ callers (DDP's
+    reducer, autograd) and asynchronous ops started by torch's own Python
+    (DDP under ``Join`` hands its all_reduce's Work to the reducer, which
+    waits on it in C++). torch 1.13 keeps only the C++ half of a Python
+    Work held by C++, and that half is never completed: DDP under Join
+    hung there. A Work over the future completes or fails when the ferry
+    op does, within the op's timeout."""
+    if _python_work(sys._getframe(depth)):
+        return _Work(op)
+    op.watch()
+    # (Missing from torch 1.13's type stubs.)
+    return _c10d._create_work_from_future(  # type: ignore[attr-defined]
+        op.future)
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+# Frames between torch's Python API and its caller: the API's own module,
+# torch 2.x's logging wrapper, deprecation wrappers.
+_API_FILES = (_C10D_PY, os.path.join("distributed", "c10d_logger.py"),
+              "typing_extensions.py", os.path.join("typing", "__init__.py"))
+
+
+def _python_work(method: Any) -> bool:
+    """Whether the Work of the ProcessGroup method running in frame
+    ``method`` goes to Python code only: a synchronous call of torch's
+    Python API (its caller waits at once and drops it), a receive from any
+    source (the caller reads the source rank), or an asynchronous one that
+    a user's code (not torch's own) asked for."""
+    caller = method.f_back
+    if caller is None or not caller.f_code.co_filename.endswith(_C10D_PY):
+        return False  # C++ (DDP's reducer, autograd) or a user's code.
+    if method.f_code.co_name == "recv_anysource":
+        return True
+    # torch 2.x says it in the options; 1.13's caller has it as a local
+    # (isend, irecv and friends have none: asynchronous).
+    async_op = getattr(method.f_locals.get("opts"), "asyncOp", None)
+    if async_op is None:
+        async_op = caller.f_locals.get("async_op", True)
+    if async_op is False:
+        return True
+    asker = caller.f_back
+    while asker is not None and asker.f_code.co_filename.endswith(_API_FILES):
+        asker = asker.f_back
+    return asker is not None and \
+        not asker.f_code.co_filename.startswith(_TORCH_DIR)
 
 
 # ---- Reduce ops ----
@@ -499,12 +520,29 @@ def _create(opts: Any, pg_options: object = None) -> ProcessGroupFerry:
 
 # ---- The process group ----
 
-# A process group is a ProcessGroup subclassed in Python, on every torch
-# version: torch 2.x splits a ProcessGroup into one Backend per device, but
-# its Backend has no Python constructor, and when a backend's creator
-# returns a ProcessGroup, 2.x uses it as the group itself (as torchft's
-# groups are used).
-_PG_BASE: Any = _c10d.ProcessGroup
+def _base() -> tuple[Any, bool]:
+    """The class the backend subclasses, and whether it is torch's Backend.
+
+    torch 2.x splits a ProcessGroup into one Backend per device and calls
+    the CPU Backend for every op, by the names 2.x gives them
+    (``all_gather_single``, ``reduce_scatter_single``,
+    ``all_to_all_single``, ``gather_single``, the coalesced forms,
+    ``monitored_barrier``...): where its Backend has a Python constructor,
+    ferry's is a Backend, which torch wraps in its own ProcessGroup.
+    Elsewhere -- torch 1.13, which has no Backend, and 2.x releases whose
+    Backend Python cannot construct -- it is a ProcessGroup (when a
+    backend's creator returns one, 2.x uses it as the group itself)."""
+    backend = getattr(_c10d, "Backend", None)
+    if backend is not None:
+        try:
+            backend(0, 1)
+            return backend, True
+        except TypeError:
+            pass
+    return _c10d.ProcessGroup, False
+
+
+_PG_BASE, _ON_BACKEND = _base()
 
 
 def _seconds(op_timeout: datetime.timedelta | None,
@@ -557,7 +595,8 @@ class ProcessGroupFerry(_PG_BASE):
             handles = start()
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        return _Work(_Op(what, result, handles))
+        # Frames up: _work, _run, the method, its caller.
+        return _work(_Op(what, result, handles), 2)
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -613,7 +652,7 @@ class ProcessGroupFerry(_PG_BASE):
                     x.shape).coalesce())
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        return _Work(_Op(what, tensors))
+        return _work(_Op(what, tensors), 2)
 
     def allreduce_coalesced(
             self, tensors: list[torch.Tensor],
@@ -743,6 +782,74 @@ class ProcessGroupFerry(_PG_BASE):
             _ferry.reduce_scatter(self._handle, output, ins, red, t, True,
                                   "torch")])
 
+    # -- torch 2.x's names (its ProcessGroup calls its Backend so) --
+
+    def all_gather_single(self, output: torch.Tensor, input: torch.Tensor,
+                          opts: Any = None) -> _c10d.Work:
+        return self._allgather_base(output, input, opts)
+
+    def reduce_scatter_single(self, output: torch.Tensor,
+                              input: torch.Tensor,
+                              opts: Any = None) -> _c10d.Work:
+        return self._reduce_scatter_base(output, input, opts)
+
+    def all_to_all_single(self, output: torch.Tensor, input: torch.Tensor,
+                          output_split_sizes: list[int] | None,
+                          input_split_sizes: list[int] | None,
+                          opts: Any = None) -> _c10d.Work:
+        return self.alltoall_base(output, input, output_split_sizes,
+                                  input_split_sizes, opts)
+
+    def gather_single(self, output: torch.Tensor, input: torch.Tensor,
+                      opts: Any = None) -> _c10d.Work:
+        """gather into one tensor of group size times the input's elements
+        at the root (elsewhere: unused)."""
+        opts = opts if opts is not None else dist.GatherOptions()
+        t = self._t(opts)
+        root = opts.rootRank
+        self._check([input], "gather_single")
+        here = self._group_rank == root
+        outs = self._views("gather_single", output, input) if here else []
+        return self._run("gather_single", [output], lambda: [
+            _ferry.gather(self._handle, input, outs, root, t, True,
+                          "torch")])
+
+    def all_gather_single_coalesced(self, outputs: list[torch.Tensor],
+                                    inputs: list[torch.Tensor],
+                                    opts: Any = None) -> _c10d.Work:
+        t = self._t(opts)
+        self._check(inputs + outputs, "all_gather_single_coalesced")
+        views = [self._views("all_gather_single_coalesced", o, i)
+                 for o, i in zip(outputs, inputs)]
+        return self._run("all_gather_single_coalesced", outputs, lambda: [
+            _ferry.all_gather(self._handle, i, v, t, True, "torch")
+            for i, v in zip(inputs, views)])
+
+    def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor],
+                                        inputs: list[torch.Tensor],
+                                        opts: Any = None) -> _c10d.Work:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        t = self._t(opts)
+        red = _reduce_op(opts.reduceOp)
+        self._check(inputs + outputs, "reduce_scatter_single_coalesced")
+        ins = [self._views("reduce_scatter_single_coalesced", i, o)
+               for o, i in zip(outputs, inputs)]
+        return self._run("reduce_scatter_single_coalesced", outputs,
+                         lambda: [
+                             _ferry.reduce_scatter(self._handle, o, parts,
+                                                   red, t, True, "torch")
+                             for o, parts in zip(outputs, ins)])
+
+    def _views(self, what: str, whole: torch.Tensor,
+               part: torch.Tensor) -> list[torch.Tensor]:
+        """``whole`` (group size times ``part``'s elements) as one view of
+        ``part``'s shape per rank."""
+        if whole.numel() != part.numel() * self.size():
+            raise ValueError(
+                f"[ferry] {what}: a tensor of {whole.numel()} elements is "
+                f"not group size ({self.size()}) times {part.numel()}")
+        return list(whole.view(self.size(), *part.shape).unbind(0))
+
     def alltoall(self, output_tensors: list[torch.Tensor],
                  input_tensors: list[torch.Tensor],
                  opts: dist.AllToAllOptions | None = None) -> _c10d.Work:
@@ -815,16 +922,33 @@ class ProcessGroupFerry(_PG_BASE):
 
 def _ferry_pg(pg: Any, what: str) -> ProcessGroupFerry:
     """The ferry process group ``pg`` stands for (default: the default
-    group)."""
+    group; on torch 2.x, torch's group whose CPU backend is ferry's)."""
     if pg is None:
         pg = dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupFerry) and _ON_BACKEND:
+        try:
+            pg = pg._get_backend(torch.device("cpu"))
+        except (AttributeError, RuntimeError):
+            pass
     if not isinstance(pg, ProcessGroupFerry):
         raise ValueError(f"{what}: {pg!r} is not a ferry group")
     return pg
 
 
-def _elastic(pg: Any, timeout: float | None, what: str,
-             op: Any) -> ProcessGroupFerry:
+def _as_group(backend: ProcessGroupFerry) -> Any:
+    """What torch's API takes as ``group=`` for ``backend``: itself, or on
+    torch 2.x torch's ProcessGroup over it, as torch makes for a new
+    group."""
+    if not _ON_BACKEND:
+        return backend
+    kind = _c10d.ProcessGroup.BackendType.CUSTOM
+    pg = _c10d.ProcessGroup(backend.rank(), backend.size())
+    pg._register_backend(torch.device("cpu"), kind, backend)
+    pg._set_default_backend(kind)
+    return pg
+
+
+def _elastic(pg: Any, timeout: float | None, what: str, op: Any) -> Any:
     """A new process group from ``op(handle, seconds)`` on ``pg``'s."""
     inner = _ferry_pg(pg, what)
     seconds = timeout if timeout is not None else inner._timeout
@@ -832,12 +956,12 @@ def _elastic(pg: Any, timeout: float | None, what: str,
         handle = op(inner._handle, seconds)
     except _errors.Error as e:
         raise _torch_error(e, f"{what} on rank {inner.rank()}")
-    return ProcessGroupFerry(handle.rank, handle.size, handle, handle.members,
-                             datetime.timedelta(seconds=inner._timeout))
+    return _as_group(ProcessGroupFerry(
+        handle.rank, handle.size, handle, handle.members,
+        datetime.timedelta(seconds=inner._timeout)))
 
 
-def shrink_group(pg: Any = None,
-                 timeout: float | None = None) -> ProcessGroupFerry:
+def shrink_group(pg: Any = None, timeout: float | None = None) -> Any:
     """A new "ferry" process group of the live members of ``pg`` (default:
     the default group), as ``ferry.shrink_group`` agrees them: its ranks
     renumbered densely in the old order, nobody re-initialised. Pass it as
@@ -847,8 +971,7 @@ def shrink_group(pg: Any = None,
     return _elastic(pg, timeout, "shrink_group", _ferry.shrink)
 
 
-def grow_group(pg: Any = None,
-               timeout: float | None = None) -> ProcessGroupFerry:
+def grow_group(pg: Any = None, timeout: float | None = None) -> Any:
     """The process group ``pg`` was shrunk from, again, once replacements
     took the dead ranks' places (``ferry.grow_group``): the survivors pass
     the group they shrank to, a replacement its default group (or a group

@@ -85,10 +85,32 @@ const py::dtype& NumpyDType(DType dtype) {
   return (*table)[static_cast<int>(dtype)];
 }
 
+// numpy 2 moved PyArray_Descr's elsize, which pybind11 2.10 (Debian's)
+// reads at numpy 1.x's offset: sizes are read as Python attributes, the
+// same under numpy 1.x (Debian's) and 2.x (the peers environment's), so
+// one extension serves both.
+py::ssize_t ItemSize(const py::dtype& dt) {
+  return dt.attr("itemsize").cast<py::ssize_t>();
+}
+
+size_t NBytes(const py::array& a) { return a.attr("nbytes").cast<size_t>(); }
+
+// C-order strides of `shape` for elements of `itemsize` bytes (given to
+// pybind11, which would otherwise compute them from the dtype's elsize).
+std::vector<py::ssize_t> CStrides(const Shape& shape, size_t itemsize) {
+  std::vector<py::ssize_t> strides(shape.size());
+  py::ssize_t stride = static_cast<py::ssize_t>(itemsize);
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= static_cast<py::ssize_t>(shape[i]);
+  }
+  return strides;
+}
+
 // The ferry dtype of a numpy dtype; nullopt for those ferry lacks.
 std::optional<DType> FromNumpyDType(const py::dtype& dt) {
   const char kind = dt.kind();
-  const py::ssize_t size = dt.itemsize();
+  const py::ssize_t size = ItemSize(dt);
   switch (kind) {
     case 'b':
       return DType::kBool;
@@ -139,8 +161,7 @@ std::optional<Tensor> TensorBehind(const py::array& a) {
   const auto* t =
       static_cast<const Tensor*>(PyCapsule_GetPointer(base, kCapsuleName));
   if (t->data() != static_cast<const char*>(a.data()) ||
-      t->nbytes() != static_cast<size_t>(a.nbytes()) ||
-      t->shape() != ShapeOf(a)) {
+      t->nbytes() != NBytes(a) || t->shape() != ShapeOf(a)) {
     return std::nullopt;
   }
   return *t;
@@ -165,8 +186,8 @@ absl::StatusOr<Tensor> FromNumpy(py::array a, std::optional<DType> as,
         a, a.dtype().attr("newbyteorder")(py::str("=")));
   }
   return WrapPythonMemory(a, *dtype, ShapeOf(a),
-                          static_cast<const char*>(a.data()),
-                          static_cast<size_t>(a.nbytes()), state->leases);
+                          static_cast<const char*>(a.data()), NBytes(a),
+                          state->leases);
 }
 
 // torch tensor → a numpy array over the same memory (bfloat16 as its int16
@@ -257,7 +278,7 @@ absl::StatusOr<Value> FromNumpyScalar(py::handle object, const Path& path,
 
 // Copies `bits` (bfloat16 bit patterns) into float32, exactly.
 py::array WidenBFloat16(const Tensor& t) {
-  py::array_t<float> out(t.shape());
+  py::array_t<float> out(t.shape(), CStrides(t.shape(), sizeof(float)));
   const auto* in = t.data_as<uint16_t>();
   float* o = out.mutable_data();
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -274,12 +295,7 @@ py::array ArrayOver(const Tensor& t, bool writeable) {
   py::capsule owner(held, kCapsuleName, [](PyObject* capsule) {
     delete static_cast<Tensor*>(PyCapsule_GetPointer(capsule, kCapsuleName));
   });
-  std::vector<py::ssize_t> strides(t.rank());
-  py::ssize_t stride = static_cast<py::ssize_t>(t.itemsize());
-  for (int i = t.rank() - 1; i >= 0; --i) {
-    strides[i] = stride;
-    stride *= static_cast<py::ssize_t>(t.dim(i));
-  }
+  std::vector<py::ssize_t> strides = CStrides(t.shape(), t.itemsize());
   // A null pointer would make numpy allocate; empty tensors may have one.
   static const char kEmpty[16] = {};
   const void* data = t.data() != nullptr ? t.data() : kEmpty;
@@ -329,7 +345,7 @@ absl::StatusOr<Tensor> ToTensor(py::handle object, const Path& path,
       py::isinstance(object, classes.bfloat16_class)) {
     state->saw_numpy = true;
     py::array bits = py::array::ensure(object.attr("bits"));
-    if (!bits || bits.itemsize() != 2 || bits.dtype().kind() != 'u') {
+    if (!bits || ItemSize(bits.dtype()) != 2 || bits.dtype().kind() != 'u') {
       return Invalid(path, "BFloat16.bits must be a uint16 array");
     }
     return FromNumpy(std::move(bits), DType::kBFloat16, path, state);
@@ -512,7 +528,7 @@ absl::StatusOr<Destination> ToDestination(py::handle object,
   d.dtype = *dtype;
   d.shape = ShapeOf(a);
   d.data = static_cast<char*>(a.mutable_data());
-  d.nbytes = static_cast<size_t>(a.nbytes());
+  d.nbytes = NBytes(a);
   d.keep = PyRef(a);
   d.torch = !py::isinstance<py::array>(object);
   return d;
