@@ -3,10 +3,10 @@
 // the same collectives in the same order (or names them with
 // CollectiveOptions::tag).
 //
-//   ProcessGroup& world = worker.collectives().world();
+//   ProcessGroup& world = worker.world();  // ferry::Worker (worker.h)
 //   absl::StatusOr<Tensor> sum = AllReduce(world, grad, ReduceOp::kAvg);
-//   absl::StatusOr<Tensor> mine = AllToAllSingle(world, ids,
-//   /*output_splits=*/{}, splits);
+//   absl::StatusOr<Tensor> mine =
+//       AllToAllSingle(world, ids, /*output_splits=*/{}, splits);
 //
 // Forms writing into the caller's tensors: into.h; point-to-point: p2p.h.
 //

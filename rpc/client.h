@@ -3,9 +3,12 @@
 // directory, keeps a membership poll (its liveness, and news of dead
 // workers), and calls any worker.
 //
-//   ASSERT_OK_AND_ASSIGN(auto client, RpcClient::Connect({.master =
-//   "h:29500"})); absl::StatusOr<Value> r = client->RpcSync("worker1", "add",
-//   {1, 2});
+//   absl::StatusOr<std::unique_ptr<RpcClient>> client =
+//       RpcClient::Connect({.master = "10.0.0.1:29500"});
+//   absl::StatusOr<Value> r = (*client)->RpcSync("worker1", "add", {1, 2});
+//
+// Internal (it includes gRPC): programs use ferry::Client
+// (tools/runtime/client.h, through ferry.h), which wraps it.
 #ifndef FERRY_RPC_CLIENT_H_
 #define FERRY_RPC_CLIENT_H_
 

@@ -1,9 +1,12 @@
 // RRef: a reference to a value that lives on another worker (its owner),
 // as torch.distributed.rpc's RRef.
 //
-//   ASSERT_OK_AND_ASSIGN(RRef r, rrefs.Remote("worker1", "add", {ones, 3}));
-//   absl::StatusOr<Value> v = r.ToHere();          // fetch a copy
-//   rpc.RpcSync("worker2", "to_here", {r.AsValue()});  // pass it on
+//   absl::StatusOr<RRef> r = worker.Remote("worker1", "add", {ones, 3});
+//   absl::StatusOr<Value> v = r->ToHere();                 // fetch a copy
+//   worker.RpcSync("worker2", "to_here", {r->AsValue()});  // pass it on
+//
+// (`worker`: a ferry::Worker, tools/runtime/worker.h; a ferry::Client's
+// Remote is the same.)
 //
 // Copies are cheap (a shared pointer). When the last copy on a node goes,
 // the owner is told at once; the owner frees the value when no node holds

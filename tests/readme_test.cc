@@ -4,15 +4,18 @@
 //
 //   <!-- readme-test: ci -->           each command appears in .ci/run
 //   <!-- readme-test: cpp FILE -->     the block is FILE, which builds; it runs
+//                                      (the client against a job, the
+//                                      worker as the two ranks of one)
 //   <!-- readme-test: cheatsheet -->   runs as a shell script
 //   <!-- readme-test: install -->      runs in a scratch HOME, with
 //                                      tools/install.sh over the test's
 //                                      (unoptimized) build standing in for
-//                                      `tools/dev install`; the program it
-//                                      builds must work against the
-//                                      installed daemons
-//   <!-- readme-test: python FILE -->  the block is FILE, which runs as a job
-//   of
+//                                      `tools/dev install`; the programs it
+//                                      builds (with only the installed
+//                                      include/ferry/) must work, the
+//                                      client against the installed
+//                                      daemons
+//   <!-- readme-test: python FILE -->  the block is FILE, run as a job of
 //                                      two Python workers (checked by
 //                                      tests/tools/python/examples_test.py)
 //   <!-- readme-test: launch N -->     each line starts a worker (srun and
@@ -29,11 +32,13 @@
 // The blocks use the master 10.0.0.1:29500; here it is 127.0.0.1 on a free
 // port, and `ferryctl up` picks its port.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -81,6 +86,20 @@ void WriteFile(const std::string& path, const std::string& text,
                bool executable = false) {
   std::ofstream(path) << text;
   if (executable) chmod(path.c_str(), 0755);
+}
+
+// The names in `dir` (not . and ..), sorted.
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 struct Block {
@@ -209,21 +228,52 @@ TEST(ReadmeTest, CiRunsTheOpeningCommands) {
   }
 }
 
-TEST(ReadmeTest, CppExampleIsTheFileAndRuns) {
+TEST(ReadmeTest, CppExamplesAreTheFiles) {
   std::vector<Block> cpp = BlocksOf("cpp ");
-  ASSERT_EQ(cpp.size(), 1u);
-  const std::string file = cpp[0].kind.substr(4);
-  EXPECT_EQ(cpp[0].code, ReadFile(Runfile(file)))
-      << "README.md and " << file << " differ";
+  std::vector<std::string> files;
+  for (const Block& b : cpp) {
+    const std::string file = b.kind.substr(4);
+    files.push_back(file);
+    EXPECT_EQ(b.code, ReadFile(Runfile(file)))
+        << "README.md and " << file << " differ";
+  }
+  EXPECT_THAT(files,
+              ::testing::ElementsAre("tools/examples/client_example.cc",
+                                     "tools/examples/worker_example.cc"));
+}
+
+constexpr char kClientOutput[] =
+    "{\"dtype\":\"float32\",\"data\":[4,5]}\n{\"dtype\":\"int64\","
+    "\"data\":[0,1,2,3,4]}\n";
+
+TEST(ReadmeTest, ClientExampleRuns) {
   ASSERT_OK_AND_ASSIGN(auto job, DaemonCluster::Up(3));
   ASSERT_OK_AND_ASSIGN(
       ProcessResult r,
       RunProcess({Runfile("tools/examples/client_example"), job->master()}, {},
                  kBound));
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_EQ(r.out,
-            "{\"dtype\":\"float32\",\"data\":[4,5]}\n{\"dtype\":\"int64\","
-            "\"data\":[0,1,2,3,4]}\n");
+  EXPECT_EQ(r.out, kClientOutput);
+}
+
+// Runs `program` (worker_example, as built) as the two ranks of a job.
+void ExpectWorkerExampleRuns(const std::string& program) {
+  const std::string master = absl::StrCat("127.0.0.1:", UnusedPort());
+  ASSERT_OK_AND_ASSIGN(auto rank0,
+                       BackgroundProcess::Start({program, "0", "2", master}));
+  ASSERT_OK_AND_ASSIGN(ProcessResult rank1,
+                       RunProcess({program, "1", "2", master}, {}, kBound));
+  ProcessResult r0 = rank0->Wait(kBound);
+  EXPECT_EQ(r0.exit_code, 0) << r0.Describe();
+  EXPECT_EQ(r0.out,
+            "{\"dtype\":\"float32\",\"data\":[3,6]}\n"  // scale on worker1
+            "{\"dtype\":\"float32\",\"data\":[3]}\n");  // all_reduce
+  EXPECT_EQ(rank1.exit_code, 0) << rank1.Describe();
+  EXPECT_EQ(rank1.out, "{\"dtype\":\"float32\",\"data\":[3]}\n");
+}
+
+TEST(ReadmeTest, WorkerExampleRunsAsAJobOfTwo) {
+  ExpectWorkerExampleRuns(Runfile("tools/examples/worker_example"));
 }
 
 // Replaces the sandbox's ferryctl with a script: `up` picks its port and
@@ -307,13 +357,15 @@ TEST(ReadmeTest, InstallBlockBuildsAProgramOutsideBazel) {
   WriteFile(repo + "/tools/dev",
             absl::StrReplaceAll(
                 R"sh(#!/usr/bin/env bash
-[ "$1" = install ] && mkdir -p "$2" && exec 'INSTALL' "$2" 'BUILT' 'BUILT'
+[ "$1" = install ] && mkdir -p "$2" && exec 'INSTALL' "$2" 'BUILT'
 exit 2
 )sh",
                 {{"INSTALL", Runfile("tools/install.sh")}, {"BUILT", built}}),
             true);
-  WriteFile(repo + "/tools/examples/client_example.cc",
-            ReadFile(Runfile("tools/examples/client_example.cc")));
+  for (const char* example : {"client_example.cc", "worker_example.cc"}) {
+    WriteFile(absl::StrCat(repo, "/tools/examples/", example),
+              ReadFile(Runfile(absl::StrCat("tools/examples/", example))));
+  }
   ProcessOptions o = box.Options();
   o.env.push_back({"HOME", box.dir()});
   ASSERT_OK_AND_ASSIGN(
@@ -321,6 +373,23 @@ exit 2
       RunProcess(box.Bash(absl::StrCat("cd '", repo, "'; ", install[0].code)),
                  o, absl::Minutes(3)));
   ASSERT_EQ(built_app.exit_code, 0) << built_app.Describe();
+  // The headers are ferry's alone: include/ holds ferry/ and nothing else,
+  // and ferry.pc points the compiler there only.
+  EXPECT_THAT(DirEntries(box.dir() + "/.local/include"),
+              ::testing::ElementsAre("ferry"));
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult cflags,
+      RunProcess(
+          box.Bash("pkg-config --cflags ferry"),
+          {.env = {{"PKG_CONFIG_PATH", box.dir() + "/.local/lib/pkgconfig"}}},
+          kBound));
+  const std::vector<std::string> flags =
+      absl::StrSplit(cflags.out, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  const std::string include_flag =
+      absl::StrCat("-I", box.dir(), "/.local/include");
+  EXPECT_THAT(flags, ::testing::Contains(include_flag)) << cflags.Describe();
+  EXPECT_THAT(cflags.out, ::testing::Not(HasSubstr("/include/ferry")));
+  ExpectWorkerExampleRuns(repo + "/worker_example");
 
   // The installed daemons, started by the installed ferryctl.
   const std::string bin = box.dir() + "/.local/bin/";
@@ -336,9 +405,7 @@ exit 2
       ProcessResult r,
       RunProcess({repo + "/client_example", master}, {}, kBound));
   EXPECT_EQ(r.exit_code, 0) << r.Describe();
-  EXPECT_EQ(r.out,
-            "{\"dtype\":\"float32\",\"data\":[4,5]}\n{\"dtype\":\"int64\","
-            "\"data\":[0,1,2,3,4]}\n");
+  EXPECT_EQ(r.out, kClientOutput);
   ASSERT_OK_AND_ASSIGN(
       ProcessResult down,
       RunProcess({bin + "ferryctl", "--master=" + master, "down"}, {}, kBound));

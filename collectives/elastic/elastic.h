@@ -1,9 +1,9 @@
 // Survivors go on: ULFM's answers to a member's death, on ferry's
 // membership (MPIX_Comm_agree, MPIX_Comm_shrink, MPIX_Comm_revoke).
 //
-//   absl::Status s = AllReduceInto(world, grads);           // rank 3 died
-//   if (absl::IsUnavailable(s) || absl::IsAborted(s)) {
-//     Revoke(world, "rank 3 died in step 17");  // the others stop at once
+//   absl::StatusOr<Tensor> sum = AllReduce(world, grads);    // rank 3 died
+//   if (absl::IsUnavailable(sum.status()) || absl::IsAborted(sum.status())) {
+//     FERRY_RETURN_IF_ERROR(Revoke(world, "rank 3 died in step 17"));
 //     FERRY_ASSIGN_OR_RETURN(auto live, Shrink(world));   // ranks 0, 1, 2
 //     …                                      // go on with *live
 //   }

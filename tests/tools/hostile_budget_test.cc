@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "ferry/ferry.h"
 #include "gtest/gtest.h"
 #include "proto/rref.pb.h"
 #include "proto/worker.pb.h"
@@ -29,7 +30,6 @@
 #include "tests/testing/raw_client.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
-#include "tools/runtime/client.h"
 
 namespace ferry {
 namespace {

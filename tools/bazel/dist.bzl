@@ -1,25 +1,46 @@
-"""What `tools/dev install` ships, and the check that the public header is
-free of gRPC: the project headers a target includes, and one static archive
-of all the project code a target links."""
+"""What `tools/dev install` ships: the public header with exactly the
+project headers it includes (rewritten to their installed paths), and one
+static archive of all the project code a target links."""
 
 def _project_files(files):
     # Project sources only: not the system libraries' (@system) nor generated.
     return [f for f in files if f.owner.workspace_name == "" and f.is_source]
 
-def _transitive_headers_impl(ctx):
+def _installed_headers_impl(ctx):
     headers = _project_files(ctx.attr.dep[CcInfo].compilation_context.headers.to_list())
-    manifest = ctx.actions.declare_file(ctx.attr.name + ".manifest")
-    ctx.actions.write(manifest, "".join([h.short_path + "\n" for h in headers]))
-    return [DefaultInfo(
-        files = depset(headers + [manifest]),
-        runfiles = ctx.runfiles(files = headers + [manifest]),
-    )]
+    out = ctx.actions.declare_directory(ctx.attr.name + "/include")
+    args = ctx.actions.args()
+    args.add(out.path)
+    args.add(ctx.attr.prefix)
+    args.add(ctx.file.root.path)
+    args.add_all(headers)
+    ctx.actions.run(
+        executable = ctx.executable._tool,
+        arguments = [args],
+        inputs = headers + [ctx.file.root],
+        outputs = [out],
+        mnemonic = "InstallHeaders",
+        progress_message = "Writing %s's installed headers" % ctx.file.root.short_path,
+    )
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
-transitive_headers = rule(
-    doc = "The project's source headers that `dep` makes includable, and " +
-          "<name>.manifest listing their paths.",
-    implementation = _transitive_headers_impl,
-    attrs = {"dep": attr.label(providers = [CcInfo])},
+installed_headers = rule(
+    doc = "<name>/include/<prefix>/: `root` and exactly the project headers " +
+          "it includes (transitively, among `dep`'s), their includes " +
+          "rewritten to <prefix>/…; fails on a gRPC, protobuf or generated " +
+          "include (tools/bazel/install_headers.py).",
+    implementation = _installed_headers_impl,
+    attrs = {
+        "dep": attr.label(providers = [CcInfo]),
+        "root": attr.label(allow_single_file = [".h"]),
+        "prefix": attr.string(),
+        "_tool": attr.label(
+            default = "//tools/bazel:install_headers.py",
+            allow_single_file = True,
+            executable = True,
+            cfg = "exec",
+        ),
+    },
 )
 
 def _static_archive_impl(ctx):

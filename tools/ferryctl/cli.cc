@@ -88,6 +88,8 @@ std::optional<UsageError> ParseCommandLine(const std::vector<std::string>& args,
       flags_done = true;
     } else if (a == "-h" || a == "--help") {
       out->help = true;
+    } else if (a == "--version") {
+      out->version = true;
     } else if (absl::StartsWith(a, "--")) {
       std::string body = a.substr(2);
       size_t eq = body.find('=');
@@ -107,7 +109,7 @@ std::optional<UsageError> ParseCommandLine(const std::vector<std::string>& args,
     }
   }
   if (out->command.empty()) {
-    if (out->help) return std::nullopt;
+    if (out->help || out->version) return std::nullopt;
     return UsageError{"no command given", ""};
   }
   const std::vector<std::string>* allowed = CommandFlags(out->command);

@@ -20,6 +20,7 @@ struct CommandLine {
   std::map<std::string, std::string> flags;  // Command flags and globals.
   std::vector<std::string> passthrough;      // After "--".
   bool help = false;
+  bool version = false;  // --version: print ferry's version (no command).
 
   std::optional<std::string> Flag(const std::string& name) const;
   // A boolean flag: present (and not "=false" or "=0").

@@ -48,6 +48,7 @@ global flags:
   --insecure           plaintext with no token, on any address (trusted networks)
   --tls_server_name=N  name to expect in the workers' certificates
   -h, --help           help (also: ferryctl COMMAND --help)
+  --version            ferry's version ("ferryctl 0.1")
 
 Results are JSON on stdout. Errors print "ferryctl: CODE: message" on stderr
 and exit 1; usage errors exit 2.

@@ -23,6 +23,7 @@
 #include "tools/ferryctl/session.h"
 #include "tools/ferryctl/session_job.h"
 #include "tools/ferryctl/waits.h"
+#include "tools/version.h"
 
 namespace ferry {
 namespace ctl {
@@ -204,6 +205,10 @@ int Main(int argc, char** argv) {
   if (auto usage = ParseCommandLine(args, &cl)) return UsageFailure(*usage);
   if (cl.help) {
     std::cout << HelpText(cl.command);
+    return 0;
+  }
+  if (cl.version) {
+    std::cout << "ferryctl " << FerryVersion() << "\n";
     return 0;
   }
   if (auto usage = CheckArity(cl)) return UsageFailure(*usage);

@@ -24,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -39,6 +40,7 @@
 #include "tools/runtime/file_write.h"
 #include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
+#include "tools/version.h"
 
 ABSL_FLAG(std::optional<std::string>, name, std::nullopt,
           "worker name (env FERRY_NAME; default worker<rank>)");
@@ -322,7 +324,8 @@ int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "ferryd: one worker of a ferry job\n"
       "  ferryd --rank=R --world_size=N --master=HOST:PORT [flags]\n"
-      "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)";
+      "  (or RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, SLURM_*, OMPI_* env)\n"
+      "  ferryd --version   ferry's version";
   if (ferry::AsksForHelp(argc, argv)) {
     ferry::PrintHelp(std::cout, kUsage,
                      {{"tools/ferryd/main.cc", "The worker and its job"},
@@ -331,6 +334,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;  // --version: ferry's, not Abseil's.
+  usage_config.version_string = [] {
+    return absl::StrCat("ferryd ", ferry::FerryVersion(), "\n");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
   absl::ParseCommandLine(argc, argv);
   ferry::TuneProcessForServing();
   ferry::ExitProcess(ferry::Run());

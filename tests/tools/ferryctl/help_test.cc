@@ -21,6 +21,7 @@ namespace ctl {
 namespace {
 
 using ::ferry::testing::StatusIs;
+using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -206,6 +207,14 @@ TEST(CommandLineTest, Help) {
   EXPECT_EQ(ParseCommandLine({"collective", "-h"}, &command), std::nullopt);
   EXPECT_TRUE(command.help);
   EXPECT_EQ(command.command, "collective");
+}
+
+TEST(CommandLineTest, Version) {
+  CommandLine cl;  // Was "flag --version needs a value".
+  EXPECT_EQ(ParseCommandLine({"--version"}, &cl), std::nullopt);
+  EXPECT_TRUE(cl.version);
+  EXPECT_EQ(cl.command, "");
+  EXPECT_THAT(Section("global flags:"), Contains(StartsWith("  --version ")));
 }
 
 TEST(CommandLineTest, UnknownCommandIsAUsageError) {

@@ -1,11 +1,13 @@
-"""The package as built: its version, the typed package's files, and the
-extension's stub (ferry/_ferry.pyi) against the extension itself -- every
-name, parameter and property the C++ bindings export, read from
-pybind11's signatures. (mypy_test checks the types themselves.)"""
+"""The package as built: its version (ferryd's and ferryctl's too), the
+typed package's files, and the extension's stub (ferry/_ferry.pyi) against
+the extension itself -- every name, parameter and property the C++ bindings
+export, read from pybind11's signatures. (mypy_test checks the types
+themselves.)"""
 
 import ast
 import os
 import re
+import subprocess
 import tomllib
 import types
 
@@ -31,6 +33,16 @@ def test_version_has_one_source():
         "attr": "ferry._version.__version__"}
     assert set(project["tool"]["setuptools"]["package-data"]["ferry"]) == {
         "_ferry.so", "_ferry.pyi", "py.typed"}
+
+
+@pytest.mark.parametrize("binary", ["ferryd", "ferryctl"])
+def test_commands_print_the_package_version(binary, request):
+    # ferryd and ferryctl read it at build time from ferry/_version.py.
+    path = request.getfixturevalue(binary)
+    r = subprocess.run([path, "--version"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{binary} {ferry.__version__}\n"
 
 
 def test_typed_package_files_are_beside_the_extension():
