@@ -11,18 +11,11 @@
 #include "grpcpp/support/client_callback.h"
 #include "proto/etcd/rpc.grpc.pb.h"
 #include "rpc/base/timers.h"
-#include "rpc/membership/etcd/callback_gate.h"
 #include "rpc/membership/etcd/etcd_connection.h"
 #include "rpc/membership/etcd/etcd_convert.h"
-#include "rpc/membership/etcd/etcd_status.h"
+#include "rpc/membership/etcd/resumable_stream.h"
 
 namespace ferry {
-namespace {
-
-// How long Stop() waits for a running callback on another thread.
-constexpr absl::Duration kStopWait = absl::Seconds(5);
-
-}  // namespace
 
 class WatchStream;
 
@@ -33,17 +26,12 @@ struct WatchStep {
   bool reconnect = false;         // The stream is useless: open another.
 };
 
-// One watch across the streams that carry it. Tracked by the connection
-// from Start until it ended and its last stream is done.
-class PrefixWatcher : public EtcdTask,
-                      public std::enable_shared_from_this<PrefixWatcher> {
+// One watch across the streams that carry it (resumable_stream.h).
+class PrefixWatcher final : public ResumableStream {
  public:
   PrefixWatcher(std::shared_ptr<EtcdConnection> connection, std::string prefix,
                 int64_t start_revision, EtcdWatchCallbacks callbacks);
 
-  void Start() ABSL_LOCKS_EXCLUDED(mu_);
-  void Cancel() override ABSL_LOCKS_EXCLUDED(mu_);
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
   int64_t next_revision() const ABSL_LOCKS_EXCLUDED(mu_);
   int streams_opened() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -51,71 +39,48 @@ class PrefixWatcher : public EtcdTask,
   void OnResponse(const WatchStream* stream,
                   const etcdserverpb::WatchResponse& response)
       ABSL_LOCKS_EXCLUDED(mu_);
-  void OnStreamDone(const WatchStream* stream, int endpoint,
-                    const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void OpenStream() ABSL_LOCKS_EXCLUDED(mu_);
+  std::string StreamName() const override;
+  std::shared_ptr<EtcdStream> NewStreamLocked(int endpoint) override
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnStreamGoneLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Another endpoint would say the same.
+  bool IsFinal(const absl::Status& error) const override {
+    return absl::IsPermissionDenied(error) || absl::IsUnauthenticated(error);
+  }
+  void OnEndLocked() override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   WatchStep StepLocked(const etcdserverpb::WatchResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CancelReasonLocked(const etcdserverpb::WatchResponse& response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CreateTimedOut(const WatchStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
-  void RenewTokenThenReopen(uint64_t generation, absl::Duration pause);
-  void ReopenLater(absl::Duration delay) ABSL_LOCKS_EXCLUDED(mu_);
+  void CreateTimedOut(const EtcdStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
   void Deliver(std::vector<EtcdEvent> events);
-  void End(const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
-  std::shared_ptr<WatchStream> EndLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeUntrack() ABSL_LOCKS_EXCLUDED(mu_);
-  std::string Name() const;
 
   // Constant after construction.
-  const std::shared_ptr<EtcdConnection> connection_;
   const std::string prefix_;
-  CallbackGate gate_;
   // Called only from stream callbacks, which never overlap.
   absl::AnyInvocable<void(std::vector<EtcdEvent>)> on_events_;
 
-  mutable absl::Mutex mu_;
-  absl::AnyInvocable<void(const absl::Status&) &&> on_end_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<WatchStream> stream_ ABSL_GUARDED_BY(mu_);
-  int stream_endpoint_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t stream_generation_ ABSL_GUARDED_BY(mu_) = 0;  // Its token's.
   int64_t next_revision_ ABSL_GUARDED_BY(mu_);
-  int failures_ ABSL_GUARDED_BY(mu_) = 0;  // Streams broken in a row.
   int streams_opened_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId create_timer_ ABSL_GUARDED_BY(mu_) = 0;
-  Timers::TimerId reopen_timer_ ABSL_GUARDED_BY(mu_) = 0;
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  bool untracked_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One Watch stream carrying one watch: the create request goes out with
 // the call, then responses are read one at a time and handed over.
 class WatchStream final
-    : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest,
+    : public EtcdStream,
+      public grpc::ClientBidiReactor<etcdserverpb::WatchRequest,
                                      etcdserverpb::WatchResponse> {
  public:
   WatchStream(std::weak_ptr<PrefixWatcher> watcher, int endpoint,
               etcdserverpb::WatchRequest create,
               std::shared_ptr<grpc::ClientContext> context)
-      : watcher_(std::move(watcher)),
-        endpoint_(endpoint),
-        create_(std::move(create)),
-        context_(std::move(context)) {}
-
-  grpc::ClientContext* context() { return context_.get(); }
-
-  // Opens the stream; it keeps itself alive until OnDone.
-  void Start(const EtcdStubs& stubs, std::shared_ptr<WatchStream> self) {
-    self_ = std::move(self);
-    stubs.watch->async()->Watch(context_.get(), this);
-    StartWrite(&create_);
-    StartRead(&response_);
-    StartCall();
-  }
-
-  void Cancel() { context_->TryCancel(); }
+      : EtcdStream(watcher, endpoint, std::move(context)),
+        watcher_(std::move(watcher)),
+        create_(std::move(create)) {}
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows with the reason.
@@ -124,21 +89,19 @@ class WatchStream final
     StartRead(&response_);
   }
 
-  void OnDone(const grpc::Status& status) override {
-    std::shared_ptr<WatchStream> self = std::move(self_);
-    if (auto watcher = watcher_.lock()) {
-      watcher->OnStreamDone(this, endpoint_, status);
-    }
-  }  // `self` may have been the last reference.
+  void OnDone(const grpc::Status& status) override { Done(status); }
 
  private:
+  void Begin(const EtcdStubs& stubs) override {
+    stubs.watch->async()->Watch(context(), this);
+    StartWrite(&create_);
+    StartRead(&response_);
+    StartCall();
+  }
+
   const std::weak_ptr<PrefixWatcher> watcher_;
-  const int endpoint_;
   const etcdserverpb::WatchRequest create_;
-  // From EtcdConnection::NewContext; destroyed with the stream.
-  const std::shared_ptr<grpc::ClientContext> context_;
   etcdserverpb::WatchResponse response_;
-  std::shared_ptr<WatchStream> self_;  // Until OnDone.
 };
 
 // ---- PrefixWatcher ----
@@ -146,65 +109,40 @@ class WatchStream final
 PrefixWatcher::PrefixWatcher(std::shared_ptr<EtcdConnection> connection,
                              std::string prefix, int64_t start_revision,
                              EtcdWatchCallbacks callbacks)
-    : connection_(std::move(connection)),
+    : ResumableStream(std::move(connection), std::move(callbacks.on_end)),
       prefix_(std::move(prefix)),
       on_events_(std::move(callbacks.on_events)),
-      on_end_(std::move(callbacks.on_end)),
       next_revision_(std::max<int64_t>(start_revision, 0)) {}
 
-std::string PrefixWatcher::Name() const {
+std::string PrefixWatcher::StreamName() const {
   return absl::StrCat("Watch ", prefix_, "*");
 }
 
-void PrefixWatcher::Start() {
-  if (!connection_->Track(shared_from_this())) {
-    absl::MutexLock lock(&mu_);
-    ended_ = true;
-    untracked_ = true;
-    return;
-  }
-  OpenStream();
+std::shared_ptr<EtcdStream> PrefixWatcher::NewStreamLocked(int endpoint) {
+  etcdserverpb::WatchRequest create;
+  etcdserverpb::WatchCreateRequest* c = create.mutable_create_request();
+  c->set_key(prefix_);
+  c->set_range_end(EtcdPrefixEnd(prefix_));
+  c->set_start_revision(next_revision_);
+  // Progress notices (no events) tell how far the watch has come, so a
+  // resumed watch starts no earlier than it must.
+  c->set_progress_notify(true);
+  auto stream = std::make_shared<WatchStream>(WeakSelf<PrefixWatcher>(),
+                                              endpoint, std::move(create),
+                                              connection_->NewContext());
+  ++streams_opened_;
+  // A stream that etcd does not confirm in time is given up on.
+  std::weak_ptr<PrefixWatcher> weak = WeakSelf<PrefixWatcher>();
+  const EtcdStream* raw = stream.get();
+  create_timer_ = connection_->timers()->RunAfter(
+      connection_->options().call_timeout, [weak, raw] {
+        if (auto self = weak.lock()) self->CreateTimedOut(raw);
+      });
+  return stream;
 }
 
-void PrefixWatcher::OpenStream() {
-  std::shared_ptr<WatchStream> stream;
-  int endpoint;
-  EtcdConnection::Token token;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ended_) return;
-    endpoint = connection_->current();
-    token = connection_->token();
-    etcdserverpb::WatchRequest create;
-    etcdserverpb::WatchCreateRequest* c = create.mutable_create_request();
-    c->set_key(prefix_);
-    c->set_range_end(EtcdPrefixEnd(prefix_));
-    c->set_start_revision(next_revision_);
-    // Progress notices (no events) tell how far the watch has come, so a
-    // resumed watch starts no earlier than it must.
-    c->set_progress_notify(true);
-    stream = std::make_shared<WatchStream>(weak_from_this(), endpoint,
-                                           std::move(create),
-                                           connection_->NewContext());
-    stream_ = stream;
-    stream_endpoint_ = endpoint;
-    stream_generation_ = token.generation;
-    ++streams_opened_;
-    // A stream that etcd does not confirm in time is given up on.
-    std::weak_ptr<PrefixWatcher> weak = weak_from_this();
-    const WatchStream* raw = stream.get();
-    create_timer_ = connection_->timers()->RunAfter(
-        connection_->options().call_timeout, [weak, raw] {
-          if (auto self = weak.lock()) self->CreateTimedOut(raw);
-        });
-  }
-  connection_->Prepare(stream->context(), absl::InfiniteFuture(), token.value,
-                       /*stream=*/true);
-  stream->Start(connection_->stubs(endpoint), stream);
-}
-
-void PrefixWatcher::CreateTimedOut(const WatchStream* stream) {
-  std::shared_ptr<WatchStream> victim;
+void PrefixWatcher::CreateTimedOut(const EtcdStream* stream) {
+  std::shared_ptr<EtcdStream> victim;
   {
     absl::MutexLock lock(&mu_);
     create_timer_ = 0;
@@ -217,7 +155,7 @@ void PrefixWatcher::CreateTimedOut(const WatchStream* stream) {
 void PrefixWatcher::OnResponse(const WatchStream* stream,
                                const etcdserverpb::WatchResponse& response) {
   WatchStep step;
-  std::shared_ptr<WatchStream> current;
+  std::shared_ptr<EtcdStream> current;
   {
     absl::MutexLock lock(&mu_);
     if (ended_ || stream != stream_.get()) return;
@@ -237,7 +175,7 @@ WatchStep PrefixWatcher::StepLocked(
   WatchStep step;
   if (response.compact_revision() > 0) {
     step.end = absl::OutOfRangeError(absl::StrCat(
-        "etcd ", connection_->address(stream_endpoint_), ": ", Name(),
+        "etcd ", connection_->address(stream_->endpoint()), ": ", StreamName(),
         " from revision ", next_revision_, ": history up to revision ",
         response.compact_revision(),
         " was compacted; read the prefix again and watch from there"));
@@ -249,8 +187,7 @@ WatchStep PrefixWatcher::StepLocked(
     return step;
   }
   if (response.created()) {
-    if (create_timer_ != 0) connection_->timers()->Cancel(create_timer_);
-    create_timer_ = 0;
+    CancelTimerLocked(&create_timer_);
     failures_ = 0;
     // From now on: the first event to expect is after the current one.
     if (next_revision_ == 0) next_revision_ = response.header().revision() + 1;
@@ -275,8 +212,8 @@ absl::Status PrefixWatcher::CancelReasonLocked(
     const etcdserverpb::WatchResponse& response) {
   const std::string& reason = response.cancel_reason();
   std::string message =
-      absl::StrCat("etcd ", connection_->address(stream_endpoint_), ": ",
-                   Name(), " cancelled by etcd: ", reason);
+      absl::StrCat("etcd ", connection_->address(stream_->endpoint()), ": ",
+                   StreamName(), " cancelled by etcd: ", reason);
   if (absl::StrContains(reason, "no leader")) return absl::OkStatus();
   if (absl::StrContains(reason, "permission denied")) {
     return absl::PermissionDeniedError(message);
@@ -293,116 +230,9 @@ void PrefixWatcher::Deliver(std::vector<EtcdEvent> events) {
   gate_.Exit();
 }
 
-void PrefixWatcher::OnStreamDone(const WatchStream* stream, int endpoint,
-                                 const grpc::Status& status) {
-  bool ended;
-  int failures = 0;
-  uint64_t generation;
-  {
-    absl::MutexLock lock(&mu_);
-    if (stream != stream_.get()) return;
-    stream_.reset();
-    if (create_timer_ != 0) connection_->timers()->Cancel(create_timer_);
-    create_timer_ = 0;
-    ended = ended_;
-    generation = stream_generation_;
-    if (!ended) failures = ++failures_;
-  }
-  if (ended) {
-    MaybeUntrack();
-    return;
-  }
-  const absl::Duration pause = connection_->Backoff(failures - 1);
-  if (IsStaleToken(status) && connection_->authenticates()) {
-    RenewTokenThenReopen(generation, pause);
-    return;
-  }
-  absl::Status error =
-      EtcdError(status, connection_->address(endpoint), Name());
-  if (absl::IsPermissionDenied(error) || absl::IsUnauthenticated(error)) {
-    End(error);  // Another endpoint would say the same.
-    return;
-  }
-  connection_->FailOver(endpoint);
-  ReopenLater(pause);
-}
+void PrefixWatcher::OnStreamGoneLocked() { CancelTimerLocked(&create_timer_); }
 
-// Reopens at once with a new token, or after `pause` if none came.
-void PrefixWatcher::RenewTokenThenReopen(uint64_t generation,
-                                         absl::Duration pause) {
-  std::weak_ptr<PrefixWatcher> weak = weak_from_this();
-  connection_
-      ->RenewToken(generation,
-                   connection_->Now() + connection_->options().call_timeout)
-      .Then([weak, pause](const absl::StatusOr<Done>& renewed) {
-        auto self = weak.lock();
-        if (self == nullptr) return;
-        if (renewed.ok()) {
-          self->OpenStream();
-        } else {
-          self->ReopenLater(pause);
-        }
-      });
-}
-
-void PrefixWatcher::ReopenLater(absl::Duration delay) {
-  absl::MutexLock lock(&mu_);
-  if (ended_) return;
-  std::weak_ptr<PrefixWatcher> weak = weak_from_this();
-  reopen_timer_ = connection_->timers()->RunAfter(delay, [weak] {
-    if (auto self = weak.lock()) self->OpenStream();
-  });
-}
-
-void PrefixWatcher::End(const absl::Status& status) {
-  absl::AnyInvocable<void(const absl::Status&) &&> on_end;
-  std::shared_ptr<WatchStream> stream;
-  {
-    absl::MutexLock lock(&mu_);
-    if (ended_) return;
-    on_end = std::move(on_end_);
-    stream = EndLocked();
-  }
-  if (stream != nullptr) stream->Cancel();
-  if (on_end && gate_.Enter()) {
-    std::move(on_end)(status);
-    gate_.Exit();
-  }
-  MaybeUntrack();
-}
-
-std::shared_ptr<WatchStream> PrefixWatcher::EndLocked() {
-  ended_ = true;
-  for (Timers::TimerId* timer : {&create_timer_, &reopen_timer_}) {
-    if (*timer != 0) connection_->timers()->Cancel(*timer);
-    *timer = 0;
-  }
-  return stream_;
-}
-
-void PrefixWatcher::Cancel() {
-  std::shared_ptr<WatchStream> stream;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!ended_) stream = EndLocked();
-  }
-  if (stream != nullptr) stream->Cancel();
-  MaybeUntrack();
-}
-
-void PrefixWatcher::Stop() {
-  Cancel();
-  gate_.Close(kStopWait);
-}
-
-void PrefixWatcher::MaybeUntrack() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (untracked_ || !ended_ || stream_ != nullptr) return;
-    untracked_ = true;
-  }
-  connection_->Untrack(this);
-}
+void PrefixWatcher::OnEndLocked() { CancelTimerLocked(&create_timer_); }
 
 int64_t PrefixWatcher::next_revision() const {
   absl::MutexLock lock(&mu_);
