@@ -123,51 +123,43 @@ absl::StatusOr<Value> RpcClient::RpcSync(const std::string& to,
                    ResolveTimeout(options.timeout));
 }
 
-std::unique_ptr<proto::Worker::Stub> RpcClient::StubFor(
-    const std::string& worker, absl::Status* error) {
+absl::Status RpcClient::CallWorker(
+    const std::string& worker, const char* what, absl::Duration timeout,
+    absl::FunctionRef<grpc::Status(proto::Worker::Stub&, grpc::ClientContext*)>
+        call) {
   absl::StatusOr<const WorkerInfo*> peer = directory_.Resolve(worker);
-  if (!peer.ok()) {
-    *error = peer.status();
-    return nullptr;
-  }
+  if (!peer.ok()) return peer.status();
   if (auto down = membership_.DownReason(WorkerNode((*peer)->rank))) {
-    *error = *down;
-    return nullptr;
+    return *down;
   }
-  return proto::Worker::NewStub(channels_->ForWorker(**peer));
+  std::unique_ptr<proto::Worker::Stub> stub =
+      proto::Worker::NewStub(channels_->ForWorker(**peer));
+  grpc::ClientContext context;
+  context.set_deadline(WallDeadlineIn(timeout));
+  absl::Status s = FromGrpcStatus(call(*stub, &context));
+  if (!s.ok()) return CallError(worker, what, s, timeout);
+  return absl::OkStatus();
 }
-
-namespace {
-
-void SetTimeout(grpc::ClientContext* context, absl::Duration timeout) {
-  context->set_deadline(WallDeadlineIn(timeout));
-}
-
-}  // namespace
 
 absl::StatusOr<proto::WorkerStatus> RpcClient::GetStatus(
     const std::string& worker, absl::Duration timeout) {
-  absl::Status error;
-  auto stub = StubFor(worker, &error);
-  if (stub == nullptr) return error;
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
   proto::WorkerStatus status;
-  absl::Status s = FromGrpcStatus(stub->GetStatus(&context, {}, &status));
-  if (!s.ok()) return CallError(worker, "status", s, timeout);
+  FERRY_RETURN_IF_ERROR(
+      CallWorker(worker, "status", timeout,
+                 [&](proto::Worker::Stub& stub, grpc::ClientContext* context) {
+                   return stub.GetStatus(context, {}, &status);
+                 }));
   return status;
 }
 
 absl::StatusOr<std::vector<proto::FunctionInfo>> RpcClient::ListFunctions(
     const std::string& worker, absl::Duration timeout) {
-  absl::Status error;
-  auto stub = StubFor(worker, &error);
-  if (stub == nullptr) return error;
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
   proto::ListFunctionsResponse response;
-  absl::Status s = FromGrpcStatus(stub->ListFunctions(&context, {}, &response));
-  if (!s.ok()) return CallError(worker, "functions", s, timeout);
+  FERRY_RETURN_IF_ERROR(
+      CallWorker(worker, "functions", timeout,
+                 [&](proto::Worker::Stub& stub, grpc::ClientContext* context) {
+                   return stub.ListFunctions(context, {}, &response);
+                 }));
   return std::vector<proto::FunctionInfo>(response.functions().begin(),
                                           response.functions().end());
 }
@@ -175,17 +167,14 @@ absl::StatusOr<std::vector<proto::FunctionInfo>> RpcClient::ListFunctions(
 absl::Status RpcClient::RequestShutdown(const std::string& worker,
                                         absl::Duration shutdown_timeout,
                                         absl::Duration timeout) {
-  absl::Status error;
-  auto stub = StubFor(worker, &error);
-  if (stub == nullptr) return error;
-  grpc::ClientContext context;
-  SetTimeout(&context, timeout);
   proto::ShutdownRequest request;
   request.set_timeout_ms(absl::ToInt64Milliseconds(shutdown_timeout));
   proto::ShutdownResponse response;
-  absl::Status s = FromGrpcStatus(stub->Shutdown(&context, request, &response));
-  if (!s.ok()) return CallError(worker, "shutdown", s, timeout);
-  return absl::OkStatus();
+  return CallWorker(
+      worker, "shutdown", timeout,
+      [&](proto::Worker::Stub& stub, grpc::ClientContext* context) {
+        return stub.Shutdown(context, request, &response);
+      });
 }
 
 }  // namespace ferry

@@ -19,8 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 #include "proto/worker.grpc.pb.h"
 #include "rpc/auth/security.h"
 #include "rpc/base/timers.h"
@@ -105,8 +107,14 @@ class RpcClient {
   explicit RpcClient(RpcClientOptions options);
   absl::StatusOr<std::unique_ptr<MembershipBackend>> MakeBackend();
   absl::Duration Resolve(const CallOptions& options) const;
-  std::unique_ptr<proto::Worker::Stub> StubFor(const std::string& worker,
-                                               absl::Status* error);
+  // One unary Worker call to `worker` (by name or rank), bounded by
+  // `timeout`: `call` makes it on the worker's stub. Errors: the worker
+  // unknown or down, or the call's, named `what` (CallError).
+  absl::Status CallWorker(const std::string& worker, const char* what,
+                          absl::Duration timeout,
+                          absl::FunctionRef<grpc::Status(proto::Worker::Stub&,
+                                                         grpc::ClientContext*)>
+                              call);
 
   const RpcClientOptions options_;
   std::shared_ptr<const Security> security_;
