@@ -6,22 +6,9 @@
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/status_util.h"
 #include "rpc/value/rref_base.h"
+#include "rref/owner_requests.h"
 
 namespace ferry {
-
-namespace {
-
-proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
-  proto::ForkRequest r;
-  r.set_rref_creator(rref.node);
-  r.set_rref_local(rref.local);
-  r.set_fork_creator(fork.node);
-  r.set_fork_local(fork.local);
-  r.set_holder(holder);
-  return r;
-}
-
-}  // namespace
 
 absl::Status ForkCodec::AddLocalFork(GlobalId rref, GlobalId fork,
                                      uint64_t holder) {
@@ -73,7 +60,7 @@ absl::StatusOr<proto::RRefHandle> ForkCodec::Encode(
     FERRY_RETURN_IF_ERROR(AddLocalFork(d.rref_id, fork, peer_));
   } else {
     Future<Done> added = context_->owners().AddFork(
-        d.owner_rank, Request(d.rref_id, fork, peer_),
+        d.owner_rank, ForkRequestFor(d.rref_id, fork, peer_),
         context_->Timeout(std::nullopt));
     // G2: our copy (the parent) lives until the owner acknowledged the
     // child — else its delete could overtake the AddFork and free the
@@ -124,7 +111,7 @@ absl::StatusOr<Value::RRefPtr> ForkCodec::Decode(
   // Read after Adopt: that round's listing (and every later one) has the
   // copy while we hold it, so the owner may reconcile from it.
   proto::ForkRequest confirm =
-      Request(d.rref_id, d.fork_id, context_->host().node);
+      ForkRequestFor(d.rref_id, d.fork_id, context_->host().node);
   confirm.set_round(context_->NextLeaseRound());
   context_->owners().Confirm(d.owner_rank, std::move(confirm));
   return Value::RRefPtr(*std::move(state));
@@ -136,7 +123,7 @@ void ForkCodec::Abandon() {
       context_->owner_table()->DeleteFork(r.rref, r.fork,
                                           /*only_unconfirmed=*/true);
     } else {
-      proto::ForkRequest req = Request(r.rref, r.fork, peer_);
+      proto::ForkRequest req = ForkRequestFor(r.rref, r.fork, peer_);
       req.set_only_unconfirmed(true);
       context_->owners().Delete(r.owner, std::move(req));
     }

@@ -28,6 +28,19 @@
 
 namespace ferry {
 
+// The request about fork `fork` of rref `rref`, held (or to be held) by
+// node `holder`: what AddFork, Fetch, Confirm and Delete carry.
+inline proto::ForkRequest ForkRequestFor(GlobalId rref, GlobalId fork,
+                                         uint64_t holder) {
+  proto::ForkRequest r;
+  r.set_rref_creator(rref.node);
+  r.set_rref_local(rref.local);
+  r.set_fork_creator(fork.node);
+  r.set_fork_local(fork.local);
+  r.set_holder(holder);
+  return r;
+}
+
 // What an owner answers a lease renewal.
 struct LeaseAnswer {
   absl::Duration lease;  // How often it must hear from us.

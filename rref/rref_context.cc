@@ -10,21 +10,12 @@
 #include "rref/fork_codec.h"
 #include "rref/lease_chunks.h"
 #include "rref/owner_client.h"
+#include "rref/owner_requests.h"
 #include "rref/rref_service.h"
 
 namespace ferry {
 
 namespace {
-
-proto::ForkRequest Request(GlobalId rref, GlobalId fork, uint64_t holder) {
-  proto::ForkRequest r;
-  r.set_rref_creator(rref.node);
-  r.set_rref_local(rref.local);
-  r.set_fork_creator(fork.node);
-  r.set_fork_local(fork.local);
-  r.set_holder(holder);
-  return r;
-}
 
 // The shortest owner lease we follow (renewing every quarter of it).
 constexpr int64_t kMinLearnedLeaseMs = 100;
@@ -249,7 +240,8 @@ void RRefContext::Released(const RRefDescriptor& d) {
     if (held_.erase(d.fork_id) == 0) return;
     if (stopped_) return;
   }
-  owners_->Delete(d.owner_rank, Request(d.rref_id, d.fork_id, host_.node));
+  owners_->Delete(d.owner_rank,
+                  ForkRequestFor(d.rref_id, d.fork_id, host_.node));
 }
 
 uint64_t RRefContext::NextLeaseRound() const {
@@ -434,7 +426,7 @@ Future<Value> RRefContext::ToHere(const std::shared_ptr<const RRefState>& rref,
     return result.future();
   }
   Future<Value> fetched = owners_->Fetch(
-      d.owner_rank, Request(d.rref_id, d.fork_id, host_.node), t,
+      d.owner_rank, ForkRequestFor(d.rref_id, d.fork_id, host_.node), t,
       std::shared_ptr<RRefCodec>(ForPeer(WorkerNode(d.owner_rank))));
   // The creation's own failure (e.g. its timeout) explains a failed fetch.
   Future<Done> created = rref->created();
