@@ -64,20 +64,6 @@ struct Call {
     return ValueOrRaise(ToValue(object, path, &state));
   }
 
-  void Output(py::handle object, std::string label) {
-    staging.outputs.push_back(
-        ValueOrRaise(ToDestination(object, std::move(label))));
-    // An output's kind decides the result kind like an input's.
-    state.saw_torch |= staging.outputs.back().torch;
-    state.saw_numpy |= !staging.outputs.back().torch;
-  }
-
-  void Outputs(py::handle list, const char* name) {
-    int64_t i = 0;
-    for (py::handle item : list)
-      Output(item, absl::StrCat(name, "[", i++, "]"));
-  }
-
   // `object` (a writable tensor) as where the op writes a result itself
   // (into.h): nothing is copied back when it is done.
   TensorOut Into(py::handle object, std::string label) {

@@ -1,33 +1,13 @@
 #include "tools/python/src/pending_op.h"
 
-#include <cstring>
-#include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "rpc/value/dtype.h"
 #include "tools/python/src/errors.h"
 
 namespace ferry::python {
 
 namespace {
-
-void Leaves(Value& v, std::vector<Tensor>* out) {
-  switch (v.kind()) {
-    case Value::Kind::kTensor:
-      out->push_back(v.as_tensor());
-      break;
-    case Value::Kind::kList:
-      for (Value& item : v.as_list()) Leaves(item, out);
-      break;
-    case Value::Kind::kMap:
-      for (auto& [key, item] : v.as_map()) Leaves(item, out);
-      break;
-    default:
-      break;
-  }
-}
 
 Value CopyPythonMemory(Value v) {
   switch (v.kind()) {
@@ -46,20 +26,6 @@ Value CopyPythonMemory(Value v) {
   }
 }
 
-absl::Status CheckFits(const Tensor& t, const Destination& d) {
-  if (t.dtype() == d.dtype && t.shape() == d.shape) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(d.label, ": the result is ", DTypeName(t.dtype()), " ",
-                   ShapeString(t.shape()), ", the output ", DTypeName(d.dtype),
-                   " ", ShapeString(d.shape)));
-}
-
-void CopyInto(const Tensor& t, const Destination& d) {
-  if (t.nbytes() > 0 && t.data() != d.data) {
-    std::memcpy(d.data, t.data(), t.nbytes());
-  }
-}
-
 }  // namespace
 
 PendingOp::PendingOp(Future<Value> result, Staging staging)
@@ -70,8 +36,8 @@ PendingOp::PendingOp(Future<Value> result, Staging staging)
                     : absl::Now() + staging_.timeout) {}
 
 PendingOp::~PendingOp() {
-  // The result may hold RRefs and the outputs Python objects (dropped
-  // without the GIL, py_ref.h); RRefs must not be dropped with it.
+  // The result may hold RRefs, which must not be dropped with the GIL
+  // held.
   if (PyGILState_Check()) {
     py::gil_scoped_release release;
     result_ = Future<Value>();
@@ -135,39 +101,6 @@ std::optional<int64_t> DoneQueue::Next(double timeout) {
   return id;
 }
 
-absl::Status PendingOp::Deliver(Value result) {
-  std::vector<Tensor> leaves;
-  Leaves(result, &leaves);
-  result = Value();
-  std::vector<Destination>& outs = staging_.outputs;
-  if (leaves.size() != outs.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the collective returned ", leaves.size(), " tensors for ",
-                     outs.size(), " outputs"));
-  }
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    absl::Status s = CheckFits(leaves[i], outs[i]);
-    if (!s.ok()) return s;
-  }
-  // Outputs that are not inputs are written now; the others (in place)
-  // once ferry let go of the inputs.
-  std::vector<size_t> in_place;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    if (leaves[i].data() != outs[i].data &&
-        staging_.leases->Overlaps(outs[i].data, outs[i].nbytes)) {
-      leaves[i] = OwnedCopyIfPython(leaves[i]);
-      in_place.push_back(i);
-    } else {
-      CopyInto(leaves[i], outs[i]);
-      leaves[i] = Tensor();
-    }
-  }
-  absl::Status released = staging_.leases->WaitAllReleased(deadline_);
-  if (!released.ok()) return released;
-  for (size_t i : in_place) CopyInto(leaves[i], outs[i]);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Value> PendingOp::Detach(Value result) {
   Value owned = CopyPythonMemory(std::move(result));
   absl::Status released = staging_.leases->WaitAllReleased(deadline_);
@@ -204,9 +137,10 @@ absl::Status PendingOp::Finish(absl::Duration bound) {
     finished_ = v.status();
     if (v.ok()) value_ = *std::move(v);
   } else {
-    finished_ = Deliver(*std::move(r));
+    // The op wrote its outputs (into.h); they, and the inputs, are the
+    // caller's again once ferry let go of the inputs.
+    finished_ = staging_.leases->WaitAllReleased(deadline_);
   }
-  staging_.outputs.clear();
   return absl::OkStatus();
 }
 

@@ -1,10 +1,11 @@
 // A collective started from Python, and what is left once its result is
-// there: writing torch-style output arguments, and waiting until ferry no
-// longer reads the inputs' memory (leases.h) so they may be reused or
-// written in place.
+// there: waiting until ferry no longer reads the inputs' memory (leases.h)
+// so they may be reused or written in place, and the result as Python's.
+// Ops with torch-style output arguments write them themselves (into.h):
+// nothing is copied back here.
 //
 //   PendingOp op(std::move(result), std::move(staging));
-//   py::object r = op.Wait(timeout);   // None when outputs were written
+//   py::object r = op.Wait(timeout);   // None for ops that wrote outputs
 //
 // Both synchronous and async_op=True collectives end this way: the
 // synchronous ones with a result that is already there.
@@ -36,9 +37,8 @@ namespace py = ::pybind11;
 struct Staging {
   // Leases of every input tensor made from Python memory.
   std::shared_ptr<LeaseSet> leases = std::make_shared<LeaseSet>();
-  // Where the result's tensors go, in order (list order; maps by key). If
-  // empty, the result is returned to Python instead (as `kind`).
-  std::vector<Destination> outputs;
+  // Whether the result goes to Python (as `kind`); else the op wrote its
+  // outputs itself and Wait returns None.
   bool returns_result = false;
   TensorKind kind = TensorKind::kNumpy;
   // The op's own deadline; waits past it are bounded by it.
@@ -72,7 +72,7 @@ class PendingOp {
 
   // Waits (the GIL released) at most `timeout` seconds (None: the op's
   // own deadline) for the op, finishes it and returns the result, or None
-  // when it wrote the outputs. Raises the op's error. Calling it again
+  // for an op that wrote its outputs. Raises the op's error. Calling it again
   // returns the same.
   py::object Wait(std::optional<double> timeout);
   bool IsCompleted() const;
@@ -88,8 +88,6 @@ class PendingOp {
   // Waits at most `bound` for the result and finishes the op (setting
   // finished_); DEADLINE_EXCEEDED if the result is not there. GIL released.
   absl::Status Finish(absl::Duration bound);
-  // Writes the result into the outputs; GIL released.
-  absl::Status Deliver(Value result);
   // The result with tensors that are Python memory copied, then the inputs
   // released; GIL released.
   absl::StatusOr<Value> Detach(Value result);
