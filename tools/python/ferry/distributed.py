@@ -37,9 +37,9 @@ import datetime
 import os
 import queue
 import secrets
-import sys
 import tempfile
 import threading
+import time
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -261,18 +261,52 @@ class _Op:
                          else _Failed(outcome[0]))
 
 
+# Works kept alive for C++ callers (_Work.__del__): work -> when kept
+# (time.monotonic()).
+_kept: dict[_Work, float] = {}
+# A kept Work nobody came back for is let go this long after it was kept
+# (a C++ caller uses its Work at once).
+_KEEP_SECONDS = 60.0
+
+
 class _Work(_c10d.Work):
-    """torch's Work over an op: wait(timeout), is_completed, exception,
-    get_future, and the source rank of a receive from any source. Handed to
-    Python callers only; C++ callers get torch's own Work over the future
-    (a Python Work held only by C++ loses its Python half)."""
+    """torch's Work over an op, for every caller of the ProcessGroup's
+    methods: Python code (torch's Python API and its users: wait(timeout),
+    is_completed, exception, get_future, the source rank of a receive from
+    any source) and C++ code (DDP's reducer takes get_future; its
+    parameter broadcast and check wait).
+
+    One kind of Work for both, kept alive explicitly: torch 1.13 keeps only
+    the C++ half of a Python Work that C++ holds -- once the last Python
+    reference goes, C++'s wait() reaches the base class's, which never
+    returns. A C++ caller's Work loses its last Python reference as soon
+    as the method returns, before it is used; so a Work dropped before
+    anyone waited on it or took its future keeps itself (``__del__``)
+    until one of them happens, or for _KEEP_SECONDS (a Python caller that
+    drops a Work unused does not come back for it)."""
 
     def __init__(self, op: _Op) -> None:
         super().__init__()
         self._op = op
+        self._used = False
+
+    def __del__(self) -> None:
+        if self._used:
+            return
+        now = time.monotonic()
+        for work, since in list(_kept.items()):
+            if now - since > _KEEP_SECONDS:
+                _kept.pop(work, None)
+        _kept[self] = now  # Alive again, for the C++ caller.
+
+    def _use(self) -> None:
+        """Its caller waits on it or has its future: no longer kept."""
+        self._used = True
+        _kept.pop(self, None)
 
     def wait(self, timeout: datetime.timedelta = datetime.timedelta(0)
              ) -> bool:
+        self._use()
         if not timeout:  # (torch's Python API waits so: no bound of its own)
             self._op.wait()
             return True
@@ -301,6 +335,7 @@ class _Work(_c10d.Work):
         return self._op.error()
 
     def get_future(self) -> torch.futures.Future[Any]:
+        self._use()
         self._op.watch()
         return self._op.future
 
@@ -316,26 +351,6 @@ class _Work(_c10d.Work):
 
     def synchronize(self) -> None:
         pass
-
-
-_C10D_PY = os.path.join("distributed", "distributed_c10d.py")
-
-
-def _work(op: _Op, depth: int) -> _c10d.Work:
-    """The Work of ``op`` for whoever called the ProcessGroup method
-    ``depth`` frames up: ours (a Python object) when torch's Python API did
-    -- it hands the Work to Python code -- else torch's own over the future
-    (C++ callers, such as DDP's reducer, keep only the C++ half)."""
-    try:
-        caller = sys._getframe(depth + 1).f_code.co_filename
-    except ValueError:  # No Python caller: a C++ thread.
-        caller = ""
-    if caller.endswith(_C10D_PY):
-        return _Work(op)
-    op.watch()
-    # (Missing from torch 1.13's type stubs.)
-    return _c10d._create_work_from_future(  # type: ignore[attr-defined]
-        op.future)
 
 
 # ---- Reduce ops ----
@@ -542,8 +557,7 @@ class ProcessGroupFerry(_PG_BASE):
             handles = start()
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        # Frames up: _work, _run, the method, its caller.
-        return _work(_Op(what, result, handles), 2)
+        return _Work(_Op(what, result, handles))
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -599,7 +613,7 @@ class ProcessGroupFerry(_PG_BASE):
                     x.shape).coalesce())
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        return _work(_Op(what, tensors), 2)
+        return _Work(_Op(what, tensors))
 
     def allreduce_coalesced(
             self, tensors: list[torch.Tensor],

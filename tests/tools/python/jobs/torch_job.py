@@ -81,6 +81,12 @@ def check_collectives():
     assert work.is_completed() and work.is_success()
     assert work.exception() is None
     assert torch.equal(work.get_future().wait()[0], torch.full((1000,), world))
+    # A Work only C++ holds (as DDP's are): torch's C++ broadcast waits on
+    # Works whose last Python reference went when the method returned.
+    held = [torch.full((2,), float(rank))]
+    torch._C._distributed_c10d._broadcast_coalesced(
+        dist.distributed_c10d._get_default_group(), held, 1 << 20, 0)
+    assert held[0].tolist() == [0.0, 0.0], held
     # Large enough for the ring (in place).
     big = torch.arange(300_000, dtype=torch.float32) * (rank + 1)
     dist.all_reduce(big)
