@@ -18,7 +18,9 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::BothWays;
 using ::ferry::testing::C;
+using ::ferry::testing::DTypeCase;
 using ::ferry::testing::Elements;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
@@ -142,34 +144,15 @@ TEST_P(BreadthTest, AllToAllSingle) {
 
 TEST_P(BreadthTest, AllGatherList) {
   // Shapes differ per rank ([r % 3, 2]; some empty), and a 0-d tensor.
-  auto input = [](DType dt, int r, bool scalar) {
-    return scalar ? Sample(dt, {}, Seed(r, 3))
-                  : Sample(dt, {r % 3, 2}, Seed(r, 4));
-  };
-  using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (DType dt : kAllDTypes) {
-      for (bool scalar : {false, true}) {
-        results.push_back(AllGather(World(w), input(dt, r, scalar)));
-      }
-    }
-    return results;
-  });
-  for (int r = 0; r < n_; ++r) {
-    size_t k = 0;
-    for (DType dt : kAllDTypes) {
-      for (bool scalar : {false, true}) {
-        const absl::StatusOr<std::vector<Tensor>>& got = out[r][k++];
-        ASSERT_OK(got);
-        ASSERT_EQ(got->size(), static_cast<size_t>(n_));
-        for (int i = 0; i < n_; ++i) {
-          EXPECT_TRUE(SameTensor((*got)[i], input(dt, i, scalar)))
-              << Where(dt, r) << " from rank " << i;
-        }
-      }
-    }
-  }
+  ExpectAllGather<DTypeCase>(
+      BothWays(kAllDTypes),
+      [](const DTypeCase& c, int r) {  // flag: 0-d.
+        return c.flag ? Sample(c.dtype, {}, Seed(r, 3))
+                      : Sample(c.dtype, {r % 3, 2}, Seed(r, 4));
+      },
+      [](const DTypeCase& c) {
+        return absl::StrCat(DTypeName(c.dtype), c.flag ? " 0-d" : "");
+      });
 }
 
 TEST_P(BreadthTest, AllGatherAlongAxis) {
@@ -274,32 +257,13 @@ TEST_P(BreadthTest, AllReduceEveryOp) {
       }
     }
   }
-  auto input = [](const Case& c, int r) {
-    return Sample(c.dtype, c.shape, Seed(r, 9));
-  };
-  using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (const Case& c : cases)
-      results.push_back(AllReduce(World(w), input(c, r), c.op));
-    return results;
-  });
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    std::vector<std::vector<C>> ins;
-    for (int i = 0; i < n_; ++i) ins.push_back(Elements(input(c, i)));
-    const Tensor want = MakeTensor(
-        c.dtype, c.shape, ::ferry::testing::Reduce(c.op, c.dtype, ins));
-    for (int r = 0; r < n_; ++r) {
-      ASSERT_OK(out[r][k]);
-      EXPECT_TRUE(SameTensor(*out[r][k], want))
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op) << " shape "
-          << ShapeString(c.shape);
-      // The same bits on every rank.
-      EXPECT_EQ(out[r][k]->bytes(), out[0][k]->bytes())
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
-    }
-  }
+  ExpectAllReduce<Case>(
+      cases,
+      [](const Case& c, int r) { return Sample(c.dtype, c.shape, Seed(r, 9)); },
+      [](const Case& c) {
+        return absl::StrCat(DTypeName(c.dtype), " op ", ReduceOpName(c.op),
+                            " shape ", ShapeString(c.shape));
+      });
 }
 
 TEST_P(BreadthTest, ReduceScatterList) {

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "collectives/algorithms/reduce.h"
 #include "collectives/collectives.h"
 #include "gtest/gtest.h"
@@ -224,6 +225,37 @@ inline ::testing::AssertionResult SameTensor(const Tensor& got,
   return ::testing::AssertionSuccess();
 }
 
+// What all_reduce by `op` gives every rank of `n` when rank i gives
+// input(i) (all of input(0)'s dtype and shape).
+inline Tensor AllReduced(ReduceOp op, int n,
+                         const std::function<Tensor(int)>& input) {
+  std::vector<std::vector<C>> ins;
+  for (int i = 0; i < n; ++i) ins.push_back(Elements(input(i)));
+  const Tensor first = input(0);
+  return MakeTensor(first.dtype(), first.shape(),
+                    Reduce(op, first.dtype(), ins));
+}
+
+// Whether `got`, one rank's all_gather (list form) among `n` ranks, holds
+// input(i) from each rank i.
+inline ::testing::AssertionResult Gathered(
+    const absl::StatusOr<std::vector<Tensor>>& got, int n,
+    const std::function<Tensor(int)>& input) {
+  if (!got.ok()) return ::testing::AssertionFailure() << got.status();
+  if (got->size() != static_cast<size_t>(n)) {
+    return ::testing::AssertionFailure()
+           << got->size() << " tensors from " << n << " ranks";
+  }
+  for (int i = 0; i < n; ++i) {
+    ::testing::AssertionResult same = SameTensor((*got)[i], input(i));
+    if (!same) {
+      return ::testing::AssertionFailure()
+             << "from rank " << i << ": " << same.message();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
 // The elements of `parts` (shapes equal except along `axis`) concatenated
 // along `axis`, computed element by element.
 inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,
@@ -242,6 +274,20 @@ inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,
     }
   }
   return out;
+}
+
+// A case of a test that tries each dtype two ways (`flag`: 0-d, all
+// large, …), and the cases of `dtypes`: each without, then with the flag.
+struct DTypeCase {
+  DType dtype;
+  bool flag;
+};
+inline std::vector<DTypeCase> BothWays(absl::Span<const DType> dtypes) {
+  std::vector<DTypeCase> cases;
+  for (DType dt : dtypes) {
+    for (bool flag : {false, true}) cases.push_back({dt, flag});
+  }
+  return cases;
 }
 
 // fn(worker, rank) on every rank of `job` concurrently; results by rank.
@@ -323,6 +369,59 @@ class SharedJobTest : public ::testing::TestWithParam<int> {
         ASSERT_TRUE(out[r][k].ok()) << out[r][k].status();
         EXPECT_TRUE(SameTensor(*out[r][k], want))
             << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
+      }
+    }
+  }
+
+  // AllReduce of every case on every rank r at once (c.op of input(c, r)):
+  // each rank must get the reduction of every rank's input (AllReduced),
+  // with the same bits as rank 0. `name(c)` says which case failed.
+  template <typename Case>
+  void ExpectAllReduce(const std::vector<Case>& cases,
+                       const std::function<Tensor(const Case&, int)>& input,
+                       const std::function<std::string(const Case&)>& name) {
+    using Results = std::vector<absl::StatusOr<Tensor>>;
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
+      Results results;
+      for (const Case& c : cases) {
+        results.push_back(AllReduce(World(w), input(c, r), c.op));
+      }
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const Case& c = cases[k];
+      const Tensor want =
+          AllReduced(c.op, n_, [&](int i) { return input(c, i); });
+      for (int r = 0; r < n_; ++r) {
+        ASSERT_TRUE(out[r][k].ok())
+            << name(c) << " on rank " << r << ": " << out[r][k].status();
+        EXPECT_TRUE(SameTensor(*out[r][k], want))
+            << name(c) << " on rank " << r;
+        EXPECT_EQ(out[r][k]->bytes(), out[0][k]->bytes())
+            << name(c) << " on rank " << r << ": not rank 0's bits";
+      }
+    }
+  }
+
+  // AllGather (list form) of every case on every rank r at once
+  // (input(c, r)): each rank must get every rank's input (Gathered).
+  template <typename Case>
+  void ExpectAllGather(const std::vector<Case>& cases,
+                       const std::function<Tensor(const Case&, int)>& input,
+                       const std::function<std::string(const Case&)>& name) {
+    using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
+    auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
+      Results results;
+      for (const Case& c : cases) {
+        results.push_back(AllGather(World(w), input(c, r)));
+      }
+      return results;
+    });
+    for (size_t k = 0; k < cases.size(); ++k) {
+      for (int r = 0; r < n_; ++r) {
+        EXPECT_TRUE(
+            Gathered(out[r][k], n_, [&](int i) { return input(cases[k], i); }))
+            << name(cases[k]) << " on rank " << r;
       }
     }
   }

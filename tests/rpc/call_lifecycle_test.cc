@@ -11,28 +11,18 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "rpc/agent.h"
-#include "tests/testing/await.h"
+#include "tests/testing/calls_idle.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
-using ::ferry::testing::AwaitTrue;
+using ::ferry::testing::AwaitNoCalls;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(10);
-
-// Waits (bounded) until `rank` has no call in flight, in or out.
-bool Idle(RpcAgent& agent) {
-  return AwaitTrue(
-      [&] {
-        proto::WorkerStatus s = agent.Status();
-        return s.inflight_incoming() == 0 && s.inflight_outgoing() == 0;
-      },
-      kWait);
-}
 
 // "wait_for_cancel": resolves only when its call is cancelled, and says so.
 struct CancelProbe {
@@ -71,8 +61,8 @@ TEST(CallLifecycleTest, DeadlinePassedCancelsTheWorkAndTheCount) {
   EXPECT_THAT(probe->reason,
               StatusIs(absl::StatusCode::kCancelled,
                        HasSubstr("worker1: wait_for_cancel: cancelled")));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
-  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
   EXPECT_OK(caller.RpcSync("worker1", "echo", {1}));
 }
 
@@ -82,7 +72,7 @@ TEST(CallLifecycleTest, CancelledSleepHoldsNothing) {
   EXPECT_THAT(caller.RpcSync("worker1", "sleep_ms", {600000},
                              {.timeout = absl::Milliseconds(100)}),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
   EXPECT_EQ(job->worker(1).rpc().Status().inflight(), 0);
 }
 
@@ -119,8 +109,8 @@ TEST(CallLifecycleTest, NestedCallsEndWithTheirParent) {
   EXPECT_TRUE(nested->code() == absl::StatusCode::kCancelled ||
               nested->code() == absl::StatusCode::kDeadlineExceeded)
       << *nested;
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
-  EXPECT_TRUE(Idle(job->worker(2).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(2).rpc(), kWait));
 }
 
 TEST(CallLifecycleTest, NestedCallOfACancelledParentIsCancelled) {
@@ -133,8 +123,8 @@ TEST(CallLifecycleTest, NestedCallOfACancelledParentIsCancelled) {
   cancel->Cancel(absl::CancelledError("parent gone"));
   EXPECT_THAT(f.Wait(kWait),
               StatusIs(absl::StatusCode::kCancelled, HasSubstr("parent gone")));
-  EXPECT_TRUE(Idle(job->worker(0).rpc()));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(0).rpc(), kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
 }
 
 TEST(CallLifecycleTest, NestedCallCarriesTheParentDeadline) {
@@ -166,7 +156,7 @@ TEST(CallLifecycleTest, StoppingWhileCallsRunAnswersEachOnce) {
                 r.status().code() == absl::StatusCode::kCancelled)
         << r.status();
   }
-  EXPECT_TRUE(Idle(caller));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
 }
 
 TEST(CallLifecycleTest, FunctionsSeeTheWorkersLimits) {
@@ -215,7 +205,7 @@ TEST(CallLifecycleTest, CallsPerPeerAreBounded) {
   EXPECT_EQ(ok + refused, 6);
   EXPECT_GE(ok, 2);
   EXPECT_GE(refused, 1);
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
   EXPECT_OK(caller.RpcSync("worker1", "echo", {1}));
 }
 

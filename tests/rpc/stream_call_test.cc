@@ -22,28 +22,18 @@
 #include "rpc/chunked_message.h"
 #include "rpc/metrics.h"
 #include "rpc/value/tensor.h"
-#include "tests/testing/await.h"
+#include "tests/testing/calls_idle.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
 
 namespace ferry {
 namespace {
 
-using ::ferry::testing::AwaitTrue;
+using ::ferry::testing::AwaitNoCalls;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
 constexpr absl::Duration kWait = absl::Seconds(10);
-
-// Waits (bounded) until `agent` has no call in flight, in or out.
-bool Idle(RpcAgent& agent) {
-  return AwaitTrue(
-      [&] {
-        proto::WorkerStatus s = agent.Status();
-        return s.inflight_incoming() == 0 && s.inflight_outgoing() == 0;
-      },
-      kWait);
-}
 
 // A float32 tensor of `n` elements, each its index: past kStreamMinBytes
 // for n ≥ 2^19 + 1.
@@ -91,8 +81,8 @@ TEST(StreamCallTest, LargeValuesEchoIntactAndAligned) {
   EXPECT_EQ(r.as_list()[2].as_int(), 7);
   EXPECT_TRUE(
       SameTensor(r.as_list()[3].as_list()[0].as_tensor(), Counting(100)));
-  EXPECT_TRUE(Idle(caller));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
 }
 
 TEST(StreamCallTest, OnOneHostLargeMessagesGoInMemoryFiles) {
@@ -114,8 +104,8 @@ TEST(StreamCallTest, OnOneHostLargeMessagesGoInMemoryFiles) {
     }
   }
   EXPECT_GT(InFiles(caller, "sent"), 12e6);
-  EXPECT_TRUE(Idle(caller));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
 }
 
 TEST(StreamCallTest, WithoutSharedMemoryLargeMessagesGoAsFrames) {
@@ -144,8 +134,8 @@ TEST(StreamCallTest, RequestOverTheCalleesLimitIsRefused) {
       caller.RpcSync("worker1", "echo", {Value(Counting(int64_t{1} << 20))}),
       StatusIs(absl::StatusCode::kResourceExhausted,
                HasSubstr("(--max_message_mb=3)")));
-  EXPECT_TRUE(Idle(caller));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
   EXPECT_OK(caller.RpcSync("worker1", "echo", {Value(Counting(600000))}));
 }
 
@@ -169,8 +159,8 @@ TEST(StreamCallTest, ReplyOverTheCallersLimitIsRefused) {
   EXPECT_THAT(caller.RpcSync("worker1", "twice", {Value(Counting(600000))}),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("reply: a message of")));
-  EXPECT_TRUE(Idle(caller));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
 }
 
 TEST(StreamCallTest, DeadlineCancelsAStreamedCall) {
@@ -197,8 +187,8 @@ TEST(StreamCallTest, DeadlineCancelsAStreamedCall) {
                              {.timeout = absl::Milliseconds(300)}),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_TRUE(cancelled->WaitForNotificationWithTimeout(kWait));
-  EXPECT_TRUE(Idle(caller));
-  EXPECT_TRUE(Idle(job->worker(1).rpc()));
+  EXPECT_TRUE(AwaitNoCalls(caller, kWait));
+  EXPECT_TRUE(AwaitNoCalls(job->worker(1).rpc(), kWait));
 }
 
 }  // namespace

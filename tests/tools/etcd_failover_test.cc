@@ -23,7 +23,7 @@
 #include "rpc/value/json.h"
 #include "rpc/value/value.h"
 #include "tests/testing/await.h"
-#include "tests/testing/etcd_cluster.h"
+#include "tests/testing/etcd_job.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
 
@@ -31,11 +31,7 @@ namespace ferry {
 namespace {
 
 using ::ferry::testing::AwaitTrue;
-using ::ferry::testing::BackgroundProcess;
-using ::ferry::testing::EtcdCluster;
-using ::ferry::testing::ProcessOptions;
 using ::ferry::testing::ProcessResult;
-using ::ferry::testing::RunProcess;
 using ::ferry::testing::WaitForPidGone;
 using ::testing::HasSubstr;
 
@@ -46,85 +42,15 @@ constexpr int64_t kHeartbeatMs = 6000;
 // Bound on any one step.
 constexpr absl::Duration kWait = absl::Seconds(60);
 
-std::string Runfile(const std::string& path) {
-  return absl::StrCat(std::getenv("TEST_SRCDIR"), "/ferry/", path);
-}
-
-void PrintTiming(const std::string& what, absl::Duration d) {
-  std::cout << "[timing] " << what << ": " << absl::FormatDuration(d)
-            << std::endl;
-}
-
-class EtcdFailoverTest : public ::testing::Test {
+class EtcdFailoverTest : public ::ferry::testing::EtcdJobTest {
  protected:
-  void SetUp() override {
-    if (!EtcdCluster::Installed()) GTEST_SKIP() << EtcdCluster::SkipReason();
-    ASSERT_OK_AND_ASSIGN(etcd_, EtcdCluster::Start({.members = 3}));
-    rendezvous_ = absl::StrCat("etcd://", etcd_->endpoints(), "/failover");
-    const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-    logs_ = outputs != nullptr ? outputs : std::getenv("TEST_TMPDIR");
-  }
-
-  void TearDown() override {
-    workers_.clear();  // SIGKILL and reap what is left.
-    etcd_.reset();
-  }
-
-  std::string LogPath(const std::string& name) const {
-    return absl::StrCat(logs_, "/", name);
-  }
-
-  // rank -1: none given (the first free one).
-  std::unique_ptr<BackgroundProcess> StartWorker(int rank,
-                                                 const std::string& name) {
-    ProcessOptions options;
-    options.output_file = LogPath(name + ".log");
-    options.die_with_parent = true;
-    std::vector<std::string> argv = {
-        Runfile("tools/ferryd"),
-        absl::StrCat("--rendezvous=", rendezvous_),
-        absl::StrCat("--world_size=", kWorld),
-        absl::StrCat("--heartbeat_timeout_ms=", kHeartbeatMs),
-        "--insecure",
-        absl::StrCat("--ready_file=", LogPath(name + ".ready"))};
-    if (rank >= 0) argv.push_back(absl::StrCat("--rank=", rank));
-    auto p = BackgroundProcess::Start(argv, options);
-    EXPECT_OK(p.status());
-    return p.ok() ? *std::move(p) : nullptr;
-  }
-
-  // Until the worker named `name` joined (its ready file) or exited.
-  bool AwaitReady(const std::string& name, BackgroundProcess& worker) {
-    const std::string ready = LogPath(name + ".ready");
-    return AwaitTrue(
-               [&] { return worker.Exited() || std::ifstream(ready).good(); },
-               kWait, absl::Milliseconds(20)) &&
-           std::ifstream(ready).good();
-  }
-
-  ProcessResult Ctl(const std::vector<std::string>& args,
-                    std::optional<std::string> stdin_text = std::nullopt) {
-    std::vector<std::string> argv = {Runfile("tools/ferryctl"),
-                                     absl::StrCat("--rendezvous=", rendezvous_),
-                                     "--insecure", "--timeout_ms=30000"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    ProcessOptions options;
-    options.stdin_text = std::move(stdin_text);
-    absl::StatusOr<ProcessResult> r = RunProcess(argv, options, kWait);
-    EXPECT_OK(r.status());
-    return r.ok() ? *r : ProcessResult{};
-  }
-
-  // `ferryctl status`, parsed: the workers by rank (empty if it failed).
-  std::vector<Value> Status() {
-    ProcessResult status = Ctl({"status", "--format=json"});
-    absl::StatusOr<Value> parsed = ParseJson(status.out);
-    if (status.exit_code != 0 || !parsed.ok() ||
-        parsed->Find("workers") == nullptr) {
-      return {};
-    }
-    return parsed->Find("workers")->as_list();
-  }
+  EtcdFailoverTest()
+      : EtcdJobTest({.job = "failover",
+                     .world_size = kWorld,
+                     .etcd_members = 3,
+                     .heartbeat_ms = kHeartbeatMs,
+                     .ctl_timeout_ms = 30000,
+                     .wait = kWait}) {}
 
   // Whether `status` shows worker0 dead: its own entry (unreachable: it
   // died, as the client learnt from etcd) and both survivors listing it as
@@ -147,11 +73,6 @@ class EtcdFailoverTest : public ::testing::Test {
     }
     return true;
   }
-
-  std::unique_ptr<EtcdCluster> etcd_;
-  std::string rendezvous_;
-  std::string logs_;
-  std::vector<std::unique_ptr<BackgroundProcess>> workers_;
 };
 
 TEST_F(EtcdFailoverTest, AnEtcdMemberAndWorkerZeroDieTheJobGoesOn) {
@@ -173,7 +94,7 @@ TEST_F(EtcdFailoverTest, AnEtcdMemberAndWorkerZeroDieTheJobGoesOn) {
 
   // The survivors serve calls (worker1 fetches a value worker2 owns) and
   // run collectives among themselves.
-  const std::string script = LogPath("survivors.ferry");
+  const std::string script = OutputPath("survivors.ferry");
   std::ofstream(script) << "R = remote worker2 add [40, 2]\n"
                            "X = call worker1 to_here [$R]\n"
                            "expect $X 42\n";

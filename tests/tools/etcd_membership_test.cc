@@ -31,7 +31,7 @@
 #include "rref/rref.h"
 #include "tests/testing/await.h"
 #include "tests/testing/daemon_cluster.h"
-#include "tests/testing/etcd_cluster.h"
+#include "tests/testing/etcd_job.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/subprocess.h"
 #include "tests/testing/tcp_proxy.h"
@@ -43,8 +43,6 @@ namespace {
 
 using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::BackgroundProcess;
-using ::ferry::testing::EtcdCluster;
-using ::ferry::testing::ProcessOptions;
 using ::ferry::testing::ProcessResult;
 using ::ferry::testing::Runfile;
 using ::ferry::testing::RunProcess;
@@ -61,71 +59,13 @@ constexpr int64_t kHeartbeatMs = 4000;
 // Bound on any one step (processes starting, leases expiring).
 constexpr absl::Duration kWait = absl::Seconds(30);
 
-void PrintTiming(const std::string& what, absl::Duration d) {
-  std::cout << "[timing] " << what << ": " << absl::FormatDuration(d)
-            << std::endl;
-}
-
-class EtcdMembershipTest : public ::testing::Test {
+class EtcdMembershipTest : public ::ferry::testing::EtcdJobTest {
  protected:
-  void SetUp() override {
-    if (!EtcdCluster::Installed()) GTEST_SKIP() << EtcdCluster::SkipReason();
-    ASSERT_OK_AND_ASSIGN(etcd_, EtcdCluster::Start());
-    rendezvous_ = absl::StrCat("etcd://", etcd_->endpoints(), "/e2e");
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = tmp != nullptr ? tmp : "/tmp";
-  }
-
-  void TearDown() override {
-    workers_.clear();  // SIGKILL and reap.
-    etcd_.reset();
-  }
-
-  // Kept with the test's outputs, for a failure's post-mortem.
-  std::string LogPath(const std::string& log) const {
-    const char* outputs = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-    return absl::StrCat(outputs != nullptr ? outputs : dir_, "/", log);
-  }
-
-  // A ferryd of the job; rank -1: none given (the first free one).
-  // `rendezvous`: instead of the job's (e.g. through a proxy).
-  std::unique_ptr<BackgroundProcess> StartWorker(
-      int rank, const std::string& log, int64_t heartbeat_ms = kHeartbeatMs,
-      const std::string& rendezvous = "") {
-    ProcessOptions options;
-    options.output_file = LogPath(log);
-    options.die_with_parent = true;
-    std::vector<std::string> argv = {
-        Runfile("tools/ferryd"),
-        absl::StrCat("--rendezvous=",
-                     rendezvous.empty() ? rendezvous_ : rendezvous),
-        absl::StrCat("--world_size=", kWorld),
-        absl::StrCat("--heartbeat_timeout_ms=", heartbeat_ms),
-        "--insecure",
-        absl::StrCat("--ready_file=", LogPath(log), ".ready")};
-    if (rank >= 0) argv.push_back(absl::StrCat("--rank=", rank));
-    auto p = BackgroundProcess::Start(argv, options);
-    EXPECT_OK(p.status());
-    return p.ok() ? *std::move(p) : nullptr;
-  }
-
-  // Until the worker logging to `log` joined (its ready file), or exited.
-  bool AwaitReady(const std::string& log, BackgroundProcess& worker) {
-    const std::string ready = LogPath(log) + ".ready";
-    return AwaitTrue(
-               [&] { return worker.Exited() || std::ifstream(ready).good(); },
-               kWait, absl::Milliseconds(20)) &&
-           std::ifstream(ready).good();
-  }
-
-  // `ferryctl status` through etcd, parsed: the workers by rank.
-  std::vector<Value> Status() {
-    ProcessResult status = Ctl({"status", "--format=json"});
-    EXPECT_EQ(status.exit_code, 0) << status.Describe();
-    absl::StatusOr<Value> parsed = ParseJson(status.out);
-    if (!parsed.ok() || parsed->Find("workers") == nullptr) return {};
-    return parsed->Find("workers")->as_list();
-  }
+  EtcdMembershipTest()
+      : EtcdJobTest({.job = "e2e",
+                     .world_size = kWorld,
+                     .heartbeat_ms = kHeartbeatMs,
+                     .wait = kWait}) {}
 
   // Whether worker `rank` lists `dead` among its dead peers (per status).
   static bool SeesDead(const std::vector<Value>& status, int rank,
@@ -144,20 +84,6 @@ class EtcdMembershipTest : public ::testing::Test {
     std::stringstream text;
     text << in.rdbuf();
     return text.str();
-  }
-
-  // `ferryctl --rendezvous=… ARGS`: registers through etcd, so it waits
-  // (bounded) until every rank is held.
-  ProcessResult Ctl(const std::vector<std::string>& args,
-                    const std::string& where = "") {
-    std::vector<std::string> argv = {
-        Runfile("tools/ferryctl"),
-        where.empty() ? absl::StrCat("--rendezvous=", rendezvous_) : where,
-        "--insecure", "--timeout_ms=20000"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    absl::StatusOr<ProcessResult> r = RunProcess(argv, {}, kWait);
-    EXPECT_OK(r.status());
-    return r.ok() ? *r : ProcessResult{};
   }
 
   // Until etcd deleted `key` (its holder's lease expired), bounded.
@@ -185,20 +111,15 @@ class EtcdMembershipTest : public ::testing::Test {
     }
     watch->Stop();
   }
-
-  std::unique_ptr<EtcdCluster> etcd_;
-  std::string rendezvous_;
-  std::string dir_;
-  std::vector<std::unique_ptr<BackgroundProcess>> workers_;
 };
 
 TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   for (int r = 0; r < kWorld; ++r) {
-    workers_.push_back(StartWorker(r, absl::StrCat("worker", r, ".log")));
+    workers_.push_back(StartWorker(r, absl::StrCat("worker", r)));
   }
   // Joined, not only registered: worker0 dies after the job formed.
   for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(AwaitReady(absl::StrCat("worker", r, ".log"), *workers_[r]));
+    ASSERT_TRUE(AwaitReady(absl::StrCat("worker", r), *workers_[r]));
   }
   ProcessResult status = Ctl({"status", "--format=json"});
   ASSERT_EQ(status.exit_code, 0) << status.Describe();
@@ -210,7 +131,7 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   const absl::Time killed = absl::Now();
 
   // worker1 fetches a value worker2 owns: a call from worker1 to worker2.
-  const std::string script = absl::StrCat(dir_, "/survivors.ferry");
+  const std::string script = OutputPath("survivors.ferry");
   {
     std::ofstream out(script);
     out << "R = remote worker2 add [40, 2]\n"
@@ -226,8 +147,8 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
   WaitKeyGone("/ferry/e2e/ranks/0");
   PrintTiming("worker0's lease expired after the kill", absl::Now() - killed);
   const absl::Time replaced = absl::Now();
-  workers_[0] = StartWorker(0, "worker0.replacement.log");
-  ASSERT_TRUE(AwaitReady("worker0.replacement.log", *workers_[0]));
+  workers_[0] = StartWorker(0, "worker0.replacement");
+  ASSERT_TRUE(AwaitReady("worker0.replacement", *workers_[0]));
   ProcessResult call = Ctl({"call", "worker0", "add", "[1, 2]"});
   EXPECT_EQ(call.exit_code, 0) << call.Describe();
   EXPECT_THAT(call.out, HasSubstr("3")) << call.out;
@@ -235,7 +156,7 @@ TEST_F(EtcdMembershipTest, WorkerZeroDiesTheOthersGoOnAndAReplacementRejoins) {
 
   // The survivors reach the new incarnation, and it reaches them: worker1
   // fetches from worker0 and worker0 from worker2.
-  const std::string rejoined = absl::StrCat(dir_, "/rejoined.ferry");
+  const std::string rejoined = OutputPath("rejoined.ferry");
   {
     std::ofstream out(rejoined);
     out << "A = remote worker0 add [40, 2]\n"
@@ -268,7 +189,7 @@ namespace {
 // (before it serves: every layer is built for it), named after it.
 TEST_F(EtcdMembershipTest, WorkersWithoutARankTakeTheFirstFreeOnes) {
   for (int i = 0; i < kWorld; ++i) {
-    workers_.push_back(StartWorker(-1, absl::StrCat("unranked", i, ".log")));
+    workers_.push_back(StartWorker(-1, absl::StrCat("unranked", i)));
   }
   std::vector<Value> status = Status();
   ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
@@ -281,10 +202,10 @@ TEST_F(EtcdMembershipTest, WorkersWithoutARankTakeTheFirstFreeOnes) {
   EXPECT_THAT(pids, UnorderedElementsAre(workers_[0]->pid(), workers_[1]->pid(),
                                          workers_[2]->pid()));
   // A fourth finds every rank held.
-  std::unique_ptr<BackgroundProcess> extra = StartWorker(-1, "extra.log");
+  std::unique_ptr<BackgroundProcess> extra = StartWorker(-1, "extra");
   ProcessResult refused = extra->Wait(kWait);
   EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_THAT(ReadLog(LogPath("extra.log")),
+  EXPECT_THAT(ReadLog(WorkerLog("extra")),
               HasSubstr("is held by a live worker"));
 }
 
@@ -318,13 +239,12 @@ TEST_F(EtcdMembershipTest, UnreachableEtcdFailsTheStartNamingTheEndpoints) {
 TEST_F(EtcdMembershipTest, LosingEtcdForLessThanTheTtlChangesNothing) {
   constexpr int64_t kTtlMs = 10000;
   for (int r = 0; r < kWorld; ++r) {
-    workers_.push_back(
-        StartWorker(r, absl::StrCat("outage", r, ".log"), kTtlMs));
+    workers_.push_back(StartWorker(r, absl::StrCat("outage", r), kTtlMs));
   }
   // Joined, not only registered: a worker still joining when etcd goes
   // away would hold calls until it could finish (the race a CI run met).
   for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(AwaitReady(absl::StrCat("outage", r, ".log"), *workers_[r]));
+    ASSERT_TRUE(AwaitReady(absl::StrCat("outage", r), *workers_[r]));
   }
   std::vector<Value> status = Status();
   ASSERT_EQ(status.size(), static_cast<size_t>(kWorld));
@@ -397,13 +317,13 @@ TEST_F(EtcdMembershipTest, LosingEtcdForLessThanTheTtlChangesNothing) {
 TEST_F(EtcdMembershipTest, AWorkerCutOffFromEtcdIsDeclaredDeadAndExits) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TcpProxy> proxy,
                        TcpProxy::Start(etcd_->endpoint(0)));
-  workers_.push_back(StartWorker(0, "cut0.log"));
-  workers_.push_back(StartWorker(1, "cut1.log"));
+  workers_.push_back(StartWorker(0, "cut0"));
+  workers_.push_back(StartWorker(1, "cut1"));
   workers_.push_back(
-      StartWorker(2, "cut2.log", kHeartbeatMs,
+      StartWorker(2, "cut2", kHeartbeatMs,
                   absl::StrCat("etcd://", proxy->address(), "/e2e")));
   for (int r = 0; r < kWorld; ++r) {
-    ASSERT_TRUE(AwaitReady(absl::StrCat("cut", r, ".log"), *workers_[r]));
+    ASSERT_TRUE(AwaitReady(absl::StrCat("cut", r), *workers_[r]));
   }
   ASSERT_EQ(Status().size(), static_cast<size_t>(kWorld));
 
@@ -413,7 +333,7 @@ TEST_F(EtcdMembershipTest, AWorkerCutOffFromEtcdIsDeclaredDeadAndExits) {
   PrintTiming("worker2, cut off from etcd, exited after", absl::Now() - cut);
   EXPECT_FALSE(ended.timed_out);
   EXPECT_EQ(ended.exit_code, 1);
-  const std::string log = ReadLog(LogPath("cut2.log"));
+  const std::string log = ReadLog(WorkerLog("cut2"));
   EXPECT_THAT(log, HasSubstr("fenced"));
   EXPECT_THAT(log, HasSubstr("etcd lease"));
 

@@ -20,7 +20,9 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::BothWays;
 using ::ferry::testing::C;
+using ::ferry::testing::DTypeCase;
 using ::ferry::testing::Elements;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
@@ -176,35 +178,15 @@ TEST_P(RingTest, AllGatherMixedSizes) {
         return 2500;
     }
   };
-  using Results = std::vector<absl::StatusOr<std::vector<Tensor>>>;
-  auto input = [&](DType dt, int r, bool all_large) {
-    return Sample(dt, {rows(r, all_large), 2}, Seed(r, 2));
-  };
-  const std::vector<DType> dtypes = {DType::kBool, DType::kInt32,
-                                     DType::kFloat32, DType::kBFloat16,
-                                     DType::kComplex128};
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (DType dt : dtypes) {
-      for (bool all_large : {false, true})
-        results.push_back(AllGather(World(w), input(dt, r, all_large)));
-    }
-    return results;
-  });
-  for (int r = 0; r < n_; ++r) {
-    size_t k = 0;
-    for (DType dt : dtypes) {
-      for (bool all_large : {false, true}) {
-        const auto& got = out[r][k++];
-        ASSERT_OK(got);
-        ASSERT_EQ(got->size(), static_cast<size_t>(n_));
-        for (int i = 0; i < n_; ++i) {
-          EXPECT_TRUE(SameTensor((*got)[i], input(dt, i, all_large)))
-              << Where(dt, r) << " from rank " << i;
-        }
-      }
-    }
-  }
+  ExpectAllGather<DTypeCase>(
+      BothWays({DType::kBool, DType::kInt32, DType::kFloat32, DType::kBFloat16,
+                DType::kComplex128}),
+      [&](const DTypeCase& c, int r) {  // flag: every rank's is large.
+        return Sample(c.dtype, {rows(r, c.flag), 2}, Seed(r, 2));
+      },
+      [](const DTypeCase& c) {
+        return absl::StrCat(DTypeName(c.dtype), c.flag ? " all large" : "");
+      });
 }
 
 TEST_P(RingTest, AllGatherAlongAxisLarge) {

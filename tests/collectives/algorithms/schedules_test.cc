@@ -25,9 +25,6 @@
 namespace ferry {
 namespace {
 
-using ::ferry::testing::C;
-using ::ferry::testing::Elements;
-using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
 using ::ferry::testing::SameTensor;
 using ::ferry::testing::Sample;
@@ -56,28 +53,14 @@ TEST_P(ScheduleTest, AllReduceEveryOpAndDType) {
       if (::ferry::testing::Applies(op, dt)) cases.push_back({dt, op});
     }
   }
-  auto input = [](const Case& c, int r) {
-    return Sample(c.dtype, {3, 2}, Seed(r, 1));
-  };
-  using Results = std::vector<absl::StatusOr<Tensor>>;
-  auto out = OnEveryRank<Results>(*job_, [&](WorkerImpl& w, int r) {
-    Results results;
-    for (const Case& c : cases)
-      results.push_back(AllReduce(World(w), input(c, r), c.op));
-    return results;
-  });
-  for (size_t k = 0; k < cases.size(); ++k) {
-    const Case& c = cases[k];
-    std::vector<std::vector<C>> ins;
-    for (int i = 0; i < n_; ++i) ins.push_back(Elements(input(c, i)));
-    const Tensor want = MakeTensor(
-        c.dtype, {3, 2}, ::ferry::testing::Reduce(c.op, c.dtype, ins));
-    for (int r = 0; r < n_; ++r) {
-      ASSERT_OK(out[r][k]);
-      EXPECT_TRUE(SameTensor(*out[r][k], want))
-          << Where(c.dtype, r) << " op " << ReduceOpName(c.op);
-    }
-  }
+  ExpectAllReduce<Case>(
+      cases,
+      [](const Case& c, int r) {
+        return Sample(c.dtype, {3, 2}, Seed(r, 1));
+      },
+      [](const Case& c) {
+        return absl::StrCat(DTypeName(c.dtype), " op ", ReduceOpName(c.op));
+      });
 }
 
 // Float sums whose rounding depends on the order of the additions.

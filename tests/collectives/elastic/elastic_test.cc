@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -26,15 +25,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_cluster.h"
+#include "tests/testing/etcd_local_job.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
-#include "tools/runtime/rendezvous.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::EtcdCluster;
+using ::ferry::testing::LocalJobOnEtcd;
 using ::ferry::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -68,16 +68,7 @@ class ElasticJobTest : public ::testing::TestWithParam<Param> {
     }
     LocalJob::Options options;
     if (backend() == Backend::kEtcd) {
-      const std::string job = absl::StrReplaceAll(
-          ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-          {{"/", "-"}});
-      absl::StatusOr<BackendFactory> factory = BackendFactoryFor(
-          {.url = absl::StrCat("etcd://", etcd_->endpoints(), "/", job),
-           .ttl = absl::Seconds(2)});
-      ASSERT_OK(factory.status());
-      options.configure = [factory = *factory](WorkerConfig& o) {
-        o.membership_backend = factory;
-      };
+      ASSERT_OK_AND_ASSIGN(options, LocalJobOnEtcd(*etcd_, absl::Seconds(2)));
     }
     ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(kWorkers, options));
   }

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/collectives.h"
@@ -20,16 +19,17 @@
 #include "gtest/gtest.h"
 #include "tests/testing/await.h"
 #include "tests/testing/etcd_cluster.h"
+#include "tests/testing/etcd_local_job.h"
 #include "tests/testing/membership_waits.h"
 #include "tests/testing/status_matchers.h"
 #include "tools/runtime/local_job.h"
-#include "tools/runtime/rendezvous.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::AwaitTrue;
 using ::ferry::testing::EtcdCluster;
+using ::ferry::testing::LocalJobOnEtcd;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -56,16 +56,7 @@ class ReplacementTest : public ::testing::TestWithParam<Backend> {
   void Start() {
     LocalJob::Options options;
     if (GetParam() == Backend::kEtcd) {
-      const std::string job = absl::StrReplaceAll(
-          ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-          {{"/", "-"}});
-      absl::StatusOr<BackendFactory> factory = BackendFactoryFor(
-          {.url = absl::StrCat("etcd://", etcd_->endpoints(), "/", job),
-           .ttl = absl::Seconds(2)});
-      ASSERT_OK(factory.status());
-      options.configure = [factory = *factory](WorkerConfig& o) {
-        o.membership_backend = factory;
-      };
+      ASSERT_OK_AND_ASSIGN(options, LocalJobOnEtcd(*etcd_, absl::Seconds(2)));
     }
     ASSERT_OK_AND_ASSIGN(job_, LocalJob::Start(3, options));
     for (int r = 0; r < 3; ++r) MakeGroups(r);

@@ -23,14 +23,17 @@
 #include "rpc/membership/rendezvous_service.h"
 #include "tests/testing/await.h"
 #include "tests/testing/manual_clock.h"
+#include "tests/testing/served_rendezvous.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
 using ::ferry::testing::AwaitTrue;
+using ::ferry::testing::JoinRequestOf;
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
+using ::ferry::testing::ServedRendezvous;
 using ::ferry::testing::StatusIs;
 using ::testing::HasSubstr;
 
@@ -46,37 +49,24 @@ class MasterLivenessTest : public ::testing::Test {
     options.world_size = 2;
     options.heartbeat_timeout = kTimeout;
     options.key = keys_[0];  // Rank 0's is the master's own.
-    service_ = std::make_unique<RendezvousService>(options, &timers_);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    stub_ = proto::Rendezvous::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    ASSERT_OK_AND_ASSIGN(master_, ServedRendezvous::Start(options, &timers_));
+    service_ = &master_->service();
+    stub_ = proto::Rendezvous::NewStub(master_->NewChannel());
     std::future<grpc::Status> zero = std::async([this] { return Join(0); });
     ASSERT_TRUE(Join(1).ok());
     ASSERT_TRUE(zero.get().ok());
   }
 
   void TearDown() override {
-    service_->Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now());
+    master_.reset();
     timers_.Stop();
   }
 
   grpc::Status Join(int rank) {
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kDelivery));
-    proto::JoinRequest r;
-    r.mutable_worker()->set_name(absl::StrCat("worker", rank));
-    r.mutable_worker()->set_rank(rank);
-    r.mutable_worker()->set_public_key(keys_[rank]->public_key());
-    r.set_world_size(2);
-    r.set_incarnation(kIncarnationBase + rank);
-    r.set_timeout_ms(20000);
+    proto::JoinRequest r =
+        JoinRequestOf(rank, 2, *keys_[rank], kIncarnationBase + rank, 20000);
     proto::JoinResponse response;
     return stub_->Join(&context, r, &response);
   }
@@ -130,8 +120,8 @@ class MasterLivenessTest : public ::testing::Test {
                                              NodeKey::Generate()};
   ManualClock clock_;
   ManualTimers timers_{&clock_};
-  std::unique_ptr<RendezvousService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ServedRendezvous> master_;
+  RendezvousService* service_ = nullptr;  // master_'s.
   std::unique_ptr<proto::Rendezvous::Stub> stub_;
 };
 

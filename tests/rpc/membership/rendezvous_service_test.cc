@@ -22,8 +22,6 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "proto/rendezvous.grpc.pb.h"
 #include "rpc/auth/authenticator.h"
@@ -34,13 +32,16 @@
 #include "rpc/membership/membership_client.h"
 #include "rpc/wire/callback_queue.h"
 #include "tests/testing/manual_clock.h"
+#include "tests/testing/served_rendezvous.h"
 #include "tests/testing/status_matchers.h"
 
 namespace ferry {
 namespace {
 
+using ::ferry::testing::JoinRequestOf;
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::ManualTimers;
+using ::ferry::testing::ServedRendezvous;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -78,19 +79,12 @@ class RendezvousServiceTest : public ::testing::Test {
     options.limits.max_clients_per_peer = max_clients_per_peer_;
     options.require_identity = require_identity_;
     options.key = keys_[0];
-    service_ = std::make_unique<RendezvousService>(options, &timers_);
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(service_.get());
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(server_, nullptr);
-    server_address_ = absl::StrCat("127.0.0.1:", port);
+    ASSERT_OK_AND_ASSIGN(master_, ServedRendezvous::Start(options, &timers_));
+    service_ = &master_->service();
+    server_address_ = master_->address();
     // Callback calls on channels of its own (rpc/wire/callback_queue.h).
     HoldGrpcCallbackQueue();
-    channel_ = grpc::CreateChannel(server_address_,
-                                   grpc::InsecureChannelCredentials());
+    channel_ = master_->NewChannel();
     stub_ = proto::Rendezvous::NewStub(channel_);
   }
 
@@ -98,8 +92,7 @@ class RendezvousServiceTest : public ::testing::Test {
     // Nothing is left held: every call was answered or expired.
     EXPECT_EQ(service_->held_waits(), 0);
     EXPECT_EQ(service_->held_polls(), 0);
-    service_->Shutdown();
-    server_->Shutdown(std::chrono::system_clock::now());
+    master_.reset();
     timers_.Stop();
   }
 
@@ -109,14 +102,7 @@ class RendezvousServiceTest : public ::testing::Test {
   }
 
   proto::JoinRequest JoinOf(int rank) {
-    proto::JoinRequest r;
-    r.mutable_worker()->set_name(absl::StrCat("worker", rank));
-    r.mutable_worker()->set_rank(rank);
-    r.mutable_worker()->set_public_key(keys_[rank]->public_key());
-    r.set_world_size(2);
-    r.set_incarnation(kIncarnation + rank);
-    r.set_timeout_ms(kWaitMs);
-    return r;
+    return JoinRequestOf(rank, 2, *keys_[rank], kIncarnation + rank, kWaitMs);
   }
 
   // The key of a new incarnation of rank 1 (a replacement process).
@@ -297,8 +283,8 @@ class RendezvousServiceTest : public ::testing::Test {
   proto::JoinResponse joined_[2];
   ManualClock clock_;
   ManualTimers timers_{&clock_};
-  std::unique_ptr<RendezvousService> service_;
-  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<ServedRendezvous> master_;
+  RendezvousService* service_ = nullptr;  // master_'s.
   std::string server_address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<proto::Rendezvous::Stub> stub_;
