@@ -18,7 +18,9 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::BothWays;
 using ::ferry::testing::C;
+using ::ferry::testing::DTypeCase;
 using ::ferry::testing::Elements;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
@@ -142,22 +144,14 @@ TEST_P(BreadthTest, AllToAllSingle) {
 
 TEST_P(BreadthTest, AllGatherList) {
   // Shapes differ per rank ([r % 3, 2]; some empty), and a 0-d tensor.
-  struct Case {
-    DType dtype;
-    bool scalar;
-  };
-  std::vector<Case> cases;
-  for (DType dt : kAllDTypes) {
-    for (bool scalar : {false, true}) cases.push_back({dt, scalar});
-  }
-  ExpectAllGather<Case>(
-      cases,
-      [](const Case& c, int r) {
-        return c.scalar ? Sample(c.dtype, {}, Seed(r, 3))
-                        : Sample(c.dtype, {r % 3, 2}, Seed(r, 4));
+  ExpectAllGather<DTypeCase>(
+      BothWays(kAllDTypes),
+      [](const DTypeCase& c, int r) {  // flag: 0-d.
+        return c.flag ? Sample(c.dtype, {}, Seed(r, 3))
+                      : Sample(c.dtype, {r % 3, 2}, Seed(r, 4));
       },
-      [](const Case& c) {
-        return absl::StrCat(DTypeName(c.dtype), c.scalar ? " 0-d" : "");
+      [](const DTypeCase& c) {
+        return absl::StrCat(DTypeName(c.dtype), c.flag ? " 0-d" : "");
       });
 }
 

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "collectives/algorithms/reduce.h"
 #include "collectives/collectives.h"
 #include "gtest/gtest.h"
@@ -273,6 +274,20 @@ inline std::vector<C> ConcatElements(const std::vector<Tensor>& parts,
     }
   }
   return out;
+}
+
+// A case of a test that tries each dtype two ways (`flag`: 0-d, all
+// large, …), and the cases of `dtypes`: each without, then with the flag.
+struct DTypeCase {
+  DType dtype;
+  bool flag;
+};
+inline std::vector<DTypeCase> BothWays(absl::Span<const DType> dtypes) {
+  std::vector<DTypeCase> cases;
+  for (DType dt : dtypes) {
+    for (bool flag : {false, true}) cases.push_back({dt, flag});
+  }
+  return cases;
 }
 
 // fn(worker, rank) on every rank of `job` concurrently; results by rank.

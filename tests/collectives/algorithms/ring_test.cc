@@ -20,7 +20,9 @@
 namespace ferry {
 namespace {
 
+using ::ferry::testing::BothWays;
 using ::ferry::testing::C;
+using ::ferry::testing::DTypeCase;
 using ::ferry::testing::Elements;
 using ::ferry::testing::MakeTensor;
 using ::ferry::testing::OnEveryRank;
@@ -176,25 +178,14 @@ TEST_P(RingTest, AllGatherMixedSizes) {
         return 2500;
     }
   };
-  const std::vector<DType> dtypes = {DType::kBool, DType::kInt32,
-                                     DType::kFloat32, DType::kBFloat16,
-                                     DType::kComplex128};
-  struct Case {
-    DType dtype;
-    bool all_large;
-  };
-  std::vector<Case> cases;
-  for (DType dt : dtypes) {
-    for (bool all_large : {false, true}) cases.push_back({dt, all_large});
-  }
-  ExpectAllGather<Case>(
-      cases,
-      [&](const Case& c, int r) {
-        return Sample(c.dtype, {rows(r, c.all_large), 2}, Seed(r, 2));
+  ExpectAllGather<DTypeCase>(
+      BothWays({DType::kBool, DType::kInt32, DType::kFloat32, DType::kBFloat16,
+                DType::kComplex128}),
+      [&](const DTypeCase& c, int r) {  // flag: every rank's is large.
+        return Sample(c.dtype, {rows(r, c.flag), 2}, Seed(r, 2));
       },
-      [](const Case& c) {
-        return absl::StrCat(DTypeName(c.dtype),
-                            c.all_large ? " all large" : "");
+      [](const DTypeCase& c) {
+        return absl::StrCat(DTypeName(c.dtype), c.flag ? " all large" : "");
       });
 }
 
