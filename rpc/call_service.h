@@ -147,7 +147,9 @@ class CallService final : public WorkerServiceBase {
     // limits.max_prejoin_calls.
     std::shared_ptr<Quota> prejoin_calls;
     // A call waiting for Open() is answered UNAVAILABLE after
-    // limits.prejoin_wait_ms on these; null: it waits for Open() only.
+    // limits.prejoin_wait_ms on these, and a reply not written within
+    // limits.reply_ttl_ms has its call cancelled; null: neither (a call
+    // waits for Open() only, a reply as long as its caller takes).
     Timers* timers = nullptr;
     // Optional: calls counted (rpc/metrics.h) and spans recorded
     // (rpc/tracing.h); both must outlive the service.
