@@ -28,6 +28,7 @@ import json
 import os
 import socket
 import statistics
+import threading
 import time
 
 import torch
@@ -48,12 +49,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-_tp_port = free_port()
+# TensorPipe's port: rank 0 picks it and tells rank 1 (rank 0's own Python
+# is busy in TensorPipe's init, which holds the GIL while it waits).
+_tp_port = []
+_tp_port_told = threading.Event()
 
 
 @ferry.register("tp_port")
-def tp_port():
-    return _tp_port
+def tp_port(port):
+    _tp_port.append(port)
+    _tp_port_told.set()
 
 
 def echo(x):
@@ -95,7 +100,12 @@ def main():
     args = parser.parse_args()
     rpc.init_rpc(f"worker{os.environ['RANK']}")
     rank = rpc.get_worker_info().id
-    port = ferry.rpc_sync("worker0", "tp_port")
+    if rank == 0:
+        port = free_port()
+        ferry.rpc_sync("worker1", "tp_port", args=(port,))
+    else:
+        assert _tp_port_told.wait(60), "rank 0 never told TensorPipe's port"
+        port = _tp_port[0]
     tp.init_rpc(f"worker{rank}", rank=rank, world_size=2,
                 rpc_backend_options=tp.TensorPipeRpcBackendOptions(
                     init_method=f"tcp://127.0.0.1:{port}"))
