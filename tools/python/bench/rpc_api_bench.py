@@ -20,7 +20,7 @@ program, returning its argument, an 8-byte uint8 tensor -- on worker1:
 Rows (ferry_bench's format, suite "rpc_api"): latency_p50_us of one
 synchronous call at a time (the three systems alternate call by call, so
 each sees the same host), and calls_per_s with 16 calls in flight
-(rpc_async, closed loop, 1 s each, the systems in turn, 3 rounds, the
+(rpc_async, closed loop, 0.3 s each, the systems in turn, 15 rounds, the
 median).
 """
 import argparse
@@ -110,7 +110,7 @@ def main():
                 rpc_backend_options=tp.TensorPipeRpcBackendOptions(
                     init_method=f"tcp://127.0.0.1:{port}"))
     calls = 300 if args.quick else 3000
-    seconds = 0.3 if args.quick else 1.0
+    rounds, seconds = (3, 0.1) if args.quick else (15, 0.3)
     small = torch.zeros(8, dtype=torch.uint8)
     systems = {
         "native": (
@@ -136,7 +136,7 @@ def main():
             for name, (sync, _) in systems.items():
                 latency[name].append(timed_us(sync))
         rates = {name: [] for name in systems}
-        for _ in range(3):
+        for _ in range(rounds):
             for name, (_, issue) in systems.items():
                 rates[name].append(calls_per_s(issue, 16, seconds))
         for name in systems:
