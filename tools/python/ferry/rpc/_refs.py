@@ -111,10 +111,33 @@ def _torch() -> types.ModuleType | None:
     return sys.modules.get("torch")
 
 
+_script_type: type | None = None  # torch.jit.ScriptFunction, once seen.
+
+
 def _script_function_type() -> type | None:
-    torch = _torch()
-    jit = getattr(torch, "jit", None) if torch is not None else None
-    return getattr(jit, "ScriptFunction", None)
+    global _script_type
+    if _script_type is None:
+        torch = _torch()
+        jit = getattr(torch, "jit", None) if torch is not None else None
+        _script_type = getattr(jit, "ScriptFunction", None)
+    return _script_type
+
+
+_BASE_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType,
+                        types.MethodType, type)
+_function_types: tuple[type, ...] | None = None
+
+
+def function_types() -> tuple[type, ...]:
+    """What travels by reference as an argument: functions, builtins,
+    methods, classes, TorchScript functions (once torch is imported)."""
+    global _function_types
+    if _function_types is None:
+        script = _script_function_type()
+        if script is None:
+            return _BASE_FUNCTION_TYPES
+        _function_types = _BASE_FUNCTION_TYPES + (script,)
+    return _function_types
 
 
 def _refused_on_caller(func: Any, why: str) -> PermissionError:
@@ -283,21 +306,14 @@ def resolve(ref: str) -> Callable[..., Any]:
 FUNCTION_KEY = "ferry.rpc.function"
 
 
-def _is_function(x: Any) -> bool:
-    if isinstance(x, (types.FunctionType, types.BuiltinFunctionType,
-                      types.MethodType, type)):
-        return True
-    script = _script_function_type()
-    return script is not None and isinstance(x, script)
-
-
 def encode_callables(items: tuple[Any, ...]) -> tuple[Any, ...]:
     """``items`` (a call's arguments) with each function or class among
     them -- at the top level -- as its reference (PermissionError for one
     that has none: a lambda, a local function)."""
+    kinds = function_types()
     out: list[Any] | None = None
     for i, item in enumerate(items):
-        if _is_function(item):
+        if isinstance(item, kinds):
             if out is None:
                 out = list(items)
             out[i] = {FUNCTION_KEY: reference(item)}
@@ -307,9 +323,12 @@ def encode_callables(items: tuple[Any, ...]) -> tuple[Any, ...]:
 def encode_callable_kwargs(kwargs: dict[str, Any] | None
                            ) -> dict[str, Any] | None:
     """The same for keyword arguments' values."""
-    if not kwargs or not any(_is_function(v) for v in kwargs.values()):
+    if not kwargs:
         return kwargs
-    return {k: {FUNCTION_KEY: reference(v)} if _is_function(v) else v
+    kinds = function_types()
+    if not any(isinstance(v, kinds) for v in kwargs.values()):
+        return kwargs
+    return {k: {FUNCTION_KEY: reference(v)} if isinstance(v, kinds) else v
             for k, v in kwargs.items()}
 
 
@@ -327,8 +346,10 @@ def decode_callables(args: tuple[Any, ...], kwargs: dict[str, Any]
     """The callee's side: each reference in ``args`` and ``kwargs`` (top
     level) as the callable it names, if allowed here (PermissionError
     otherwise, before anything runs)."""
-    if any(type(a) is dict for a in args):
-        args = tuple(_decoded(a) for a in args)
+    for a in args:
+        if type(a) is dict:
+            args = tuple(_decoded(a) for a in args)
+            break
     if kwargs and any(type(v) is dict for v in kwargs.values()):
         kwargs = {k: _decoded(v) for k, v in kwargs.items()}
     return args, kwargs
