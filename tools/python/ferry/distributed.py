@@ -547,6 +547,8 @@ def _base() -> tuple[Any, bool]:
     return _c10d.ProcessGroup, False
 
 
+_PG_BASE: Any
+_ON_BACKEND: bool
 _PG_BASE, _ON_BACKEND = _base()
 
 
@@ -957,8 +959,9 @@ def _as_group(backend: ProcessGroupFerry) -> Any:
     group."""
     if not _ON_BACKEND:
         return backend
-    kind = _c10d.ProcessGroup.BackendType.CUSTOM
-    pg = _c10d.ProcessGroup(backend.rank(), backend.size())
+    group_class: Any = _c10d.ProcessGroup  # (1.13's stubs lack 2.x's API)
+    kind = group_class.BackendType.CUSTOM
+    pg = group_class(backend.rank(), backend.size())
     pg._register_backend(torch.device("cpu"), kind, backend)
     pg._set_default_backend(kind)
     return pg
