@@ -114,3 +114,20 @@ def test_readme_two_lines_are_the_ddp_examples():
     # The example takes the backend from its flag, to run on gloo too.
     assert statements[0] in code
     assert "dist.init_process_group(backend=args.backend)" in code
+
+
+def test_readme_torchrun_command_starts_the_ddp_example(tmp_path):
+    """README's torchrun command, as written (on this test's torch: 1.13
+    and the peers environment's 2.x), with a free port and 2 steps."""
+    readme = open(conftest.script("README.md")).read()
+    block = readme.split("<!-- torchrun:", 1)[1].split("```sh\n", 1)[1]
+    words = block.split("```")[0].split()
+    assert words[:2] == ["tools/dev", "python"], words
+    args = [sys.executable, *words[2:], "--steps=2"]
+    args.insert(args.index("--nproc_per_node=2") + 1,
+                f"--master_port={free_port()}")
+    r = subprocess.run(args, cwd=conftest.ROOT, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=240)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, out
+    assert "rank 0: done on ferry" in out and "rank 1: done on ferry" in out

@@ -2,6 +2,7 @@
 switched to ferry with two lines (the import and backend="ferry").
 
     tools/dev python -m torch.distributed.run --nproc_per_node=2 \\
+        --redirects=2 --tee=2 \\
         tools/python/examples/ddp.py --backend=ferry --steps=20
 
 A small MLP trained for --steps steps from one seed; each rank draws its

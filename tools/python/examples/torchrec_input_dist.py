@@ -8,6 +8,7 @@ the split sizes, then of lengths, values and weights with those splits
 expected output.
 
     tools/dev python -m torch.distributed.run --nproc_per_node=2 \\
+        --redirects=2 --tee=2 \\
         tools/python/examples/torchrec_input_dist.py
 """
 import torch

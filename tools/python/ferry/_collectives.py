@@ -133,7 +133,7 @@ def _group(group: GroupArg) -> Group:
         inner = getattr(group, "_ferry_group", None)
         if inner is None and hasattr(group, "_get_backend"):
             inner = getattr(_cpu_backend(group), "_ferry_group", None)
-        return inner if inner is not None else group  # type: ignore
+        return inner if inner is not None else group
 
     worker = _rpc._current()
     g = _world.get(id(worker))

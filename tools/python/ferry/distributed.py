@@ -367,6 +367,11 @@ def _python_work(method: Any) -> bool:
         async_op = caller.f_locals.get("async_op", True)
     if async_op is False:
         return True
+    if _ON_BACKEND:
+        # torch 2.x hands Python the C++ half of what a Backend returns,
+        # with only wait() and get_future() reaching Python: is_completed()
+        # must be the C++ Work's own.
+        return False
     asker = caller.f_back
     while asker is not None and asker.f_code.co_filename.endswith(_API_FILES):
         asker = asker.f_back
@@ -542,6 +547,8 @@ def _base() -> tuple[Any, bool]:
     return _c10d.ProcessGroup, False
 
 
+_PG_BASE: Any
+_ON_BACKEND: bool
 _PG_BASE, _ON_BACKEND = _base()
 
 
@@ -571,6 +578,17 @@ class ProcessGroupFerry(_PG_BASE):
         self._ferry_group = _collectives.Group(ranks, handle)
 
     # -- identity --
+
+    # What torch 2.x asks a Backend before it picks a path (its C++
+    # properties, asked of a Python subclass, recurse): each op runs on its
+    # own (batch_isend_irecv too); groups are made by new_group, not split
+    # or shrunk by torch's API (ferry's shrink_group does that).
+    supports_coalescing = property(lambda self: False)
+    supports_splitting = property(lambda self: False)
+    supports_shrinking = property(lambda self: False)
+    supports_time_estimate = property(lambda self: False)
+    supports_window = property(lambda self: False)
+    supports_reconfigure = property(lambda self: False)
 
     def getBackendName(self) -> str:
         return BACKEND
@@ -941,8 +959,9 @@ def _as_group(backend: ProcessGroupFerry) -> Any:
     group."""
     if not _ON_BACKEND:
         return backend
-    kind = _c10d.ProcessGroup.BackendType.CUSTOM
-    pg = _c10d.ProcessGroup(backend.rank(), backend.size())
+    group_class: Any = _c10d.ProcessGroup  # (1.13's stubs lack 2.x's API)
+    kind = group_class.BackendType.CUSTOM
+    pg = group_class(backend.rank(), backend.size())
     pg._register_backend(torch.device("cpu"), kind, backend)
     pg._set_default_backend(kind)
     return pg

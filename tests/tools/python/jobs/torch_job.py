@@ -77,8 +77,15 @@ def check_collectives():
     # Async, with Work's API.
     t = torch.ones(1000)
     work = dist.all_reduce(t, async_op=True)
-    assert work.wait(timeout=datetime.timedelta(seconds=30))
-    assert work.is_completed() and work.is_success()
+    if ferry.distributed._ON_BACKEND:
+        # torch 2.x's Work over a future (what an async op of a Backend
+        # written in Python returns) waits without a bound of its own.
+        # Its is_completed() stays False (torch 2.14's Work over a future
+        # does not ask the future; README: torch versions).
+        assert work.wait()
+    else:
+        assert work.wait(timeout=datetime.timedelta(seconds=30))
+        assert work.is_completed() and work.is_success()
     assert work.exception() is None
     assert torch.equal(work.get_future().wait()[0], torch.full((1000,), world))
     # A Work only C++ holds (as DDP's are): torch's C++ broadcast waits on
@@ -165,8 +172,15 @@ def check_p2p():
     for q in reqs:
         q.wait()
     assert got2.tolist() == [prv] * 2
-    # From any source: rank 0 hears from everyone else.
-    if rank == 0:
+    # From any source: rank 0 hears from everyone else. Not on torch 2.x's
+    # Backend: torch reads the source rank from the C++ Work, which a
+    # Backend written in Python cannot set (README: torch versions).
+    if rank == 0 and ferry.distributed._ON_BACKEND:
+        for src in range(1, world):
+            t = torch.empty(1)
+            dist.recv(t, src=src, tag=3)
+            assert t.item() == src, (t, src)
+    elif rank == 0:
         seen = set()
         for _ in range(world - 1):
             t = torch.empty(1)

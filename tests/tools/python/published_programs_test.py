@@ -1,0 +1,81 @@
+"""Published torch.distributed programs run as a user runs them, on gloo
+and on ferry, unmodified but for the two documented lines (programs/):
+pytorch/tutorials' dist_tuto template (blocking and non-blocking p2p, a
+group all_reduce, object collectives), its generic_join (DDP under Join,
+uneven inputs, divide_by_initial_world_size=False: it hung on ferry), and
+an all_gather over tcp://. Each must finish on both with the same output.
+(The DDP trainer, tools/python/examples/ddp.py, is torch_backend_test's.)
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import conftest
+
+PROGRAMS = conftest.script("tests/tools/python/programs")
+TIMEOUT = 180
+
+
+def output_lines(out, prefix):
+    """The words of the program's own lines (not torch's warnings), sorted:
+    ranks print in any order, and processes sharing one pipe (the
+    tutorial's children) interleave a print's pieces."""
+    return sorted(word for line in out.splitlines()
+                  if prefix in line.lower() for word in line.split())
+
+
+def run(args, ranks=None):
+    """Runs a program (as `ranks` processes with RANK and WORLD_SIZE, or
+    once: it starts its own); returns the outputs joined, failing the test
+    unless every process exits 0."""
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(conftest.free_port()))
+    cmd = [sys.executable, *args]
+    envs = [env] if ranks is None else [
+        dict(env, RANK=str(r), WORLD_SIZE=str(ranks)) for r in range(ranks)]
+    procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for e in envs]
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=TIMEOUT)[0].decode(
+                errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, f"{args} exited {p.returncode}:\n{out}"
+    return "\n".join(outs)
+
+
+def on_both(args, prefix, ranks=None):
+    """The program's lines on gloo and on ferry, which must be equal."""
+    script, rest = args[0], args[1:]
+    path = os.path.join(PROGRAMS, script)
+    gloo = output_lines(run([path, "gloo", *rest], ranks), prefix)
+    ferry = output_lines(run([path, "ferry", *rest], ranks), prefix)
+    assert gloo, "gloo printed nothing"
+    assert ferry == gloo
+    return ferry
+
+
+@pytest.mark.parametrize("function", ["blocking_p2p", "non_blocking_p2p",
+                                      "all_reduce", "objects"])
+def test_dist_tuto(function):
+    words = on_both(["tutorial.py", function], "rank")
+    assert words.count("has") == 2
+
+
+def test_generic_join_finishes_with_gloos_gradients():
+    words = on_both(["generic_join.py"], "rank", ranks=2)
+    assert words.count("grads") == 2
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_tcp_all_gather(world):
+    words = on_both(["tcp_all_gather.py"], "rank", ranks=world)
+    assert words.count("rank") == world
