@@ -46,7 +46,7 @@ def _failures(backend):
             [sys.executable, job], env=env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT))
     try:
-        out = procs[0].communicate(timeout=120)[0].decode(errors="replace")
+        out = procs[0].communicate(timeout=180)[0].decode(errors="replace")
     finally:
         for p in procs:
             if p.poll() is None:
@@ -59,10 +59,15 @@ def _failures(backend):
             what, seconds, cls, message = line.split(" ", 4)[1:]
             found[what] = (float(seconds), cls, message)
     assert set(found) == {"call", "to_here"}, out
+    if backend == "ferry":
+        assert "RELEASED True" in out, out
+        print([line for line in out.splitlines()
+               if line.startswith("RELEASED")][0])
     return found
 
 
 def test_a_killed_callee_and_a_dead_owner_fail_naming_the_worker():
+    # And on ferry.rpc, the dead worker's copy of an RRef is released.
     ferry_failures = _failures("ferry")
     tensorpipe = _failures("tensorpipe")
     for what in ("call", "to_here"):
