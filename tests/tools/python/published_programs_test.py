@@ -9,6 +9,7 @@ an all_gather over tcp://. Each must finish on both with the same output.
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -35,18 +36,25 @@ def run(args, ranks=None):
     cmd = [sys.executable, *args]
     envs = [env] if ranks is None else [
         dict(env, RANK=str(r), WORLD_SIZE=str(ranks)) for r in range(ranks)]
-    procs = [subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT) for e in envs]
-    outs = []
+    # Each process writes to a file of its own: read one pipe at a time,
+    # another rank's could fill (gloo's Join warns at every step) and
+    # block it inside a collective.
+    files = [tempfile.TemporaryFile() for _ in envs]
+    procs = [subprocess.Popen(cmd, env=e, stdout=f, stderr=subprocess.STDOUT)
+             for e, f in zip(envs, files)]
     try:
         for p in procs:
-            outs.append(p.communicate(timeout=TIMEOUT)[0].decode(
-                errors="replace"))
+            p.wait(timeout=TIMEOUT)
     finally:
         for p in procs:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+    outs = []
+    for f in files:
+        f.seek(0)
+        outs.append(f.read().decode(errors="replace"))
+        f.close()
     for p, out in zip(procs, outs):
         assert p.returncode == 0, f"{args} exited {p.returncode}:\n{out}"
     return "\n".join(outs)
