@@ -199,8 +199,8 @@ TEST(ChunkedMessageTest, ChunksLandAlignedAcrossTheBufferGrowing) {
 // Issue 25 (F5): a head alone reserved all it announced, so two small
 // heads held the whole budget until their senders left.
 TEST(ChunkedMessageTest, AHeadAloneReservesNothing) {
-  auto budget = std::make_shared<PeerBudget>(
-      PeerBudget::Options{.max_bytes = 1 << 20});
+  auto budget =
+      std::make_shared<PeerBudget>(PeerBudget::Options{.max_bytes = 1 << 20});
   ChunkAssembler first("request", 1 << 20, budget, "a");
   ChunkAssembler second("request", 1 << 20, budget, "b");
   grpc::ByteBuffer head = Head(1000000, 0);
@@ -260,16 +260,16 @@ TEST(ChunkedMessageTest, APeerIsHeldToItsShare) {
 }
 
 TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
-  auto budget = std::make_shared<PeerBudget>(PeerBudget::Options{
-      .max_bytes = 4 << 20, .max_bytes_per_peer = 1 << 20});
+  auto budget = std::make_shared<PeerBudget>(
+      PeerBudget::Options{.max_bytes = 4 << 20, .max_bytes_per_peer = 1 << 20});
   ChunkAssembler in("request", 8 << 20, budget, "worker1");
   grpc::ByteBuffer head = Head(2 << 20, 0);
   EXPECT_THAT(in.Add(&head),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("(--max_stream_mb_per_peer=1)")));
   EXPECT_FALSE(in.started());
-  auto small = std::make_shared<PeerBudget>(
-      PeerBudget::Options{.max_bytes = 1 << 20});
+  auto small =
+      std::make_shared<PeerBudget>(PeerBudget::Options{.max_bytes = 1 << 20});
   ChunkAssembler other("request", 8 << 20, small, "worker1");
   head = Head(2 << 20, 0);
   EXPECT_THAT(other.Add(&head), StatusIs(absl::StatusCode::kResourceExhausted,
@@ -277,8 +277,8 @@ TEST(ChunkedMessageTest, AMessageNoBudgetCouldHoldIsRefusedOnItsHead) {
 }
 
 TEST(ChunkedMessageTest, BuffersHeldAtOnceAreBoundedByTheBudget) {
-  auto budget = std::make_shared<PeerBudget>(
-      PeerBudget::Options{.max_bytes = 1000});
+  auto budget =
+      std::make_shared<PeerBudget>(PeerBudget::Options{.max_bytes = 1000});
   ChunkAssembler first("request", 1 << 20, budget, "a");
   grpc::ByteBuffer head = Head(600, 0);
   ASSERT_OK(first.Add(&head));
