@@ -27,10 +27,25 @@ def output_lines(out, prefix):
                   if prefix in line.lower() for word in line.split())
 
 
+# gloo on torch 2.x sometimes aborts as a process exits without
+# destroy_process_group (the tutorial's children do): its threads are still
+# joinable when the process is torn down. The reference's output is whole
+# by then; only this exact ending is forgiven, and only on gloo.
+GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def exited_cleanly(backend, returncode, out):
+    if returncode == 0:
+        return True
+    return (backend == "gloo" and abs(returncode) == 6
+            and GLOO_TEARDOWN_ABORT in out)
+
+
 def run(args, ranks=None):
     """Runs a program (as `ranks` processes with RANK and WORLD_SIZE, or
     once: it starts its own); returns the outputs joined, failing the test
-    unless every process exits 0."""
+    unless every process exits 0 (or, on gloo, ends in its teardown
+    abort)."""
     env = dict(os.environ, MASTER_ADDR="127.0.0.1",
                MASTER_PORT=str(conftest.free_port()))
     cmd = [sys.executable, *args]
@@ -56,7 +71,8 @@ def run(args, ranks=None):
         outs.append(f.read().decode(errors="replace"))
         f.close()
     for p, out in zip(procs, outs):
-        assert p.returncode == 0, f"{args} exited {p.returncode}:\n{out}"
+        assert exited_cleanly(args[1], p.returncode, out), (
+            f"{args} exited {p.returncode}:\n{out}")
     return "\n".join(outs)
 
 
