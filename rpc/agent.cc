@@ -34,7 +34,17 @@
 #include "rpc/stacks.h"
 #include "rpc/stacks_service.h"
 
+// AddressSanitizer: GCC says so with __SANITIZE_ADDRESS__, clang (the
+// everyday compiler) only through __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define FERRY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FERRY_ASAN 1
+#endif
+#endif
+
+#if defined(FERRY_ASAN)
 // AddressSanitizer replaces malloc, so mallinfo2 sees nothing; its own
 // count is the same figure (declared here: GCC 12 does not ship
 // sanitizer/allocator_interface.h).
@@ -54,7 +64,7 @@ namespace {
 
 // Bytes allocated from the C heap and not freed (WorkerStatus.heap_bytes).
 int64_t HeapBytesInUse() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(FERRY_ASAN)
   return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
 #else
   size_t allocated = 0;
