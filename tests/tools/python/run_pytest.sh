@@ -18,10 +18,17 @@ export PYTHONPATH="$root/tools/python/site:$root/tests/tools/python"
 module="$root/tools/python/site/ferry/_ferry.so"
 # Under --config=asan the module needs the sanitizer runtimes loaded first
 # (python3 itself is not instrumented); Python's own allocations at exit are
-# not leaks of ours. (grep reads all of ldd's output: with pipefail, `grep
-# -q` could exit first and fail the pipeline by ldd's SIGPIPE.)
+# not leaks of ours. GCC's module names libasan; clang's (the everyday
+# compiler) names nothing and leaves __asan_* undefined, for clang's shared
+# runtime (which carries UBSan's handlers too). (grep reads all of the
+# input: with pipefail, `grep -q` could exit first and fail the pipeline by
+# the writer's SIGPIPE.)
 if ldd "$module" | grep libasan >/dev/null; then
   LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+elif nm -D --undefined-only "$module" | grep __asan_init >/dev/null; then
+  LD_PRELOAD="$(clang -print-file-name=libclang_rt.asan-x86_64.so)"
+fi
+if [ -n "${LD_PRELOAD:-}" ]; then
   export LD_PRELOAD
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 fi
