@@ -2,7 +2,8 @@
 52, item 4): the seed page's tf.distribute.ReplicaContext.all_gather
 examples (a single tensor, a nested list, the uneven nested dict, the
 page's (1, 2, 3) / (1, 3, 3) shapes along axis 1) and what the page says
-tf refuses (a rank-0 value; shapes differing off the axis), run once on
+tf refuses (a rank-0 value; shapes differing off the axis) and a gather
+after those (tf's group is aborted, ferry's goes on), run once on
 real tf.distribute (MultiWorkerMirroredStrategy on CPU: two worker
 processes, TF_CONFIG on loopback ports) and once on ferry (2 workers),
 both at the same time; each rank's results, saved as npz/JSON
@@ -143,3 +144,17 @@ def test_both_refuse_shapes_differing_off_the_axis(results, rank):
     message = ferry_error["message"]
     assert "[1, 3, 3]" in message and "[1, 2, 3]" in message, message
     assert "shapes may differ only along axis 0" in message, message
+
+
+@pytest.mark.parametrize("rank", RANKS)
+def test_after_the_refusals(results, rank):
+    """The page's single tensor once more: tf's group was aborted by the
+    shape mismatch ("Restart your program to reset"); ferry's refused
+    before any data moved, and its group goes on."""
+    tf_error = results["tf"][rank][1]["after"]
+    assert tf_error["type"] == "InvalidArgumentError", tf_error
+    assert "Collective ops is aborted" in tf_error["message"], tf_error
+    arrays, errors = results["ferry"][rank]
+    assert "after" not in errors, errors
+    assert arrays["after"].dtype == arrays[cases.AFTER].dtype
+    np.testing.assert_array_equal(arrays["after"], arrays[cases.AFTER])

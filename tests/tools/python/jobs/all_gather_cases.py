@@ -45,6 +45,9 @@ REFUSED = {
                  np.ones((1, 3, 3), np.float32)),
 }
 
+# Run once more after REFUSED, saved as "after".
+AFTER = "single"
+
 
 def flatten(value, path=""):
     """(path, array) for every tensor of a nest, in a fixed order."""

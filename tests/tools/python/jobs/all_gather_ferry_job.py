@@ -23,5 +23,11 @@ for name, (axis, *by_rank) in cases.REFUSED.items():
         results[name] = ferry.all_gather(by_rank[rank], axis=axis)
     except ferry.Error as e:  # What ferry raises is what the test records.
         errors[name] = (type(e).__name__, str(e))
+# The first case again: whether the group goes on after the refusals.
+axis, *by_rank = cases.CASES[cases.AFTER]
+try:
+    results["after"] = ferry.all_gather(by_rank[rank], axis=axis)
+except ferry.Error as e:
+    errors["after"] = (type(e).__name__, str(e))
 cases.save(out_dir, "ferry", rank, results, errors)
 ferry.shutdown()

@@ -40,4 +40,10 @@ for name, (axis, *by_rank) in cases.REFUSED.items():
         results[name] = gather(axis, by_rank[rank])
     except Exception as e:  # What tf raises is what the test records.
         errors[name] = (type(e).__name__, str(e))
+# The first case again: whether the group goes on after the refusals.
+axis, *by_rank = cases.CASES[cases.AFTER]
+try:
+    results["after"] = gather(axis, by_rank[rank])
+except Exception as e:
+    errors["after"] = (type(e).__name__, str(e))
 cases.save(out_dir, "tf", rank, results, errors)
