@@ -1,13 +1,16 @@
 """TorchRec itself as the reference for ferry's process group (issue 52,
-item 3): the seed page's SparseFeaturesAllToAll example — its keys,
-lengths and expected outputs — through TorchRec's own input distribution
-(torchrec.distributed.dist_data.KJTAllToAll and its awaitables, on
-TorchRec's KeyedJaggedTensor), and the same with variable batch per
-feature (VBE: stride_per_key_per_rank), on a "ferry" process group and on
-gloo, 2 ranks each (jobs/torchrec_input_dist_job.py checks the page's
-output on each rank). Both must give the same KeyedJaggedTensors. The
-peers environment's python only (TorchRec 1.9.2 on fbgemm-gpu-cpu 1.9.0):
-torchrec_reference_test_peers.
+item 3), on a "ferry" process group and on gloo, 2 ranks each
+(jobs/torchrec_reference_job.py); both must give the same results:
+- the seed page's SparseFeaturesAllToAll example — its keys, lengths and
+  expected outputs, which the job checks on each rank — through TorchRec's
+  own input distribution (torchrec.distributed.dist_data.KJTAllToAll and
+  its awaitables, on TorchRec's KeyedJaggedTensor), and the same with
+  variable batch per feature (VBE: stride_per_key_per_rank);
+- an EmbeddingBagCollection with a table-wise and a column-wise sharded
+  table under DistributedModelParallel on CPU, trained 3 steps: its losses
+  and pooled embeddings before and after, bit for bit.
+The peers environment's python only (TorchRec 1.9.2 on fbgemm-gpu-cpu
+1.9.0): torchrec_reference_test_peers.
 """
 import json
 import os
@@ -21,7 +24,7 @@ import conftest
 
 pytest.importorskip("torchrec")  # Only checks it is installed.
 
-JOB = conftest.script("tests/tools/python/jobs/torchrec_input_dist_job.py")
+JOB = conftest.script("tests/tools/python/jobs/torchrec_reference_job.py")
 TIMEOUT = 240  # torch's and TorchRec's imports, 4 processes on 2 cores.
 RANKS = (0, 1)
 BACKENDS = ("gloo", "ferry")
@@ -76,7 +79,8 @@ def results(tmp_path_factory):
     return got
 
 
-KINDS = ("id_list", "id_score_list", "vbe_id_list", "vbe_id_score_list")
+KINDS = ("id_list", "id_score_list", "vbe_id_list", "vbe_id_score_list",
+         "dmp")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -105,3 +109,15 @@ def test_the_pages_keys_and_batches(results):
                                                                 [3, 1]]
         assert r1["vbe_id_score_list"]["stride_per_key_per_rank"] == [
             [3, 1], [2, 3], [0, 2]]
+
+
+def test_dmp_sharded_and_trained(results):
+    """The plan is the one asked for (row-wise is CUDA/TPU-only in TorchRec
+    1.9, so column-wise in two shards), and training moved the tables."""
+    for backend in BACKENDS:
+        for rank in RANKS:
+            dmp = results[backend][rank]["dmp"]
+            assert dmp["plan"] == {"t_tw": ["table_wise", 1],
+                                   "t_cw": ["column_wise", 2]}, dmp["plan"]
+            assert len(dmp["losses"]) == 3
+            assert dmp["before"] != dmp["after"], (backend, rank)

@@ -1,14 +1,19 @@
-"""torchrec_reference_test.py's job: the seed page's SparseFeaturesAllToAll
-example through TorchRec's own input distribution (current TorchRec:
-torchrec.distributed.dist_data.KJTAllToAll, one per feature kind, with its
-splits and tensors awaitables) on a process group of BACKEND ("ferry" or
-"gloo"), 2 ranks started with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
-Then the same with variable batch per feature (VBE: each key its own batch
-size on each rank, stride_per_key_per_rank). Checks the page's expected
-output (and VBE's) and writes what the rank got to
-OUT_DIR/BACKEND_RANK.json.
+"""torchrec_reference_test.py's job, on a process group of BACKEND ("ferry"
+or "gloo"), 2 ranks started with RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT; writes what the rank got to OUT_DIR/BACKEND_RANK.json.
 
-    torchrec_input_dist_job.py BACKEND OUT_DIR
+1. The seed page's SparseFeaturesAllToAll example through TorchRec's own
+   input distribution (current TorchRec: torchrec.distributed.dist_data.
+   KJTAllToAll, one per feature kind, with its splits and tensors
+   awaitables), then the same with variable batch per feature (VBE: each
+   key its own batch size on each rank, stride_per_key_per_rank); checks
+   the page's expected output (and VBE's).
+2. An EmbeddingBagCollection of a table-wise and a column-wise sharded
+   table (TorchRec offers row-wise on CUDA and TPU only) under
+   DistributedModelParallel on CPU, trained 3 steps (SGD fused into the
+   backward); its pooled embeddings of a fixed batch before and after.
+
+    torchrec_reference_job.py BACKEND OUT_DIR
 """
 import json
 import os
@@ -16,7 +21,15 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torchrec import EmbeddingBagCollection, EmbeddingBagConfig
 from torchrec.distributed.dist_data import KJTAllToAll
+from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+from torchrec.distributed.model_parallel import DistributedModelParallel
+from torchrec.distributed.planner import EmbeddingShardingPlanner, Topology
+from torchrec.distributed.planner.types import ParameterConstraints
+from torchrec.distributed.types import ShardingType
+from torchrec.optim.apply_optimizer_in_backward import (
+    apply_optimizer_in_backward)
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 import ferry.distributed  # noqa: F401 -- registers "ferry"
@@ -82,7 +95,7 @@ features["vbe_id_list"] = (vbe(vbe_list), [2, 1])
 features["vbe_id_score_list"] = (vbe({**vbe_list, **vbe_d}, weighted=True),
                                  [1, 3])
 
-# Both all-to-alls started before either is waited on, as TorchRec's input
+# 1. Both all-to-alls started before either is waited on, as TorchRec's input
 # dist does: forward() starts the splits all-to-all, the first wait() the
 # tensors', the second wait() the KeyedJaggedTensor.
 splits = {name: KJTAllToAll(pg, per_rank)(k)
@@ -116,6 +129,63 @@ for name, keys in want.items():
     got_vbe = got["vbe_" + name]
     assert as_json(got_vbe) == as_json(expected), (name, got_vbe, expected)
 
+results = {name: as_json(k) for name, k in got.items()}
+
+
+# 2. Sharded embeddings under DistributedModelParallel.
+
+def batch(seed):
+    """A batch of 4 samples of f_tw and f_cw, 0-2 ids each (this rank's)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(0, 3, (2 * 4,), generator=g)
+    values = torch.randint(0, 10, (int(lengths.sum()),), generator=g)
+    return KeyedJaggedTensor.from_lengths_sync(["f_tw", "f_cw"], values,
+                                               lengths)
+
+
+def pooled(model, kjt):
+    out = model(kjt)
+    out = out.wait() if hasattr(out, "wait") else out  # A LazyAwaitable.
+    return out
+
+
+torch.manual_seed(0)  # The tables' initial weights, the same on both.
+ebc = EmbeddingBagCollection(device=torch.device("meta"), tables=[
+    EmbeddingBagConfig(name="t_tw", embedding_dim=4, num_embeddings=10,
+                       feature_names=["f_tw"]),
+    EmbeddingBagConfig(name="t_cw", embedding_dim=8, num_embeddings=10,
+                       feature_names=["f_cw"])])
+apply_optimizer_in_backward(torch.optim.SGD, ebc.parameters(), {"lr": 0.1})
+sharders = [EmbeddingBagCollectionSharder()]
+planner = EmbeddingShardingPlanner(
+    topology=Topology(world_size=2, compute_device="cpu"), constraints={
+        "t_tw": ParameterConstraints(
+            sharding_types=[ShardingType.TABLE_WISE.value]),
+        # Two column shards of 4, one per rank.
+        "t_cw": ParameterConstraints(
+            sharding_types=[ShardingType.COLUMN_WISE.value],
+            min_partition=4)})
+plan = planner.collective_plan(ebc, sharders, pg)
+model = DistributedModelParallel(ebc, device=torch.device("cpu"),
+                                 plan=plan, sharders=sharders)
+fixed = batch(7 + rank)
+with torch.no_grad():
+    before = pooled(model, fixed)
+losses = []
+for step in range(3):
+    out = pooled(model, batch(100 * step + rank)).values()
+    loss = (out * torch.arange(out.numel()).view_as(out)).sum()
+    loss.backward()
+    losses.append(loss.item())
+with torch.no_grad():
+    after = pooled(model, fixed)
+results["dmp"] = {
+    "plan": {t: [s.sharding_type, len(s.ranks)] for t, s in
+             plan.get_plan_for_module("").items()},
+    "losses": losses,
+    "before": {k: before[k].tolist() for k in before.keys()},
+    "after": {k: after[k].tolist() for k in after.keys()}}
+
 with open(os.path.join(out_dir, f"{backend}_{rank}.json"), "w") as f:
-    json.dump({name: as_json(k) for name, k in got.items()}, f)
+    json.dump(results, f)
 dist.destroy_process_group()
