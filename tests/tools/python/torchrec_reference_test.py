@@ -22,8 +22,6 @@ import pytest
 
 import conftest
 
-pytest.importorskip("torchrec")  # Only checks it is installed.
-
 JOB = conftest.script("tests/tools/python/jobs/torchrec_reference_job.py")
 TIMEOUT = 240  # torch's and TorchRec's imports, 4 processes on 2 cores.
 RANKS = (0, 1)

@@ -76,7 +76,7 @@ def as_json(k):
                         else k.weights().tolist())}
 
 
-# The page's inputs.
+# 1. The seed page's example, through KJTAllToAll. The page's inputs:
 id_list = [
     {"A": [[0], None, [1, 2]], "B": [None, [0], [1]], "C": [[0], [1], None]},
     {"A": [[3], [4], None], "B": [None, [2], [3, 4]], "C": [[2], [3], None]},
@@ -95,9 +95,9 @@ features["vbe_id_list"] = (vbe(vbe_list), [2, 1])
 features["vbe_id_score_list"] = (vbe({**vbe_list, **vbe_d}, weighted=True),
                                  [1, 3])
 
-# 1. Both all-to-alls started before either is waited on, as TorchRec's input
-# dist does: forward() starts the splits all-to-all, the first wait() the
-# tensors', the second wait() the KeyedJaggedTensor.
+# All four started before any is waited on, as TorchRec's input dist does:
+# forward() starts the splits all-to-all, the first wait() the tensors', the
+# second wait() gives the KeyedJaggedTensor.
 splits = {name: KJTAllToAll(pg, per_rank)(k)
           for name, (k, per_rank) in features.items()}
 tensors = {name: a.wait() for name, a in splits.items()}
