@@ -1,7 +1,8 @@
 """TensorFlow as the reference for ferry's all_gather(value, axis) (issue
 52, item 4): the seed page's tf.distribute.ReplicaContext.all_gather
 examples (a single tensor, a nested list, the uneven nested dict, the
-page's (1, 2, 3) / (1, 3, 3) shapes along axis 1) and what the page says
+page's (1, 2, 3) / (1, 3, 3) shapes along axis 1; a tuple along axis 2)
+and what the page says
 tf refuses (a rank-0 value; shapes differing off the axis) and a gather
 after those (tf's group is aborted, ferry's goes on), run once on
 real tf.distribute (MultiWorkerMirroredStrategy on CPU: two worker
