@@ -57,8 +57,11 @@ class FakeResponder final : public CallResponder {
       }
       if (hold_reply_) ended_ = std::move(ended);
     }
-    answered_.Notify();
+    // A reply not held has left before the test sees its answer (else the
+    // test may step past its TTL first); and nothing here touches this
+    // responder after Notify, which may let the test destroy it.
     if (!hold_reply_ && ended) ended();
+    answered_.Notify();
   }
   // The caller read the held answer (or its call ended).
   void End() {
