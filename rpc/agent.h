@@ -232,6 +232,8 @@ class RpcAgent {
   //   membership_backend() agent_host (the store, OpenStore)
   //   authenticator()      agent_host (exchange), rref_context,
   //                        worker_impl (store)
+  //   key()                tests/rpc/forged_identity_test (a worker
+  //                        forging credentials with its own key)
   //   default_timeout()    agent_host, rref_context
   //   limits()             agent_host, rref_context
   //   open_streams()       agent_host (exchange)
@@ -251,6 +253,8 @@ class RpcAgent {
   MembershipBackend& membership_backend() { return *backend_; }
   // Who a call is: its handlers check the identities messages claim.
   const Authenticator& authenticator() const { return *authenticator_; }
+  // This incarnation's key pair (its public half is in the directory).
+  const NodeKey& key() const { return *key_; }
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }
