@@ -173,7 +173,6 @@ class RpcAgent {
 
   // ---- After Start ----
   const Directory& directory() const { return directory_; }
-  const WorkerInfo& self() const { return directory_.at(options_.rank); }
   const std::string& name() const { return options_.name; }
   int rank() const { return options_.rank; }
   int world_size() const { return options_.world_size; }
@@ -216,7 +215,34 @@ class RpcAgent {
   // Tells options.on_event (if set) about a lifecycle event.
   void ReportEvent(absl::string_view event, absl::string_view detail) const;
 
-  // Shared plumbing for layers above.
+  // ---- What the agent hands out, and to whom ----
+  // Each accessor below has named users; one whose users went, goes. The
+  // layers above reach the agent in one place each: the collectives through
+  // CollectivesForAgent (collectives/host/agent_host.cc, which builds their
+  // CollectiveHost), RRefs through RRefContext::ForWorker (rref/
+  // rref_context.cc, which fills their Host); the worker runtime
+  // (tools/runtime/worker_impl.*, worker.cc) and ferryd own the agent.
+  //   timers()             agent_host, rref_context, worker_impl (store)
+  //   executor()           agent_host (tasks, flight-recorder dumps)
+  //   channels()           agent_host (exchange), rref_context; tests
+  //   membership()         agent_host, rref_context; tests (DownReason)
+  //   events()             agent_host (revocations), worker.cc
+  //                        (Subscribe); tests (AwaitGone)
+  //   caller()             rref_context
+  //   membership_backend() agent_host (the store, OpenStore)
+  //   authenticator()      agent_host (exchange), rref_context,
+  //                        worker_impl (store)
+  //   key()                tests/rpc/forged_identity_test (a worker
+  //                        forging credentials with its own key)
+  //   default_timeout()    agent_host, rref_context
+  //   limits()             agent_host, rref_context
+  //   open_streams()       agent_host (exchange)
+  //   metrics()            agent_host; tests/rpc/stream_call_test
+  //   tracer(), tracing()  agent_host; tests/rpc/tracing_test (tracer)
+  // Above: registry() (agent_host, rref_context, worker_impl: builtins
+  // before Start), ReportEvent() (rref_context: its Host's log), and
+  // directory(), name(), rank(), world_size(), address(), master_address()
+  // (the same layers, ferryd, worker.cc).
   Timers& timers() { return *timers_; }
   Executor& executor() { return *executor_; }
   ChannelPool& channels() { return *channels_; }
@@ -225,7 +251,6 @@ class RpcAgent {
   MembershipEvents& events() { return *events_; }
   Caller& caller() { return *caller_; }
   MembershipBackend& membership_backend() { return *backend_; }
-  const std::shared_ptr<const Security>& security() const { return security_; }
   // Who a call is: its handlers check the identities messages claim.
   const Authenticator& authenticator() const { return *authenticator_; }
   // This incarnation's key pair (its public half is in the directory).

@@ -49,8 +49,8 @@ void RendezvousService::HandleBarrier(Held* held,
 RendezvousService::Finishes RendezvousService::AdmitBarrier(
     Held* held, const proto::BarrierRequest& r,
     const std::optional<std::string>& presented) {
-  auto it = nodes_.find(r.node());
-  if (!IsWorkerNode(r.node()) || it == nodes_.end() || it->second.down) {
+  auto it = state_.nodes.find(r.node());
+  if (!IsWorkerNode(r.node()) || it == state_.nodes.end() || it->second.down) {
     return {{held, Error(grpc::StatusCode::FAILED_PRECONDITION,
                          absl::StrCat("node ", r.node(),
                                       " is not a live worker of this job"))}};
@@ -66,19 +66,19 @@ RendezvousService::Finishes RendezvousService::AdmitBarrier(
                      absl::StrCat("a barrier name of ", r.name().size(),
                                   " bytes (at most ", kMaxNameBytes, ")"))}};
   }
-  auto existing = barriers_.find(r.name());
-  if (existing != barriers_.end() && existing->second.done)
+  auto existing = state_.barriers.find(r.name());
+  if (existing != state_.barriers.end() && existing->second.done)
     return {{held, grpc::Status::OK}};
   // The last arrival is answered at once, never refused for room (else
   // held calls could keep a barrier from ever finishing).
-  const bool completes =
-      existing != barriers_.end() && AllArrivedBut(existing->second, r.node());
+  const bool completes = existing != state_.barriers.end() &&
+                         AllArrivedBut(existing->second, r.node());
   if (grpc::Status room = CheckRoomToWait(); !completes && !room.ok())
     return {{held, room}};
   BarrierState* b = BarrierFor(r.name());
   if (b == nullptr) {
     return {{held, Exhausted(absl::StrCat("barrier '", r.name(),
-                                          "': ", barriers_.size(),
+                                          "': ", state_.barriers.size(),
                                           " barriers are waited at already"),
                              "max_barriers", options_.limits.max_barriers)}};
   }
@@ -93,27 +93,27 @@ RendezvousService::Finishes RendezvousService::AdmitBarrier(
 
 RendezvousService::BarrierState* RendezvousService::BarrierFor(
     const std::string& name) {
-  auto it = barriers_.find(name);
-  if (it != barriers_.end()) return &it->second;
+  auto it = state_.barriers.find(name);
+  if (it != state_.barriers.end()) return &it->second;
   const size_t max = static_cast<size_t>(options_.limits.max_barriers);
   // Forget barriers nobody waits at: finished ones first, then abandoned.
   for (bool done : {true, false}) {
-    for (auto b = barriers_.begin();
-         b != barriers_.end() && barriers_.size() >= max;) {
+    for (auto b = state_.barriers.begin();
+         b != state_.barriers.end() && state_.barriers.size() >= max;) {
       if (b->second.waiters.empty() && b->second.done == done) {
-        barriers_.erase(b++);
+        state_.barriers.erase(b++);
       } else {
         ++b;
       }
     }
   }
-  if (barriers_.size() >= max) return nullptr;
-  return &barriers_[name];
+  if (state_.barriers.size() >= max) return nullptr;
+  return &state_.barriers[name];
 }
 
 bool RendezvousService::AllArrivedBut(const BarrierState& b,
                                       uint64_t node) const {
-  for (const auto& [id, n] : nodes_) {
+  for (const auto& [id, n] : state_.nodes) {
     if (IsWorkerNode(id) && !n.down && id != node && !b.arrived.contains(id))
       return false;
   }
@@ -122,7 +122,7 @@ bool RendezvousService::AllArrivedBut(const BarrierState& b,
 
 std::string RendezvousService::MissingFromBarrier(const BarrierState& b) const {
   std::vector<std::string> missing;
-  for (const auto& [node, n] : nodes_) {
+  for (const auto& [node, n] : state_.nodes) {
     if (IsWorkerNode(node) && !n.down && !b.arrived.contains(node)) {
       missing.push_back(absl::StrCat(node, " (", n.name, ")"));
     }
@@ -134,10 +134,10 @@ std::string RendezvousService::MissingFromBarrier(const BarrierState& b) const {
 
 RendezvousService::Finishes RendezvousService::CheckBarriers() {
   Finishes finishes;
-  for (auto& [name, b] : barriers_) {
+  for (auto& [name, b] : state_.barriers) {
     if (b.done || b.waiters.empty()) continue;
     bool all = true;
-    for (const auto& [node, n] : nodes_) {
+    for (const auto& [node, n] : state_.nodes) {
       if (IsWorkerNode(node) && !n.down && !b.arrived.contains(node))
         all = false;
     }

@@ -71,8 +71,8 @@ grpc::Status RendezvousService::CheckRoomForClient(
         absl::StrCat("the master already knows ", ClientCount(), " clients"),
         "max_clients", options_.limits.max_clients);
   }
-  auto it = clients_by_peer_.find(peer);
-  const int64_t mine = it == clients_by_peer_.end() ? 0 : it->second;
+  auto it = state_.clients_by_peer.find(peer);
+  const int64_t mine = it == state_.clients_by_peer.end() ? 0 : it->second;
   if (mine >= options_.limits.max_clients_per_peer) {
     return Exhausted(absl::StrCat(mine,
                                   " live clients were registered over "
@@ -88,7 +88,7 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
     Held* held, const proto::RegisterClientRequest& r,
     const std::string& secret, const std::string& peer,
     proto::RegisterClientResponse* out) {
-  if (!complete_) {
+  if (!state_.complete) {
     return {{held, Error(grpc::StatusCode::UNAVAILABLE,
                          absl::StrCat("the job is not formed yet (waiting for ",
                                       MissingRanks(), ")"))}};
@@ -96,9 +96,9 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
   if (grpc::Status room = CheckRoomForClient(peer); !room.ok()) {
     return {{held, room}};
   }
-  const uint64_t number = next_client_++;
+  const uint64_t number = state_.next_client++;
   const uint64_t node = kFirstClientNode + number;
-  Node& n = nodes_[node];
+  Node& n = state_.nodes[node];
   n.name = absl::StrCat("client", number);
   if (!r.description().empty()) {
     absl::StrAppend(&n.name, " (", r.description(), ")");
@@ -108,13 +108,13 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
   n.public_key = r.public_key();
   n.expected = ExpectedFrom(node, n.public_key, secret);
   n.peer = peer;
-  ++clients_by_peer_[peer];
+  ++state_.clients_by_peer[peer];
   out->set_node(node);
   out->set_incarnation(n.incarnation);
   FillDirectory(out->mutable_workers());
   // What each worker may check it by until the announcement below reaches
   // it: only the master and that worker can make it.
-  for (const Slot& s : slots_) {
+  for (const Slot& s : state_.slots) {
     out->add_vouchers(
         VoucherTag(s.secret, {WorkerNode(0), key_->public_key()},
                    {WorkerNode(s.info.rank()), s.info.public_key()},
@@ -127,7 +127,7 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
   event.set_name(n.name);
   event.set_kind(proto::NodeEvent::REGISTERED);
   event.set_public_key(n.public_key);
-  events_.push_back(std::move(event));
+  state_.events.push_back(std::move(event));
   // Its own announcement is in its answer already.
   out->set_events_end(EventsEnd());
   n.seen = EventsEnd();
@@ -140,7 +140,7 @@ RendezvousService::Finishes RendezvousService::AdmitClient(
 
 int64_t RendezvousService::ClientCount() const {
   int64_t n = 0;
-  for (const auto& [node, info] : nodes_) {
+  for (const auto& [node, info] : state_.nodes) {
     if (!IsWorkerNode(node)) ++n;
   }
   return n;

@@ -74,7 +74,7 @@ bool RendezvousService::Holds(const Slot& slot, uint64_t incarnation,
 
 grpc::Status RendezvousService::CheckJoinShape(
     const proto::JoinRequest& r) const {
-  const int world = std::max(options_.world_size, 1);  // slots_.size()
+  const int world = std::max(options_.world_size, 1);  // state_.slots.size()
   const int rank = r.worker().rank();
   if (r.world_size() != world) {
     return Error(
@@ -102,9 +102,9 @@ grpc::Status RendezvousService::CheckJoinShape(
 
 grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
   if (grpc::Status shape = CheckJoinShape(r); !shape.ok()) return shape;
-  const int world = static_cast<int>(slots_.size());
+  const int world = static_cast<int>(state_.slots.size());
   const int rank = r.worker().rank();
-  const Slot& slot = slots_[rank];
+  const Slot& slot = state_.slots[rank];
   if (slot.joined && !Holds(slot, r.incarnation(), r.worker().public_key())) {
     if (!Replaceable(rank)) {
       // A holder out of contact (no poll open: a crash resets the
@@ -122,15 +122,15 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
                          absl::ToInt64Milliseconds(options_.heartbeat_timeout),
                          " ms without contact, and its rank is free then"));
       }
-      return Error(
-          grpc::StatusCode::ALREADY_EXISTS,
-          absl::StrCat("rank ", rank, " is already taken by ", slot.info.name(),
-                       " (pid ", slot.info.pid(), " at ", slot.info.address(),
-                       ")",
-                       complete_ ? ", which is alive (its heartbeat poll is "
-                                   "open at the master): a rank is taken "
-                                   "over only once its holder died or left"
-                                 : ""));
+      return Error(grpc::StatusCode::ALREADY_EXISTS,
+                   absl::StrCat("rank ", rank, " is already taken by ",
+                                slot.info.name(), " (pid ", slot.info.pid(),
+                                " at ", slot.info.address(), ")",
+                                state_.complete
+                                    ? ", which is alive (its heartbeat poll is "
+                                      "open at the master): a rank is taken "
+                                      "over only once its holder died or left"
+                                    : ""));
     }
     if (r.worker().name() != slot.info.name()) {
       return Error(grpc::StatusCode::INVALID_ARGUMENT,
@@ -141,8 +141,8 @@ grpc::Status RendezvousService::CheckJoin(const proto::JoinRequest& r) const {
     }
   }
   for (int k = 0; k < world; ++k) {
-    if (k != rank && slots_[k].joined &&
-        slots_[k].info.name() == r.worker().name()) {
+    if (k != rank && state_.slots[k].joined &&
+        state_.slots[k].info.name() == r.worker().name()) {
       return Error(grpc::StatusCode::ALREADY_EXISTS,
                    absl::StrCat("name '", r.worker().name(),
                                 "' is already taken by rank ", k));
@@ -170,45 +170,45 @@ RendezvousService::Finishes RendezvousService::AdmitJoin(
         {poll, grpc::Status::OK},
         {held, Error(grpc::StatusCode::UNAVAILABLE,
                      absl::StrCat("rank ", r.worker().rank(), " is held by ",
-                                  slots_[r.worker().rank()].info.name(),
+                                  state_.slots[r.worker().rank()].info.name(),
                                   ": asking it whether it is alive"))}};
   }
   grpc::Status bad = CheckJoin(r);
   if (!bad.ok()) return {{held, bad}};
   const int rank = r.worker().rank();
   const std::string& key = r.worker().public_key();
-  if (complete_ && !Holds(slots_[rank], r.incarnation(), key)) {
+  if (state_.complete && !Holds(state_.slots[rank], r.incarnation(), key)) {
     return AdmitReplacement(held, r, secret);
   }
   // A join that completes the job is answered at once, never refused for
   // room (else held joins could keep the job from forming). Checked before
   // the rank is taken: a join not held must not keep it.
   bool completes = true;
-  for (int k = 0; k < static_cast<int>(slots_.size()); ++k) {
-    if (k != rank && !slots_[k].joined) completes = false;
+  for (int k = 0; k < static_cast<int>(state_.slots.size()); ++k) {
+    if (k != rank && !state_.slots[k].joined) completes = false;
   }
   if (grpc::Status room = CheckRoomToWait();
-      !complete_ && !completes && !room.ok()) {
+      !state_.complete && !completes && !room.ok()) {
     return {{held, room}};
   }
-  Slot& slot = slots_[rank];
+  Slot& slot = state_.slots[rank];
   if (!slot.joined) slot = SlotFor(r, secret);
   held->rank = rank;
   held->incarnation = r.incarnation();
   held->public_key = key;
   held->timeout_ms = HoldMs(r.timeout_ms(), kDefaultWaitMs);
-  if (complete_) {  // A retried join after completion (the holder's own).
+  if (state_.complete) {  // A retried join after completion (the holder's own).
     FillJoin(slot, held->join);
     return {{held, grpc::Status::OK}};
   }
   Hold(held, Now() + absl::Milliseconds(held->timeout_ms));
-  bool all = std::all_of(slots_.begin(), slots_.end(),
+  bool all = std::all_of(state_.slots.begin(), state_.slots.end(),
                          [](const Slot& s) { return s.joined; });
   return all ? CompleteRendezvous() : Finishes{};
 }
 
 RendezvousService::Finishes RendezvousService::ReleaseRank(Held* gone) {
-  Slot& slot = slots_[gone->rank];
+  Slot& slot = state_.slots[gone->rank];
   // Only the holder's join frees the rank (the master's own stays).
   if (gone->rank == 0 || !Holds(slot, gone->incarnation, gone->public_key)) {
     return {};
@@ -218,7 +218,7 @@ RendezvousService::Finishes RendezvousService::ReleaseRank(Held* gone) {
   // now, it can never be answered as the rank's next holder (issue 25: a
   // lingering twin of an expired join got the next holder's credential).
   std::vector<uint64_t> twins;
-  for (const auto& [id, held] : held_) {
+  for (const auto& [id, held] : state_.held) {
     if (held->kind == Held::Kind::kJoin && !held->replacement &&
         held->rank == gone->rank) {
       twins.push_back(id);
@@ -239,31 +239,35 @@ RendezvousService::Finishes RendezvousService::ReleaseRank(Held* gone) {
 }
 
 RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
-  complete_ = true;
+  state_.complete = true;
   const absl::Time now = Now();
-  for (const Slot& s : slots_) {
+  for (const Slot& s : state_.slots) {
     const uint64_t node = WorkerNode(s.info.rank());
-    Node& n = nodes_[node];
+    Node& n = state_.nodes[node];
     n.name = s.info.name();
     n.incarnation = s.incarnation;
     n.public_key = s.info.public_key();
     n.expected = ExpectedFrom(node, n.public_key, s.secret);
     n.last_seen = now;
   }
-  Finishes finishes;
   std::vector<uint64_t> joins;
-  for (const auto& [id, held] : held_) {
+  for (const auto& [id, held] : state_.held) {
     if (held->kind == Held::Kind::kJoin) joins.push_back(id);
   }
-  for (uint64_t id : joins) {
+  return AnswerJoins(joins, "is held by another incarnation");
+}
+
+RendezvousService::Finishes RendezvousService::AnswerJoins(
+    const std::vector<uint64_t>& ids, absl::string_view lost) {
+  Finishes finishes;
+  for (uint64_t id : ids) {
     Held* held = Take(id);
-    const Slot& slot = slots_[held->rank];
+    const Slot& slot = state_.slots[held->rank];
     // Only the incarnation holding the slot gets the job's answer.
     if (!Holds(slot, held->incarnation, held->public_key)) {
-      finishes.emplace_back(
-          held, Error(grpc::StatusCode::ABORTED,
-                      absl::StrCat("rendezvous: rank ", held->rank,
-                                   " is held by another incarnation")));
+      finishes.emplace_back(held, Error(grpc::StatusCode::ABORTED,
+                                        absl::StrCat("rendezvous: rank ",
+                                                     held->rank, " ", lost)));
       continue;
     }
     FillJoin(slot, held->join);
@@ -275,13 +279,14 @@ RendezvousService::Finishes RendezvousService::CompleteRendezvous() {
 RendezvousService::Held* RendezvousService::NudgeContestedHolder(
     const proto::JoinRequest& r) {
   const int rank = r.worker().rank();
-  if (!complete_ || rank <= 0 || rank >= static_cast<int>(slots_.size()) ||
-      Holds(slots_[rank], r.incarnation(), r.worker().public_key()) ||
+  if (!state_.complete || rank <= 0 ||
+      rank >= static_cast<int>(state_.slots.size()) ||
+      Holds(state_.slots[rank], r.incarnation(), r.worker().public_key()) ||
       Replaceable(rank)) {
     return nullptr;
   }
-  auto it = nodes_.find(WorkerNode(rank));
-  if (it == nodes_.end() || it->second.held_poll == 0 ||
+  auto it = state_.nodes.find(WorkerNode(rank));
+  if (it == state_.nodes.end() || it->second.held_poll == 0 ||
       Now() - it->second.last_seen <= kNudgeAfter) {
     return nullptr;
   }
@@ -294,18 +299,19 @@ RendezvousService::Held* RendezvousService::NudgeContestedHolder(
 }
 
 std::optional<absl::Duration> RendezvousService::SilentFor(int rank) const {
-  if (!complete_ || rank == 0) return std::nullopt;
-  auto it = nodes_.find(WorkerNode(rank));
-  if (it == nodes_.end() || it->second.down || it->second.held_poll != 0) {
+  if (!state_.complete || rank == 0) return std::nullopt;
+  auto it = state_.nodes.find(WorkerNode(rank));
+  if (it == state_.nodes.end() || it->second.down ||
+      it->second.held_poll != 0) {
     return std::nullopt;
   }
   return Now() - it->second.last_seen;
 }
 
 bool RendezvousService::Replaceable(int rank) const {
-  if (!complete_ || rank == 0) return false;
-  auto it = nodes_.find(WorkerNode(rank));
-  return it != nodes_.end() && it->second.down;
+  if (!state_.complete || rank == 0) return false;
+  auto it = state_.nodes.find(WorkerNode(rank));
+  return it != state_.nodes.end() && it->second.down;
 }
 
 RendezvousService::Finishes RendezvousService::AdmitReplacement(
@@ -315,12 +321,12 @@ RendezvousService::Finishes RendezvousService::AdmitReplacement(
   }
   const int rank = r.worker().rank();
   const uint64_t node = WorkerNode(rank);
-  Slot& slot = slots_[rank];
+  Slot& slot = state_.slots[rank];
   const uint64_t generation = slot.info.generation() + 1;
   slot = SlotFor(r, secret);
   slot.info.set_generation(generation);
   // The old incarnation's state goes: a new key, contact from now.
-  Node& n = nodes_[node];
+  Node& n = state_.nodes[node];
   n = Node{};
   n.name = slot.info.name();
   n.incarnation = slot.incarnation;
@@ -333,7 +339,7 @@ RendezvousService::Finishes RendezvousService::AdmitReplacement(
   event.set_kind(proto::NodeEvent::REJOINED);
   *event.mutable_worker() = slot.info;
   event.set_incarnation(slot.incarnation);
-  events_.push_back(std::move(event));
+  state_.events.push_back(std::move(event));
   // The job as it is now is in its answer: its polls start after that.
   n.seen = EventsEnd();
   // Answered once every live worker has seen the event (its next poll
@@ -356,7 +362,7 @@ RendezvousService::Finishes RendezvousService::AdmitReplacement(
 std::vector<std::string> RendezvousService::NotSeenBy(int64_t event,
                                                       uint64_t except) const {
   std::vector<std::string> behind;
-  for (const auto& [node, n] : nodes_) {
+  for (const auto& [node, n] : state_.nodes) {
     if (IsWorkerNode(node) && node != except && !n.down && n.seen <= event) {
       behind.push_back(n.name);
     }
@@ -367,36 +373,22 @@ std::vector<std::string> RendezvousService::NotSeenBy(int64_t event,
 
 RendezvousService::Finishes RendezvousService::CheckReplacements() {
   std::vector<uint64_t> ready;
-  for (const auto& [id, held] : held_) {
+  for (const auto& [id, held] : state_.held) {
     if (held->replacement &&
         NotSeenBy(held->since, WorkerNode(held->rank)).empty()) {
       ready.push_back(id);
     }
   }
-  Finishes finishes;
-  for (uint64_t id : ready) {
-    Held* held = Take(id);
-    const Slot& slot = slots_[held->rank];
-    if (!Holds(slot, held->incarnation, held->public_key)) {
-      finishes.emplace_back(
-          held, Error(grpc::StatusCode::ABORTED,
-                      absl::StrCat("rendezvous: rank ", held->rank,
-                                   " was taken by another incarnation")));
-      continue;
-    }
-    FillJoin(slot, held->join);
-    finishes.emplace_back(held, grpc::Status::OK);
-  }
-  return finishes;
+  return AnswerJoins(ready, "was taken by another incarnation");
 }
 
 void RendezvousService::FillGone(
     uint64_t self,
     google::protobuf::RepeatedPtrField<proto::NodeEvent>* out) const {
-  for (int rank = 0; rank < static_cast<int>(slots_.size()); ++rank) {
+  for (int rank = 0; rank < static_cast<int>(state_.slots.size()); ++rank) {
     const uint64_t node = WorkerNode(rank);
-    auto it = nodes_.find(node);
-    if (node == self || it == nodes_.end() || !it->second.down) continue;
+    auto it = state_.nodes.find(node);
+    if (node == self || it == state_.nodes.end() || !it->second.down) continue;
     proto::NodeEvent* e = out->Add();
     e->set_node(node);
     e->set_name(it->second.name);
@@ -412,25 +404,25 @@ void RendezvousService::FillJoin(const Slot& slot,
   FillGone(WorkerNode(slot.info.rank()), out->mutable_gone());
   out->set_events_end(EventsEnd());
   out->clear_clients();
-  for (const auto& [node, n] : nodes_) {
+  for (const auto& [node, n] : state_.nodes) {
     if (IsWorkerNode(node) || n.down) continue;
     proto::ClientKey* c = out->add_clients();
     c->set_node(node);
     c->set_public_key(n.public_key);
   }
-  out->set_clients_end(kFirstClientNode + next_client_);
+  out->set_clients_end(kFirstClientNode + state_.next_client);
 }
 
 void RendezvousService::FillDirectory(
     google::protobuf::RepeatedPtrField<proto::WorkerInfo>* out) const {
   out->Clear();
-  for (const Slot& s : slots_) *out->Add() = s.info;
+  for (const Slot& s : state_.slots) *out->Add() = s.info;
 }
 
 std::string RendezvousService::MissingRanks() const {
   std::vector<int> missing;
-  for (size_t k = 0; k < slots_.size(); ++k) {
-    if (!slots_[k].joined) missing.push_back(static_cast<int>(k));
+  for (size_t k = 0; k < state_.slots.size(); ++k) {
+    if (!state_.slots[k].joined) missing.push_back(static_cast<int>(k));
   }
   return absl::StrCat(missing.size() == 1 ? "rank " : "ranks ",
                       absl::StrJoin(missing, ", "));

@@ -49,7 +49,8 @@ grpc::Status RendezvousService::CheckCertLocked(
     absl::string_view what, uint64_t node,
     const std::vector<std::string>& cert_names) const {
   if (!options_.cert_identity || !IsWorkerNode(node)) return grpc::Status::OK;
-  if (!nodes_.contains(node)) return grpc::Status::OK;  // Answered unknown.
+  if (!state_.nodes.contains(node))
+    return grpc::Status::OK;  // Answered unknown.
   return ToGrpcStatus(CheckWorkerCert(cert_names, node, what));
 }
 
@@ -57,8 +58,8 @@ std::optional<uint64_t> RendezvousService::Presenter(
     const std::string& presented) const {
   std::optional<PresentedCredential> c = ParseCredential(presented);
   if (!c.has_value()) return std::nullopt;
-  auto it = nodes_.find(c->node);
-  if (it == nodes_.end() || it->second.expected.empty() ||
+  auto it = state_.nodes.find(c->node);
+  if (it == state_.nodes.end() || it->second.expected.empty() ||
       !ConstantTimeEquals(it->second.expected, c->token)) {
     return std::nullopt;
   }
@@ -93,7 +94,7 @@ grpc::Status RendezvousService::CheckFenced(const Node& n, uint64_t node,
       return Error(grpc::StatusCode::FAILED_PRECONDITION,
                    absl::StrCat(n.name, ": stale incarnation"));
     }
-    const proto::WorkerInfo& now = slots_[node].info;
+    const proto::WorkerInfo& now = state_.slots[node].info;
     return Error(
         grpc::StatusCode::FAILED_PRECONDITION,
         absl::StrCat(n.name, ": this incarnation (",
@@ -114,12 +115,13 @@ grpc::Status RendezvousService::CheckFenced(const Node& n, uint64_t node,
 RendezvousService::Finishes RendezvousService::AdmitPoll(
     Held* held, const proto::PollRequest& r,
     const std::optional<std::string>& presented) {
-  auto it = nodes_.find(r.node());
-  if (it == nodes_.end()) {
-    return {{held, complete_ ? Error(grpc::StatusCode::NOT_FOUND,
-                                     absl::StrCat("unknown node ", r.node()))
-                             : Error(grpc::StatusCode::UNAVAILABLE,
-                                     "the job is not formed yet")}};
+  auto it = state_.nodes.find(r.node());
+  if (it == state_.nodes.end()) {
+    return {{held, state_.complete
+                       ? Error(grpc::StatusCode::NOT_FOUND,
+                               absl::StrCat("unknown node ", r.node()))
+                       : Error(grpc::StatusCode::UNAVAILABLE,
+                               "the job is not formed yet")}};
   }
   Node& n = it->second;
   // A worker's fencing first (issue 25): a replaced incarnation no longer
@@ -138,7 +140,7 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   if (!fenced.ok()) return {{held, fenced}};
   n.last_seen = Now();
   held->node = r.node();
-  held->since = std::max<int64_t>(r.since(), events_base_);
+  held->since = std::max<int64_t>(r.since(), state_.events_base);
   n.seen = held->since;
   Finishes finishes = CheckReplacements();
   if (r.leaving()) {
@@ -164,14 +166,14 @@ RendezvousService::Finishes RendezvousService::AdmitPoll(
   n.held_poll = held->id;
   // What every live node has seen can go (and departed clients with it),
   // also when no poll is behind — else it would stay while polls keep up.
-  if (!events_.empty()) TrimEvents();
+  if (!state_.events.empty()) TrimEvents();
   return finishes;
 }
 
 RendezvousService::Finishes RendezvousService::ReleasePolls(bool workers_only) {
   Finishes finishes;
   std::vector<uint64_t> polls;
-  for (const auto& [node, n] : nodes_) {
+  for (const auto& [node, n] : state_.nodes) {
     if (n.held_poll != 0 && (!workers_only || IsWorkerNode(node))) {
       polls.push_back(n.held_poll);
     }

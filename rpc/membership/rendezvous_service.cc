@@ -40,8 +40,8 @@ RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
   Bound(&RendezvousService::Poll, "Poll");
   Bound(&RendezvousService::Barrier, "Barrier");
   absl::MutexLock lock(&mu_);
-  slots_.resize(std::max(options_.world_size, 1));
-  sweep_timer_ =
+  state_.slots.resize(std::max(options_.world_size, 1));
+  state_.sweep_timer =
       timers_->RunAfter(options_.sweep_interval, [this] { Sweep(); });
 }
 
@@ -52,11 +52,11 @@ void RendezvousService::Shutdown() {
   Timers::TimerId sweep;
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    sweep = sweep_timer_;
-    sweep_timer_ = 0;
+    state_.stopping = true;
+    sweep = state_.sweep_timer;
+    state_.sweep_timer = 0;
     std::vector<uint64_t> ids;
-    for (const auto& [id, held] : held_) ids.push_back(id);
+    for (const auto& [id, held] : state_.held) ids.push_back(id);
     for (uint64_t id : ids) {
       Held* held = Take(id);
       // Joiners still waiting get the verdict, not a vague "unavailable".
@@ -64,7 +64,7 @@ void RendezvousService::Shutdown() {
           held->kind == Held::Kind::kJoin && !held->replacement
               ? Error(grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("rendezvous: ", MissingRanks(), " of ",
-                                   slots_.size(),
+                                   state_.slots.size(),
                                    " did not join before the master gave up"))
               : Error(grpc::StatusCode::UNAVAILABLE,
                       "the master is shutting down");
@@ -88,7 +88,7 @@ void RendezvousService::Start(Held* held, Held::Kind kind,
   {
     absl::MutexLock lock(&mu_);
     held->kind = kind;
-    if (stopping_) {
+    if (state_.stopping) {
       finishes.emplace_back(held, Error(grpc::StatusCode::UNAVAILABLE,
                                         "the master is shutting down"));
     } else {
@@ -108,22 +108,22 @@ void RendezvousService::Cancel(Held* call) {
 }
 
 RendezvousService::Held* RendezvousService::Take(uint64_t id) {
-  auto it = held_.find(id);
-  if (it == held_.end()) return nullptr;
+  auto it = state_.held.find(id);
+  if (it == state_.held.end()) return nullptr;
   Held* held = it->second;
-  held_.erase(it);
-  if (held->kind != Held::Kind::kPoll) --held_waits_;
+  state_.held.erase(it);
+  if (held->kind != Held::Kind::kPoll) --state_.held_waits;
   if (held->kind == Held::Kind::kPoll) {
-    auto node = nodes_.find(held->node);
-    if (node != nodes_.end() && node->second.held_poll == id) {
+    auto node = state_.nodes.find(held->node);
+    if (node != state_.nodes.end() && node->second.held_poll == id) {
       node->second.held_poll = 0;
       // Its connection was open all along: alive until now.
       node->second.last_seen = Now();
     }
   } else if (held->kind == Held::Kind::kBarrier) {
     // A barrier with waiters is never forgotten: it is there.
-    auto barrier = barriers_.find(held->barrier);
-    if (barrier != barriers_.end()) {
+    auto barrier = state_.barriers.find(held->barrier);
+    if (barrier != state_.barriers.end()) {
       auto& waiters = barrier->second.waiters;
       waiters.erase(std::remove(waiters.begin(), waiters.end(), id),
                     waiters.end());
@@ -134,26 +134,26 @@ RendezvousService::Held* RendezvousService::Take(uint64_t id) {
 
 int64_t RendezvousService::held_waits() const {
   absl::MutexLock lock(&mu_);
-  return held_waits_;
+  return state_.held_waits;
 }
 
 int64_t RendezvousService::held_polls() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(held_.size()) - held_waits_;
+  return static_cast<int64_t>(state_.held.size()) - state_.held_waits;
 }
 
 grpc::Status RendezvousService::CheckRoomToWait() const {
   const int64_t max = options_.limits.max_held_calls;
-  if (held_waits_ < max) return grpc::Status::OK;
-  return Exhausted(absl::StrCat("the master already holds ", held_waits_,
+  if (state_.held_waits < max) return grpc::Status::OK;
+  return Exhausted(absl::StrCat("the master already holds ", state_.held_waits,
                                 " joins and barriers"),
                    "max_held_calls", max);
 }
 
 void RendezvousService::Hold(Held* held, absl::Time until) {
-  held->id = next_held_++;
-  held_.emplace(held->id, held);
-  if (held->kind != Held::Kind::kPoll) ++held_waits_;
+  held->id = state_.next_held++;
+  state_.held.emplace(held->id, held);
+  if (held->kind != Held::Kind::kPoll) ++state_.held_waits;
   uint64_t id = held->id;
   held->timer = timers_->RunAt(until, [this, id] { Expire(id); });
 }
@@ -162,40 +162,40 @@ void RendezvousService::Hold(Held* held, absl::Time until) {
 
 void RendezvousService::FillEvents(int64_t since,
                                    proto::PollResponse* out) const {
-  out->set_first(std::max(since, events_base_));
+  out->set_first(std::max(since, state_.events_base));
   for (int64_t k = out->first(); k < EventsEnd(); ++k) {
-    *out->add_events() = events_[k - events_base_];
+    *out->add_events() = state_.events[k - state_.events_base];
   }
 }
 
 void RendezvousService::TrimEvents() {
   int64_t seen_by_all = EventsEnd();
-  for (const auto& [node, n] : nodes_) {
+  for (const auto& [node, n] : state_.nodes) {
     if (!n.down) seen_by_all = std::min(seen_by_all, n.seen);
   }
   // Workers stay known (for fencing); departed clients are forgotten once
   // their event is trimmed.
-  while (events_base_ < seen_by_all) {
-    const proto::NodeEvent& e = events_.front();
+  while (state_.events_base < seen_by_all) {
+    const proto::NodeEvent& e = state_.events.front();
     if (!IsWorkerNode(e.node()) && e.kind() != proto::NodeEvent::REGISTERED) {
-      nodes_.erase(e.node());
+      state_.nodes.erase(e.node());
     }
-    events_.pop_front();
-    ++events_base_;
+    state_.events.pop_front();
+    ++state_.events_base;
   }
 }
 
 RendezvousService::Finishes RendezvousService::MarkDown(
     uint64_t node, proto::NodeEvent::Kind kind, std::string reason) {
-  Node& n = nodes_[node];
+  Node& n = state_.nodes[node];
   if (n.down) return {};
   n.down = true;
   n.down_kind = kind;
   n.down_reason = reason;
   if (!n.peer.empty()) {  // A client: no longer counted for its connection.
-    auto peer = clients_by_peer_.find(n.peer);
-    if (peer != clients_by_peer_.end() && --peer->second <= 0) {
-      clients_by_peer_.erase(peer);
+    auto peer = state_.clients_by_peer.find(n.peer);
+    if (peer != state_.clients_by_peer.end() && --peer->second <= 0) {
+      state_.clients_by_peer.erase(peer);
     }
   }
   proto::NodeEvent event;
@@ -203,7 +203,7 @@ RendezvousService::Finishes RendezvousService::MarkDown(
   event.set_name(n.name);
   event.set_kind(kind);
   event.set_reason(std::move(reason));
-  events_.push_back(std::move(event));
+  state_.events.push_back(std::move(event));
   Finishes finishes = ReleasePolls();
   Finishes barriers = CheckBarriers();
   finishes.insert(finishes.end(), barriers.begin(), barriers.end());
@@ -217,10 +217,10 @@ void RendezvousService::Sweep() {
   Finishes finishes;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return;
+    if (state_.stopping) return;
     const absl::Time now = Now();
     std::vector<uint64_t> dead;
-    for (const auto& [node, n] : nodes_) {
+    for (const auto& [node, n] : state_.nodes) {
       if (!n.down && n.held_poll == 0 &&
           now - n.last_seen > options_.heartbeat_timeout) {
         dead.push_back(node);
@@ -234,7 +234,7 @@ void RendezvousService::Sweep() {
                        " ms"));
       finishes.insert(finishes.end(), f.begin(), f.end());
     }
-    sweep_timer_ =
+    state_.sweep_timer =
         timers_->RunAfter(options_.sweep_interval, [this] { Sweep(); });
   }
   FinishAll(std::move(finishes));
@@ -257,20 +257,20 @@ void RendezvousService::Expire(uint64_t id) {
                     "rendezvous: ",
                     absl::StrJoin(
                         NotSeenBy(held->since, WorkerNode(held->rank)), ", "),
-                    " did not see ", slots_[held->rank].info.name(),
+                    " did not see ", state_.slots[held->rank].info.name(),
                     " rejoin within ", held->timeout_ms, " ms"));
     } else if (held->kind == Held::Kind::kJoin) {
-      status = Error(
-          grpc::StatusCode::DEADLINE_EXCEEDED,
-          absl::StrCat("rendezvous: ", MissingRanks(), " of ", slots_.size(),
-                       " did not join within ", held->timeout_ms, " ms"));
+      status = Error(grpc::StatusCode::DEADLINE_EXCEEDED,
+                     absl::StrCat("rendezvous: ", MissingRanks(), " of ",
+                                  state_.slots.size(), " did not join within ",
+                                  held->timeout_ms, " ms"));
       // Let a restarted process take the rank.
       finishes = ReleaseRank(held);
     } else if (held->kind == Held::Kind::kBarrier) {
       status = Error(
           grpc::StatusCode::DEADLINE_EXCEEDED,
-          absl::StrCat("barrier '", held->barrier,
-                       "': ", MissingFromBarrier(barriers_[held->barrier]),
+          absl::StrCat("barrier '", held->barrier, "': ",
+                       MissingFromBarrier(state_.barriers[held->barrier]),
                        " did not arrive within ", held->timeout_ms, " ms"));
     }
     finishes.emplace_back(held, status);
@@ -284,7 +284,7 @@ void RendezvousService::Cancelled(uint64_t id) {
     absl::MutexLock lock(&mu_);
     Held* held = Take(id);
     if (held == nullptr) return;
-    if (held->kind == Held::Kind::kJoin && !complete_) {
+    if (held->kind == Held::Kind::kJoin && !state_.complete) {
       finishes = ReleaseRank(held);
     }
     // A cancelled held poll (the poller's connection broke, or the poller

@@ -1,12 +1,13 @@
 // The master's side of rendezvous and membership (hosted by rank 0). One
-// class under one mutex; its definitions are split by RPC: held calls,
+// class whose shared state is one struct (State) under one mutex; its
+// definitions are split by RPC, each an operation on that state: held calls,
 // events and sweeps in rendezvous_service.cc, then rendezvous_join.cc,
 // rendezvous_clients.cc, rendezvous_poll.cc, rendezvous_barrier.cc
 // (rendezvous_internal.h: what they share).
 //
 // Joins, polls and barriers are unary calls the master may hold: a held
 // call is answered when what it waits for happens or its time runs out.
-// Every held call lives in exactly one table under mu_; whoever removes it
+// Every held call lives in exactly one table of the state; whoever removes it
 // from its table (under mu_) is the one who finishes it (outside mu_), so
 // each is finished exactly once even when timeouts, events and
 // cancellations race.
@@ -302,6 +303,11 @@ class RendezvousService final
                 google::protobuf::RepeatedPtrField<proto::NodeEvent>* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CompleteRendezvous() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the held joins `ids` and answers each: the job's answer (the
+  // directory) to the incarnation that holds its rank's slot, ABORTED
+  // "rendezvous: rank N <lost>" to any other.
+  Finishes AnswerJoins(const std::vector<uint64_t>& ids, absl::string_view lost)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `presented`: the call's credential header, if it sent one.
   Finishes AdmitPoll(Held* held, const proto::PollRequest& r,
                      const std::optional<std::string>& presented)
@@ -342,7 +348,7 @@ class RendezvousService final
   void FillEvents(int64_t since, proto::PollResponse* out) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EventsEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return events_base_ + static_cast<int64_t>(events_.size());
+    return state_.events_base + static_cast<int64_t>(state_.events.size());
   }
   void TrimEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Finishes CheckBarriers() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -381,27 +387,34 @@ class RendezvousService final
   Timers* const timers_;
   const std::shared_ptr<const NodeKey> key_;
 
+  // Everything the four RPCs, the sweeps and the held calls share: one
+  // struct under the one mutex, so each RPC's file (rendezvous_join,
+  // _clients, _poll, _barrier) reads as operations on it.
+  struct State {
+    bool stopping = false;
+    std::vector<Slot> slots;
+    bool complete = false;
+    uint64_t next_held = 1;
+    uint64_t next_client = 1;
+    // Every held call, by id.
+    absl::flat_hash_map<uint64_t, Held*> held;
+    // Of those, joins and barriers.
+    int64_t held_waits = 0;
+    absl::flat_hash_map<uint64_t, Node> nodes;
+    // Events numbered from events_base; older ones (seen by every live
+    // node) are trimmed, with the clients they announced, so a long job
+    // with many short-lived clients does not grow the master without
+    // bound.
+    std::deque<proto::NodeEvent> events;
+    int64_t events_base = 0;
+    absl::flat_hash_map<std::string, BarrierState> barriers;
+    // Live clients by registering connection (--max_clients_per_peer).
+    absl::flat_hash_map<std::string, int64_t> clients_by_peer;
+    Timers::TimerId sweep_timer = 0;
+  };
+
   mutable absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  bool complete_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_held_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t next_client_ ABSL_GUARDED_BY(mu_) = 1;
-  // Every held call, by id.
-  absl::flat_hash_map<uint64_t, Held*> held_ ABSL_GUARDED_BY(mu_);
-  // Of those, joins and barriers.
-  int64_t held_waits_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, Node> nodes_ ABSL_GUARDED_BY(mu_);
-  // Events numbered from events_base_; older ones (seen by every live
-  // node) are trimmed, with the clients they announced, so a long job with
-  // many short-lived clients does not grow the master without bound.
-  std::deque<proto::NodeEvent> events_ ABSL_GUARDED_BY(mu_);
-  int64_t events_base_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, BarrierState> barriers_ ABSL_GUARDED_BY(mu_);
-  // Live clients by registering connection (--max_clients_per_peer).
-  absl::flat_hash_map<std::string, int64_t> clients_by_peer_
-      ABSL_GUARDED_BY(mu_);
-  Timers::TimerId sweep_timer_ ABSL_GUARDED_BY(mu_) = 0;
+  State state_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ferry
