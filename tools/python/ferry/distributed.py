@@ -151,8 +151,8 @@ def _unwrap(inner: torch.futures.Future[Any]) -> Any:
 class _Op:
     """One ProcessGroup call: ferry ops (its parts), done -- their outputs
     written -- when each is finished. Its torch future is made only for
-    whoever asks for it (C++ callers, get_future): a synchronous op's
-    caller waits on the parts themselves.
+    whoever asks for it (a Work over it, get_future): a synchronous op's
+    caller holding a _Work waits on the parts themselves.
 
     Every synchronous op through torch's Python API passes here, so it is
     kept lean (slots, one lock per finished part; a part is claimed by
@@ -338,8 +338,9 @@ def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
     completes -- C++ waiting on it hangs (DDP + Join did). A Work over the
     future completes or fails with the ferry op, within its timeout. But
     it is waited on through a future the completions thread sets (a
-    thread hand-off per op), and torch's refuses wait() with a finite
-    timeout; _Work has neither cost.
+    thread hand-off per op), torch's refuses wait() with a finite timeout,
+    and torch 1.13's exception() cannot hand its error to Python; _Work
+    has none of these costs.
 
     The choice, from what torch passes and from the method, never from
     who calls:
@@ -355,9 +356,11 @@ def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
     - torch 1.13 (no ``asyncOp``): by method. The methods torch 1.13's C++
       holds the Work of (_HELD_BY_CXX_113) get the future's, synchronous
       calls of them too, as nothing tells them apart; the rest _Work.
-      Measured (BENCHMARKS.md, torch backend): an 8-float all_reduce's
-      hand-off costs the synchronous call <N>, and its asynchronous
-      Work's wait(timeout) needs timeout 0."""
+      That is the price of DDP not hanging without asking who calls: the
+      hand-off makes a synchronous 8-float all_reduce or broadcast about
+      12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
+      torch.distributed on ferry), and their asynchronous Works lack
+      wait(timeout) and exception() (is_success() tells)."""
     async_op = getattr(opts, "asyncOp", None)
     if method == "recv_anysource" or async_op is False or (
             async_op is None and not _ON_BACKEND and
