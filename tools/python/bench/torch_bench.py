@@ -4,7 +4,14 @@ backend (dist.* on a ferry process group) against ferry's native Python
 call (ferry.*) on the same group, at 1 MiB and 16 MiB per rank.
 
     tools/dev python tools/python/bench/torch_bench.py [--world=2]
-        [--rounds=5] [--json=FILE]
+        [--rounds=5] [--json=FILE] [--sizes=BYTES,...] [--ops=NAME,...]
+        [--no-ddp]
+
+A small synchronous op, where the backend's Python per op shows most (1000
+calls of an 8-float all_reduce each round):
+
+    tools/dev python tools/python/bench/torch_bench.py --no-ddp \
+        --sizes=32 --ops=all_reduce --reps=1000
 
 Starts `--world` local processes (env:// on a free port). Both backends run
 in the same processes, in interleaved rounds (ferry, gloo, ferry, …), and
@@ -146,18 +153,21 @@ def rank_main(args):
         o.step()
 
     rows = []
-    per_round = {("ddp_step", b, 0): [] for b in groups}
-    sizes = [1 * MiB, 16 * MiB]
+    per_round = {("ddp_step", b, 0): [] for b in groups} if args.ddp else {}
+    sizes = [int(s) for s in args.sizes.split(",")]
     fns = {s: collectives(dist, ferry, torch, groups["ferry"], rank, world, s)
            for s in sizes}
+    ops = args.ops.split(",") if args.ops else list(fns[sizes[0]])
     for r in range(args.rounds):
         dist.barrier()
-        f, g = timed_pairs(lambda: step("ferry"), lambda: step("gloo"),
-                           args.steps)
-        per_round[("ddp_step", "ferry", 0)].append(f)
-        per_round[("ddp_step", "gloo", 0)].append(g)
+        if args.ddp:
+            f, g = timed_pairs(lambda: step("ferry"), lambda: step("gloo"),
+                               args.steps)
+            per_round[("ddp_step", "ferry", 0)].append(f)
+            per_round[("ddp_step", "gloo", 0)].append(g)
         for s in sizes:
-            for name, (through_torch, native) in fns[s].items():
+            for name in ops:
+                through_torch, native = fns[s][name]
                 dist.barrier()
                 t, n = timed_pairs(through_torch, native, args.reps)
                 per_round.setdefault((name, "torch_backend", s), []).append(t)
@@ -183,6 +193,11 @@ def main():
                    help="DDP steps timed per round and backend")
     p.add_argument("--reps", type=int, default=20,
                    help="collective calls timed per round, each system")
+    p.add_argument("--sizes", default=f"{MiB},{16 * MiB}",
+                   help="bytes per rank of each collective, comma-separated")
+    p.add_argument("--ops", help="only these collectives (comma-separated)")
+    p.add_argument("--no-ddp", dest="ddp", action="store_false",
+                   help="skip the DDP steps")
     p.add_argument("--json", help="write the rows here")
     p.add_argument("--rank-main", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -192,7 +207,8 @@ def main():
                MASTER_PORT=str(free_port()), WORLD_SIZE=str(args.world))
     cmd = [sys.executable, os.path.abspath(__file__), "--rank-main",
            f"--rounds={args.rounds}", f"--steps={args.steps}",
-           f"--reps={args.reps}"]
+           f"--reps={args.reps}", f"--sizes={args.sizes}",
+           f"--ops={args.ops or ''}"] + ([] if args.ddp else ["--no-ddp"])
     procs = [subprocess.Popen(cmd, env=dict(env, RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
              for r in range(args.world)]
@@ -206,19 +222,21 @@ def main():
         return 1
     rows = result["rows"]
     by = {(r["op"], r["system"], r["size_bytes"]): r["value"] for r in rows}
-    ferry_step, gloo_step = by[("ddp_step", "ferry", 0)], \
-        by[("ddp_step", "gloo", 0)]
-    print(f"DDP step, {result['params'] / 1e6:.1f}M-parameter MLP, world "
-          f"{args.world}: ferry {ferry_step / 1e3:.1f} ms, gloo "
-          f"{gloo_step / 1e3:.1f} ms ({ferry_step / gloo_step:.2f}x gloo)")
-    print(f"{'collective':24s} {'size':>6s} {'torch backend':>14s} "
+    if args.ddp:
+        ferry_step, gloo_step = by[("ddp_step", "ferry", 0)], \
+            by[("ddp_step", "gloo", 0)]
+        print(f"DDP step, {result['params'] / 1e6:.1f}M-parameter MLP, world "
+              f"{args.world}: ferry {ferry_step / 1e3:.1f} ms, gloo "
+              f"{gloo_step / 1e3:.1f} ms ({ferry_step / gloo_step:.2f}x "
+              "gloo)")
+    print(f"{'collective':24s} {'bytes':>9s} {'torch backend':>14s} "
           f"{'ferry native':>13s} {'ratio':>6s}")
     for (op, system, size), v in sorted(by.items()):
         if system != "torch_backend":
             continue
         native = by[(op, "ferry_native", size)]
-        print(f"{op:24s} {size // MiB:4d}Mi {v / 1e3:12.2f}ms "
-              f"{native / 1e3:11.2f}ms {v / native:6.2f}")
+        print(f"{op:24s} {size:9d} {v:12.1f}us {native:11.1f}us "
+              f"{v / native:6.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)

@@ -37,7 +37,6 @@ import datetime
 import os
 import queue
 import secrets
-import sys
 import tempfile
 import threading
 from typing import Any, Callable, Iterable, Sequence
@@ -152,8 +151,8 @@ def _unwrap(inner: torch.futures.Future[Any]) -> Any:
 class _Op:
     """One ProcessGroup call: ferry ops (its parts), done -- their outputs
     written -- when each is finished. Its torch future is made only for
-    whoever asks for it (C++ callers, get_future): a synchronous op's
-    caller waits on the parts themselves.
+    whoever asks for it (a Work over it, get_future): a synchronous op's
+    caller holding a _Work waits on the parts themselves.
 
     Every synchronous op through torch's Python API passes here, so it is
     kept lean (slots, one lock per finished part; a part is claimed by
@@ -262,10 +261,12 @@ class _Op:
 
 
 class _Work(_c10d.Work):
-    """torch's Work over an op: wait(timeout), is_completed, exception,
-    get_future, and the source rank of a receive from any source. Handed to
-    Python callers only; C++ callers get torch's own Work over the future
-    (a Python Work held only by C++ loses its Python half)."""
+    """torch's Work over an op, as a Python object: wait(timeout) that
+    raises a deadline error (torch's Work over a future refuses a finite
+    timeout), is_completed, exception, get_future, the source rank of a
+    receive from any source, and a synchronous op's caller woken by ferry
+    itself (it waits on ferry's handles; no thread hand-off). Only for
+    Works that Python holds: see _work."""
 
     def __init__(self, op: _Op) -> None:
         super().__init__()
@@ -318,65 +319,57 @@ class _Work(_c10d.Work):
         pass
 
 
-_C10D_PY = os.path.join("distributed", "distributed_c10d.py")
+# The ProcessGroup methods whose Work torch 1.13's C++ calls for and holds:
+# DDP's reducer and its built-in comm hooks (allreduce; and the all_reduce
+# Join's notify_join_context starts in Python, handed to the reducer by
+# _set_forward_pass_work_handle), broadcast_coalesced (broadcast: DDP's
+# parameter and buffer sync) and verify_params_across_processes
+# (allgather).
+_HELD_BY_CXX_113 = frozenset({"allreduce", "broadcast", "allgather"})
 
 
-def _work(op: _Op, depth: int) -> _c10d.Work:
-    """The Work of ``op`` for the ProcessGroup method ``depth`` frames up:
-    ours (a Python object: ``wait(timeout)``, the source rank of a receive
-    from any source, a synchronous op's caller woken by ferry itself) for
-    what torch's Python API hands to Python code; torch's own over the
-    op's future for what torch's C++ may hold -- C++ callers (DDP's
-    reducer, autograd) and asynchronous ops started by torch's own Python
-    (DDP under ``Join`` hands its all_reduce's Work to the reducer, which
-    waits on it in C++). torch 1.13 keeps only the C++ half of a Python
-    Work held by C++, and that half is never completed: DDP under Join
-    hung there. A Work over the future completes or fails when the ferry
-    op does, within the op's timeout."""
-    if _python_work(sys._getframe(depth)):
+def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
+    """The Work of ``op``, returned by the ProcessGroup method ``method``
+    called with ``opts``: ours (_Work) where only Python holds it, else
+    torch's own over the op's future.
+
+    Why there is a choice: torch keeps only the C++ half of a Python Work
+    that C++ holds (DDP's reducer, DDP under Join), and that half never
+    completes -- C++ waiting on it hangs (DDP + Join did). A Work over the
+    future completes or fails with the ferry op, within its timeout. But
+    it is waited on through a future the completions thread sets (a
+    thread hand-off per op), torch's refuses wait() with a finite timeout,
+    and torch 1.13's exception() cannot hand its error to Python; _Work
+    has none of these costs.
+
+    The choice, from what torch passes and from the method, never from
+    who calls:
+    - ``recv_anysource``: _Work (its caller reads the source rank; no C++
+      of torch's calls it).
+    - torch 2.x's options say ``asyncOp``: False is torch's Python API's
+      synchronous call, which waits at once and drops the Work: _Work.
+      True (an asynchronous op, and every C++ caller's default): the
+      future's. torch 2.x hands Python the C++ half of a Backend's Work
+      anyway, with only wait() and get_future() reaching Python.
+    - No ``asyncOp`` on torch 2.x (send and recv take no options; 2.x
+      releases before it): the future's.
+    - torch 1.13 (no ``asyncOp``): by method. The methods torch 1.13's C++
+      holds the Work of (_HELD_BY_CXX_113) get the future's, synchronous
+      calls of them too, as nothing tells them apart; the rest _Work.
+      That is the price of DDP not hanging without asking who calls: the
+      hand-off makes a synchronous 8-float all_reduce or broadcast about
+      12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
+      torch.distributed on ferry), and their asynchronous Works lack
+      wait(timeout) and exception() (is_success() tells)."""
+    async_op = getattr(opts, "asyncOp", None)
+    if method == "recv_anysource" or async_op is False or (
+            async_op is None and not _ON_BACKEND and
+            method not in _HELD_BY_CXX_113):
         return _Work(op)
     op.watch()
     # (Missing from torch 1.13's type stubs.)
     return _c10d._create_work_from_future(  # type: ignore[attr-defined]
         op.future)
-
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-
-# Frames between torch's Python API and its caller: the API's own module,
-# torch 2.x's logging wrapper, deprecation wrappers.
-_API_FILES = (_C10D_PY, os.path.join("distributed", "c10d_logger.py"),
-              "typing_extensions.py", os.path.join("typing", "__init__.py"))
-
-
-def _python_work(method: Any) -> bool:
-    """Whether the Work of the ProcessGroup method running in frame
-    ``method`` goes to Python code only: a synchronous call of torch's
-    Python API (its caller waits at once and drops it), a receive from any
-    source (the caller reads the source rank), or an asynchronous one that
-    a user's code (not torch's own) asked for."""
-    caller = method.f_back
-    if caller is None or not caller.f_code.co_filename.endswith(_C10D_PY):
-        return False  # C++ (DDP's reducer, autograd) or a user's code.
-    if method.f_code.co_name == "recv_anysource":
-        return True
-    # torch 2.x says it in the options; 1.13's caller has it as a local
-    # (isend, irecv and friends have none: asynchronous).
-    async_op = getattr(method.f_locals.get("opts"), "asyncOp", None)
-    if async_op is None:
-        async_op = caller.f_locals.get("async_op", True)
-    if async_op is False:
-        return True
-    if _ON_BACKEND:
-        # torch 2.x hands Python the C++ half of what a Backend returns,
-        # with only wait() and get_future() reaching Python: is_completed()
-        # must be the C++ Work's own.
-        return False
-    asker = caller.f_back
-    while asker is not None and asker.f_code.co_filename.endswith(_API_FILES):
-        asker = asker.f_back
-    return asker is not None and \
-        not asker.f_code.co_filename.startswith(_TORCH_DIR)
 
 
 # ---- Reduce ops ----
@@ -604,17 +597,19 @@ class ProcessGroupFerry(_PG_BASE):
     def _t(self, opts: Any) -> float:
         return _seconds(getattr(opts, "timeout", None), self._timeout)
 
-    def _run(self, what: str, result: Any,
-             start: Callable[[], list[_ferry.Work]]) -> _c10d.Work:
-        """``start()`` -> ferry op handles (started, async); the torch Work
-        once they are all done. Called by the ProcessGroup methods only."""
-        what = f"{what} on rank {self._group_rank}"
+    def _run(self, method: str, opts: Any, result: Any,
+             start: Callable[[], list[_ferry.Work]],
+             what: str | None = None) -> _c10d.Work:
+        """``start()`` -> ferry op handles (started, async); the Work of the
+        ProcessGroup method ``method`` called with ``opts`` (see _work),
+        done once they all are. ``what`` names the op in errors (default:
+        the method)."""
+        what = f"{what or method} on rank {self._group_rank}"
         try:
             handles = start()
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        # Frames up: _work, _run, the method, its caller.
-        return _work(_Op(what, result, handles), 2)
+        return _work(_Op(what, result, handles), method, opts)
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -643,14 +638,14 @@ class ProcessGroupFerry(_PG_BASE):
         red = _reduce_op(opts.reduceOp)
         t = self._t(opts)
         if any(x.is_sparse for x in tensors):
-            return self._sparse_allreduce(tensors, red, t)
+            return self._sparse_allreduce(tensors, red, t, opts)
         self._check(tensors, "allreduce")
-        return self._run("allreduce", tensors, lambda: [
+        return self._run("allreduce", opts, tensors, lambda: [
             _ferry.all_reduce(self._handle, x, red, t, True, "torch")
             for x in tensors])
 
     def _sparse_allreduce(self, tensors: list[torch.Tensor], red: str,
-                          t: float) -> _c10d.Work:
+                          t: float, opts: Any) -> _c10d.Work:
         """Sparse COO tensors, summed (as gloo does: every rank's indices
         and values gathered, uneven, then added up), in place. Runs before
         it returns."""
@@ -670,7 +665,7 @@ class ProcessGroupFerry(_PG_BASE):
                     x.shape).coalesce())
         except _errors.Error as e:
             raise _torch_error(e, what) from None
-        return _work(_Op(what, tensors), 2)
+        return _work(_Op(what, tensors), "allreduce", opts)
 
     def allreduce_coalesced(
             self, tensors: list[torch.Tensor],
@@ -679,7 +674,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._check(tensors, "allreduce_coalesced")
         red = _reduce_op(opts.reduceOp)
         t = self._t(opts)
-        return self._run("allreduce_coalesced", tensors, lambda: [
+        return self._run("allreduce_coalesced", opts, tensors, lambda: [
             _ferry.all_reduce(self._handle, x, red, t, True, "torch")
             for x in tensors])
 
@@ -690,7 +685,7 @@ class ProcessGroupFerry(_PG_BASE):
             tensors = [tensors]
         self._check(tensors, "broadcast")
         t = self._t(opts)
-        return self._run("broadcast", tensors, lambda: [
+        return self._run("broadcast", opts, tensors, lambda: [
             # (opts is not None here: mypy does not narrow into lambdas.)
             _ferry.broadcast(self._handle, x,
                              opts.rootRank,  # type: ignore[union-attr]
@@ -703,7 +698,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._check(tensors, "reduce")
         red = _reduce_op(opts.reduceOp)
         t = self._t(opts)
-        return self._run("reduce", tensors, lambda: [
+        return self._run("reduce", opts, tensors, lambda: [
             _ferry.reduce(self._handle, x,
                           opts.rootRank,  # type: ignore[union-attr]
                           red, t, True, "torch")
@@ -716,7 +711,7 @@ class ProcessGroupFerry(_PG_BASE):
         for outs in output_tensors:
             self._check(outs, "allgather")
         self._check(input_tensors, "allgather")
-        return self._run("allgather", output_tensors, lambda: [
+        return self._run("allgather", opts, output_tensors, lambda: [
             _ferry.all_gather(self._handle, x, outs, t, True, "torch")
             for x, outs in zip(input_tensors, output_tensors)])
 
@@ -733,7 +728,7 @@ class ProcessGroupFerry(_PG_BASE):
         outs = list(output.view(self.size(), *input.shape).unbind(0)) \
             if output.numel() else [output.new_empty(input.shape)
                                     for _ in range(self.size())]
-        return self._run("_allgather_base", [output], lambda: [
+        return self._run("_allgather_base", opts, [output], lambda: [
             _ferry.all_gather(self._handle, input, outs, t, True, "torch")])
 
     def allgather_coalesced(self, output_lists: list[list[torch.Tensor]],
@@ -742,7 +737,7 @@ class ProcessGroupFerry(_PG_BASE):
                             ) -> _c10d.Work:
         t = self._t(opts)
         self._check(input_list, "allgather_coalesced")
-        return self._run("allgather_coalesced", output_lists, lambda: [
+        return self._run("allgather_coalesced", opts, output_lists, lambda: [
             _ferry.all_gather(self._handle, x,
                               [output_lists[r][j] for r in range(self.size())],
                               t, True, "torch")
@@ -756,7 +751,7 @@ class ProcessGroupFerry(_PG_BASE):
         root = opts.rootRank
         self._check(input_tensors, "gather")
         here = self._group_rank == root
-        return self._run("gather", output_tensors, lambda: [
+        return self._run("gather", opts, output_tensors, lambda: [
             _ferry.gather(self._handle, x, output_tensors[i] if here else [],
                           root, t, True, "torch")
             for i, x in enumerate(input_tensors)])
@@ -769,7 +764,7 @@ class ProcessGroupFerry(_PG_BASE):
         root = opts.rootRank
         self._check(output_tensors, "scatter")
         here = self._group_rank == root
-        return self._run("scatter", output_tensors, lambda: [
+        return self._run("scatter", opts, output_tensors, lambda: [
             _ferry.scatter(self._handle, out,
                            input_tensors[i] if here else None, root, t, True,
                            "torch")
@@ -783,7 +778,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         red = _reduce_op(opts.reduceOp)
         self._check(output_tensors, "reduce_scatter")
-        return self._run("reduce_scatter", output_tensors, lambda: [
+        return self._run("reduce_scatter", opts, output_tensors, lambda: [
             _ferry.reduce_scatter(self._handle, out, ins, red, t, True,
                                   "torch")
             for out, ins in zip(output_tensors, input_tensors)])
@@ -796,7 +791,7 @@ class ProcessGroupFerry(_PG_BASE):
         red = _reduce_op(opts.reduceOp)
         self._check([output, input], "_reduce_scatter_base")
         ins = list(input.view(self.size(), *output.shape).unbind(0))
-        return self._run("_reduce_scatter_base", [output], lambda: [
+        return self._run("_reduce_scatter_base", opts, [output], lambda: [
             _ferry.reduce_scatter(self._handle, output, ins, red, t, True,
                                   "torch")])
 
@@ -828,7 +823,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._check([input], "gather_single")
         here = self._group_rank == root
         outs = self._views("gather_single", output, input) if here else []
-        return self._run("gather_single", [output], lambda: [
+        return self._run("gather_single", opts, [output], lambda: [
             _ferry.gather(self._handle, input, outs, root, t, True,
                           "torch")])
 
@@ -839,9 +834,10 @@ class ProcessGroupFerry(_PG_BASE):
         self._check(inputs + outputs, "all_gather_single_coalesced")
         views = [self._views("all_gather_single_coalesced", o, i)
                  for o, i in zip(outputs, inputs)]
-        return self._run("all_gather_single_coalesced", outputs, lambda: [
-            _ferry.all_gather(self._handle, i, v, t, True, "torch")
-            for i, v in zip(inputs, views)])
+        return self._run("all_gather_single_coalesced", opts, outputs,
+                         lambda: [_ferry.all_gather(self._handle, i, v, t,
+                                                    True, "torch")
+                                  for i, v in zip(inputs, views)])
 
     def reduce_scatter_single_coalesced(self, outputs: list[torch.Tensor],
                                         inputs: list[torch.Tensor],
@@ -852,7 +848,7 @@ class ProcessGroupFerry(_PG_BASE):
         self._check(inputs + outputs, "reduce_scatter_single_coalesced")
         ins = [self._views("reduce_scatter_single_coalesced", i, o)
                for o, i in zip(outputs, inputs)]
-        return self._run("reduce_scatter_single_coalesced", outputs,
+        return self._run("reduce_scatter_single_coalesced", opts, outputs,
                          lambda: [
                              _ferry.reduce_scatter(self._handle, o, parts,
                                                    red, t, True, "torch")
@@ -874,7 +870,7 @@ class ProcessGroupFerry(_PG_BASE):
         t = self._t(opts)
         self._check(output_tensors, "alltoall")
         self._check(input_tensors, "alltoall")
-        return self._run("alltoall", output_tensors, lambda: [
+        return self._run("alltoall", opts, output_tensors, lambda: [
             _ferry.all_to_all(self._handle, input_tensors, output_tensors, t,
                               True, "torch")])
 
@@ -893,14 +889,14 @@ class ProcessGroupFerry(_PG_BASE):
                     f"[ferry] alltoall_base: output has {output.size(0)} "
                     f"rows, not divisible by the group size {self.size()}")
             out_splits = [output.size(0) // self.size()] * self.size()
-        return self._run("alltoall_base", output, lambda: [
+        return self._run("alltoall_base", opts, output, lambda: [
             _ferry.all_to_all_single(self._handle, input, output, out_splits,
                                      in_splits, t, True, "torch")])
 
     def barrier(self, opts: dist.BarrierOptions | None = None
                 ) -> _c10d.Work:
         t = self._t(opts)
-        return self._run("barrier", [], lambda: [
+        return self._run("barrier", opts, [], lambda: [
             _ferry.barrier(self._handle, t, True)])
 
     # -- point-to-point --
@@ -908,26 +904,29 @@ class ProcessGroupFerry(_PG_BASE):
     def send(self, tensors: list[torch.Tensor], dst: int,
              tag: int) -> _c10d.Work:
         self._check(tensors, "send")
-        return self._run(f"send to rank {dst} with tag {tag}", tensors,
+        return self._run("send", None, tensors,
                          lambda: [_ferry.send(self._handle, x, dst, tag,
                                               self._timeout, True, "torch")
-                                  for x in tensors])
+                                  for x in tensors],
+                         f"send to rank {dst} with tag {tag}")
 
     def recv(self, tensors: list[torch.Tensor], src: int,
              tag: int) -> _c10d.Work:
         self._check(tensors, "recv")
-        return self._run(f"recv from rank {src} with tag {tag}", tensors,
+        return self._run("recv", None, tensors,
                          lambda: [_ferry.recv(self._handle, x, src, tag,
                                               self._timeout, True, "torch")
-                                  for x in tensors])
+                                  for x in tensors],
+                         f"recv from rank {src} with tag {tag}")
 
     def recv_anysource(self, tensors: list[torch.Tensor],
                        tag: int) -> _c10d.Work:
         self._check(tensors, "recv_anysource")
-        return self._run(f"recv from any rank with tag {tag}", tensors,
+        return self._run("recv_anysource", None, tensors,
                          lambda: [_ferry.recv(self._handle, x, -1, tag,
                                               self._timeout, True, "torch")
-                                  for x in tensors])
+                                  for x in tensors],
+                         f"recv from any rank with tag {tag}")
 
     # batch_isend_irecv's brackets (torch 1.13 passes the requests to the
     # end, 2.x the device to both): each op runs on its own.
