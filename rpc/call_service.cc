@@ -546,8 +546,7 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
   served_.fetch_add(1);
   if (call->remote) {
     // The value stays here as the RRef's; the caller only learns the outcome.
-    options_.remote->Finish(*call->remote, result);
-    Reply(call, result.status());
+    Reply(call, options_.remote->Finish(*call->remote, result));
     return;
   }
   if (call->claimed.load()) {  // Cancelled or aborted: nobody reads it.

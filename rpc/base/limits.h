@@ -95,6 +95,13 @@ struct Limits {
   // Streams (CallStream, Collectives/Exchange) open here at once, across
   // all connections (--max_open_streams).
   int64_t max_open_streams = 4096;
+  // Bytes of the values one peer's remote() calls make this worker keep
+  // as RRefs (--max_rref_mb_per_peer), and all peers' together
+  // (--max_rref_mb): charged to the RRef's creator when its value is
+  // stored, given back when the value is freed (its last copy deleted,
+  // its holders' leases expired or their nodes gone).
+  int64_t max_rref_bytes_per_peer = 1024 * kMiB;
+  int64_t max_rref_bytes = 4096 * kMiB;
   // Calls that may wait at once for this worker to join the job (parked
   // until it formed, or waiting for the job's credentials)
   // (--max_prejoin_calls), and how long each may wait (--prejoin_wait_ms).

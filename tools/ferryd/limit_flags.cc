@@ -65,6 +65,13 @@ ABSL_FLAG(int64_t, reply_ttl_ms, kDefaults.reply_ttl_ms,
 ABSL_FLAG(int64_t, max_open_streams, kDefaults.max_open_streams,
           "call and collective streams open at once, all connections "
           "together");
+ABSL_FLAG(int64_t, max_rref_mb_per_peer,
+          kDefaults.max_rref_bytes_per_peer / kMiB,
+          "MiB of values one peer's remote() calls may make this worker keep "
+          "as rrefs (all peers together: --max_rref_mb)");
+ABSL_FLAG(int64_t, max_rref_mb, kDefaults.max_rref_bytes / kMiB,
+          "MiB of values all peers' remote() calls may make this worker keep "
+          "as rrefs");
 ABSL_FLAG(int64_t, max_prejoin_calls, kDefaults.max_prejoin_calls,
           "calls that may wait at once for this worker to join the job");
 ABSL_FLAG(int64_t, prejoin_wait_ms, kDefaults.prejoin_wait_ms,
@@ -125,6 +132,9 @@ absl::StatusOr<Limits> LimitsFromFlags() {
                     kMiB);
   FERRY_LIMIT_FLAG_(reply_ttl_ms, reply_ttl_ms, kAny, 1);
   FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_rref_bytes_per_peer, max_rref_mb_per_peer, kMaxMiB,
+                    kMiB);
+  FERRY_LIMIT_FLAG_(max_rref_bytes, max_rref_mb, kMaxMiB, kMiB);
   FERRY_LIMIT_FLAG_(max_prejoin_calls, max_prejoin_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(prejoin_wait_ms, prejoin_wait_ms, kAny, 1);
   return limits;
