@@ -382,6 +382,76 @@ TEST(HostileBudgetTest, AFloodOfLeaseRoundsWalksNoOneElsesForks) {
   EXPECT_EQ(v->as_int(), 7);
 }
 
+// ---- Values kept as RRefs (issue 49) ----
+
+// A client's remote() calls made a worker keep their values without a
+// bound on their bytes (12 `ones` of 256 MiB: 31 MB -> 3.18 GB RSS); only
+// their number was bounded (--max_rrefs). Now each creator's values are
+// charged to it until freed: past --max_rref_mb_per_peer the value is
+// dropped and its remote() fails, naming the worker, the caller and the
+// flag; another client keeps its own share, and a release gives the
+// bytes back.
+TEST(HostileBudgetTest, ValuesKeptAsRRefsAreBoundedPerCreator) {
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+      DaemonCluster::Up(1, {"--max_rref_mb_per_peer=64"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto connect = [&] {
+    return Client::Connect({.master = (*job)->master(),
+                            .security = {.token_file = (*job)->token_file()}});
+  };
+  absl::StatusOr<std::unique_ptr<Client>> attacker = connect();
+  ASSERT_TRUE(attacker.ok()) << attacker.status();
+  std::unique_ptr<RawClient> observer = Registered(**job);
+  // Just under 32 MiB each (a value also costs a few bytes of framing):
+  // two fit the attacker's share, the third does not.
+  constexpr int64_t kFloats = 8 * kMiB - 1024;
+  auto keep = [](Client& c) {
+    return c.Remote("worker0", "zeros", {Value(Value::List{Value(kFloats)})});
+  };
+  const int64_t heap_before = observer->Status()->heap_bytes();
+  std::vector<RRef> kept;
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<RRef> r = keep(**attacker);
+    ASSERT_TRUE(r.ok()) << r.status();
+    kept.push_back(*std::move(r));
+    // One at a time: which of them is refused is then known.
+    absl::Status created = kept.back().ToHere().status();
+    if (i < 2) {
+      ASSERT_TRUE(created.ok()) << created;
+      continue;
+    }
+    EXPECT_EQ(created.code(), absl::StatusCode::kResourceExhausted) << created;
+    EXPECT_THAT(created.message(),
+                AllOf(HasSubstr("worker0"), HasSubstr((*attacker)->name()),
+                      HasSubstr("(--max_rref_mb_per_peer=64)")));
+  }
+  proto::WorkerStatus s = AwaitStatus(
+      *observer, [](const auto& s) { return s.rref_value_bytes() > 0; });
+  const int64_t heap_after = s.heap_bytes();
+  std::cout << "6 remote() of 32 MiB: worker keeps "
+            << s.rref_value_bytes() / kMiB << " MiB of values, heap "
+            << heap_before / kMiB << " -> " << heap_after / kMiB << " MiB\n";
+  EXPECT_LE(s.rref_value_bytes(), 64 * kMiB);
+  EXPECT_GT(s.rref_value_bytes(), 60 * kMiB);
+  EXPECT_LT(heap_after - heap_before, 100 * kMiB);
+  EXPECT_EQ(s.limits().at("max_rref_mb_per_peer"), 64);
+  // Another client keeps its own share.
+  absl::StatusOr<std::unique_ptr<Client>> honest = connect();
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  absl::StatusOr<RRef> theirs = keep(**honest);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_TRUE(theirs->ToHere().ok());
+  // Released, the attacker's bytes come back, and it may keep values again.
+  kept.clear();
+  s = AwaitStatus(*observer, [](const auto& s) {
+    return s.rref_value_bytes() < 33 * kMiB;
+  });
+  EXPECT_LT(s.rref_value_bytes(), 33 * kMiB);
+  absl::StatusOr<RRef> again = keep(**attacker);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->ToHere().ok());
+}
+
 // ---- F11: file writes on a full disk ----
 
 // ferryd on a full disk renamed an empty address file into place and ran
