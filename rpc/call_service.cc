@@ -390,7 +390,8 @@ void CallService::Serve(grpc::CallbackServerContext* context,
 
 void CallService::Refuse(const std::shared_ptr<ActiveCall>& call,
                          const absl::Status& status) {
-  if (call->remote_begun) options_.remote->Finish(*call->remote, status);
+  // The RRef holds the refusal (an error: nothing kept, nothing to add).
+  if (call->remote_begun) (void)options_.remote->Finish(*call->remote, status);
   call->args.clear();  // RRefs decoded before the error are released.
   call->codec.Abandon();
   if (Claim(call)) FinishClaimed(call.get(), status);
