@@ -219,7 +219,7 @@ TEST(HostileBudgetTest, OpenStreamsAreCappedAcrossConnections) {
   Log("seventh stream", r);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(),
-              AllOf(HasSubstr("6 streams are open here"),
+              AllOf(HasSubstr("6 streams open here"),
                     HasSubstr("(--max_open_streams=6)")));
   held.pop_back();  // Cancelled: its place comes back.
   s = AwaitStatus(*peers[0], [](const proto::WorkerStatus& s) {
@@ -227,6 +227,39 @@ TEST(HostileBudgetTest, OpenStreamsAreCappedAcrossConnections) {
   });
   ASSERT_EQ(s.open_streams(), 5);
   ExpectStreamedEcho(*late);
+}
+
+// A streamed sleep_ms holds its stream as long as it asks: a few peers
+// holding streams open took the whole pool, and every other peer's
+// streamed calls and the workers' collective streams were refused. Now
+// one peer has at most --max_open_streams_per_peer of them; its next is
+// refused naming it, and others are served.
+TEST(HostileBudgetTest, OnePeerHasOnlyItsShareOfTheOpenStreams) {
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+      DaemonCluster::Up(1, {"--max_open_streams_per_peer=2"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::unique_ptr<RawClient> attacker = Registered(**job);
+  const std::vector<std::string> sleep = Streamed(wire::CallRequest(
+      "sleep_ms", {wire::Int(absl::ToInt64Milliseconds(2 * kBound))},
+      attacker->node()));
+  std::vector<std::unique_ptr<RawClient::HeldStream>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(attacker->Hold(kCallStreamMethod, sleep));
+  }
+  proto::WorkerStatus s = AwaitStatus(
+      *attacker,
+      [](const proto::WorkerStatus& s) { return s.open_streams() == 2; });
+  ASSERT_EQ(s.open_streams(), 2);
+  EXPECT_EQ(s.limits().at("max_open_streams_per_peer"), 2);
+  RawReply r = attacker->Stream(kCallStreamMethod, sleep, kBound);
+  Log("third stream", r);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(),
+              AllOf(HasSubstr(absl::StrCat("client node ", attacker->node(),
+                                           " would have 3 streams open here")),
+                    HasSubstr("(--max_open_streams_per_peer=2)")));
+  std::unique_ptr<RawClient> honest = Registered(**job);
+  ExpectStreamedEcho(*honest);
 }
 
 // ---- Calls before the job formed ----

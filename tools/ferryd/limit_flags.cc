@@ -65,6 +65,9 @@ ABSL_FLAG(int64_t, reply_ttl_ms, kDefaults.reply_ttl_ms,
 ABSL_FLAG(int64_t, max_open_streams, kDefaults.max_open_streams,
           "call and collective streams open at once, all connections "
           "together");
+ABSL_FLAG(int64_t, max_open_streams_per_peer,
+          kDefaults.max_open_streams_per_peer,
+          "call and collective streams one peer may have open here at once");
 ABSL_FLAG(int64_t, max_rref_mb_per_peer,
           kDefaults.max_rref_bytes_per_peer / kMiB,
           "MiB of values one peer's remote() calls may make this worker keep "
@@ -132,6 +135,8 @@ absl::StatusOr<Limits> LimitsFromFlags() {
                     kMiB);
   FERRY_LIMIT_FLAG_(reply_ttl_ms, reply_ttl_ms, kAny, 1);
   FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_open_streams_per_peer, max_open_streams_per_peer, kAny,
+                    1);
   FERRY_LIMIT_FLAG_(max_rref_bytes_per_peer, max_rref_mb_per_peer, kMaxMiB,
                     kMiB);
   FERRY_LIMIT_FLAG_(max_rref_bytes, max_rref_mb, kMaxMiB, kMiB);
