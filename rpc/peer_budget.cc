@@ -100,9 +100,9 @@ std::shared_ptr<PeerBudget> OpenStreamsBudget(const Limits& limits) {
       .max_bytes = limits.max_open_streams,
       .max_bytes_per_peer = limits.max_open_streams_per_peer,
       .what = "streams open",
+      .unit = "streams",
       .peer_flag = "max_open_streams_per_peer",
-      .total_flag = "max_open_streams",
-      .unit = "streams"});
+      .total_flag = "max_open_streams"});
 }
 
 }  // namespace ferry
