@@ -27,7 +27,8 @@ ABSL_FLAG(int64_t, max_tensor_dim, kDefaults.max_tensor_dim,
 ABSL_FLAG(int64_t, max_alloc_mb, kDefaults.max_alloc_bytes / kMiB,
           "MiB one call may make the worker allocate (builtins included)");
 ABSL_FLAG(int64_t, max_inflight_per_peer, kDefaults.max_inflight_per_peer,
-          "calls one peer may have executing or queued here");
+          "calls one peer may have here: executing, queued, or answered "
+          "with a reply not yet written to its connection");
 ABSL_FLAG(int64_t, max_queued_tasks, kDefaults.max_queued_tasks,
           "tasks that may wait for an executor thread");
 ABSL_FLAG(int64_t, max_mailbox_mb, kDefaults.max_mailbox_bytes / kMiB,
@@ -39,7 +40,8 @@ ABSL_FLAG(int64_t, max_collective_timeout_ms,
           kDefaults.max_collective_timeout_ms,
           "longest timeout a client may give a collective");
 ABSL_FLAG(int64_t, max_held_calls, kDefaults.max_held_calls,
-          "rank 0: rendezvous calls held at once");
+          "rank 0: joins and barrier waits held at once (heartbeat polls "
+          "are not counted)");
 ABSL_FLAG(int64_t, max_clients, kDefaults.max_clients,
           "rank 0: clients registered at once");
 ABSL_FLAG(int64_t, max_clients_per_peer, kDefaults.max_clients_per_peer,
