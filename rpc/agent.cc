@@ -91,7 +91,7 @@ RpcAgent::RpcAgent(AgentOptions options)
                                            options_.limits.max_queued_tasks)),
       channels_(
           std::make_unique<ChannelPool>(security_, options_.channels, key_)),
-      open_streams_(std::make_shared<Quota>(options_.limits.max_open_streams)),
+      open_streams_(OpenStreamsBudget(options_.limits)),
       prejoin_calls_(
           std::make_shared<Quota>(options_.limits.max_prejoin_calls)),
       authenticator_(std::make_shared<Authenticator>(AuthenticatorOptions{

@@ -55,6 +55,7 @@
 #include "rpc/membership/rendezvous_service.h"
 #include "rpc/metrics.h"
 #include "rpc/metrics_server.h"
+#include "rpc/peer_budget.h"
 #include "rpc/registry.h"
 #include "rpc/telemetry_options.h"
 #include "rpc/tracing.h"
@@ -258,9 +259,12 @@ class RpcAgent {
   absl::Duration default_timeout() const { return options_.default_timeout; }
   // What one peer may make this worker hold or do.
   const Limits& limits() const { return options_.limits; }
-  // Streams open here at once (--max_open_streams): every streaming
-  // service counts its incoming streams in it.
-  const std::shared_ptr<Quota>& open_streams() const { return open_streams_; }
+  // Streams open here at once (--max_open_streams, and
+  // --max_open_streams_per_peer for one peer): every streaming service
+  // counts its incoming streams in it.
+  const std::shared_ptr<PeerBudget>& open_streams() const {
+    return open_streams_;
+  }
   // Where layers count (null when TelemetryOptions::metrics is off) and
   // record spans (rpc/tracing.h; set once the server started).
   Metrics* metrics() const {
@@ -320,7 +324,7 @@ class RpcAgent {
   std::unique_ptr<ChannelPool> channels_;
   // Streams open (--max_open_streams); calls waiting for the job to form
   // (--max_prejoin_calls: the call service's and the authenticator's).
-  const std::shared_ptr<Quota> open_streams_;
+  const std::shared_ptr<PeerBudget> open_streams_;
   const std::shared_ptr<Quota> prejoin_calls_;
   // Checks every call's token and credential before its body is read.
   std::shared_ptr<Authenticator> authenticator_;

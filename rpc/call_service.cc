@@ -390,7 +390,8 @@ void CallService::Serve(grpc::CallbackServerContext* context,
 
 void CallService::Refuse(const std::shared_ptr<ActiveCall>& call,
                          const absl::Status& status) {
-  if (call->remote_begun) options_.remote->Finish(*call->remote, status);
+  // The RRef holds the refusal (an error: nothing kept, nothing to add).
+  if (call->remote_begun) (void)options_.remote->Finish(*call->remote, status);
   call->args.clear();  // RRefs decoded before the error are released.
   call->codec.Abandon();
   if (Claim(call)) FinishClaimed(call.get(), status);
@@ -546,8 +547,7 @@ void CallService::Answer(const std::shared_ptr<ActiveCall>& call,
   served_.fetch_add(1);
   if (call->remote) {
     // The value stays here as the RRef's; the caller only learns the outcome.
-    options_.remote->Finish(*call->remote, result);
-    Reply(call, result.status());
+    Reply(call, options_.remote->Finish(*call->remote, result));
     return;
   }
   if (call->claimed.load()) {  // Cancelled or aborted: nobody reads it.

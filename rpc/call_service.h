@@ -86,9 +86,11 @@ class RemoteHandler {
   // the caller's fork. An error refuses the call.
   virtual absl::Status Begin(const proto::RRefHandle& rref,
                              uint64_t caller) = 0;
-  // The function's result (or error) becomes the RRef's.
-  virtual void Finish(const proto::RRefHandle& rref,
-                      absl::StatusOr<Value> result) = 0;
+  // The function's result (or error) becomes the RRef's. Returns what the
+  // call answers: the result's status, or why its value was not kept
+  // (RESOURCE_EXHAUSTED: over its caller's budget for RRef values).
+  virtual absl::Status Finish(const proto::RRefHandle& rref,
+                              absl::StatusOr<Value> result) = 0;
   // The caller gave up (timeout, cancel, death): its fork is dropped, so a
   // value produced later is freed.
   virtual void Abandon(const proto::RRefHandle& rref) = 0;

@@ -49,7 +49,8 @@ class ServerStream final
     // memory files (rpc/shm_message.h).
     bool local = false;
     Timers* timers;
-    std::shared_ptr<Quota> open_streams;  // One taken for this stream.
+    // One taken for this stream, for `peer`.
+    std::shared_ptr<PeerBudget> open_streams;
   };
 
   explicit ServerStream(Setup setup);
@@ -81,7 +82,8 @@ class ServerStream final
   CallService* const calls_;
   grpc::CallbackServerContext* const context_;
   Timers* const timers_;
-  const std::shared_ptr<Quota> open_streams_;
+  const std::shared_ptr<PeerBudget> open_streams_;
+  const std::string peer_;  // Whose stream it is (before request_ moves it).
   const int64_t ttl_ms_;
   const bool local_;
   const std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
@@ -106,6 +108,7 @@ ServerStream::ServerStream(Setup setup)
       context_(setup.context),
       timers_(setup.timers),
       open_streams_(std::move(setup.open_streams)),
+      peer_(setup.peer),
       ttl_ms_(setup.calls->limits().stream_ttl_ms),
       local_(setup.local),
       request_(
@@ -247,7 +250,7 @@ void ServerStream::OnCancelled(std::function<void()> f) {
 
 void ServerStream::OnDone() {
   timers_->Cancel(expiry_);
-  if (open_streams_ != nullptr) open_streams_->Give();
+  if (open_streams_ != nullptr) open_streams_->Give(peer_, 1);
   if (ended_) ended_();
   delete this;
 }
@@ -303,19 +306,18 @@ CallStreamService::CallStreamService(CallService* calls, Options options)
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 CallStreamService::Call(grpc::CallbackServerContext* context) {
-  const std::shared_ptr<Quota>& open = options_.open_streams;
-  if (open != nullptr && !open->TryTake()) {
-    return new Refusal(ToGrpcStatus(
-        Annotate(OverLimit(absl::StrCat(open->used(), " streams are open here"),
-                           absl::StrCat(open->max(), " streams"),
-                           "max_open_streams", open->max()),
-                 calls_->worker_name())));
-  }
+  // Who it is first: a stream counts against its caller's share of the
+  // open streams as well as against all of them.
   absl::StatusOr<std::string> peer = PeerOf(*calls_, *context);
   if (!peer.ok()) {
-    if (open != nullptr) open->Give();
     return new Refusal(
         ToGrpcStatus(Annotate(peer.status(), calls_->worker_name())));
+  }
+  const std::shared_ptr<PeerBudget>& open = options_.open_streams;
+  if (open != nullptr) {
+    if (absl::Status taken = open->Take(*peer, 1); !taken.ok()) {
+      return new Refusal(ToGrpcStatus(Annotate(taken, calls_->worker_name())));
+    }
   }
   return new ServerStream(
       {.calls = calls_,

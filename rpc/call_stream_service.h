@@ -23,8 +23,9 @@
 //     start, or the stream ends DEADLINE_EXCEEDED and its buffer is freed
 //     (an idle or half-sent stream holds nothing for long);
 //   - streams open at once, all connections together, share
-//     --max_open_streams with the collectives' Exchange streams
-//     (RESOURCE_EXHAUSTED at once for one past it).
+//     --max_open_streams with the collectives' Exchange streams, and one
+//     peer may have --max_open_streams_per_peer of them
+//     (RESOURCE_EXHAUSTED at once for one past either, naming the peer).
 // A request over --max_message_mb is refused on its head; a malformed
 // stream (a bad head, more bytes than announced, an early end) is
 // INVALID_ARGUMENT.
@@ -35,7 +36,6 @@
 
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/call_stream.grpc.pb.h"
-#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/call_service.h"
 #include "rpc/peer_budget.h"
@@ -50,9 +50,10 @@ class CallStreamService final
   struct Options {
     // Partial requests expire on these (--stream_ttl_ms). Required.
     Timers* timers = nullptr;
-    // Streams open at once (--max_open_streams), shared with the other
+    // Streams open at once (OpenStreamsBudget: --max_open_streams, and
+    // --max_open_streams_per_peer for one peer), shared with the other
     // streaming services; null: not counted.
-    std::shared_ptr<Quota> open_streams;
+    std::shared_ptr<PeerBudget> open_streams;
     // Take requests in memory files from callers on this host's local
     // socket, and write replies into theirs (rpc/shm_message.h).
     bool shared_memory = true;

@@ -6,22 +6,36 @@
 
 namespace ferry {
 
+std::string PeerBudget::Amount(int64_t n) const {
+  return options_.unit.empty() ? HumanBytes(n)
+                               : absl::StrCat(n, " ", options_.unit);
+}
+
+int64_t PeerBudget::FlagValue(int64_t max) const {
+  return options_.unit.empty() ? max / Limits::kMiB : max;
+}
+
 absl::Status PeerBudget::PeerOver(const std::string& peer, int64_t held,
                                   int64_t n) const {
   const int64_t max = options_.max_bytes_per_peer;
-  return OverLimit(
-      absl::StrCat(peer, " would hold ", HumanBytes(held + n), " of ",
-                   options_.what, " here (", HumanBytes(held), " held, ",
-                   HumanBytes(n), " more)"),
-      HumanBytes(max), options_.peer_flag, max / Limits::kMiB);
+  const std::string what =
+      options_.unit.empty()
+          ? absl::StrCat(peer, " would hold ", HumanBytes(held + n), " of ",
+                         options_.what, " here (", HumanBytes(held), " held, ",
+                         HumanBytes(n), " more)")
+          : absl::StrCat(peer, " would have ", held + n, " ", options_.what,
+                         " here");
+  return OverLimit(what, Amount(max), options_.peer_flag, FlagValue(max));
 }
 
 absl::Status PeerBudget::TotalOver(int64_t held, int64_t n) const {
   const int64_t max = options_.max_bytes;
-  return OverLimit(
-      absl::StrCat(HumanBytes(n), " more for ", options_.what, " while ",
-                   HumanBytes(held), " are held for them"),
-      HumanBytes(max), options_.total_flag, max / Limits::kMiB);
+  const std::string what =
+      options_.unit.empty()
+          ? absl::StrCat(HumanBytes(n), " more for ", options_.what, " while ",
+                         HumanBytes(held), " are held for them")
+          : absl::StrCat(held, " ", options_.what, " here");
+  return OverLimit(what, Amount(max), options_.total_flag, FlagValue(max));
 }
 
 absl::Status PeerBudget::Take(const std::string& peer, int64_t n) {
@@ -51,16 +65,16 @@ void PeerBudget::Give(const std::string& peer, int64_t n) {
 }
 
 absl::Status PeerBudget::CheckFits(int64_t bytes) const {
-  const std::string what = absl::StrCat("a message of ", HumanBytes(bytes),
-                                        " among ", options_.what);
+  const std::string what =
+      absl::StrCat("a message of ", Amount(bytes), " among ", options_.what);
   if (bytes > options_.max_bytes_per_peer) {
-    return OverLimit(what, HumanBytes(options_.max_bytes_per_peer),
+    return OverLimit(what, Amount(options_.max_bytes_per_peer),
                      options_.peer_flag,
-                     options_.max_bytes_per_peer / Limits::kMiB);
+                     FlagValue(options_.max_bytes_per_peer));
   }
   if (bytes > options_.max_bytes) {
-    return OverLimit(what, HumanBytes(options_.max_bytes), options_.total_flag,
-                     options_.max_bytes / Limits::kMiB);
+    return OverLimit(what, Amount(options_.max_bytes), options_.total_flag,
+                     FlagValue(options_.max_bytes));
   }
   return absl::OkStatus();
 }
@@ -79,6 +93,16 @@ int64_t PeerBudget::used_by(const std::string& peer) const {
 size_t PeerBudget::peers() const {
   absl::MutexLock lock(&mu_);
   return by_peer_.size();
+}
+
+std::shared_ptr<PeerBudget> OpenStreamsBudget(const Limits& limits) {
+  return std::make_shared<PeerBudget>(PeerBudget::Options{
+      .max_bytes = limits.max_open_streams,
+      .max_bytes_per_peer = limits.max_open_streams_per_peer,
+      .what = "streams open",
+      .unit = "streams",
+      .peer_flag = "max_open_streams_per_peer",
+      .total_flag = "max_open_streams"});
 }
 
 }  // namespace ferry

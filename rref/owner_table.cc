@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/base/status_util.h"
 
 namespace ferry {
 
@@ -11,7 +12,13 @@ OwnerTable::OwnerTable(uint64_t self_node, Clock* clock, OwnerOptions options,
     : self_(self_node),
       clock_(clock),
       options_(options),
-      namer_(std::move(namer)) {}
+      namer_(std::move(namer)),
+      values_(PeerBudget::Options{
+          .max_bytes = options_.max_value_bytes,
+          .max_bytes_per_peer = options_.max_value_bytes_per_creator,
+          .what = "values kept as rrefs",
+          .peer_flag = options_.per_creator_flag,
+          .total_flag = options_.total_flag}) {}
 
 std::string OwnerTable::Name(uint64_t node) const {
   return namer_ ? namer_(node) : absl::StrCat("node ", node);
@@ -109,6 +116,9 @@ void OwnerTable::MaybeFreeLocked(GlobalId rref, Deferred* later) {
   // The value is destroyed outside the lock (it may be large).
   later->push_back(
       [v = std::move(it->second.value)]() mutable { v = Value(); });
+  if (it->second.charged > 0) {
+    values_.Give(it->second.charged_to, it->second.charged);
+  }
   entries_.erase(it);
   tombstones_[rref] = clock_->Now() + options_.tombstone_ttl;
 }
@@ -137,13 +147,34 @@ absl::Status OwnerTable::Create(GlobalId rref, GlobalId fork,
   return status;
 }
 
-void OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
+absl::Status OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
+  // Sized before the lock: a value may be a long list.
+  const int64_t bytes = result.ok() ? PayloadBytes(*result) : 0;
+  absl::Status answer = result.status();
   Deferred later;
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(rref);
-    if (it == entries_.end() || it->second.state != State::kPending) return;
+    if (it == entries_.end() || it->second.state != State::kPending) {
+      return answer;
+    }
     Entry& e = it->second;
+    if (result.ok() && e.creator != self_) {
+      // Charged to the node that made this worker keep it; one over its
+      // share (or the table's) is not kept.
+      std::string creator = Name(e.creator);
+      absl::Status held = values_.Take(creator, bytes);
+      if (held.ok()) {
+        e.charged = bytes;
+        e.charged_to = std::move(creator);
+      } else {
+        answer =
+            Annotate(held, absl::StrCat("keeping rref ", GlobalIdString(rref),
+                                        " of ", creator));
+        later.push_back([v = *std::move(result)]() mutable { v = Value(); });
+        result = answer;
+      }
+    }
     if (result.ok()) {
       e.state = State::kReady;
       e.value = *std::move(result);
@@ -162,6 +193,7 @@ void OwnerTable::Resolve(GlobalId rref, absl::StatusOr<Value> result) {
     MaybeFreeLocked(rref, &later);  // Abandoned meanwhile: freed now.
   }
   Run(later);
+  return answer;
 }
 
 absl::Status OwnerTable::AddLocal(GlobalId rref, GlobalId fork, Value value) {
@@ -620,7 +652,12 @@ OwnerStats OwnerTable::stats() const {
   s.parked = static_cast<int64_t>(waits_.size());
   s.early_deletes = static_cast<int64_t>(early_deletes_.size());
   s.forks_walked = forks_walked_;
+  s.value_bytes = values_.used();
   return s;
+}
+
+int64_t OwnerTable::value_bytes_of(uint64_t creator) const {
+  return values_.used_by(Name(creator));
 }
 
 std::vector<proto::OwnedRRef> OwnerTable::List() const {

@@ -3,7 +3,11 @@
 //
 //   forks[rref] = {fork → holder, confirmed?}
 //
-// A value is freed when its last fork goes. Forks go when their holder
+// A value is freed when its last fork goes. Its bytes are charged to the
+// RRef's creator (the node whose remote() made it) from when it is stored
+// until it is freed, against a budget per creator and one for all
+// (rpc/peer_budget.h): a value over either is not kept, and its RRef
+// holds the RESOURCE_EXHAUSTED error instead. Forks go when their holder
 // deletes them, when the holder's lease expires or it is known dead, when a
 // complete listing round of the holder no longer lists them (reconciling:
 // the delete was lost or is late), or — unconfirmed ones — one lease after
@@ -39,6 +43,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -54,6 +59,7 @@
 #include "absl/time/time.h"
 #include "proto/rref.pb.h"
 #include "rpc/base/clock.h"
+#include "rpc/peer_budget.h"
 #include "rpc/value/value.h"
 
 namespace ferry {
@@ -71,6 +77,13 @@ struct OwnerOptions {
   // most this many (the oldest are forgotten first).
   absl::Duration early_delete_ttl = absl::Seconds(60);
   int64_t max_early_deletes = 1 << 16;
+  // Bytes of values one creator's remote() calls may keep here, and all
+  // creators' together (this node's own values, AddLocal and its own
+  // remote() calls, are not charged). The flags that set them, for errors.
+  int64_t max_value_bytes_per_creator = std::numeric_limits<int64_t>::max();
+  int64_t max_value_bytes = std::numeric_limits<int64_t>::max();
+  std::string per_creator_flag = "max_rref_mb_per_peer";
+  std::string total_flag = "max_rref_mb";
 };
 
 // Most chunks one listing round may have (a peer's number, bounded).
@@ -94,6 +107,9 @@ struct OwnerStats {
   int64_t parked = 0;         // Requests waiting (AddFork, Fetch).
   int64_t abandoned = 0;      // Unconfirmed forks whose sender gave up.
   int64_t early_deletes = 0;  // Deletes remembered for forks not registered.
+  // Bytes of values kept for other nodes' remote() calls (charged to their
+  // creators).
+  int64_t value_bytes = 0;
   // Forks examined for lease rounds, holder drops and sweeps, since the
   // table was made: the work peers' lease traffic has cost (a round costs
   // its holder's own forks).
@@ -117,8 +133,12 @@ class OwnerTable {
   // creation itself is the confirmation). Repeating it is a no-op.
   absl::Status Create(GlobalId rref, GlobalId fork, uint64_t creator)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The creating function's result becomes the entry's value or error.
-  void Resolve(GlobalId rref, absl::StatusOr<Value> result)
+  // The creating function's result becomes the entry's value or error. A
+  // value its creator's budget (or the table's) cannot hold is dropped:
+  // the entry's error, and the answer, is RESOURCE_EXHAUSTED naming the
+  // creator, the bytes and the flag. Otherwise the answer is the result's
+  // status.
+  absl::Status Resolve(GlobalId rref, absl::StatusOr<Value> result)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A ready entry holding `value`, with one fork held by this node.
   absl::Status AddLocal(GlobalId rref, GlobalId fork, Value value)
@@ -193,6 +213,8 @@ class OwnerTable {
 
   // ---- Introspection ----
   OwnerStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Bytes of values charged to `creator` here now.
+  int64_t value_bytes_of(uint64_t creator) const;
   std::vector<proto::OwnedRRef> List() const ABSL_LOCKS_EXCLUDED(mu_);
   const OwnerOptions& options() const { return options_; }
 
@@ -227,6 +249,10 @@ class OwnerTable {
     absl::Status error;
     uint64_t creator = 0;
     absl::Time created;
+    // The value's bytes, charged to `charged_to` (the creator's name when
+    // it was stored) until the entry is freed.
+    int64_t charged = 0;
+    std::string charged_to;
     absl::flat_hash_map<GlobalId, Fork> forks;
     std::vector<WaitId> fetchers;  // Parked until the value is ready.
   };
@@ -285,6 +311,8 @@ class OwnerTable {
   Clock* const clock_;
   const OwnerOptions options_;
   const NodeNamer namer_;
+  // Values' bytes by creator (thread-safe on its own; taken under mu_).
+  PeerBudget values_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<GlobalId, Entry> entries_ ABSL_GUARDED_BY(mu_);

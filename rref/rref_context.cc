@@ -86,6 +86,9 @@ std::shared_ptr<RRefContext> RRefContext::ForOwner(Host host,
   // Late requests for a freed id come within a lease or two.
   owner.tombstone_ttl = 2 * options.lease;
   owner.early_delete_ttl = 2 * options.lease;
+  owner.max_value_bytes_per_creator =
+      context->host_.limits.max_rref_bytes_per_peer;
+  owner.max_value_bytes = context->host_.limits.max_rref_bytes;
   std::weak_ptr<RRefContext> weak = context;
   context->owner_table_ = std::make_unique<OwnerTable>(
       context->host_.node, context->clock(), owner, [weak](uint64_t node) {
@@ -524,10 +527,10 @@ absl::Status RRefContext::Begin(const proto::RRefHandle& rref,
                               {rref.fork_creator(), rref.fork_local()}, caller);
 }
 
-void RRefContext::Finish(const proto::RRefHandle& rref,
-                         absl::StatusOr<Value> result) {
-  owner_table_->Resolve({rref.rref_creator(), rref.rref_local()},
-                        std::move(result));
+absl::Status RRefContext::Finish(const proto::RRefHandle& rref,
+                                 absl::StatusOr<Value> result) {
+  return owner_table_->Resolve({rref.rref_creator(), rref.rref_local()},
+                               std::move(result));
 }
 
 void RRefContext::Abandon(const proto::RRefHandle& rref) {
@@ -674,6 +677,7 @@ void RRefContext::FillStatus(proto::WorkerStatus* status) const {
   status->set_pending_deletes(pending_messages());
   status->set_parked_requests(s.parked);
   status->set_rref_forks_walked(s.forks_walked);
+  status->set_rref_value_bytes(s.value_bytes);
 }
 
 }  // namespace ferry

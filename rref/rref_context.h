@@ -111,8 +111,8 @@ class RRefContext final : public RRefCore,
 
   // ---- RemoteHandler ----
   absl::Status Begin(const proto::RRefHandle& rref, uint64_t caller) override;
-  void Finish(const proto::RRefHandle& rref,
-              absl::StatusOr<Value> result) override;
+  absl::Status Finish(const proto::RRefHandle& rref,
+                      absl::StatusOr<Value> result) override;
   void Abandon(const proto::RRefHandle& rref) override;
 
   // ---- AgentExtension ----
@@ -136,7 +136,9 @@ class RRefContext final : public RRefCore,
     // Owners only, optional: who each request is (its credential), so the
     // service can hold it to the rules of rref_service.h.
     const Authenticator* authenticator = nullptr;
-    // Owners: what one request may make the service build (--max_items …).
+    // Owners: what one request may make the service build (--max_items …),
+    // and the bytes of values each creator may keep here
+    // (--max_rref_mb_per_peer, --max_rref_mb).
     Limits limits;
     // Where requests to owners go; null: an OwnerClient over `channels`
     // (tests pass tests/testing/fake_owners.h's).

@@ -20,6 +20,7 @@
 #include "collectives/op/checks.h"
 #include "proto/collectives.pb.h"
 #include "rpc/value/tensor_landing.h"
+#include "rpc/value/value.h"
 
 namespace ferry {
 namespace algorithms {

@@ -79,9 +79,6 @@ absl::Status Mismatch(const Op& op, int r, absl::string_view field,
 absl::Status CheckSame(const Op& op, const std::vector<std::string>& shown,
                        absl::string_view field);
 
-// About how many bytes `v` takes on the wire.
-int64_t PayloadBytes(const Value& v);
-
 }  // namespace ferry
 
 #endif  // FERRY_COLLECTIVES_OP_CHECKS_H_

@@ -293,21 +293,19 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
 
 class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
  public:
-  ReceiveStream(Exchange* exchange, grpc::GenericCallbackServerContext* context)
+  // From `sender` (SenderOf: -1 unchecked), which took one of the open
+  // streams for `peer` (given back when the stream is done).
+  ReceiveStream(Exchange* exchange, grpc::GenericCallbackServerContext* context,
+                int sender, std::string peer)
       : exchange_(exchange),
         context_(context),
-        sender_(SenderOf(exchange->options_.authenticator, *context)),
+        peer_(std::move(peer)),
         inbound_(std::make_shared<Inbound>(
             exchange->mailbox_,
             InboundOptions{exchange->self_, exchange->options_.world_size,
                            exchange->options_.ttl_ms,
-                           exchange->timers_->clock(),
-                           sender_.ok() ? *sender_ : -1})),
+                           exchange->timers_->clock(), sender})),
         id_(exchange->AddInbound(inbound_)) {
-    if (!sender_.ok()) {
-      Finish(ToGrpcStatus(sender_.status()));
-      return;
-    }
     StartRead(&frame_);
   }
 
@@ -332,7 +330,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
   void OnDone() override {
     exchange_->RemoveInbound(id_);
     if (exchange_->options_.open_streams != nullptr) {
-      exchange_->options_.open_streams->Give();
+      exchange_->options_.open_streams->Give(peer_, 1);
     }
     delete this;
   }
@@ -358,7 +356,7 @@ class Exchange::ReceiveStream final : public grpc::ServerGenericBidiReactor {
  private:
   Exchange* const exchange_;
   grpc::GenericCallbackServerContext* const context_;
-  const absl::StatusOr<int> sender_;
+  const std::string peer_;
   const std::shared_ptr<Inbound> inbound_;
   const uint64_t id_;
   grpc::ByteBuffer frame_;
@@ -439,14 +437,22 @@ grpc::ServerGenericBidiReactor* Exchange::CreateReactor(
         grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                      absl::StrCat("unknown method ", context->method())));
   }
-  const std::shared_ptr<Quota>& open = options_.open_streams;
-  if (open != nullptr && !open->TryTake()) {
-    return new Refusal(ToGrpcStatus(
-        OverLimit(absl::StrCat(open->used(), " streams are open here"),
-                  absl::StrCat(open->max(), " streams"), "max_open_streams",
-                  open->max())));
+  // Who it is first: the stream counts against its sender's share of the
+  // open streams (a worker's, or an unchecked caller's connection) as well
+  // as against all of them.
+  absl::StatusOr<int> sender =
+      ReceiveStream::SenderOf(options_.authenticator, *context);
+  if (!sender.ok()) return new Refusal(ToGrpcStatus(sender.status()));
+  std::string peer = *sender >= 0
+                         ? IdentityLabel(WorkerNode(*sender))
+                         : absl::StrCat("the caller at ", context->peer());
+  if (const std::shared_ptr<PeerBudget>& open = options_.open_streams) {
+    if (absl::Status taken = open->Take(peer, 1); !taken.ok()) {
+      return new Refusal(ToGrpcStatus(taken));
+    }
   }
-  return new ReceiveStream(this, context);  // Gives the place back.
+  // Gives the place back when done.
+  return new ReceiveStream(this, context, *sender, std::move(peer));
 }
 
 }  // namespace ferry

@@ -36,7 +36,6 @@
 #include "grpcpp/generic/async_generic_service.h"
 #include "rpc/auth/authenticator.h"
 #include "rpc/base/future.h"
-#include "rpc/base/quota.h"
 #include "rpc/base/timers.h"
 #include "rpc/base/trace_context.h"
 #include "rpc/channels.h"
@@ -44,6 +43,7 @@
 #include "rpc/inflight.h"
 #include "rpc/membership/directory.h"
 #include "rpc/membership/membership.h"
+#include "rpc/peer_budget.h"
 
 namespace ferry {
 
@@ -65,10 +65,12 @@ class Exchange final : public CollectiveTransport,
     // Optional: who a stream is. Then frames come only from workers, each
     // under its own rank (Inbound's sender).
     const Authenticator* authenticator = nullptr;
-    // Optional: streams open at once (--max_open_streams), shared with the
-    // worker's other streaming services; one past it is refused at once
-    // (RESOURCE_EXHAUSTED naming the flag).
-    std::shared_ptr<Quota> open_streams;
+    // Optional: streams open at once (OpenStreamsBudget:
+    // --max_open_streams, --max_open_streams_per_peer for one sender),
+    // shared with the worker's other streaming services; one past either
+    // is refused at once (RESOURCE_EXHAUSTED naming the sender and the
+    // flag).
+    std::shared_ptr<PeerBudget> open_streams;
   };
 
   // `directory` must be filled (the worker started) before the first Send.

@@ -31,6 +31,9 @@ std::vector<std::pair<std::string, int64_t>> LimitFlags(const Limits& l) {
       {"max_reply_mb_per_peer", l.max_reply_bytes_per_peer / Limits::kMiB},
       {"reply_ttl_ms", l.reply_ttl_ms},
       {"max_open_streams", l.max_open_streams},
+      {"max_open_streams_per_peer", l.max_open_streams_per_peer},
+      {"max_rref_mb_per_peer", l.max_rref_bytes_per_peer / Limits::kMiB},
+      {"max_rref_mb", l.max_rref_bytes / Limits::kMiB},
       {"max_prejoin_calls", l.max_prejoin_calls},
       {"prejoin_wait_ms", l.prejoin_wait_ms},
   };

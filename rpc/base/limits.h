@@ -93,8 +93,19 @@ struct Limits {
   // stops reading holds nothing for longer.
   int64_t reply_ttl_ms = 60000;
   // Streams (CallStream, Collectives/Exchange) open here at once, across
-  // all connections (--max_open_streams).
+  // all connections (--max_open_streams), and of those one peer's (the
+  // node its credential proves, or its connection), so that a few peers
+  // holding streams open (a streamed sleep_ms holds one as long as it
+  // asks) cannot take every stream (--max_open_streams_per_peer).
   int64_t max_open_streams = 4096;
+  int64_t max_open_streams_per_peer = 1024;
+  // Bytes of the values one peer's remote() calls make this worker keep
+  // as RRefs (--max_rref_mb_per_peer), and all peers' together
+  // (--max_rref_mb): charged to the RRef's creator when its value is
+  // stored, given back when the value is freed (its last copy deleted,
+  // its holders' leases expired or their nodes gone).
+  int64_t max_rref_bytes_per_peer = 1024 * kMiB;
+  int64_t max_rref_bytes = 4096 * kMiB;
   // Calls that may wait at once for this worker to join the job (parked
   // until it formed, or waiting for the job's credentials)
   // (--max_prejoin_calls), and how long each may wait (--prejoin_wait_ms).

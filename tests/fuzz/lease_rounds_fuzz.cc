@@ -18,7 +18,9 @@
 // holder had here (stats().forks_walked), a drop exactly them; a dropped
 // holder holds nothing after; and at the end — every value resolved, every
 // holder dropped, every wait failed, time past every lease and tombstone —
-// the table is empty.
+// the table is empty. Values' bytes stay within their budgets (per
+// creator and in all; some values are refused) and none stays charged at
+// the end.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -35,6 +37,10 @@ namespace ferry {
 namespace {
 
 constexpr uint64_t kSelf = 1;
+// What keeping one int value costs (rpc/value/value.h's PayloadBytes), and
+// the table's budget for all values.
+constexpr int64_t kIntBytes = 16;
+constexpr int64_t kValueBytes = 5 * kIntBytes;
 constexpr absl::Duration kLease = absl::Seconds(10);
 
 class Reader {
@@ -77,9 +83,9 @@ class Run {
       case 1: {
         const GlobalId r = RRefId(in.Byte());
         if (in.Byte() & 1) {
-          table_.Resolve(r, Value(int64_t{7}));
+          (void)table_.Resolve(r, Value(int64_t{7}));
         } else {
-          table_.Resolve(r, absl::InternalError("it failed"));
+          (void)table_.Resolve(r, absl::InternalError("it failed"));
         }
         break;
       }
@@ -149,16 +155,22 @@ class Run {
     if (s.forks < 0 || s.owned < 0 || s.unconfirmed > s.forks) {
       Fail("inconsistent counts");
     }
+    if (s.value_bytes < 0 || s.value_bytes > kValueBytes) {
+      Fail("values' bytes outside their budget");
+    }
   }
 
   // Everything resolved, dropped, failed and forgotten: nothing left.
   void Finish() {
-    for (const GlobalId& r : created_) table_.Resolve(r, Value(int64_t{0}));
+    for (const GlobalId& r : created_) {
+      (void)table_.Resolve(r, Value(int64_t{0}));
+    }
     for (uint64_t h = 1; h <= 4; ++h) Drop(h);
     table_.FailWaits(absl::UnavailableError("the owner stops"));
     clock_.Advance(absl::Hours(1));
     table_.Sweep();
     const OwnerStats s = table_.stats();
+    if (s.value_bytes != 0) Fail("freed values' bytes are still charged");
     if (s.owned != 0 || s.forks != 0 || s.parked != 0 || s.unconfirmed != 0) {
       fprintf(stderr, "owned %ld forks %ld parked %ld unconfirmed %ld\n",
               static_cast<long>(s.owned), static_cast<long>(s.forks),
@@ -177,6 +189,10 @@ class Run {
     o.lease = kLease;
     o.max_forks_per_holder = 6;
     o.max_early_deletes = 8;
+    // A creator keeps two int values, all of them five: resolving
+    // sometimes refuses a value, so frees of refused entries are fuzzed too.
+    o.max_value_bytes_per_creator = 2 * kIntBytes;
+    o.max_value_bytes = kValueBytes;
     return o;
   }
 

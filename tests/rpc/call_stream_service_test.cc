@@ -2,7 +2,8 @@
 // idle streams), on a server whose clock the test steps: a request that
 // stops arriving is dropped --stream_ttl_ms after its stream began (and
 // its bytes given back), a complete one cancels that, and streams past
-// --max_open_streams are refused at once.
+// --max_open_streams, or past one peer's --max_open_streams_per_peer, are
+// refused at once.
 #include "rpc/call_stream_service.h"
 
 #include <functional>
@@ -19,9 +20,9 @@
 #include "gtest/gtest.h"
 #include "proto/call_stream.pb.h"
 #include "rpc/base/executor.h"
-#include "rpc/base/quota.h"
 #include "rpc/builtins.h"
 #include "rpc/call_service.h"
+#include "rpc/peer_budget.h"
 #include "rpc/registry.h"
 #include "rpc/wire/frames.h"
 #include "tests/testing/await.h"
@@ -46,13 +47,14 @@ constexpr absl::Duration kBound = absl::Seconds(10);
 
 class CallStreamServiceTest : public ::testing::Test {
  protected:
-  CallStreamServiceTest()
-      : timers_(&clock_),
-        executor_(1),
-        open_streams_(std::make_shared<Quota>(2)) {
+  CallStreamServiceTest() : timers_(&clock_), executor_(1) {
     EXPECT_TRUE(RegisterBuiltins(&registry_, &timers_).ok());
     Limits limits;
     limits.stream_ttl_ms = kTtlMs;
+    // Three streams open at once, two of them one peer's.
+    limits.max_open_streams = 3;
+    limits.max_open_streams_per_peer = 2;
+    open_streams_ = OpenStreamsBudget(limits);
     calls_ = std::make_unique<CallService>(CallService::Options{
         .worker_name = "worker1",
         .limits = limits,
@@ -71,7 +73,8 @@ class CallStreamServiceTest : public ::testing::Test {
     builder.RegisterService(streams_.get());
     server_ = builder.BuildAndStart();
     EXPECT_NE(server_, nullptr);
-    raw_ = std::make_unique<RawClient>(absl::StrCat("127.0.0.1:", port));
+    address_ = absl::StrCat("127.0.0.1:", port);
+    raw_ = std::make_unique<RawClient>(address_);
   }
   ~CallStreamServiceTest() override {
     server_->Shutdown();
@@ -87,10 +90,11 @@ class CallStreamServiceTest : public ::testing::Test {
   ManualTimers timers_;
   Registry registry_;
   Executor executor_;
-  std::shared_ptr<Quota> open_streams_;
+  std::shared_ptr<PeerBudget> open_streams_;
   std::unique_ptr<CallService> calls_;
   std::unique_ptr<CallStreamService> streams_;
   std::unique_ptr<grpc::Server> server_;
+  std::string address_;
   std::unique_ptr<RawClient> raw_;
 };
 
@@ -135,20 +139,57 @@ TEST_F(CallStreamServiceTest, AWholeRequestIsServedAndItsExpiryCancelled) {
 }
 
 TEST_F(CallStreamServiceTest, StreamsPastTheCapAreRefusedAtOnce) {
+  RawClient other(address_);  // A connection (so a peer) of its own.
   auto a = raw_->Hold(kCallStreamMethod, {});
-  auto b = raw_->Hold(kCallStreamMethod, {});
-  ASSERT_TRUE(Eventually([&] { return open_streams_->used() == 2; }));
-  RawReply r = raw_->Stream(kCallStreamMethod, {}, kBound);
+  auto b = other.Hold(kCallStreamMethod, {});
+  auto c = other.Hold(kCallStreamMethod, {});
+  ASSERT_TRUE(Eventually([&] { return open_streams_->used() == 3; }));
+  RawClient third(address_);
+  RawReply r = third.Stream(kCallStreamMethod, {}, kBound);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(),
-              AllOf(HasSubstr("worker1: 2 streams are open here"),
-                    HasSubstr("(--max_open_streams=2)")));
+              AllOf(HasSubstr("worker1: 3 streams open here"),
+                    HasSubstr("(--max_open_streams=3)")));
   // An idle stream holds its place only until --stream_ttl_ms.
   timers_.Advance(absl::Milliseconds(kTtlMs));
-  EXPECT_EQ(a->Wait(kBound).status.error_code(),
-            grpc::StatusCode::DEADLINE_EXCEEDED);
-  EXPECT_EQ(b->Wait(kBound).status.error_code(),
-            grpc::StatusCode::DEADLINE_EXCEEDED);
+  for (auto* held : {a.get(), b.get(), c.get()}) {
+    EXPECT_EQ(held->Wait(kBound).status.error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  EXPECT_TRUE(Eventually([&] { return open_streams_->used() == 0; }));
+}
+
+// One peer holding streams open (a streamed sleep_ms holds one as long as
+// it asks) has only its share: its next stream is refused naming it, and
+// every other peer still opens streams. Before, the pool had no share per
+// peer, and a few connections took all of it.
+TEST_F(CallStreamServiceTest, OnePeerHasOnlyItsShareOfTheOpenStreams) {
+  const std::string sleep = wire::CallRequest(
+      "sleep_ms", {wire::Int(absl::ToInt64Milliseconds(kBound))}, 0);
+  const std::vector<std::string> request = {wire::StreamHead(sleep.size()),
+                                            wire::StreamChunk(sleep)};
+  auto a = raw_->Hold(kCallStreamMethod, request);
+  auto b = raw_->Hold(kCallStreamMethod, request);
+  ASSERT_TRUE(Eventually([&] { return open_streams_->used() == 2; }));
+  ASSERT_EQ(open_streams_->peers(), 1u);
+  RawReply r = raw_->Stream(kCallStreamMethod, request, kBound);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(
+      r.status.error_message(),
+      AllOf(HasSubstr("worker1: the caller at ipv4:127.0.0.1:"),
+            HasSubstr("would have 3 streams open here, over the limit of 2 "
+                      "streams (--max_open_streams_per_peer=2)")));
+  // Another peer is served.
+  RawClient other(address_);
+  const std::string echo = wire::CallRequest("echo", {wire::Int(9)}, 0);
+  RawReply served = other.Stream(
+      kCallStreamMethod,
+      {wire::StreamHead(echo.size()), wire::StreamChunk(echo)}, kBound);
+  EXPECT_TRUE(served.status.ok()) << served.status.error_message();
+  // The sleeps end with the test's clock; their places come back.
+  timers_.Advance(kBound);
+  EXPECT_TRUE(a->Wait(kBound).status.ok());
+  EXPECT_TRUE(b->Wait(kBound).status.ok());
   EXPECT_TRUE(Eventually([&] { return open_streams_->used() == 0; }));
 }
 

@@ -15,6 +15,7 @@ namespace {
 
 using ::ferry::testing::ManualClock;
 using ::ferry::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr uint64_t kOwner = 1;
@@ -54,12 +55,13 @@ class OwnerTableTest : public ::testing::Test {
     EXPECT_EQ(s.owned, 0);
     EXPECT_EQ(s.forks, 0);
     EXPECT_EQ(s.parked, 0);
+    EXPECT_EQ(s.value_bytes, 0);
   }
 
   // Alice's remote(): created, then the function's value arrives.
   void CreateReady(Value v = Value(42)) {
     ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
-    table_.Resolve(kRRef, std::move(v));
+    EXPECT_OK(table_.Resolve(kRRef, std::move(v)));
   }
 
   absl::Status AddFork(GlobalId fork, uint64_t holder) {
@@ -125,7 +127,7 @@ TEST_F(OwnerTableTest, AddForkBeforeCreationIsParked) {
   ASSERT_TRUE(added.result.has_value());
   EXPECT_OK(*added.result);
   EXPECT_EQ(table_.stats().forks, 2);
-  table_.Resolve(kRRef, Value(1));
+  EXPECT_OK(table_.Resolve(kRRef, Value(1)));
   table_.DeleteFork(kRRef, kAliceFork, false);
   EXPECT_EQ(table_.stats().owned, 1);  // Bob's fork keeps it.
   table_.DeleteFork(kRRef, kBobFork, false);
@@ -136,7 +138,7 @@ TEST_F(OwnerTableTest, FetchBeforeCreationAndBeforeValue) {
   table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, fetched.Callback());
   ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
   EXPECT_FALSE(fetched.result.has_value());  // Created, value not there yet.
-  table_.Resolve(kRRef, Value("v"));
+  EXPECT_OK(table_.Resolve(kRRef, Value("v")));
   ASSERT_TRUE(fetched.result.has_value());
   EXPECT_EQ(**fetched.result, Value("v"));
   table_.DeleteFork(kRRef, kAliceFork, false);
@@ -146,7 +148,8 @@ TEST_F(OwnerTableTest, FailedCreationReachesFetchers) {
   ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
   Outcome<absl::StatusOr<Value>> fetched;
   table_.Fetch(kRRef, kAliceFork, clock_.Now() + kLease, fetched.Callback());
-  table_.Resolve(kRRef, absl::InternalError("boom"));
+  EXPECT_THAT(table_.Resolve(kRRef, absl::InternalError("boom")),
+              StatusIs(absl::StatusCode::kInternal));
   EXPECT_THAT(*fetched.result, StatusIs(absl::StatusCode::kInternal, "boom"));
   EXPECT_THAT(FetchNow(kAliceFork), StatusIs(absl::StatusCode::kInternal));
   table_.DeleteFork(kRRef, kAliceFork, false);
@@ -158,7 +161,7 @@ TEST_F(OwnerTableTest, AbandonedCreationFreesTheLateValue) {
   ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
   table_.DeleteFork(kRRef, kAliceFork, false);
   EXPECT_EQ(table_.stats().owned, 1);  // Still computing.
-  table_.Resolve(kRRef, Value(std::string(1 << 20, 'x')));
+  EXPECT_OK(table_.Resolve(kRRef, Value(std::string(1 << 20, 'x'))));
   EXPECT_EQ(table_.stats().owned, 0);
 }
 
@@ -275,7 +278,8 @@ TEST_F(OwnerTableTest, WaitsFailWhenTheOwnerStopsAndLaterOnesAtOnce) {
   EXPECT_THAT(*added.result, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_EQ(table_.stats().parked, 0);
   table_.DeleteFork(kRRef, kAliceFork, false);
-  table_.Resolve(kRRef, Value(1));  // The value, freed as it arrives.
+  EXPECT_OK(
+      table_.Resolve(kRRef, Value(1)));  // The value, freed as it arrives.
 }
 
 TEST_F(OwnerTableTest, CancelledWaitNeverCallsBack) {
@@ -287,7 +291,7 @@ TEST_F(OwnerTableTest, CancelledWaitNeverCallsBack) {
   ASSERT_OK(table_.Create(kRRef, kAliceFork, kAlice));
   EXPECT_FALSE(added.result.has_value());
   EXPECT_EQ(table_.stats().forks, 1);
-  table_.Resolve(kRRef, Value());
+  EXPECT_OK(table_.Resolve(kRRef, Value()));
   table_.DeleteFork(kRRef, kAliceFork, false);
 }
 
@@ -324,7 +328,7 @@ TEST_F(OwnerTableTest, CallbacksMayReenterTheTable) {
                  table_.DeleteFork(kRRef, kAliceFork, false);
                  done = true;
                });
-  table_.Resolve(kRRef, Value(1));
+  EXPECT_OK(table_.Resolve(kRRef, Value(1)));
   EXPECT_TRUE(done);
 }
 
@@ -340,6 +344,146 @@ TEST_F(OwnerTableTest, ListShowsForksAndHolders) {
   table_.DropHolder(kAlice);
 }
 
+// ---- Values' bytes (issue 49: a peer's remote() calls made an owner keep
+// 3 GiB; only their number was bounded) ----
+
+// A string value's cost (rpc/value/value.h's PayloadBytes): its text and
+// 16 bytes.
+constexpr int64_t kStringCost = 16;
+Value Text(int64_t bytes) {
+  return Value(std::string(static_cast<size_t>(bytes - kStringCost), 'x'));
+}
+
+class OwnerTableBudgetTest : public ::testing::Test {
+ protected:
+  // Each creator may keep 100 bytes of values here, all of them 150.
+  OwnerTableBudgetTest() : table_(kOwner, &clock_, Options()) {}
+
+  static OwnerOptions Options() {
+    OwnerOptions o;
+    o.lease = kLease;
+    o.max_value_bytes_per_creator = 100;
+    o.max_value_bytes = 150;
+    return o;
+  }
+
+  void TearDown() override {
+    EXPECT_EQ(table_.stats().owned, 0);
+    EXPECT_EQ(table_.stats().value_bytes, 0);
+  }
+
+  // `creator`'s remote() number `n`, resolved to `value`: what it answered.
+  absl::Status Keep(uint64_t creator, uint64_t n, absl::StatusOr<Value> value) {
+    EXPECT_OK(table_.Create(Id(creator, n), Fork(creator, n), creator));
+    return table_.Resolve(Id(creator, n), std::move(value));
+  }
+  static GlobalId Id(uint64_t creator, uint64_t n) { return {creator, 2 * n}; }
+  static GlobalId Fork(uint64_t creator, uint64_t n) {
+    return {creator, 2 * n + 1};
+  }
+  absl::StatusOr<Value> Fetch(uint64_t creator, uint64_t n) {
+    Outcome<absl::StatusOr<Value>> o;
+    table_.Fetch(Id(creator, n), Fork(creator, n), clock_.Now() + kLease,
+                 o.Callback());
+    EXPECT_TRUE(o.result.has_value());
+    return o.result.has_value() ? *o.result : absl::UnknownError("parked");
+  }
+  void Release(uint64_t creator, uint64_t n) {
+    table_.DeleteFork(Id(creator, n), Fork(creator, n), false);
+  }
+
+  ManualClock clock_;
+  OwnerTable table_;
+};
+
+// A value is charged to its creator from when it is stored until it is
+// freed; one that would take the creator past its share is not kept, and
+// the RRef holds the error instead.
+TEST_F(OwnerTableBudgetTest, ACreatorKeepsOnlyItsShare) {
+  ASSERT_OK(Keep(kAlice, 1, Text(60)));
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 60);
+  EXPECT_THAT(Keep(kAlice, 2, Text(60)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("node 2 would hold 120 B"),
+                             HasSubstr("values kept as rrefs"),
+                             HasSubstr("(--max_rref_mb_per_peer=0)"))));
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 60);
+  // The refused RRef exists, holding the error; its value was dropped.
+  EXPECT_THAT(Fetch(kAlice, 2),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("keeping rref w2.4 of node 2")));
+  EXPECT_EQ(*Fetch(kAlice, 1), Text(60));
+  ASSERT_OK(Keep(kAlice, 3, Text(40)));  // What is left of its share.
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 100);
+  // Another creator has a share of its own.
+  ASSERT_OK(Keep(kBob, 1, Text(50)));
+  EXPECT_EQ(table_.stats().value_bytes, 150);
+  // Released, the bytes come back.
+  Release(kAlice, 1);
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 40);
+  ASSERT_OK(Keep(kAlice, 4, Text(60)));
+  for (uint64_t n : {2, 3, 4}) Release(kAlice, n);
+  Release(kBob, 1);
+}
+
+// All creators together keep at most the table's budget: a creator within
+// its share is refused when the others took the rest.
+TEST_F(OwnerTableBudgetTest, AllCreatorsTogetherKeepTheTablesBudget) {
+  ASSERT_OK(Keep(kAlice, 1, Text(100)));
+  EXPECT_THAT(Keep(kBob, 1, Text(60)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("keeping rref w3.2 of node 3"),
+                             HasSubstr("(--max_rref_mb=0)"))));
+  ASSERT_OK(Keep(kBob, 2, Text(50)));
+  Release(kAlice, 1);
+  Release(kBob, 1);
+  Release(kBob, 2);
+}
+
+// The bytes come back however the value goes: its creator's lease runs
+// out, its creator is dropped (died or left), or a late value's creator
+// already gave up. Errors and this owner's own values are not charged.
+TEST_F(OwnerTableBudgetTest, BytesComeBackWhenTheValueGoes) {
+  ASSERT_OK(Keep(kAlice, 1, Text(100)));
+  clock_.Advance(kLease * 2);  // Alice went silent.
+  table_.Sweep();
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 0);
+  ASSERT_OK(Keep(kAlice, 2, Text(100)));
+  table_.DropHolder(kAlice);
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 0);
+  ASSERT_OK(table_.Create(Id(kAlice, 3), Fork(kAlice, 3), kAlice));
+  Release(kAlice, 3);  // Gave up before the value came.
+  ASSERT_OK(table_.Resolve(Id(kAlice, 3), Text(100)));
+  EXPECT_EQ(table_.stats().owned, 0);
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 0);
+  EXPECT_THAT(Keep(kAlice, 4, absl::InternalError("boom")),
+              StatusIs(absl::StatusCode::kInternal));
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 0);
+  Release(kAlice, 4);
+  ASSERT_OK(Keep(kOwner, 1, Text(1000)));  // Its own remote() on itself.
+  ASSERT_OK(table_.AddLocal(Id(kOwner, 2), Fork(kOwner, 2), Text(1000)));
+  EXPECT_EQ(table_.stats().value_bytes, 0);
+  Release(kOwner, 1);
+  Release(kOwner, 2);
+}
+
+// A value shared with another holder stays charged to its creator until
+// its last copy goes (the creator made the owner keep it).
+TEST_F(OwnerTableBudgetTest, ASharedValueStaysChargedToItsCreator) {
+  ASSERT_OK(Keep(kAlice, 1, Text(80)));
+  Outcome<absl::Status> added;
+  const GlobalId bobs{kAlice, 99};  // Alice's copy for Bob.
+  table_.AddFork(Id(kAlice, 1), bobs, kBob, clock_.Now() + kLease,
+                 added.Callback());
+  ASSERT_TRUE(added.result.has_value());
+  ASSERT_OK(*added.result);
+  Release(kAlice, 1);
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 80);
+  EXPECT_EQ(table_.value_bytes_of(kBob), 0);
+  table_.DeleteFork(Id(kAlice, 1), bobs, false);
+  EXPECT_EQ(table_.value_bytes_of(kAlice), 0);
+}
+
 // ---- Races: messages overtaking each other ----
 
 // remote()'s caller dropped its copy at once: the delete overtook the
@@ -352,7 +496,7 @@ TEST_F(OwnerTableTest, DeleteBeforeCreateFreesTheValueWhenItResolves) {
   EXPECT_EQ(table_.stats().early_deletes, 0);
   EXPECT_EQ(table_.stats().forks, 0);
   EXPECT_EQ(table_.stats().owned, 1);  // Still computing.
-  table_.Resolve(kRRef, Value(7));
+  EXPECT_OK(table_.Resolve(kRRef, Value(7)));
   EXPECT_EQ(table_.stats().owned, 0);
 }
 
@@ -386,8 +530,8 @@ TEST_F(OwnerTableTest, RememberedDeletesAreBoundedInCountAndTime) {
   clock_.Advance(absl::Seconds(6));
   table.Sweep();
   EXPECT_EQ(table.stats().early_deletes, 0);
-  table.Resolve({kAlice, 100}, Value(1));
-  table.Resolve({kAlice, 102}, Value(1));
+  EXPECT_OK(table.Resolve({kAlice, 100}, Value(1)));
+  EXPECT_OK(table.Resolve({kAlice, 102}, Value(1)));
   table.DeleteFork({kAlice, 100}, {kAlice, 101}, false);
   EXPECT_EQ(table.stats().owned, 0);
 }
@@ -650,7 +794,7 @@ TEST(OwnerTableCostTest, ARoundCostsItsHoldersOwnForks) {
     const GlobalId rref{kAlice, static_cast<uint64_t>(2 * i + 10)};
     const GlobalId fork{kAlice, static_cast<uint64_t>(2 * i + 11)};
     ASSERT_OK(table.Create(rref, fork, kAlice));
-    table.Resolve(rref, Value(i));
+    EXPECT_OK(table.Resolve(rref, Value(i)));
     alice.forks.push_back({rref, fork});
   }
   const int64_t before = table.stats().forks_walked;

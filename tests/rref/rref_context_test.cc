@@ -178,7 +178,7 @@ TEST_F(RRefContextTest, ADeleteBeforeItsCreateFreesTheValueWhenItResolves) {
   ASSERT_OK(owner_->Begin(handle, WorkerNode(0)));  // The call arrives.
   EXPECT_EQ(owner_->owner_stats().owned, 1);        // Computing.
   EXPECT_EQ(owner_->owner_stats().forks, 0);
-  owner_->Finish(handle, Value(5));
+  EXPECT_OK(owner_->Finish(handle, Value(5)));
   EXPECT_EQ(owner_->owner_stats().owned, 0);
   created.Set(Done());
 }
@@ -192,7 +192,7 @@ TEST_F(RRefContextTest, AFetchWaitsAtTheOwnerForTheValue) {
   EXPECT_EQ(owners_.delivered("Fetch"), 1);
   EXPECT_FALSE(fetched.IsReady());
   EXPECT_EQ(owner_->owner_stats().parked, 1);
-  owner_->Finish(handle, Value(7));
+  EXPECT_OK(owner_->Finish(handle, Value(7)));
   ASSERT_TRUE(fetched.IsReady());
   ASSERT_OK_AND_ASSIGN(Value v, fetched.Wait(absl::ZeroDuration()));
   EXPECT_EQ(v.as_int(), 7);
@@ -211,7 +211,7 @@ TEST_F(RRefContextTest, AFetchEndsAtItsTimeoutNamingTheOwner) {
   EXPECT_THAT(fetched.Wait(absl::ZeroDuration()),
               StatusIs(absl::StatusCode::kDeadlineExceeded,
                        HasSubstr("worker1: to_here")));
-  owner_->Finish(handle, Value(7));
+  EXPECT_OK(owner_->Finish(handle, Value(7)));
   copy = RRef();
   timers_.RunDue();
 }
@@ -234,8 +234,9 @@ TEST_F(RRefContextTest, AFetchFailsAtOnceWhenItsOwnerDies) {
   EXPECT_EQ(owners_.delivered("DeleteFork"), 0);
   EXPECT_EQ(owners_.delivered("RenewLease"), 0);
   EXPECT_EQ(user_->live_user_rrefs(), 0);
-  owner_->Finish(handle, Value(7));  // The (simulated) owner's own cleanup.
-  timers_.Advance(2 * kLease);       // The silent holder's copy expires.
+  EXPECT_OK(owner_->Finish(handle,
+                           Value(7)));  // The (simulated) owner's own cleanup.
+  timers_.Advance(2 * kLease);          // The silent holder's copy expires.
 }
 
 // remote(): the call creates the value at its owner, which keeps it as

@@ -345,7 +345,13 @@ class FakeOwners::Calls final : public CallSender {
         ran = true;
         begun = owner;
       }
-      if (begun != nullptr) begun->Finish(*create_rref, r);
+      if (begun != nullptr) {
+        // Answered as a worker's call service answers: the owner's word
+        // (a value over its creator's budget is not kept).
+        const absl::Status kept = begun->Finish(*create_rref, r);
+        Reply(kept.ok() ? absl::StatusOr<Value>(Value()) : kept);
+        return;
+      }
       Reply(r.ok() && create_rref.has_value() ? Value() : r);
     }
     // Answers the call, unless it was answered (the first answer stays).

@@ -219,7 +219,7 @@ TEST(HostileBudgetTest, OpenStreamsAreCappedAcrossConnections) {
   Log("seventh stream", r);
   EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(r.status.error_message(),
-              AllOf(HasSubstr("6 streams are open here"),
+              AllOf(HasSubstr("6 streams open here"),
                     HasSubstr("(--max_open_streams=6)")));
   held.pop_back();  // Cancelled: its place comes back.
   s = AwaitStatus(*peers[0], [](const proto::WorkerStatus& s) {
@@ -227,6 +227,39 @@ TEST(HostileBudgetTest, OpenStreamsAreCappedAcrossConnections) {
   });
   ASSERT_EQ(s.open_streams(), 5);
   ExpectStreamedEcho(*late);
+}
+
+// A streamed sleep_ms holds its stream as long as it asks: a few peers
+// holding streams open took the whole pool, and every other peer's
+// streamed calls and the workers' collective streams were refused. Now
+// one peer has at most --max_open_streams_per_peer of them; its next is
+// refused naming it, and others are served.
+TEST(HostileBudgetTest, OnePeerHasOnlyItsShareOfTheOpenStreams) {
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+      DaemonCluster::Up(1, {"--max_open_streams_per_peer=2"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  std::unique_ptr<RawClient> attacker = Registered(**job);
+  const std::vector<std::string> sleep = Streamed(wire::CallRequest(
+      "sleep_ms", {wire::Int(absl::ToInt64Milliseconds(2 * kBound))},
+      attacker->node()));
+  std::vector<std::unique_ptr<RawClient::HeldStream>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(attacker->Hold(kCallStreamMethod, sleep));
+  }
+  proto::WorkerStatus s = AwaitStatus(
+      *attacker,
+      [](const proto::WorkerStatus& s) { return s.open_streams() == 2; });
+  ASSERT_EQ(s.open_streams(), 2);
+  EXPECT_EQ(s.limits().at("max_open_streams_per_peer"), 2);
+  RawReply r = attacker->Stream(kCallStreamMethod, sleep, kBound);
+  Log("third stream", r);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(r.status.error_message(),
+              AllOf(HasSubstr(absl::StrCat("client node ", attacker->node(),
+                                           " would have 3 streams open here")),
+                    HasSubstr("(--max_open_streams_per_peer=2)")));
+  std::unique_ptr<RawClient> honest = Registered(**job);
+  ExpectStreamedEcho(*honest);
 }
 
 // ---- Calls before the job formed ----
@@ -380,6 +413,76 @@ TEST(HostileBudgetTest, AFloodOfLeaseRoundsWalksNoOneElsesForks) {
   absl::StatusOr<Value> v = held[7].ToHere();
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->as_int(), 7);
+}
+
+// ---- Values kept as RRefs (issue 49) ----
+
+// A client's remote() calls made a worker keep their values without a
+// bound on their bytes (12 `ones` of 256 MiB: 31 MB -> 3.18 GB RSS); only
+// their number was bounded (--max_rrefs). Now each creator's values are
+// charged to it until freed: past --max_rref_mb_per_peer the value is
+// dropped and its remote() fails, naming the worker, the caller and the
+// flag; another client keeps its own share, and a release gives the
+// bytes back.
+TEST(HostileBudgetTest, ValuesKeptAsRRefsAreBoundedPerCreator) {
+  absl::StatusOr<std::unique_ptr<DaemonCluster>> job =
+      DaemonCluster::Up(1, {"--max_rref_mb_per_peer=64"});
+  ASSERT_TRUE(job.ok()) << job.status();
+  auto connect = [&] {
+    return Client::Connect({.master = (*job)->master(),
+                            .security = {.token_file = (*job)->token_file()}});
+  };
+  absl::StatusOr<std::unique_ptr<Client>> attacker = connect();
+  ASSERT_TRUE(attacker.ok()) << attacker.status();
+  std::unique_ptr<RawClient> observer = Registered(**job);
+  // Just under 32 MiB each (a value also costs a few bytes of framing):
+  // two fit the attacker's share, the third does not.
+  constexpr int64_t kFloats = 8 * kMiB - 1024;
+  auto keep = [](Client& c) {
+    return c.Remote("worker0", "zeros", {Value(Value::List{Value(kFloats)})});
+  };
+  const int64_t heap_before = observer->Status()->heap_bytes();
+  std::vector<RRef> kept;
+  for (int i = 0; i < 6; ++i) {
+    absl::StatusOr<RRef> r = keep(**attacker);
+    ASSERT_TRUE(r.ok()) << r.status();
+    kept.push_back(*std::move(r));
+    // One at a time: which of them is refused is then known.
+    absl::Status created = kept.back().ToHere().status();
+    if (i < 2) {
+      ASSERT_TRUE(created.ok()) << created;
+      continue;
+    }
+    EXPECT_EQ(created.code(), absl::StatusCode::kResourceExhausted) << created;
+    EXPECT_THAT(created.message(),
+                AllOf(HasSubstr("worker0"), HasSubstr((*attacker)->name()),
+                      HasSubstr("(--max_rref_mb_per_peer=64)")));
+  }
+  proto::WorkerStatus s = AwaitStatus(
+      *observer, [](const auto& s) { return s.rref_value_bytes() > 0; });
+  const int64_t heap_after = s.heap_bytes();
+  std::cout << "6 remote() of 32 MiB: worker keeps "
+            << s.rref_value_bytes() / kMiB << " MiB of values, heap "
+            << heap_before / kMiB << " -> " << heap_after / kMiB << " MiB\n";
+  EXPECT_LE(s.rref_value_bytes(), 64 * kMiB);
+  EXPECT_GT(s.rref_value_bytes(), 60 * kMiB);
+  EXPECT_LT(heap_after - heap_before, 100 * kMiB);
+  EXPECT_EQ(s.limits().at("max_rref_mb_per_peer"), 64);
+  // Another client keeps its own share.
+  absl::StatusOr<std::unique_ptr<Client>> honest = connect();
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  absl::StatusOr<RRef> theirs = keep(**honest);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_TRUE(theirs->ToHere().ok());
+  // Released, the attacker's bytes come back, and it may keep values again.
+  kept.clear();
+  s = AwaitStatus(*observer, [](const auto& s) {
+    return s.rref_value_bytes() < 33 * kMiB;
+  });
+  EXPECT_LT(s.rref_value_bytes(), 33 * kMiB);
+  absl::StatusOr<RRef> again = keep(**attacker);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->ToHere().ok());
 }
 
 // ---- F11: file writes on a full disk ----

@@ -45,7 +45,7 @@ double Percentile(std::vector<double> v, double p) {
 void Cycle(OwnerTable& table, uint64_t i) {
   const GlobalId rref{kC, 2 * i + 1}, fork{kC, 2 * i + 2};
   (void)table.Create(rref, fork, kC);
-  table.Resolve(rref, Value(static_cast<int64_t>(i)));
+  (void)table.Resolve(rref, Value(static_cast<int64_t>(i)));
   table.Fetch(rref, fork, absl::InfiniteFuture(), [](absl::StatusOr<Value>) {});
   table.DeleteFork(rref, fork, false);
 }
@@ -79,7 +79,7 @@ int Run() {
     const GlobalId rref{kA, 2 * static_cast<uint64_t>(i) + 1};
     const GlobalId fork{kA, 2 * static_cast<uint64_t>(i) + 2};
     (void)table.Create(rref, fork, kA);
-    table.Resolve(rref, Value(i));
+    (void)table.Resolve(rref, Value(i));
   }
   std::cout << "owner table: " << table.stats().owned << " rrefs of holder A\n";
   uint64_t next = 0;

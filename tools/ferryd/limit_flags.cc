@@ -27,7 +27,8 @@ ABSL_FLAG(int64_t, max_tensor_dim, kDefaults.max_tensor_dim,
 ABSL_FLAG(int64_t, max_alloc_mb, kDefaults.max_alloc_bytes / kMiB,
           "MiB one call may make the worker allocate (builtins included)");
 ABSL_FLAG(int64_t, max_inflight_per_peer, kDefaults.max_inflight_per_peer,
-          "calls one peer may have executing or queued here");
+          "calls one peer may have here: executing, queued, or answered "
+          "with a reply not yet written to its connection");
 ABSL_FLAG(int64_t, max_queued_tasks, kDefaults.max_queued_tasks,
           "tasks that may wait for an executor thread");
 ABSL_FLAG(int64_t, max_mailbox_mb, kDefaults.max_mailbox_bytes / kMiB,
@@ -39,7 +40,8 @@ ABSL_FLAG(int64_t, max_collective_timeout_ms,
           kDefaults.max_collective_timeout_ms,
           "longest timeout a client may give a collective");
 ABSL_FLAG(int64_t, max_held_calls, kDefaults.max_held_calls,
-          "rank 0: rendezvous calls held at once");
+          "rank 0: joins and barrier waits held at once (heartbeat polls "
+          "are not counted)");
 ABSL_FLAG(int64_t, max_clients, kDefaults.max_clients,
           "rank 0: clients registered at once");
 ABSL_FLAG(int64_t, max_clients_per_peer, kDefaults.max_clients_per_peer,
@@ -65,6 +67,16 @@ ABSL_FLAG(int64_t, reply_ttl_ms, kDefaults.reply_ttl_ms,
 ABSL_FLAG(int64_t, max_open_streams, kDefaults.max_open_streams,
           "call and collective streams open at once, all connections "
           "together");
+ABSL_FLAG(int64_t, max_open_streams_per_peer,
+          kDefaults.max_open_streams_per_peer,
+          "call and collective streams one peer may have open here at once");
+ABSL_FLAG(int64_t, max_rref_mb_per_peer,
+          kDefaults.max_rref_bytes_per_peer / kMiB,
+          "MiB of values one peer's remote() calls may make this worker keep "
+          "as rrefs (all peers together: --max_rref_mb)");
+ABSL_FLAG(int64_t, max_rref_mb, kDefaults.max_rref_bytes / kMiB,
+          "MiB of values all peers' remote() calls may make this worker keep "
+          "as rrefs");
 ABSL_FLAG(int64_t, max_prejoin_calls, kDefaults.max_prejoin_calls,
           "calls that may wait at once for this worker to join the job");
 ABSL_FLAG(int64_t, prejoin_wait_ms, kDefaults.prejoin_wait_ms,
@@ -125,6 +137,11 @@ absl::StatusOr<Limits> LimitsFromFlags() {
                     kMiB);
   FERRY_LIMIT_FLAG_(reply_ttl_ms, reply_ttl_ms, kAny, 1);
   FERRY_LIMIT_FLAG_(max_open_streams, max_open_streams, kAny, 1);
+  FERRY_LIMIT_FLAG_(max_open_streams_per_peer, max_open_streams_per_peer, kAny,
+                    1);
+  FERRY_LIMIT_FLAG_(max_rref_bytes_per_peer, max_rref_mb_per_peer, kMaxMiB,
+                    kMiB);
+  FERRY_LIMIT_FLAG_(max_rref_bytes, max_rref_mb, kMaxMiB, kMiB);
   FERRY_LIMIT_FLAG_(max_prejoin_calls, max_prejoin_calls, kAny, 1);
   FERRY_LIMIT_FLAG_(prejoin_wait_ms, prejoin_wait_ms, kAny, 1);
   return limits;

@@ -112,8 +112,8 @@ ABSL_FLAG(int64_t, flight_recorder_entries, 2000,
           "keeps (`ferryctl dump`; 0: none)");
 ABSL_FLAG(std::string, dump_dir, "",
           "where this worker writes its flight recorder dump "
-          "(<dir>/<name>.json) when a collective fails or times out (`ferryctl "
-          "up` sets <job dir>/flight_recorder); empty: nowhere");
+          "(<dir>/worker<rank>.json) when a collective fails or times out "
+          "(`ferryctl up` sets <job dir>/flight_recorder); empty: nowhere");
 ABSL_FLAG(std::string, metrics_listen, "",
           "serve Prometheus metrics at http://HOST:PORT/metrics (plain HTTP, "
           "read-only; port 0 picks one, shown by `ferryctl status`); empty: "
