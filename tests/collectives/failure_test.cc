@@ -353,7 +353,10 @@ TEST_F(FailureTest, RankDeclaredDeadFailsTheOpWithTheReason) {
                                        HasSubstr("partitioned by the test"))))
         << "rank " << r;
   }
-  // Fenced, worker2 is out of the job: its own next op says so.
+  // Fenced, worker2 is out of the job and stops: its own next op says so.
+  // (Before it has stopped, its peers refuse its sends instead, with
+  // UNAUTHENTICATED: its credential names no live node.)
+  ASSERT_TRUE(job_->worker(2).rpc().WaitStopped(absl::Seconds(60)));
   EXPECT_THAT(AllReduce(World(2), I64({2}), ReduceOp::kSum, Timeout(300000)),
               StatusIs(absl::StatusCode::kUnavailable));
 }
