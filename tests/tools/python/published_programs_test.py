@@ -16,7 +16,9 @@ import pytest
 import conftest
 
 PROGRAMS = conftest.script("tests/tools/python/programs")
-TIMEOUT = 180
+# Each process's bound: under --config=asan (run_pytest.sh preloads the
+# sanitizer's runtime) every allocation of torch's is the sanitizer's too.
+TIMEOUT = 600 if "asan" in os.environ.get("LD_PRELOAD", "") else 180
 
 
 def output_lines(out, prefix):
