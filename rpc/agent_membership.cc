@@ -26,6 +26,8 @@ absl::StatusOr<std::unique_ptr<MembershipBackend>> RpcAgent::MakeBackend() {
   // gives them.
   membership.master_timeout = options_.rank == 0 ? absl::InfiniteDuration()
                                                  : options_.heartbeat_timeout;
+  // And learn at once from its host when its process is gone.
+  if (options_.rank != 0) membership.master_address = master_address_;
   return std::make_unique<EmbeddedBackend>(EmbeddedBackendOptions{
       .master = channels_->ForMembership(master_address_),
       .master_address = master_address_,

@@ -1,6 +1,9 @@
 #include "rpc/membership/membership_client.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -141,7 +144,8 @@ MembershipClient::MembershipClient(std::shared_ptr<grpc::Channel> master,
       stub_(proto::Rendezvous::NewStub(master_)),
       membership_(membership),
       timers_(timers),
-      options_(options) {
+      options_(options),
+      probe_(timers) {
   // Its polls are callback calls on a channel it was handed, perhaps not
   // from a ChannelPool: keep gRPC's callback queue from a teardown race
   // when that channel is the process's last (rpc/wire/callback_queue.h).
@@ -207,17 +211,51 @@ void MembershipClient::CheckMaster() {
       WatchMasterLocked();  // Contact, or a fresh chance: check again later.
       return;
     }
-    stopped_ = true;
-    current = current_;
+    current = StopForMasterLocked();
     last_error = last_error_.empty() ? "a poll still waiting" : last_error_;
   }
+  GiveUpOnMaster(
+      current, absl::StrCat("no contact for ",
+                            absl::ToInt64Milliseconds(options_.master_timeout),
+                            " ms (last: ", last_error, ")"));
+}
+
+std::shared_ptr<MembershipClient::PollCall>
+MembershipClient::StopForMasterLocked() {
+  stopped_ = true;
+  return current_;
+}
+
+void MembershipClient::GiveUpOnMaster(const std::shared_ptr<PollCall>& current,
+                                      const std::string& why) {
   // A poll stuck on a silent link would hold its slot until its deadline.
   if (current != nullptr) current->context.TryCancel();
-  membership_->MarkDown(WorkerNode(0),
-                        absl::UnavailableError(absl::StrCat(
-                            "worker0 (the master) died: no contact for ",
-                            absl::ToInt64Milliseconds(options_.master_timeout),
-                            " ms (last: ", last_error, ")")));
+  membership_->MarkDown(
+      WorkerNode(0),
+      absl::UnavailableError(absl::StrCat("worker0 (the master) died: ", why)));
+}
+
+void MembershipClient::AskIfMasterGone(absl::Time since) {
+  std::weak_ptr<MembershipClient> weak = weak_from_this();
+  probe_.Probe(options_.master_address, [weak, since](Listener answer) {
+    if (std::shared_ptr<MembershipClient> self = weak.lock()) {
+      self->MasterAnswered(since, answer);
+    }
+  });
+}
+
+void MembershipClient::MasterAnswered(absl::Time since, Listener answer) {
+  if (answer != Listener::kRefused) return;  // The timeout decides.
+  std::shared_ptr<PollCall> current;
+  {
+    absl::MutexLock lock(&mu_);
+    // Stopped meanwhile, or a poll was answered since: the master lives.
+    if (stopped_ || last_ok_ != since) return;
+    current = StopForMasterLocked();
+  }
+  GiveUpOnMaster(current, absl::StrCat("its process is gone: its host refuses "
+                                       "connections to ",
+                                       options_.master_address));
 }
 
 void MembershipClient::IssuePoll() {
@@ -254,6 +292,7 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
   FencedCallback fenced;
   Callbacks callbacks;
   uint64_t self;
+  std::optional<absl::Time> ask_since;
   {
     absl::MutexLock lock(&mu_);
     if (current_ == call) current_ = nullptr;
@@ -271,11 +310,17 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
       stopped_ = true;
       fenced = callbacks_.on_fenced;
     } else {
-      // A suspicion only: retried until CheckMaster gives up on the master.
+      // A suspicion only: retried until CheckMaster gives up on the master,
+      // or the master's host says its process is gone.
       last_error_ = absl::StrCat(StatusCodeName(FromGrpcStatus(status).code()),
                                  ": ", status.error_message());
+      if (!options_.master_address.empty() && asked_since_ != last_ok_) {
+        asked_since_ = last_ok_;
+        ask_since = last_ok_;
+      }
     }
   }
+  if (ask_since.has_value()) AskIfMasterGone(*ask_since);
   // Publishing runs listeners (which fail pending work); no lock held.
   for (const proto::NodeEvent& e : call->response.events()) {
     Apply(e, self, callbacks);

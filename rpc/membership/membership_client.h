@@ -5,7 +5,8 @@
 // replacements (a new incarnation took a gone worker's rank), which are
 // handed to a callback and then revived in the Membership. When no
 // poll succeeded for master_timeout, the master itself is published as
-// dead (node 0, UNAVAILABLE naming worker0).
+// dead (node 0, UNAVAILABLE naming worker0) — at once if its host says its
+// process is gone (MembershipOptions::master_address).
 //
 // Give it a channel of its own (ChannelPool::ForMembership), so heartbeats
 // never queue behind data-plane calls to the master.
@@ -29,6 +30,7 @@
 #include "rpc/auth/node_key.h"
 #include "rpc/base/timers.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/listener_probe.h"
 #include "rpc/membership/membership.h"
 
 namespace ferry {
@@ -41,6 +43,11 @@ struct MembershipOptions {
   // retried. Workers set it to --heartbeat_timeout_ms; the master's own
   // client uses InfiniteDuration() (it does not watch itself).
   absl::Duration master_timeout = absl::Seconds(30);
+  // Where the master serves ("ip:port"): once a poll fails, its host is
+  // asked whether the master's process is gone (listener_probe.h), and a
+  // refusal declares it dead at once, naming how that is known. Empty (the
+  // master's own client): only master_timeout decides.
+  std::string master_address;
 };
 
 // What a worker learns when the job forms (nothing secret).
@@ -138,6 +145,17 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   void WatchMasterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmWatchLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckMaster() ABSL_LOCKS_EXCLUDED(mu_);
+  // A poll failed: asks the master's host whether its process is gone,
+  // once per silence (since the last poll answered at `since`).
+  void AskIfMasterGone(absl::Time since) ABSL_LOCKS_EXCLUDED(mu_);
+  void MasterAnswered(absl::Time since, Listener answer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops polling (mu_ held by the caller, who then calls GiveUp outside
+  // it): the poll to cancel.
+  std::shared_ptr<PollCall> StopForMasterLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void GiveUpOnMaster(const std::shared_ptr<PollCall>& current,
+                      const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   Clock& clock() const { return *timers_->clock(); }
 
   const std::shared_ptr<grpc::Channel> master_;
@@ -145,6 +163,7 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   Membership* const membership_;
   Timers* const timers_;
   const MembershipOptions options_;
+  TcpListenerProbe probe_;
 
   absl::Mutex mu_;
   uint64_t node_ ABSL_GUARDED_BY(mu_) = 0;
@@ -163,6 +182,8 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId watch_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);  // Of the last failed poll.
+  // The last_ok_ whose silence the master's host was asked about.
+  absl::Time asked_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Callbacks callbacks_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -4,7 +4,11 @@
 #include "rpc/membership/rendezvous_service.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -34,7 +38,12 @@ RendezvousService::RendezvousService(RendezvousOptions options, Timers* timers)
                      options.limits, "worker0"),
       options_(options),
       timers_(timers),
-      key_(options_.key != nullptr ? options_.key : NodeKey::Generate()) {
+      key_(options_.key != nullptr ? options_.key : NodeKey::Generate()),
+      own_probe_(options_.listener_probe != nullptr
+                     ? nullptr
+                     : std::make_unique<TcpListenerProbe>(timers)),
+      probe_(options_.listener_probe != nullptr ? options_.listener_probe
+                                                : own_probe_.get()) {
   Bound(&RendezvousService::Join, "Join");
   Bound(&RendezvousService::RegisterClient, "RegisterClient");
   Bound(&RendezvousService::Poll, "Poll");
@@ -215,6 +224,7 @@ RendezvousService::Finishes RendezvousService::MarkDown(
 
 void RendezvousService::Sweep() {
   Finishes finishes;
+  std::vector<Question> questions;
   {
     absl::MutexLock lock(&mu_);
     if (state_.stopping) return;
@@ -234,10 +244,18 @@ void RendezvousService::Sweep() {
                        " ms"));
       finishes.insert(finishes.end(), f.begin(), f.end());
     }
+    for (auto& [node, n] : state_.nodes) {
+      if (!n.down && n.held_poll == 0 && now - n.last_seen > kAskAfter) {
+        if (std::optional<Question> q = QuestionFor(node)) {
+          questions.push_back(*std::move(q));
+        }
+      }
+    }
     state_.sweep_timer =
         timers_->RunAfter(options_.sweep_interval, [this] { Sweep(); });
   }
   FinishAll(std::move(finishes));
+  for (Question& q : questions) AskIfGone(std::move(q));
 }
 
 // ---- Barrier ----
@@ -280,6 +298,7 @@ void RendezvousService::Expire(uint64_t id) {
 
 void RendezvousService::Cancelled(uint64_t id) {
   Finishes finishes;
+  std::optional<Question> question;
   {
     absl::MutexLock lock(&mu_);
     Held* held = Take(id);
@@ -290,9 +309,60 @@ void RendezvousService::Cancelled(uint64_t id) {
     // A cancelled held poll (the poller's connection broke, or the poller
     // gave up on it) is only a suspicion: a loaded or briefly cut-off node
     // reconnects and polls again. Take() noted the time; Sweep declares the
-    // node dead if no poll follows within heartbeat_timeout.
+    // node dead if no poll follows within heartbeat_timeout — unless the
+    // worker's host says sooner that its process is gone.
+    if (held->kind == Held::Kind::kPoll) question = QuestionFor(held->node);
     finishes.emplace_back(held,
                           Error(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  FinishAll(std::move(finishes));
+  if (question.has_value()) AskIfGone(*std::move(question));
+}
+
+std::optional<RendezvousService::Question> RendezvousService::QuestionFor(
+    uint64_t node) {
+  // Rank 0 is this process; clients serve nothing to ask about.
+  if (node == WorkerNode(0) || !IsWorkerNode(node) ||
+      node >= state_.slots.size()) {
+    return std::nullopt;
+  }
+  auto it = state_.nodes.find(node);
+  if (it == state_.nodes.end()) return std::nullopt;
+  Node& n = it->second;
+  if (n.down || n.held_poll != 0 || n.asked_since == n.last_seen) {
+    return std::nullopt;
+  }
+  n.asked_since = n.last_seen;
+  return Question{node, n.incarnation, state_.slots[node].info.address()};
+}
+
+void RendezvousService::AskIfGone(Question question) {
+  // The answer comes on the timers, which stop only after Shutdown (the
+  // agent's teardown order), as Sweep's do: `this` outlives it.
+  const std::string address = question.address;
+  probe_->Probe(
+      address, [this, question = std::move(question)](Listener answer) {
+        Answered(question.node, question.incarnation, question.address, answer);
+      });
+}
+
+void RendezvousService::Answered(uint64_t node, uint64_t incarnation,
+                                 const std::string& address, Listener answer) {
+  if (answer != Listener::kRefused) return;  // The heartbeat decides.
+  Finishes finishes;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_.stopping) return;
+    auto it = state_.nodes.find(node);
+    if (it == state_.nodes.end()) return;
+    const Node& n = it->second;
+    // Polled again meanwhile (alive after all), replaced, or gone already.
+    if (n.down || n.held_poll != 0 || n.incarnation != incarnation) return;
+    finishes = MarkDown(
+        node, proto::NodeEvent::DEAD,
+        absl::StrCat("its process is gone: its heartbeat connection broke "
+                     "and its host refuses connections to ",
+                     address));
   }
   FinishAll(std::move(finishes));
 }

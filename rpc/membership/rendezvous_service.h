@@ -17,7 +17,12 @@
 // `heartbeat_timeout`: contact is a poll arriving, or a held poll still
 // open (answered no later than half the timeout). A broken connection or a
 // cancelled poll is a suspicion, not a death: a node that polls again
-// within the timeout goes on untouched. A dead node is fenced: its later
+// within the timeout goes on untouched. Except when the worker's host
+// answers that its process is gone: when a worker's held poll breaks, the
+// master connects to the address it serves at (listener_probe.h), and a
+// refusal there (nothing listens: the process exited or was killed)
+// declares it dead at once; a host that accepts, or does not answer,
+// leaves it to the heartbeat. A dead node is fenced: its later
 // polls get FAILED_PRECONDITION. Time is the timers' clock.
 //
 // What callers can make the master hold is bounded (Limits), each refusal
@@ -87,6 +92,7 @@
 #include "rpc/auth/node_key.h"
 #include "rpc/base/limits.h"
 #include "rpc/base/timers.h"
+#include "rpc/membership/listener_probe.h"
 #include "rpc/wire/bounded_service.h"
 
 namespace ferry {
@@ -110,6 +116,10 @@ struct RendezvousOptions {
   // The master's key pair: worker0's (rank 0's Join must carry its public
   // half). Null: a fresh one (tests).
   std::shared_ptr<const NodeKey> key;
+  // Asks a worker's host whether its process still listens once its held
+  // poll broke. Null: TCP connections (TcpListenerProbe) on the timers.
+  // Must outlive the service.
+  ListenerProbe* listener_probe = nullptr;
 };
 
 // Every request is parsed through BoundedParse within options.limits.
@@ -121,6 +131,10 @@ class RendezvousService final
   // A join for a rank whose holder's poll is older than this asks the
   // holder whether it is alive (NudgeContestedHolder).
   static constexpr absl::Duration kNudgeAfter = absl::Milliseconds(200);
+  // A worker without a held poll for this long (a live one polls again at
+  // once) gets its host asked whether its process is gone, as a broken
+  // poll does: a process that died between two polls has no poll to break.
+  static constexpr absl::Duration kAskAfter = absl::Milliseconds(500);
 
   // One call to the master, answered exactly once through Answer (maybe
   // later: held), on whichever thread decides it, never under the
@@ -233,7 +247,10 @@ class RendezvousService final
     proto::NodeEvent::Kind down_kind = proto::NodeEvent::DEAD;
     std::string down_reason;
     uint64_t held_poll = 0;  // Id of the held poll, 0 if none.
-    int64_t seen = 0;        // Events this node has acknowledged.
+    // The last_seen whose silence its host was asked about (AskIfGone):
+    // asked once per silence.
+    absl::Time asked_since = absl::InfinitePast();
+    int64_t seen = 0;  // Events this node has acknowledged.
   };
   struct BarrierState {
     absl::flat_hash_set<uint64_t> arrived;
@@ -374,6 +391,22 @@ class RendezvousService final
   absl::Time Now() const;
   void Expire(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Cancelled(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
+  // For worker `node` out of contact now (its held poll broke, or none
+  // came for kAskAfter) and not asked about yet in this silence: the
+  // question to ask its host (listener_probe.h), to be asked by AskIfGone
+  // outside mu_. Nullopt otherwise.
+  struct Question {
+    uint64_t node = 0;
+    uint64_t incarnation = 0;
+    std::string address;
+  };
+  std::optional<Question> QuestionFor(uint64_t node)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AskIfGone(Question question) ABSL_LOCKS_EXCLUDED(mu_);
+  // Its host answered: a refusal declares that incarnation dead unless it
+  // polled again meanwhile, was replaced, or is down already.
+  void Answered(uint64_t node, uint64_t incarnation, const std::string& address,
+                Listener answer) ABSL_LOCKS_EXCLUDED(mu_);
   void Sweep() ABSL_LOCKS_EXCLUDED(mu_);
   void FinishAll(Finishes finishes) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts handling a held call: `admit` runs under mu_. Its lambdas carry
@@ -386,6 +419,8 @@ class RendezvousService final
   const RendezvousOptions options_;
   Timers* const timers_;
   const std::shared_ptr<const NodeKey> key_;
+  std::unique_ptr<ListenerProbe> own_probe_;  // Unless options_ names one.
+  ListenerProbe* const probe_;
 
   // Everything the four RPCs, the sweeps and the held calls share: one
   // struct under the one mutex, so each RPC's file (rendezvous_join,

@@ -87,6 +87,9 @@ def test_killed_rank_on_ferry_raises_everywhere_naming_it():
         assert seconds <= TIMEOUT + GRACE, (r, seconds, message)
         assert f"worker{WORLD - 1}" in message, message  # The dead rank.
         assert "allreduce" in message, message             # The op.
+        # Named from the dead process's host refusing connections, not
+        # after the heartbeat timeout.
+        assert "its process is gone" in message, message
         print(f"ferry rank {r}: raised after {seconds:.1f} s: {message}")
 
 
