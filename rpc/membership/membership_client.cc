@@ -314,8 +314,9 @@ void MembershipClient::OnPollDone(const std::shared_ptr<PollCall>& call,
       // or the master's host says its process is gone.
       last_error_ = absl::StrCat(StatusCodeName(FromGrpcStatus(status).code()),
                                  ": ", status.error_message());
-      if (!options_.master_address.empty() && asked_since_ != last_ok_) {
-        asked_since_ = last_ok_;
+      const absl::Time now = clock().Now();
+      if (!options_.master_address.empty() && now - asked_at_ >= kAskAgain) {
+        asked_at_ = now;
         ask_since = last_ok_;
       }
     }

@@ -145,8 +145,11 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   void WatchMasterLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmWatchLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckMaster() ABSL_LOCKS_EXCLUDED(mu_);
-  // A poll failed: asks the master's host whether its process is gone,
-  // once per silence (since the last poll answered at `since`).
+  // A poll failed: asks the master's host whether its process is gone
+  // (at most every kAskAgain: a poll breaks while the master's process is
+  // exiting, when its host may still accept). `since`: the last poll
+  // answered; a later answer makes the question moot.
+  static constexpr absl::Duration kAskAgain = absl::Milliseconds(250);
   void AskIfMasterGone(absl::Time since) ABSL_LOCKS_EXCLUDED(mu_);
   void MasterAnswered(absl::Time since, Listener answer)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -182,8 +185,8 @@ class MembershipClient : public std::enable_shared_from_this<MembershipClient> {
   Timers::TimerId retry_timer_ ABSL_GUARDED_BY(mu_) = 0;
   Timers::TimerId watch_timer_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_error_ ABSL_GUARDED_BY(mu_);  // Of the last failed poll.
-  // The last_ok_ whose silence the master's host was asked about.
-  absl::Time asked_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // When the master's host was last asked about it.
+  absl::Time asked_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Callbacks callbacks_ ABSL_GUARDED_BY(mu_);
 };
 

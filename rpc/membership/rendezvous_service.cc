@@ -329,10 +329,11 @@ std::optional<RendezvousService::Question> RendezvousService::QuestionFor(
   auto it = state_.nodes.find(node);
   if (it == state_.nodes.end()) return std::nullopt;
   Node& n = it->second;
-  if (n.down || n.held_poll != 0 || n.asked_since == n.last_seen) {
+  const absl::Time now = Now();
+  if (n.down || n.held_poll != 0 || now - n.asked_at < kAskAfter) {
     return std::nullopt;
   }
-  n.asked_since = n.last_seen;
+  n.asked_at = now;
   return Question{node, n.incarnation, state_.slots[node].info.address()};
 }
 

@@ -133,8 +133,10 @@ class RendezvousService final
   static constexpr absl::Duration kNudgeAfter = absl::Milliseconds(200);
   // A worker without a held poll for this long (a live one polls again at
   // once) gets its host asked whether its process is gone, as a broken
-  // poll does: a process that died between two polls has no poll to break.
-  static constexpr absl::Duration kAskAfter = absl::Milliseconds(500);
+  // poll does (a process that died between two polls has no poll to
+  // break), and again as often while it stays silent: a poll breaks while
+  // its process is exiting, when its host may still accept a connection.
+  static constexpr absl::Duration kAskAfter = absl::Milliseconds(250);
 
   // One call to the master, answered exactly once through Answer (maybe
   // later: held), on whichever thread decides it, never under the
@@ -247,9 +249,8 @@ class RendezvousService final
     proto::NodeEvent::Kind down_kind = proto::NodeEvent::DEAD;
     std::string down_reason;
     uint64_t held_poll = 0;  // Id of the held poll, 0 if none.
-    // The last_seen whose silence its host was asked about (AskIfGone):
-    // asked once per silence.
-    absl::Time asked_since = absl::InfinitePast();
+    // When its host was last asked about it (AskIfGone).
+    absl::Time asked_at = absl::InfinitePast();
     int64_t seen = 0;  // Events this node has acknowledged.
   };
   struct BarrierState {
@@ -392,7 +393,7 @@ class RendezvousService final
   void Expire(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   void Cancelled(uint64_t id) ABSL_LOCKS_EXCLUDED(mu_);
   // For worker `node` out of contact now (its held poll broke, or none
-  // came for kAskAfter) and not asked about yet in this silence: the
+  // came for kAskAfter) and not asked about within kAskAfter: the
   // question to ask its host (listener_probe.h), to be asked by AskIfGone
   // outside mu_. Nullopt otherwise.
   struct Question {

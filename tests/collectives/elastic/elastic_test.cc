@@ -157,24 +157,29 @@ TEST_P(ElasticTest, AllAgreeOnTheAndOfTheirFlags) {
 
 TEST_P(ElasticTest, SurvivorsShrinkTheWorldGoOnAndGrowBack) {
   // Rank 0 hosts the embedded master: on it, another rank dies.
-  std::vector<MembershipEvent> heard;
-  absl::Mutex mu;
-  job_->worker(1).rpc().events().Subscribe([&](const MembershipEvent& e) {
-    absl::MutexLock lock(&mu);
-    heard.push_back(e);
+  // Shared with the subscriber, which outlives this function: worker1
+  // still hears the others stop while the job is torn down.
+  struct Heard {
+    absl::Mutex mu;
+    std::vector<MembershipEvent> events ABSL_GUARDED_BY(mu);
+  };
+  auto heard = std::make_shared<Heard>();
+  job_->worker(1).rpc().events().Subscribe([heard](const MembershipEvent& e) {
+    absl::MutexLock lock(&heard->mu);
+    heard->events.push_back(e);
   });
   job_->worker(2).Stop();
   AwaitDown(2);
   {
     // The death is an event, with its cause, as soon as it is known. (The
     // log records it before it calls its subscribers: wait for this one.)
-    const bool called = mu.LockWhenWithTimeout(
+    const bool called = heard->mu.LockWhenWithTimeout(
         absl::Condition(
             +[](std::vector<MembershipEvent>* h) { return !h->empty(); },
-            &heard),
+            &heard->events),
         absl::Seconds(20));
-    const std::vector<MembershipEvent> got = heard;
-    mu.Unlock();
+    const std::vector<MembershipEvent> got = heard->events;
+    heard->mu.Unlock();
     ASSERT_TRUE(called);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].kind, "died");
