@@ -284,7 +284,14 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
         out->dst_name, " did not take the message before the deadline (",
         status.message(), ")"));
   }
-  if (auto down = membership_->DownReason(WorkerNode(out->dst))) status = *down;
+  // A failure names the death behind it, if there is one; a message the
+  // receiver took stays delivered even if it died since (its process may
+  // exit right after a receive: a rank's last message).
+  if (!status.ok()) {
+    if (auto down = membership_->DownReason(WorkerNode(out->dst))) {
+      status = *down;
+    }
+  }
   out->done.Set(status.ok() ? absl::StatusOr<Done>(Done())
                             : absl::StatusOr<Done>(status));
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -84,8 +85,8 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// torch's Gloo (tools/bench/peers/torch_gloo_bench.py) timing `op` as
-// TimeOnThreads does, in its own processes.
+// A peer program (tools/bench/peers/: torch's Gloo, Ray's collectives)
+// timing `op` as TimeOnThreads does, in its own processes.
 TimeOps PeerOps(PeerProcess& peer, const std::string& op, int64_t bytes,
                 int world) {
   return [&peer, op, bytes, world](int n) -> absl::StatusOr<OpTime> {
@@ -110,9 +111,18 @@ TimeOps PeerOps(PeerProcess& peer, const std::string& op, int64_t bytes,
   };
 }
 
+// A peer program measuring another system's collectives in its own
+// processes.
+struct Peer {
+  std::string system;
+  std::unique_ptr<PeerProcess> process;
+  bool has_op = true;  // For the op being measured.
+};
+
 struct System {
   const char* name;
   TimeOps time;
+  Peer* peer = nullptr;  // Whose program measures it, if one does.
   std::vector<double> us;
   std::vector<double> cpu_us;
   int iterations = 0;
@@ -120,7 +130,7 @@ struct System {
 
 std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
                                LocalJob& job, LocalJob* unobserved,
-                               GlooGroup& gloo, PeerProcess* peer,
+                               GlooGroup& gloo, std::vector<Peer>& peers,
                                const std::string& op, int64_t bytes) {
   auto on_threads = [world](MakeOp make) -> TimeOps {
     return [world, make](int n) -> absl::StatusOr<OpTime> {
@@ -143,8 +153,10 @@ std::vector<System> SystemsFor(const CollectiveSuiteOptions& o, int world,
                          return gloo.Op(op, bytes, rank);
                        })});
   }
-  if (peer != nullptr) {
-    systems.push_back({"torch_gloo", PeerOps(*peer, op, bytes, world)});
+  for (Peer& peer : peers) {
+    if (!peer.has_op) continue;
+    systems.push_back(
+        {peer.system.c_str(), PeerOps(*peer.process, op, bytes, world), &peer});
   }
   return systems;
 }
@@ -156,15 +168,37 @@ absl::Status Failed(const absl::Status& s, const System& system,
                              world, ": ", s.message()));
 }
 
-absl::StatusOr<std::unique_ptr<PeerProcess>> StartPeer(
-    const CollectiveSuiteOptions& o, int world) {
-  if (o.peers == nullptr || !(o.system.empty() || o.system == "torch_gloo")) {
-    return nullptr;
+// torch's Gloo (an error if it cannot start: --peers asked for it), and
+// Ray's collectives where the peers' Python has Ray (left out, saying why,
+// where it has not).
+absl::StatusOr<std::vector<Peer>> StartPeers(const CollectiveSuiteOptions& o,
+                                             int world) {
+  std::vector<Peer> peers;
+  if (o.peers == nullptr) return peers;
+  const std::string w = absl::StrCat("--world=", world);
+  if (o.system.empty() || o.system == "torch_gloo") {
+    FERRY_ASSIGN_OR_RETURN(
+        std::unique_ptr<PeerProcess> gloo,
+        PeerProcess::Start(
+            o.peers->Command("torch_gloo_bench.py", {"--serve", w}),
+            kPeerStartBound));
+    peers.push_back({"torch_gloo", std::move(gloo)});
   }
-  return PeerProcess::Start(
-      o.peers->Command("torch_gloo_bench.py",
-                       {"--serve", absl::StrCat("--world=", world)}),
-      kPeerStartBound);
+  if (o.system.empty() || o.system == "ray_collective") {
+    absl::StatusOr<std::unique_ptr<PeerProcess>> ray = PeerProcess::Start(
+        o.peers->Command("ray_bench.py",
+                         {"--serve", "--system=ray_collective", w}),
+        kPeerStartBound);
+    if (ray.ok()) {
+      peers.push_back({"ray_collective", *std::move(ray)});
+    } else if (ray.status().code() == absl::StatusCode::kUnimplemented) {
+      std::fprintf(stderr, "ferry_bench: no ray_collective rows: %s\n",
+                   std::string(ray.status().message()).c_str());
+    } else {
+      return ray.status();
+    }
+  }
+  return peers;
 }
 
 absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
@@ -194,8 +228,7 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
   }
   FERRY_ASSIGN_OR_RETURN(std::unique_ptr<GlooGroup> gloo,
                          GlooGroup::Connect(world));
-  FERRY_ASSIGN_OR_RETURN(std::unique_ptr<PeerProcess> peer,
-                         StartPeer(o, world));
+  FERRY_ASSIGN_OR_RETURN(std::vector<Peer> peers, StartPeers(o, world));
   const std::vector<int64_t> sizes =
       !o.sizes.empty() ? o.sizes
       : o.quick        ? std::vector<int64_t>{8, 1 << 20}
@@ -204,24 +237,24 @@ absl::Status RunWorld(const CollectiveSuiteOptions& o, int world,
       o.quick ? absl::Milliseconds(100) : absl::Milliseconds(400);
   for (const char* op : kOps) {
     if (!o.only_op.empty() && o.only_op != op) continue;
-    // A peer without this op (torch 1.13's Gloo: reduce_scatter) is left
-    // out of it, said once.
-    bool peer_has_op = true;
+    // A peer without this op (torch 1.13's Gloo: reduce_scatter; Ray:
+    // all_to_all_single) is left out of it, said once.
+    for (Peer& peer : peers) peer.has_op = true;
     for (int64_t bytes : sizes) {
       std::vector<System> systems =
-          SystemsFor(o, world, *job, unobserved.get(), *gloo,
-                     peer_has_op ? peer.get() : nullptr, op, bytes);
+          SystemsFor(o, world, *job, unobserved.get(), *gloo, peers, op, bytes);
       for (auto s = systems.begin(); s != systems.end();) {
         absl::StatusOr<int> n = o.iterations > 0
                                     ? absl::StatusOr<int>(o.iterations)
                                     : Calibrate(s->time, budget);
+        Peer* peer = s->peer;
         if (n.ok()) {
           (s++)->iterations = *n;
         } else if (n.status().code() == absl::StatusCode::kUnimplemented &&
-                   peer != nullptr && std::string(s->name) == "torch_gloo") {
+                   peer != nullptr) {
           std::fprintf(stderr, "ferry_bench: no %s row for %s: %s\n", s->name,
                        op, std::string(n.status().message()).c_str());
-          peer_has_op = false;
+          peer->has_op = false;
           s = systems.erase(s);
         } else {
           return Failed(n.status(), *s, op, bytes, world);

@@ -1,7 +1,8 @@
 // ferry_bench: ferry against a bare gRPC baseline built from the same
 // libraries, in one run (docs/DESIGN.md "Performance"); with --peers also
 // against torch's RPC (TensorPipe) and Gloo process group, when Debian's
-// python3-torch is installed.
+// python3-torch is installed, and Ray's actor call and collectives where
+// the Python given has Ray (the peers environment).
 //
 //   ferry_bench [--suite=rpc|rref|collectives|sparse|all] [--quick] [--json]
 //               [--peers]
@@ -49,12 +50,15 @@ ABSL_FLAG(std::string, variant, "",
           "ferry_unobserved/echo), e.g. for "
           "profiling; collectives suite: ferry, ferry_unobserved or gloo; with "
           "--peers also torch_rpc/echo, "
-          "torch_rpc_shm/echo, torch_gloo");
+          "torch_rpc_shm/echo, ray_actor/echo, torch_gloo, ray_collective");
 ABSL_FLAG(bool, peers, false,
           "rpc and collectives suites: also measure torch.distributed.rpc "
           "(TensorPipe) and torch's Gloo backend in the same rounds, through "
           "python3 with Debian's python3-torch (tools/dev bench --peers "
-          "installs it); fails at once if there is none");
+          "installs it); fails at once if there is none. Ray's actor call "
+          "and ray.util.collective too where that Python has Ray (the peers "
+          "environment's: --python=$HOME/.cache/ferry/peers-venv/bin/python), "
+          "left out saying why where it has not");
 ABSL_FLAG(std::string, python, "",
           "--peers: the Python that imports torch (default: /usr/bin/python3, "
           "then python3 on PATH)");

@@ -124,6 +124,10 @@ absl::StatusOr<std::unique_ptr<PeerProcess>> PeerProcess::Start(
   if (ready.ok() && *ready == "ok") return peer;
   peer->exit_wait_ = absl::ZeroDuration();  // Not waited for: killed.
   if (!ready.ok()) return ready.status();
+  absl::string_view line = *ready;
+  if (absl::ConsumePrefix(&line, "unsupported ")) {
+    return absl::UnimplementedError(absl::StrCat(peer->name(), ": ", line));
+  }
   return absl::UnavailableError(
       absl::StrCat(peer->name(), " did not start: ", *ready));
 }

@@ -49,9 +49,10 @@ class PeerProcess {
  public:
   // Runs `argv` (argv[0]: a program path or a name looked up on PATH) in its
   // own process group, stdin and stdout piped, stderr shared with ours, and
-  // waits up to `ready_within` for its "ok". UNAVAILABLE if it could not
-  // start, exited or answered otherwise; DEADLINE_EXCEEDED if it was not
-  // ready in time (it is then killed).
+  // waits up to `ready_within` for its "ok". UNIMPLEMENTED if it answered
+  // "unsupported <why>" (it cannot run here: a missing library), naming
+  // why; UNAVAILABLE if it could not start, exited or answered otherwise;
+  // DEADLINE_EXCEEDED if it was not ready in time (it is then killed).
   static absl::StatusOr<std::unique_ptr<PeerProcess>> Start(
       std::vector<std::string> argv, absl::Duration ready_within);
 

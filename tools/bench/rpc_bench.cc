@@ -1,6 +1,7 @@
 #include "tools/bench/rpc_bench.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -239,6 +240,22 @@ absl::Status RunRpcSuite(const RpcSuiteOptions& options, Report* report) {
                                {"--serve", absl::StrCat("--system=", system)}),
                            kPeerStartBound));
     variants.push_back({system, "echo", nullptr, std::move(peer)});
+  }
+  // Ray's actor call, where the peers' Python has Ray (the peers
+  // environment); left out, saying why, where it has not.
+  if (options.peers != nullptr && wanted("ray_actor", "echo")) {
+    absl::StatusOr<std::unique_ptr<PeerProcess>> ray = PeerProcess::Start(
+        options.peers->Command("ray_bench.py",
+                               {"--serve", "--system=ray_actor"}),
+        kPeerStartBound);
+    if (ray.ok()) {
+      variants.push_back({"ray_actor", "echo", nullptr, *std::move(ray)});
+    } else if (ray.status().code() == absl::StatusCode::kUnimplemented) {
+      std::fprintf(stderr, "ferry_bench: no ray_actor rows: %s\n",
+                   std::string(ray.status().message()).c_str());
+    } else {
+      return ray.status();
+    }
   }
   // Interleaved rounds, medians reported: the host's drift hits every
   // system alike instead of whichever ran during a slow spell.

@@ -117,6 +117,11 @@ TEST(PeerProcessTest, ExitedPeerIsUnavailable) {
 TEST(PeerProcessTest, StartFailsForAPeerThatIsNotReady) {
   EXPECT_THAT(PeerProcess::Start({"/bin/sh", "-c", "echo nope"}, kBound),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nope")));
+  // One that cannot run here (a library missing) says why instead of "ok".
+  EXPECT_THAT(
+      PeerProcess::Start({"/bin/sh", "-c", "echo 'unsupported no Ray here'"},
+                         kBound),
+      StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("no Ray here")));
   EXPECT_THAT(PeerProcess::Start({"/nonexistent/peer"}, kBound),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("exited")));
   // Never ready: killed at its bound (with its process group).

@@ -1,7 +1,6 @@
 // ferry_bench's peer programs (tools/bench/peers/) against the real torch:
 // they answer the requests ferry_bench sends with rows it can merge.
 // torch is optional (Debian's python3-torch): without it these tests skip.
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -111,6 +110,17 @@ TEST_F(TorchPeersTest, RpcPeerMeasuresEchoesAsRows) {
   EXPECT_EQ(bandwidth[0].metric, "bandwidth_MBps");
   EXPECT_EQ(bandwidth[0].size_bytes, 65536);
   EXPECT_GT(bandwidth[0].value, 0);
+}
+
+// Debian's Python has no Ray: its peer says so at once, and ferry_bench
+// leaves Ray's rows out, saying why.
+TEST_F(TorchPeersTest, RayPeerWithoutRaySaysWhyNot) {
+  EXPECT_THAT(
+      PeerProcess::Start(
+          setup_.Command("ray_bench.py", {"--serve", "--system=ray_actor"}),
+          kStart),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("Ray is not installed")));
 }
 
 }  // namespace
