@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/base/status_util.h"
+#include "rpc/value/payload_bytes.h"
 
 namespace ferry {
 

@@ -19,6 +19,7 @@
 #include "collectives/algorithms/tree.h"
 #include "collectives/op/checks.h"
 #include "proto/collectives.pb.h"
+#include "rpc/value/payload_bytes.h"
 #include "rpc/value/tensor_landing.h"
 #include "rpc/value/value.h"
 

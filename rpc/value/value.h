@@ -158,11 +158,6 @@ inline constexpr int kMaxValueDepth = 64;
 // Nesting depth of lists/maps: a scalar is 0, [1] is 1, [[1]] is 2.
 int ValueDepth(const Value& value);
 
-// About how many bytes `v` takes on the wire, and so what keeping it costs:
-// its tensors', strings' and bytes' contents, and a few bytes per value.
-// A tensor counts all its bytes, even where it shares them with another.
-int64_t PayloadBytes(const Value& v);
-
 }  // namespace ferry
 
 #endif  // FERRY_RPC_VALUE_VALUE_H_

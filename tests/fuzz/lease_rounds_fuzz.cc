@@ -37,7 +37,7 @@ namespace ferry {
 namespace {
 
 constexpr uint64_t kSelf = 1;
-// What keeping one int value costs (rpc/value/value.h's PayloadBytes), and
+// What keeping one int value costs (rpc/value/payload_bytes.h), and
 // the table's budget for all values.
 constexpr int64_t kIntBytes = 16;
 constexpr int64_t kValueBytes = 5 * kIntBytes;

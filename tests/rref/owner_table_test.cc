@@ -347,7 +347,7 @@ TEST_F(OwnerTableTest, ListShowsForksAndHolders) {
 // ---- Values' bytes (issue 49: a peer's remote() calls made an owner keep
 // 3 GiB; only their number was bounded) ----
 
-// A string value's cost (rpc/value/value.h's PayloadBytes): its text and
+// A string value's cost (rpc/value/payload_bytes.h): its text and
 // 16 bytes.
 constexpr int64_t kStringCost = 16;
 Value Text(int64_t bytes) {
