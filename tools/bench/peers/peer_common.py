@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 # Only loopback: TensorPipe and Gloo otherwise pick the address their host
 # name resolves to.
@@ -102,3 +103,57 @@ def serve(handle):
 def one_line(e, with_type=True):
     text = (type(e).__name__ + ": " if with_type else "") + str(e)
     return text.replace("\n", " ")[:500]
+
+
+class EchoCaller:
+    """ferry_bench's RPC suite as one system's echo calls (tools/bench/
+    rpc_bench.cc): latency and bandwidth here; a subclass gives `system`,
+    payload(size), call(payload) (one echo, waited for) and
+    throughput(inflight, seconds) (its own closed loop)."""
+
+    system = ""
+
+    def payload(self, size):
+        raise NotImplementedError
+
+    def call(self, t):
+        raise NotImplementedError
+
+    def throughput(self, inflight, seconds):
+        raise NotImplementedError
+
+    def latency(self, iterations):
+        t = self.payload(8)
+        for _ in range(iterations // 10):  # Warm-up.
+            self.call(t)
+        samples = []
+        for _ in range(iterations):
+            start = time.perf_counter()
+            self.call(t)
+            samples.append((time.perf_counter() - start) * 1e6)
+        return [self.row("latency_p50_us", 8, 1, percentile(samples, 50)),
+                self.row("latency_p99_us", 8, 1, percentile(samples, 99))]
+
+    def bandwidth(self, size, echoes):
+        t = self.payload(size)
+        self.call(t)  # Warm-up.
+        start = time.perf_counter()
+        for _ in range(echoes):
+            self.call(t)
+        seconds = time.perf_counter() - start
+        return [self.row("bandwidth_MBps", size, 1,
+                         size * echoes / seconds / 1e6)]
+
+    def row(self, metric, size, inflight, value):
+        return row("rpc", metric, self.system, "echo", size, 2, inflight,
+                   value)
+
+    def handle(self, words):
+        kind, args = words[0], words[1:]
+        if kind == "latency" and len(args) == 1:
+            return self.latency(int(args[0]))
+        if kind == "throughput" and len(args) == 2:
+            return self.throughput(int(args[0]), float(args[1]))
+        if kind == "bandwidth" and len(args) == 2:
+            return self.bandwidth(int(args[0]), int(args[1]))
+        raise ValueError("bad request: " + " ".join(words))

@@ -62,9 +62,11 @@ def payload(size):
     return np.resize(np.arange(256, dtype=np.uint8), size)
 
 
-class ActorCaller:
+class ActorCaller(peer_common.EchoCaller):
     """The driver's calls to one Echo actor, with ferry_bench's
     definitions."""
+
+    system = "ray_actor"
 
     def __init__(self, ray):
         @ray.remote(num_cpus=0)
@@ -76,22 +78,11 @@ class ActorCaller:
         self.actor = Echo.remote()
         ray.get(self.actor.echo.remote(payload(8)), timeout=CALL_TIMEOUT_S)
 
+    def payload(self, size):
+        return payload(size)
+
     def call(self, t):
         return self.ray.get(self.actor.echo.remote(t), timeout=CALL_TIMEOUT_S)
-
-    def latency(self, iterations):
-        t = payload(8)
-        for _ in range(iterations // 10):
-            self.call(t)
-        samples = []
-        for _ in range(iterations):
-            start = time.perf_counter()
-            self.call(t)
-            samples.append((time.perf_counter() - start) * 1e6)
-        return [self.row("latency_p50_us", 8, 1,
-                         peer_common.percentile(samples, 50)),
-                self.row("latency_p99_us", 8, 1,
-                         peer_common.percentile(samples, 99))]
 
     def throughput(self, inflight, seconds):
         t = payload(8)
@@ -112,31 +103,6 @@ class ActorCaller:
                     pending.append(self.actor.echo.remote(t))
         rate = completed / (time.perf_counter() - start)
         return [self.row("calls_per_s", 8, inflight, rate)]
-
-    def bandwidth(self, size, echoes):
-        t = payload(size)
-        self.call(t)  # Warm-up.
-        start = time.perf_counter()
-        for _ in range(echoes):
-            self.call(t)
-        seconds = time.perf_counter() - start
-        return [self.row("bandwidth_MBps", size, 1,
-                         size * echoes / seconds / 1e6)]
-
-    @staticmethod
-    def row(metric, size, inflight, value):
-        return peer_common.row("rpc", metric, "ray_actor", "echo", size, 2,
-                               inflight, value)
-
-    def handle(self, words):
-        kind, args = words[0], words[1:]
-        if kind == "latency" and len(args) == 1:
-            return self.latency(int(args[0]))
-        if kind == "throughput" and len(args) == 2:
-            return self.throughput(int(args[0]), float(args[1]))
-        if kind == "bandwidth" and len(args) == 2:
-            return self.bandwidth(int(args[0]), int(args[1]))
-        raise ValueError("bad request: " + " ".join(words))
 
 
 def member_class(ray):

@@ -72,29 +72,18 @@ def payload(size):
     return pattern.repeat((size + 255) // 256)[:size].clone()
 
 
-class Caller:
+class Caller(peer_common.EchoCaller):
     """worker0's measurements, with ferry_bench's definitions."""
 
     def __init__(self, system):
         self.system = system
 
+    def payload(self, size):
+        return payload(size)
+
     def call(self, t):
         from torch.distributed import rpc
         return rpc.rpc_sync("worker1", echo, args=(t,))
-
-    def latency(self, iterations):
-        t = payload(8)
-        for _ in range(iterations // 10):
-            self.call(t)
-        samples = []
-        for _ in range(iterations):
-            start = time.perf_counter()
-            self.call(t)
-            samples.append((time.perf_counter() - start) * 1e6)
-        return [self.row("latency_p50_us", 8, 1,
-                         peer_common.percentile(samples, 50)),
-                self.row("latency_p99_us", 8, 1,
-                         peer_common.percentile(samples, 99))]
 
     def throughput(self, inflight, seconds):
         from torch.distributed import rpc
@@ -134,30 +123,6 @@ class Caller:
             raise state["error"]
         rate = state["completed"] / (time.perf_counter() - start)
         return [self.row("calls_per_s", 8, inflight, rate)]
-
-    def bandwidth(self, size, echoes):
-        t = payload(size)
-        self.call(t)  # Warm-up.
-        start = time.perf_counter()
-        for _ in range(echoes):
-            self.call(t)
-        seconds = time.perf_counter() - start
-        return [self.row("bandwidth_MBps", size, 1,
-                         size * echoes / seconds / 1e6)]
-
-    def row(self, metric, size, inflight, value):
-        return peer_common.row("rpc", metric, self.system, "echo", size, 2,
-                               inflight, value)
-
-    def handle(self, words):
-        kind, args = words[0], words[1:]
-        if kind == "latency" and len(args) == 1:
-            return self.latency(int(args[0]))
-        if kind == "throughput" and len(args) == 2:
-            return self.throughput(int(args[0]), float(args[1]))
-        if kind == "bandwidth" and len(args) == 2:
-            return self.bandwidth(int(args[0]), int(args[1]))
-        raise ValueError("bad request: " + " ".join(words))
 
 
 def suite_requests(quick):
