@@ -155,13 +155,21 @@ void ReceiveFrom(std::shared_ptr<ProcessGroup> group, int src, int64_t tag,
   if (std::optional<Value> kept = group->state().p2p().Take(key)) {
     return finish(Unpack(*group, src, *kept, into));
   }
+  const MessageKey mkey{key, 0, group->members()[src]};
+  // A message that arrived whole is received even if this worker is
+  // stopping or its sender died since: a sender's process may exit right
+  // after its last send (gloo's receiver reads it from the socket then).
+  if (std::optional<Value> held = context.mailbox().TakeHeld(mkey)) {
+    context.mailbox().Close(key);  // A duplicate is refused from now.
+    absl::StatusOr<Received> got = Unpack(*group, src, *held, into);
+    return finish(got.ok() ? std::move(got) : Named(what, got.status()));
+  }
   // A death of the source fails it at once (Began's members are by group
   // rank; the others take no part).
   std::vector<int> members(group->size(), -1);
   members[src] = group->members()[src];
   context.Began(key, what, std::move(members));
   auto deadline_timer = std::make_shared<Deadline>();
-  const MessageKey mkey{key, 0, group->members()[src]};
   std::optional<TensorLanding> landing;
   if (into != nullptr) landing = TensorLanding::Within(*into, 0, into->numel());
   context.mailbox()
@@ -277,12 +285,24 @@ void ReceiveAny(std::shared_ptr<ProcessGroup> group, int64_t tag,
     any->sources.push_back(r);
     any->keys.push_back(KeyFrom(*group, r, tag, /*take=*/false));
   }
-  // A message kept from an earlier receive is the next of its source.
+  // A message kept from an earlier receive is the next of its source; else
+  // one that arrived whole (received even if this worker is stopping or
+  // its sender died since, as ReceiveFrom's).
   for (size_t i = 0; i < any->keys.size(); ++i) {
     std::optional<Value> kept = group->state().p2p().Take(any->keys[i]);
+    if (!kept.has_value()) {
+      kept = group->state().context().mailbox().TakeHeld(
+          {any->keys[i], 0, group->members()[any->sources[i]]});
+      if (kept.has_value())
+        group->state().context().mailbox().Close(any->keys[i]);
+    }
     if (!kept.has_value()) continue;
     KeyFrom(*group, any->sources[i], tag, /*take=*/true);
-    any->result.Set(Unpack(*group, any->sources[i], *kept, any->into));
+    absl::StatusOr<Received> got =
+        Unpack(*group, any->sources[i], *kept, any->into);
+    any->result.Set(
+        got.ok() ? std::move(got)
+                 : Named(FromWhom(*group, kAnySource, tag), got.status()));
     return group->state().p2p().Finished(tag, /*any_source=*/true);
   }
   if (any->sources.empty()) {

@@ -14,6 +14,9 @@
 // A send is done once the message is in the destination's mailbox (the
 // tensor's memory may be reused then): it does not wait for the receive,
 // within the destination's --max_mailbox_mb (beyond, it waits for room).
+// A message that arrived is received even if its sender died since or
+// this worker is stopping (a sender's process may exit right after its
+// last send; a receive of a message that did not arrive then fails).
 // A message nobody receives within --mailbox_ttl_ms is dropped, and the
 // receive that comes for it later fails (DEADLINE_EXCEEDED naming the
 // flag). A receive into `into` (caller memory) gets the tensor written

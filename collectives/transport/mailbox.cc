@@ -45,17 +45,27 @@ Future<Value> Mailbox::Receive(const MessageKey& key,
   absl::MutexLock lock(&mu_);
   if (const absl::Status* aborted = AbortedLocked(key.op))
     return Future<Value>::Ready(*aborted);
-  auto held = held_.find(key);
-  if (held != held_.end()) {
-    Value message = std::move(held->second.message);
-    ChargeLocked(key.src, -held->second.bytes);
-    arrivals_.erase(held->second.arrival);
-    held_.erase(held);
-    return Future<Value>::Ready(std::move(message));
-  }
+  if (std::optional<Value> held = TakeHeldLocked(key))
+    return Future<Value>::Ready(*std::move(held));
   Waiter& waiter = waiting_[key];
   waiter.landing = std::move(landing);
   return waiter.promise.future();
+}
+
+std::optional<Value> Mailbox::TakeHeld(const MessageKey& key) {
+  absl::MutexLock lock(&mu_);
+  if (AbortedLocked(key.op) != nullptr) return std::nullopt;
+  return TakeHeldLocked(key);
+}
+
+std::optional<Value> Mailbox::TakeHeldLocked(const MessageKey& key) {
+  auto held = held_.find(key);
+  if (held == held_.end()) return std::nullopt;
+  Value message = std::move(held->second.message);
+  ChargeLocked(key.src, -held->second.bytes);
+  arrivals_.erase(held->second.arrival);
+  held_.erase(held);
+  return message;
 }
 
 bool Mailbox::Withdraw(const MessageKey& key) {

@@ -96,6 +96,9 @@ class Mailbox {
   Future<Value> Receive(const MessageKey& key,
                         std::optional<TensorLanding> landing = std::nullopt)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The message for `key` if it arrived whole and its op was not aborted
+  // (taken, as Receive takes it); nothing otherwise, and nothing waits.
+  std::optional<Value> TakeHeld(const MessageKey& key) ABSL_LOCKS_EXCLUDED(mu_);
   // Withdraws the receive (made without a landing) waiting for `key`: its
   // future fails CANCELLED, and the message, when it comes, is held as if
   // nobody had asked. False if none was waiting (its message came).
@@ -172,6 +175,9 @@ class Mailbox {
   };
 
   const absl::Status* AbortedLocked(const std::string& op) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes and returns the held message for `key`, if there is one.
+  std::optional<Value> TakeHeldLocked(const MessageKey& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the abort; fills `out` with what to fail and free. False if
   // the op was aborted before (`out->status` is that abort's).

@@ -275,6 +275,44 @@ TEST_F(P2pTest, ADeadSourceFailsItsReceiveNamingIt) {
                                          "4: rank 2 (worker2) died")));
 }
 
+// A sender's process may exit right after its last send (torch's tutorials
+// end so): what arrived whole is still received, from that source or from
+// any, once its death is known here (gloo's receiver reads it from the
+// socket then).
+TEST_F(P2pTest, AMessageThatArrivedIsReceivedAfterItsSenderDied) {
+  Start(3);
+  ASSERT_OK(Send(World(2), I64({7, 8}), 0, /*tag=*/4));
+  ASSERT_OK(Send(World(2), I64({9}), 0, /*tag=*/5));
+  job_->worker(2).Stop();
+  // A message that never came fails naming the death: known here from now.
+  EXPECT_THAT(Recv(World(0), 2, /*tag=*/6).status(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("rank 2 (worker2) died")));
+
+  absl::StatusOr<Received> from_two = Recv(World(0), 2, 4);
+  ASSERT_OK(from_two);
+  EXPECT_EQ(from_two->src, 2);
+  EXPECT_EQ(from_two->tensor.ToVector<int64_t>(), std::vector<int64_t>({7, 8}));
+  absl::StatusOr<Received> from_any = Recv(World(0), kAnySource, 5);
+  ASSERT_OK(from_any);
+  EXPECT_EQ(from_any->src, 2);
+  EXPECT_EQ(from_any->tensor.ToVector<int64_t>(), std::vector<int64_t>({9}));
+}
+
+// The same when this worker is stopping (its master died, say) before the
+// receive is made: the message that arrived is received, nothing else.
+TEST_F(P2pTest, AMessageThatArrivedIsReceivedWhileThisWorkerStops) {
+  Start(2);
+  ASSERT_OK(Send(World(1), I64({3}), 0, /*tag=*/1));
+  job_->worker(0).Stop();
+  absl::StatusOr<Received> got = Recv(World(0), 1, 1);
+  ASSERT_OK(got);
+  EXPECT_EQ(got->tensor.ToVector<int64_t>(), std::vector<int64_t>({3}));
+  EXPECT_THAT(Recv(World(0), 1, 1).status(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("worker0 is stopping")));
+}
+
 // On hand-stepped timers: a receive whose message never comes ends when
 // the clock reaches its deadline, not before; then the group goes on.
 class P2pDeadlineTest : public P2pTest {

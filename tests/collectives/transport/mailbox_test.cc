@@ -1,5 +1,6 @@
 #include "collectives/transport/mailbox.h"
 
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,33 @@ TEST_F(MailboxTest, OneMessageIsBoundedEvenWhenEmptyOrAwaited) {
   EXPECT_EQ(box.held_bytes(), 0);
   // Exactly the limit (a tensor of 4 MiB and its framing) is fine.
   ASSERT_OK(box.Admit(kA, box.max_message_bytes()));
+}
+
+// TakeHeld takes only what arrived whole, of an op not aborted, and never
+// leaves a waiter behind.
+TEST_F(MailboxTest, TakeHeldTakesOnlyAWholeMessage) {
+  Mailbox box(Room(1000), &clock_);
+  EXPECT_FALSE(box.TakeHeld(kA).has_value());  // Nothing came.
+  ASSERT_OK(box.Admit(kA, 10));
+  EXPECT_FALSE(box.TakeHeld(kA).has_value());  // Still arriving.
+  ASSERT_OK(box.Deliver(kA, Value("hello"), 10));
+  std::optional<Value> taken = box.TakeHeld(kA);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(*taken, Value("hello"));
+  EXPECT_EQ(box.held_messages(), 0);
+  EXPECT_EQ(box.held_bytes(), 0);
+  // A message of an aborted op is not handed out.
+  const MessageKey other{"world/3", 0, 1};
+  ASSERT_OK(box.Admit(other, 5));
+  ASSERT_OK(box.Deliver(other, Value("late"), 5));
+  (void)box.Abort("world/3", absl::CancelledError("gone"));
+  EXPECT_FALSE(box.TakeHeld(other).has_value());
+  // Asking left no waiter: a later delivery is held, not handed to one.
+  const MessageKey again{"world/1", 1, 2};
+  EXPECT_FALSE(box.TakeHeld(again).has_value());
+  ASSERT_OK(box.Admit(again, 3));
+  ASSERT_OK(box.Deliver(again, Value("held"), 3));
+  EXPECT_EQ(box.held_messages(), 1);
 }
 
 TEST_F(MailboxTest, AbortFailsWaitersAndLaterReceivesAndDropsHeld) {
