@@ -57,9 +57,11 @@ struct Exchange::Outgoing {
 class Exchange::SendStream final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
+  // `done(status, written)`: how the stream ended, and whether every frame
+  // had been written out by then.
   SendStream(std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames,
              std::shared_ptr<grpc::ClientContext> context,
-             std::function<void(const grpc::Status&)> done)
+             std::function<void(const grpc::Status&, bool written)> done)
       : frames_(std::move(frames)),
         context_(std::move(context)),
         done_(std::move(done)) {}
@@ -72,11 +74,13 @@ class Exchange::SendStream final
   }
 
   void OnWriteDone(bool ok) override {
-    if (ok) WriteNext();  // Otherwise OnDone reports why.
+    if (!ok) return;  // OnDone reports why.
+    if (next_ >= frames_->size()) written_ = true;
+    WriteNext();
   }
 
   void OnDone(const grpc::Status& status) override {
-    done_(status);
+    done_(status, written_);
     delete this;
   }
 
@@ -94,8 +98,9 @@ class Exchange::SendStream final
 
   const std::shared_ptr<const std::vector<grpc::ByteBuffer>> frames_;
   const std::shared_ptr<grpc::ClientContext> context_;
-  const std::function<void(const grpc::Status&)> done_;
+  const std::function<void(const grpc::Status&, bool written)> done_;
   size_t next_ = 0;
+  bool written_ = false;  // The last frame's write completed.
 };
 
 Exchange::Exchange(int self_rank, const Directory* directory,
@@ -107,7 +112,11 @@ Exchange::Exchange(int self_rank, const Directory* directory,
       mailbox_(mailbox),
       timers_(timers),
       options_(options),
-      stubs_(channels) {}
+      stubs_(channels),
+      own_probe_(options.probe == nullptr
+                     ? std::make_unique<TcpListenerProbe>(timers)
+                     : nullptr),
+      probe_(options.probe != nullptr ? options.probe : own_probe_.get()) {}
 
 Exchange::~Exchange() { Stop(); }
 
@@ -194,10 +203,11 @@ void Exchange::AttemptStanding(const std::shared_ptr<Outgoing>& out,
   for (int tries = 0; tries < 2; ++tries) {
     std::shared_ptr<StandingSender> stream = StandingTo(out->dst);
     if (stream == nullptr) break;
-    if (stream->Send((*out->frames)[0],
-                     [this, out, attempt](absl::Status s, bool backpressure) {
-                       Settle(out, attempt, std::move(s), backpressure);
-                     })) {
+    if (stream->Send((*out->frames)[0], [this, out, attempt](
+                                            absl::Status s, bool backpressure,
+                                            bool written_unanswered) {
+          Settle(out, attempt, std::move(s), backpressure, written_unanswered);
+        })) {
       return;
     }
   }
@@ -257,17 +267,25 @@ void Exchange::AttemptOwn(std::shared_ptr<Outgoing> out, int attempt) {
   InflightCalls::Token token = inflight_.Add(WorkerNode(out->dst), context);
   auto* stream = new SendStream(
       out->frames, context,
-      [this, out, attempt, token, context](const grpc::Status& s) {
+      [this, out, attempt, token, context](const grpc::Status& s,
+                                           bool written) {
         absl::Status failure = inflight_.Remove(token);
+        // Unanswered: the stream broke (UNAVAILABLE) or was cancelled here
+        // (FailNode) after the last frame went out; a receiver's refusal is
+        // an answer.
+        const bool unanswered =
+            !failure.ok() || s.error_code() == grpc::StatusCode::UNAVAILABLE;
         Settle(out, attempt, failure.ok() ? FromGrpcStatus(s) : failure,
-               failure.ok() && MarkedBackpressure(*context));
+               failure.ok() && MarkedBackpressure(*context),
+               written && unanswered);
         inflight_.Finished();
       });
   stream->Start(stubs_.For(directory_->at(out->dst), context.get()));
 }
 
 void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
-                      absl::Status status, bool backpressure) {
+                      absl::Status status, bool backpressure,
+                      bool written_unanswered) {
   backpressure =
       backpressure && status.code() == absl::StatusCode::kResourceExhausted;
   absl::Duration backoff =
@@ -292,8 +310,56 @@ void Exchange::Settle(const std::shared_ptr<Outgoing>& out, int attempt,
       status = *down;
     }
   }
+  if (!status.ok() && written_unanswered && !stopped_) {
+    return SettleWritten(out, std::move(status));
+  }
   out->done.Set(status.ok() ? absl::StatusOr<Done>(Done())
                             : absl::StatusOr<Done>(status));
+}
+
+namespace {
+
+// Settles a message once: sent, or failed with `failure`, also when it is
+// dropped unsettled (a probe dropped as the timers stop), so no sender waits
+// on a promise nobody will keep.
+template <typename Out>
+class Settlement {
+ public:
+  Settlement(std::shared_ptr<Out> out, absl::Status failure)
+      : out_(std::move(out)), failure_(std::move(failure)) {}
+  Settlement(Settlement&&) = default;
+  Settlement& operator=(Settlement&&) = delete;
+  ~Settlement() {
+    if (out_ != nullptr) out_->done.Set(failure_);
+  }
+  void Set(bool sent) {
+    std::shared_ptr<Out> out = std::move(out_);
+    out->done.Set(sent ? absl::StatusOr<Done>(Done())
+                       : absl::StatusOr<Done>(failure_));
+  }
+
+ private:
+  std::shared_ptr<Out> out_;
+  absl::Status failure_;
+};
+
+}  // namespace
+
+// The stream ended without answering a message written out whole: its
+// receiver may have taken it and then exited before answering (a rank's
+// last message; torch's tutorials end so, and a process that exits
+// answers nothing). If the receiver's process is gone, the message counts
+// as sent, as gloo's send does once written: nobody is left to receive it,
+// and its sender must not fail for the receiver's exit. If the receiver's
+// host still listens there (a live process: the stream broke for another
+// reason), or does not answer, the failure stands.
+void Exchange::SettleWritten(const std::shared_ptr<Outgoing>& out,
+                             absl::Status failure) {
+  probe_->Probe(directory_->at(out->dst).address,
+                [settle = Settlement<Outgoing>(out, std::move(failure))](
+                    Listener answer) mutable {
+                  settle.Set(answer == Listener::kRefused);
+                });
 }
 
 // ---- Receiving ----

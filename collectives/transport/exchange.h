@@ -12,6 +12,12 @@
 // use, every op's), larger ones on a stream of their own, so they never
 // hold small ones up. Either way it is answered the same.
 //
+// A send completes when its receiver answered that it took the message,
+// or, as gloo's does once written, when the message was written out whole
+// and the receiver's process is gone before answering (its host refuses
+// connections where it listened: listener_probe.h): a rank may exit right
+// after its last receive. Otherwise a stream's end fails what it carried.
+//
 // Receiving: each stream feeds one Inbound (inbound.h has the protocol as
 // enforced against a hostile sender); a standing stream one per frame.
 // ExpireStale drops messages that did not arrive whole within
@@ -42,6 +48,7 @@
 #include "rpc/generic_stubs.h"
 #include "rpc/inflight.h"
 #include "rpc/membership/directory.h"
+#include "rpc/membership/listener_probe.h"
 #include "rpc/membership/membership.h"
 #include "rpc/peer_budget.h"
 
@@ -71,6 +78,9 @@ class Exchange final : public CollectiveTransport,
     // is refused at once (RESOURCE_EXHAUSTED naming the sender and the
     // flag).
     std::shared_ptr<PeerBudget> open_streams;
+    // Optional: asks whether a receiver's process is gone (not owned; null:
+    // TCP connections on the timers).
+    ListenerProbe* probe = nullptr;
   };
 
   // `directory` must be filled (the worker started) before the first Send.
@@ -122,8 +132,14 @@ class Exchange final : public CollectiveTransport,
   // whole into the mailbox; its answer.
   absl::Status TakeStanding(int sender, const grpc::ByteBuffer& frame,
                             bool* backpressure);
+  // How a message ended: its answer, or its stream's end (then
+  // `written_unanswered` if it was written out whole).
   void Settle(const std::shared_ptr<Outgoing>& out, int attempt,
-              absl::Status status, bool backpressure);
+              absl::Status status, bool backpressure, bool written_unanswered);
+  // A message whose stream ended unanswered after it was written: sent if
+  // its receiver's process is gone, else `failure`.
+  void SettleWritten(const std::shared_ptr<Outgoing>& out,
+                     absl::Status failure);
   // The streams receiving now, for ExpireStale.
   uint64_t AddInbound(std::shared_ptr<Inbound> inbound)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -136,6 +152,8 @@ class Exchange final : public CollectiveTransport,
   Timers* const timers_;
   const Options options_;
   GenericStubs stubs_;
+  const std::unique_ptr<ListenerProbe> own_probe_;  // Unless options name one.
+  ListenerProbe* const probe_;
   InflightCalls inflight_;
   std::atomic<bool> stopped_{false};
 

@@ -97,7 +97,7 @@ void StandingSender::WriteNext() {
     writing_ = true;
     starting_write_ = true;
     writing_frame_ = std::move(queued_.front().frame);
-    unanswered_.push_back(std::move(queued_.front().answered));
+    unanswered_.push_back({std::move(queued_.front().answered)});
     queued_.pop_front();
   }
   // Not under mu_: the write's reaction may run on this thread. The hold
@@ -136,6 +136,9 @@ void StandingSender::OnWriteDone(bool ok) {
     writing_frame_.Clear();
     // A failed write: the stream is ending; OnDone answers everything.
     if (!ok) return;
+    // The frame written is the last one unanswered (one write at a time),
+    // unless its ack came first.
+    if (!unanswered_.empty()) unanswered_.back().written = true;
   }
   WriteNext();
 }
@@ -153,7 +156,7 @@ void StandingSender::OnReadDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     if (valid && !unanswered_.empty()) {
-      answered = std::move(unanswered_.front());
+      answered = std::move(unanswered_.front().answered);
       unanswered_.pop_front();
     }
   }
@@ -165,13 +168,14 @@ void StandingSender::OnReadDone(bool ok) {
     StartRead(&ack_);
     return;
   }
-  std::move(answered)(std::move(status), backpressure);
+  std::move(answered)(std::move(status), backpressure,
+                      /*written_unanswered=*/false);
   StartRead(&ack_);
 }
 
 void StandingSender::OnDone(const grpc::Status& status) {
   std::deque<Queued> queued;
-  std::deque<Answered> unanswered;
+  std::deque<Unanswered> unanswered;
   std::shared_ptr<StandingSender> self;
   {
     absl::MutexLock lock(&mu_);
@@ -181,8 +185,10 @@ void StandingSender::OnDone(const grpc::Status& status) {
     self = std::move(self_);
   }
   const absl::Status failure = ended_(this, status);
-  for (Answered& a : unanswered) std::move(a)(failure, false);
-  for (Queued& q : queued) std::move(q.answered)(failure, false);
+  for (Unanswered& u : unanswered) {
+    std::move(u.answered)(failure, false, u.written);
+  }
+  for (Queued& q : queued) std::move(q.answered)(failure, false, false);
   finished_();
 }
 

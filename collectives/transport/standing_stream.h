@@ -41,8 +41,11 @@ class StandingSender final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // How one message was answered: OK (delivered), the receiver's refusal,
-  // or the stream's end.
-  using Answered = absl::AnyInvocable<void(absl::Status, bool backpressure) &&>;
+  // or the stream's end; `written_unanswered`: the stream ended without
+  // answering it after its frame was written out whole (its receiver may
+  // have taken it).
+  using Answered = absl::AnyInvocable<void(absl::Status, bool backpressure,
+                                           bool written_unanswered) &&>;
   // Runs once when the stream ended (on gRPC's thread), before the
   // unanswered messages are told: it maps gRPC's status to the one each of
   // them fails with.
@@ -76,6 +79,10 @@ class StandingSender final
     grpc::ByteBuffer frame;
     Answered answered;
   };
+  struct Unanswered {
+    Answered answered;
+    bool written = false;  // Its write completed.
+  };
 
   StandingSender(std::shared_ptr<grpc::ClientContext> context, Ended ended,
                  Finished finished)
@@ -106,8 +113,9 @@ class StandingSender final
   // Between WriteNext's unlock and StartWrite's return.
   bool starting_write_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);        // Not written yet.
-  std::deque<Answered> unanswered_ ABSL_GUARDED_BY(mu_);  // Written.
+  std::deque<Queued> queued_ ABSL_GUARDED_BY(mu_);  // Not written yet.
+  // Being written or written, in order.
+  std::deque<Unanswered> unanswered_ ABSL_GUARDED_BY(mu_);
 };
 
 // The receiving end: takes each frame (one whole message) and answers it.
