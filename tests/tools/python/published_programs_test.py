@@ -62,6 +62,11 @@ def run(args, ranks=None):
     try:
         for p in procs:
             p.wait(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        # Which backend hung says whose hang it was.
+        print(f"{args[1]} run of {os.path.basename(args[0])} did not end "
+              f"within {TIMEOUT} s", file=sys.stderr)
+        raise
     finally:
         for p in procs:
             if p.poll() is None:
@@ -81,7 +86,8 @@ def run(args, ranks=None):
 def reference(args, ranks):
     """gloo's run, once more if it hung: torch 1.13's gloo under Join hung
     past TIMEOUT once in a fresh-clone CI beside a CPU hog (2026-12-06),
-    on a program of five steps. ferry gets no second try."""
+    on a program of five steps, and in 1 of 20 runs of generic_join beside
+    `stress-ng --cpu 2` (ferry: 0 of 30). ferry gets no second try."""
     try:
         return run(args, ranks)
     except subprocess.TimeoutExpired:
