@@ -15,10 +15,14 @@
 //
 // The first case of each is sized by flags that exist on 1dde932, so that
 // run against it the test shows the old behaviour, not an unknown flag.
+#include <signal.h>
+
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,6 +66,20 @@ std::unique_ptr<StalledHttp2Client> StalledAs(const DaemonCluster& job,
                                    {"ferry-credential", as.credential()}});
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? *std::move(c) : nullptr;
+}
+
+// Whether worker0 still runs, and the end of its log: why a connection
+// closed under a stalled caller (once in a loaded fresh-clone CI run, the
+// worker's side unseen).
+std::string Worker0State(const DaemonCluster& job) {
+  const bool runs = ::kill(job.pid(0), 0) == 0;
+  std::ifstream file(absl::StrCat(job.dir(), "/worker0.log"));
+  std::stringstream text;
+  text << file.rdbuf();
+  std::string log = text.str();
+  if (log.size() > 4000) log = log.substr(log.size() - 4000);
+  return absl::StrCat("worker0 ", runs ? "runs" : "is gone",
+                      "; its log ends:\n", log);
 }
 
 // `zeros([n])`: n float32 zeros, 4n bytes of reply.
@@ -112,7 +130,8 @@ TEST(HostileRepliesTest, RepliesACallerNeverReadsHoldOnlyItsSlots) {
   // messages cannot).
   for (int i = 0; i < 48; ++i) {
     ASSERT_TRUE(
-        stalled->Call(kCallMethod, Zeros(attacker->node(), kFloats)).ok());
+        stalled->Call(kCallMethod, Zeros(attacker->node(), kFloats)).ok())
+        << Worker0State(**job);
     if (i % 4 == 3) {
       ASSERT_TRUE(stalled->AwaitAnswered(i + 1, kBound)) << stalled->answered();
     }
@@ -148,7 +167,8 @@ TEST(HostileRepliesTest, RepliesThatDoNotLeaveAreCancelledAtTheirTtl) {
   ASSERT_NE(stalled, nullptr);
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(
-        stalled->Call(kCallMethod, Zeros(attacker->node(), 2 * kMiB)).ok());
+        stalled->Call(kCallMethod, Zeros(attacker->node(), 2 * kMiB)).ok())
+        << Worker0State(**job);
   }
   ASSERT_TRUE(stalled->AwaitResets(2, kBound)) << stalled->resets();
   EXPECT_EQ(stalled->data_bytes(), 0);
@@ -173,7 +193,8 @@ TEST(HostileRepliesTest, RepliesNotSentAreBoundedInBytesPerCaller) {
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(
         stalled->Call(kCallMethod, Zeros(attacker->node(), 2 * kMiB - 1024))
-            .ok());
+            .ok())
+        << Worker0State(**job);
   }
   ASSERT_TRUE(stalled->AwaitAnswered(4, kBound));
   EXPECT_TRUE(stalled->AwaitEnded(2, kBound)) << stalled->ended();
