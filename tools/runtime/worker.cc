@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 
@@ -148,6 +150,19 @@ ProcessGroup& Worker::world() { return impl_->collectives().world(); }
 absl::StatusOr<std::shared_ptr<ProcessGroup>> Worker::NewGroup(
     std::vector<int> ranks) {
   return impl_->collectives().NewGroup(std::move(ranks));
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> Worker::InstanceGroup(
+    std::vector<int> ranks, uint64_t instance) {
+  // Numbers from 2^62 up: above NewGroup's counts and Shrink's agreement
+  // numbers (2^40 to 2^41), so no other group shares the name.
+  constexpr uint64_t kBase = uint64_t{1} << 62;
+  if (instance >= kBase) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group instance ", instance, " out of range (0 to 2^62 - 1)"));
+  }
+  return impl_->collectives().NamedGroup(std::move(ranks), kBase + instance,
+                                         /*pinned=*/true);
 }
 
 WorkerStatus Worker::status() const {

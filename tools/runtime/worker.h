@@ -170,6 +170,13 @@ class Worker {
   // FAILED_PRECONDITION if this worker is not a member.
   absl::StatusOr<std::shared_ptr<ProcessGroup>> NewGroup(
       std::vector<int> ranks);
+  // The group of `ranks` for `instance`, a number every member was handed
+  // alike from outside (torch's reconfigure uuid): named from it, counted
+  // by nothing, so members whose own group histories differ agree on it.
+  // Pinned to the members' incarnations now (process_group.h). Errors as
+  // NewGroup; INVALID_ARGUMENT for an instance of 2^62 or more.
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> InstanceGroup(
+      std::vector<int> ranks, uint64_t instance);
 
   WorkerStatus status() const;
 

@@ -49,6 +49,7 @@ from . import _collectives
 from . import _errors
 from . import _ferry
 from . import _rpc
+from . import _torch_ft
 from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
 
 __all__ = ["BACKEND", "ProcessGroupFerry", "configure", "master"]
@@ -162,12 +163,14 @@ class _Op:
 
     __slots__ = ("what", "result", "source", "_parts", "_unclaimed",
                  "_lock", "_left", "_error", "_watched", "_outcome",
-                 "_inner", "_future")
+                 "_inner", "_future", "_group")
 
     def __init__(self, what: str, result: Any,
-                 parts: Sequence[_ferry.Work] = ()) -> None:
+                 parts: Sequence[_ferry.Work] = (),
+                 group: _torch_ft.FaultTolerance | None = None) -> None:
         self.what = what
         self.result = result
+        self._group = group  # Told of a failure (its get_error()).
         self.source = -1
         # Every part, counted before any is watched: a part done at once
         # must not complete the op while others are still being added
@@ -244,6 +247,8 @@ class _Op:
             error = None
         except BaseException as e:  # noqa: B902 -- the op carries it
             error = _torch_error(e, self.what)
+            if self._group is not None:
+                self._group._note_failure(e)
         with self._lock:
             self._error = self._error or error
             self._left -= 1
@@ -330,41 +335,41 @@ _HELD_BY_CXX_113 = frozenset({"allreduce", "broadcast", "allgather"})
 
 def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
     """The Work of ``op``, returned by the ProcessGroup method ``method``
-    called with ``opts``: ours (_Work) where only Python holds it, else
-    torch's own over the op's future.
+    called with ``opts``: ours (_Work), or on torch 1.13 where its C++ may
+    hold it, torch's own over the op's future.
 
-    Why there is a choice: torch keeps only the C++ half of a Python Work
-    that C++ holds (DDP's reducer, DDP under Join), and that half never
-    completes -- C++ waiting on it hangs (DDP + Join did). A Work over the
-    future completes or fails with the ferry op, within its timeout. But
-    it is waited on through a future the completions thread sets (a
-    thread hand-off per op), torch's refuses wait() with a finite timeout,
-    and torch 1.13's exception() cannot hand its error to Python; _Work
-    has none of these costs.
+    On torch 2.x (2.14.1 tested), always ours: torch wraps the Work a Python Backend
+    returns in a holder that hands wait() and get_future() to it, whoever
+    calls (DDP's reducer, DDP under Join: 2.14.1 finishes pytorch/tutorials'
+    generic_join so, with gloo's gradients). Its own Work over a future
+    waited without raising: an asynchronous op that failed or timed out
+    returned from wait() as if it had succeeded. (Through that holder
+    Python sees only wait() and get_future(); is_completed() and
+    exception() are torch's own, never set.)
 
-    The choice, from what torch passes and from the method, never from
-    who calls:
-    - ``recv_anysource``: _Work (its caller reads the source rank; no C++
-      of torch's calls it).
-    - torch 2.x's options say ``asyncOp``: False is torch's Python API's
-      synchronous call, which waits at once and drops the Work: _Work.
-      True (an asynchronous op, and every C++ caller's default): the
-      future's. torch 2.x hands Python the C++ half of a Backend's Work
-      anyway, with only wait() and get_future() reaching Python.
-    - No ``asyncOp`` on torch 2.x (send and recv take no options; 2.x
-      releases before it): the future's.
-    - torch 1.13 (no ``asyncOp``): by method. The methods torch 1.13's C++
-      holds the Work of (_HELD_BY_CXX_113) get the future's, synchronous
-      calls of them too, as nothing tells them apart; the rest _Work.
-      That is the price of DDP not hanging without asking who calls: the
-      hand-off makes a synchronous 8-float all_reduce or broadcast about
-      12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
-      torch.distributed on ferry), and their asynchronous Works lack
-      wait(timeout) and exception() (is_success() tells)."""
-    async_op = getattr(opts, "asyncOp", None)
-    if method == "recv_anysource" or async_op is False or (
-            async_op is None and not _ON_BACKEND and
-            method not in _HELD_BY_CXX_113):
+    On torch 1.13, a choice: torch keeps only the C++ half of a Python
+    Work that C++ holds (DDP's reducer, DDP under Join), and that half
+    never completes -- C++ waiting on it hangs (DDP + Join did). A Work
+    over the future completes or fails with the ferry op, within its
+    timeout. But it is waited on through a future the completions thread
+    sets (a thread hand-off per op), torch's refuses wait() with a finite
+    timeout, and torch 1.13's exception() cannot hand its error to Python;
+    _Work has none of these costs. The choice, from the method, never from
+    who calls: the methods torch 1.13's C++ does not hold the Work of get
+    _Work; those it holds (_HELD_BY_CXX_113) the future's, synchronous calls of them too, as nothing tells them apart.
+    That is the price of DDP not hanging without asking who calls: the
+    hand-off makes a synchronous 8-float all_reduce or broadcast about
+    12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
+    torch.distributed on ferry), and their asynchronous Works lack
+    wait(timeout) and exception() (is_success() tells)."""
+    if _ON_BACKEND:
+        # torch 2.x's options say asyncOp False for its Python API's
+        # synchronous calls, which wait at once: woken by ferry itself.
+        # Anything else may be waited on through its future.
+        if getattr(opts, "asyncOp", None) is not False:
+            op.watch()
+        return _Work(op)
+    if method not in _HELD_BY_CXX_113:
         return _Work(op)
     op.watch()
     # (Missing from torch 1.13's type stubs.)
@@ -490,9 +495,11 @@ def _ferry_ranks(store: dist.Store, group_rank: int, group_size: int,
     return [int(_get(store, f"ferry/rank/{r}")) for r in range(group_size)]
 
 
-def _create(opts: Any, pg_options: object = None) -> ProcessGroupFerry:
+def _create(opts: Any, pg_options: object = None) -> Any:
     # opts: torch's _DistributedBackendOptions, or _Options below.
-    """torch's creator (extended API): a ProcessGroupFerry for the group."""
+    """torch's creator (extended API): a ProcessGroupFerry for the group
+    (with ``enable_reconfigure``, torch's ProcessGroup over one:
+    _torch_ft.ReconfigurableGroup)."""
     del pg_options
     store, rank, size = opts.store, opts.group_rank, opts.group_size
     timeout = opts.timeout
@@ -513,6 +520,11 @@ def _create(opts: Any, pg_options: object = None) -> ProcessGroupFerry:
         # torch 2.x named the group it made before it took this one in its
         # place; functional collectives find a group by that name.
         pg._set_group_name(opts.group_id)
+    if getattr(opts, "enable_reconfigure", False) and _ON_BACKEND:
+        # torch's ProcessGroup reads a Backend's rank and size from fields
+        # Python cannot change: a group reconfigure may resize is ours.
+        pg._reconfigurable = True
+        return _torch_ft.ReconfigurableGroup(pg)
     return pg
 
 
@@ -555,9 +567,11 @@ def _seconds(op_timeout: datetime.timedelta | None,
 
 
 # (Any to type checkers: torch's stubs of its methods differ by version.)
-class ProcessGroupFerry(_PG_BASE):
+class ProcessGroupFerry(_torch_ft.FaultTolerance, _PG_BASE):
     """A torch ProcessGroup whose ops are ferry's collectives on ferry's
-    group ``handle`` of the ferry ranks ``ranks`` (by group rank)."""
+    group ``handle`` of the ferry ranks ``ranks`` (by group rank). torch's
+    fault-tolerance API (get_error, abort, shrink, reconfigure) is
+    _torch_ft's."""
 
     def __init__(self, rank: int, size: int, handle: _ferry.Group,
                  ranks: Iterable[int], timeout: datetime.timedelta) -> None:
@@ -566,6 +580,9 @@ class ProcessGroupFerry(_PG_BASE):
         self._ranks = list(ranks)
         self._timeout = max(timeout.total_seconds(), 0.001)
         self._group_rank = rank  # rank(), kept: asked on every op
+        self._size = size
+        self._reconfigurable = False  # (_create)
+        self._ft_init()
         # ferry's own collectives take this group too (ferry.all_reduce(t,
         # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
         self._ferry_group = _collectives.Group(ranks, handle)
@@ -575,13 +592,19 @@ class ProcessGroupFerry(_PG_BASE):
     # What torch 2.x asks a Backend before it picks a path (its C++
     # properties, asked of a Python subclass, recurse): each op runs on its
     # own (batch_isend_irecv too); groups are made by new_group, not split
-    # or shrunk by torch's API (ferry's shrink_group does that).
+    # by torch's API. (Shrinking and reconfiguring: _torch_ft.)
     supports_coalescing = property(lambda self: False)
     supports_splitting = property(lambda self: False)
-    supports_shrinking = property(lambda self: False)
     supports_time_estimate = property(lambda self: False)
     supports_window = property(lambda self: False)
-    supports_reconfigure = property(lambda self: False)
+
+    # This rank and the group's size, as reconfigure leaves them (torch's
+    # own rank() of a Backend is the one it was made with).
+    def rank(self) -> int:
+        return self._group_rank
+
+    def size(self) -> int:
+        return self._size
 
     def getBackendName(self) -> str:
         return BACKEND
@@ -608,8 +631,9 @@ class ProcessGroupFerry(_PG_BASE):
         try:
             handles = start()
         except _errors.Error as e:
+            self._note_failure(e)
             raise _torch_error(e, what) from None
-        return _work(_Op(what, result, handles), method, opts)
+        return _work(_Op(what, result, handles, self), method, opts)
 
     @staticmethod
     def _check(tensors: Iterable[torch.Tensor], what: str) -> None:
@@ -664,6 +688,7 @@ class ProcessGroupFerry(_PG_BASE):
                     torch.cat(gathered[0], dim=1), torch.cat(gathered[1]),
                     x.shape).coalesce())
         except _errors.Error as e:
+            self._note_failure(e)
             raise _torch_error(e, what) from None
         return _work(_Op(what, tensors), "allreduce", opts)
 

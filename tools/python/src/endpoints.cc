@@ -362,6 +362,17 @@ void BindWorker(py::module_& m) {
             return GroupHandle{ValueOrRaise(std::move(g))};
           },
           py::keep_alive<0, 1>(), py::arg("ranks"))
+      .def(
+          "instance_group",
+          [](WorkerHandle& h, std::vector<int> ranks, uint64_t instance) {
+            absl::StatusOr<std::shared_ptr<ProcessGroup>> g;
+            {
+              py::gil_scoped_release release;
+              g = h.worker->InstanceGroup(std::move(ranks), instance);
+            }
+            return GroupHandle{ValueOrRaise(std::move(g))};
+          },
+          py::keep_alive<0, 1>(), py::arg("ranks"), py::arg("instance"))
       .def("status",
            [](WorkerHandle& h) {
              WorkerStatus s;
