@@ -102,6 +102,41 @@ TEST_F(FacadeTest, RRefsAndCollectives) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// Groups named from an instance number every member was given (torch's
+// reconfigure uuid): the same group on both whatever groups each made
+// before, another group for another number.
+TEST_F(FacadeTest, InstanceGroupsAreNamedFromTheirInstance) {
+  // Worker 0 made a group of these ranks before; worker 1 did not.
+  ASSERT_OK(workers_[0]->NewGroup({0, 1}).status());
+  std::vector<std::shared_ptr<ProcessGroup>> groups(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_OK_AND_ASSIGN(groups[rank],
+                         workers_[rank]->InstanceGroup({0, 1}, 7));
+  }
+  EXPECT_EQ(groups[0]->name(), groups[1]->name());
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ProcessGroup> other,
+                       workers_[0]->InstanceGroup({0, 1}, 8));
+  EXPECT_NE(other->name(), groups[0]->name());
+  std::vector<absl::StatusOr<Tensor>> sums(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      sums[rank] = AllReduce(*groups[rank], Floats({1.0f + rank}),
+                             ReduceOp::kSum);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_OK(sums[rank].status());
+    EXPECT_EQ(*sums[rank], Floats({3}));
+  }
+  EXPECT_THAT(workers_[0]->InstanceGroup({0, 1}, uint64_t{1} << 62),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("out of range")));
+  EXPECT_THAT(workers_[0]->InstanceGroup({1}, 7),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST_F(FacadeTest, ClientCallsInspectsAndDrivesCollectives) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client,
                        Client::Connect({.master = master_}));

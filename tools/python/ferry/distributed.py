@@ -592,7 +592,8 @@ class ProcessGroupFerry(_torch_ft.FaultTolerance, _PG_BASE):
     # What torch 2.x asks a Backend before it picks a path (its C++
     # properties, asked of a Python subclass, recurse): each op runs on its
     # own (batch_isend_irecv too); groups are made by new_group, not split
-    # by torch's API. (Shrinking and reconfiguring: _torch_ft.)
+    # (torch 2.14's split_group wants a default group bound to an
+    # accelerator). (Shrinking, reconfiguring: _torch_ft.)
     supports_coalescing = property(lambda self: False)
     supports_splitting = property(lambda self: False)
     supports_time_estimate = property(lambda self: False)

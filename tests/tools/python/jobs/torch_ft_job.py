@@ -7,7 +7,8 @@ fault-tolerance Backend API (ferry/_torch_ft.py): SCENARIO is one of
                fail at once with REMOTE_ERROR naming rank 0, rank 0's hook
                ran and its next op fails (COMM_ERROR); reconfigure recovers
   kill         the last rank is SIGKILLed: the others' all_reduce fails
-               with REMOTE_ERROR naming it; torch's shrink_group goes on
+               with REMOTE_ERROR naming it; ferry.agree on torch's group
+               names the survivors; torch's shrink_group goes on
   timeout      rank 1 never joins a 2-rank group's all_reduces: rank 0's
                asynchronous one raises from wait(), get_error() is TIMEOUT
                naming rank 1
@@ -24,6 +25,7 @@ import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import ErrorType
 
+import ferry
 import ferry.distributed  # noqa: F401 -- registers "ferry"
 
 RANK = int(os.environ["RANK"])
@@ -141,6 +143,10 @@ def scenario_kill(store):
     e = raises(lambda: summed(1, WORLD), f"rank {last} (worker{last})")
     assert backend.get_error() == ErrorType.REMOTE_ERROR, e
     assert backend.failure().rank == last, backend.failure()
+    # ferry's agreement (no torch backend has one) on torch's group: the
+    # survivors agree, and on who they are.
+    assert ferry.agree(True, group=dist.group.WORLD) == \
+        (True, list(range(last)))
     group = dist.shrink_group([last])
     assert group is dist.group.WORLD  # torch made it the default group
     assert (dist.get_rank(), dist.get_world_size()) == (RANK, WORLD - 1)
