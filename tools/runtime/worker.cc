@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-
 #include "tools/runtime/rendezvous.h"
 #include "tools/runtime/worker_impl.h"
 

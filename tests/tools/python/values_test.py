@@ -1,5 +1,8 @@
 """Python values and tensors through ferry, in a job of one worker: every
 dtype, both tensor kinds, without copies where ferry can."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -132,3 +135,17 @@ def test_builtin_results_follow_the_argument_kind():
     assert r.dtype == torch.float16 and torch.equal(r, torch.full((2,), 2.0,
                                                        dtype=torch.float16))
     assert isinstance(ferry.rpc_sync(0, "zeros", args=([2],)), np.ndarray)
+
+
+def test_importing_ferry_looks_numpys_c_api_up():
+    """pybind11 (2.10) looks numpy's C API up on first use, in a C++ static
+    whose initializer imports numpy.core.multiarray; the import can release
+    the GIL (numpy 2 reads its numpy.core shim from disk), and a second
+    thread reaching the static then waited for it holding the GIL: ferry.rpc
+    on torch 2.14 hung so, a caller's first array racing a handler's (1 test
+    in 3 of torch's RPC suite). Importing ferry does it, on one thread."""
+    code = ("import sys; import ferry; "
+            "print('numpy.core.multiarray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=True,
+                         stdout=subprocess.PIPE, timeout=120)
+    assert out.stdout.split() == [b"True"], out

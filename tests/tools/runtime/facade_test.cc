@@ -121,8 +121,8 @@ TEST_F(FacadeTest, InstanceGroupsAreNamedFromTheirInstance) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {
-      sums[rank] = AllReduce(*groups[rank], Floats({1.0f + rank}),
-                             ReduceOp::kSum);
+      sums[rank] =
+          AllReduce(*groups[rank], Floats({1.0f + rank}), ReduceOp::kSum);
     });
   }
   for (auto& t : threads) t.join();
@@ -130,9 +130,9 @@ TEST_F(FacadeTest, InstanceGroupsAreNamedFromTheirInstance) {
     ASSERT_OK(sums[rank].status());
     EXPECT_EQ(*sums[rank], Floats({3}));
   }
-  EXPECT_THAT(workers_[0]->InstanceGroup({0, 1}, uint64_t{1} << 62),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("out of range")));
+  EXPECT_THAT(
+      workers_[0]->InstanceGroup({0, 1}, uint64_t{1} << 62),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out of range")));
   EXPECT_THAT(workers_[0]->InstanceGroup({1}, 7),
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }

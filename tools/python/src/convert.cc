@@ -314,6 +314,18 @@ std::string Path::ToString() const {
   return out;
 }
 
+void InitNumpy() {
+  // pybind11 (2.10) finds numpy's C API on first use, in a function-local
+  // static whose initializer imports numpy.core.multiarray. An import can
+  // release the GIL (numpy 2 reads its numpy.core shim from disk), and a
+  // second thread reaching the static meanwhile waits for the static's
+  // guard while holding the GIL: neither goes on. ferry.rpc hung so on
+  // torch 2.14 with numpy 2, a caller's first array racing a handler's
+  // (1 test in 3 of torch's RPC suite). Here it happens on one thread.
+  (void)py::dtype::of<float>();
+  (void)NumpyDType(DType::kFloat32);
+}
+
 void SetPythonClasses(py::handle rref_class, py::handle make_rref,
                       py::handle bfloat16_class) {
   // Kept for the life of the process.

@@ -77,6 +77,10 @@ struct PythonClasses {
 void SetPythonClasses(py::handle rref_class, py::handle make_rref,
                       py::handle bfloat16_class);
 
+// Looks numpy's C API and dtypes up, once, at the module's import (before
+// ferry has threads): see convert.cc.
+void InitNumpy();
+
 absl::StatusOr<Value> ToValue(py::handle object, const Path& path,
                               ConvertState* state);
 // Each item of a sequence, as call arguments.

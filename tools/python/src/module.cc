@@ -26,6 +26,7 @@ PYBIND11_MODULE(_ferry, m) {
   // (TuneProcessForServing); the C++ tests keep it. Nothing else in a
   // Python process uses Abseil's mutexes through this module.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  InitNumpy();
   m.def("_set_error_classes", &SetErrorClasses, py::arg("by_code"),
         py::arg("base"));
   m.def("_set_classes", &SetPythonClasses, py::arg("rref_class"),
