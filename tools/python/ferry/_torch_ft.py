@@ -91,7 +91,6 @@ class FaultTolerance:
     def _ft_init(self) -> None:
         self._ft_lock = threading.Lock()
         self._failure: Failure | None = None
-        self._aborted_here = False
         self._abort_hooks: dict[int, Callable[[], None]] = {}
         self._instances_used: set[int] = set()
         self._shrinks = 0
@@ -179,7 +178,6 @@ class FaultTolerance:
             # went wrong telling the others is what get_error says.
             failure = Failure(COMM_ERROR, None, f"{reason}: {e}")
         with self._ft_lock:
-            self._aborted_here = True
             if self._failure is None:
                 self._failure = failure
 
@@ -304,7 +302,6 @@ class FaultTolerance:
         self._ferry_group = _collectives.Group(ranks, group)
         with self._ft_lock:
             self._failure = None
-            self._aborted_here = False
 
 
 

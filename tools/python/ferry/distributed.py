@@ -362,14 +362,14 @@ def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
     12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
     torch.distributed on ferry), and their asynchronous Works lack
     wait(timeout) and exception() (is_success() tells)."""
+    # torch 2.x's options say asyncOp False for its Python API's
+    # synchronous calls, which wait at once: woken by ferry itself.
+    synchronous = getattr(opts, "asyncOp", None) is False
     if _ON_BACKEND:
-        # torch 2.x's options say asyncOp False for its Python API's
-        # synchronous calls, which wait at once: woken by ferry itself.
-        # Anything else may be waited on through its future.
-        if getattr(opts, "asyncOp", None) is not False:
+        if not synchronous:  # Maybe waited on through its future.
             op.watch()
         return _Work(op)
-    if method not in _HELD_BY_CXX_113:
+    if synchronous or method not in _HELD_BY_CXX_113:
         return _Work(op)
     op.watch()
     # (Missing from torch 1.13's type stubs.)

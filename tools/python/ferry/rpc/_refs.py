@@ -123,6 +123,22 @@ def _script_function_type() -> type | None:
     return _script_type
 
 
+def _async_script_wrapped(obj: Any) -> Any:
+    """The TorchScript function ``obj`` is torch's async_execution wrapper
+    of, which gave the wrapper no name of its own (torch 1.13: its
+    "<locals>" one; 2.x's functools.wraps copies ScriptFunction's class
+    name, "torch.jit.ScriptFunction"); None for anything else."""
+    wrapped = getattr(obj, "_wrapped_async_rpc_function", None)
+    if not isinstance(obj, types.FunctionType) or wrapped is None or \
+            wrapped is obj:
+        return None
+    script = _script_function_type()
+    if "<" in obj.__qualname__ or (script is not None
+                                   and isinstance(wrapped, script)):
+        return wrapped
+    return None
+
+
 _BASE_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType,
                         types.MethodType, type)
 _function_types: tuple[type, ...] | None = None
@@ -170,9 +186,8 @@ def _compute_reference(func: Any) -> str:
         return f"builtins:{name}"
     # torch's async_execution around a TorchScript function: the module's
     # name is the wrapper's, which the callee finds by the wrapped name.
-    wrapped = getattr(func, "_wrapped_async_rpc_function", None)
-    if wrapped is not None and wrapped is not func and "<" in getattr(
-            func, "__qualname__", ""):
+    wrapped = _async_script_wrapped(func)
+    if wrapped is not None:
         return reference(wrapped)
     torch = _torch()
     if torch is not None:
@@ -228,11 +243,8 @@ def _defined_as(obj: Any, module: str, qualname: str) -> bool:
 
 
 def _allowed_object(obj: Any, module: str, qualname: str) -> bool:
-    wrapped = getattr(obj, "_wrapped_async_rpc_function", None)
-    if (isinstance(obj, types.FunctionType) and wrapped is not None
-            and wrapped is not obj and "<" in obj.__qualname__):
-        # async_execution around a TorchScript function, which gave the
-        # wrapper no name of its own.
+    wrapped = _async_script_wrapped(obj)
+    if wrapped is not None:
         return _allowed_object(wrapped, module, qualname)
     if isinstance(obj, (types.FunctionType, type)):
         return _defined_as(obj, module, qualname)
