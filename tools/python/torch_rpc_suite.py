@@ -95,8 +95,9 @@ REASONS = {
                 "cannot be rebuilt, which ferry names by its class)",
     "dense": "expects a non-contiguous view to arrive non-contiguous; "
              "ferry's tensors travel dense",
-    "futures": "torch 1.13's wait_all exits early only on an error set in "
-               "C++; a torch.futures.Future completed from Python (as "
+    "futures": "torch's wait_all (1.13's, 2.14's) exits early only on an "
+               "error set in C++; a torch.futures.Future completed from "
+               "Python (as "
                "ferry.rpc's are) holds its exception as a value, so "
                "wait_all waits for the other, blocked call and the test "
                "times out (bounded)",
