@@ -338,30 +338,30 @@ def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
     called with ``opts``: ours (_Work), or on torch 1.13 where its C++ may
     hold it, torch's own over the op's future.
 
-    On torch 2.x (2.14.1 tested), always ours: torch wraps the Work a Python Backend
-    returns in a holder that hands wait() and get_future() to it, whoever
-    calls (DDP's reducer, DDP under Join: 2.14.1 finishes pytorch/tutorials'
-    generic_join so, with gloo's gradients). Its own Work over a future
-    waited without raising: an asynchronous op that failed or timed out
-    returned from wait() as if it had succeeded. (Through that holder
-    Python sees only wait() and get_future(); is_completed() and
+    On torch 2.x (2.14.1 tested), always ours: torch wraps the Work a Python
+    Backend returns in a holder that hands wait() and get_future() to it,
+    whoever calls (DDP's reducer, DDP under Join: 2.14.1 finishes
+    pytorch/tutorials' generic_join so, with gloo's gradients). Its own Work
+    over a future waited without raising: an asynchronous op that failed or
+    timed out returned from wait() as if it had succeeded. (Through that
+    holder Python sees only wait() and get_future(); is_completed() and
     exception() are torch's own, never set.)
 
-    On torch 1.13, a choice: torch keeps only the C++ half of a Python
-    Work that C++ holds (DDP's reducer, DDP under Join), and that half
-    never completes -- C++ waiting on it hangs (DDP + Join did). A Work
-    over the future completes or fails with the ferry op, within its
-    timeout. But it is waited on through a future the completions thread
-    sets (a thread hand-off per op), torch's refuses wait() with a finite
-    timeout, and torch 1.13's exception() cannot hand its error to Python;
-    _Work has none of these costs. The choice, from the method, never from
-    who calls: the methods torch 1.13's C++ does not hold the Work of get
-    _Work; those it holds (_HELD_BY_CXX_113) the future's, synchronous calls of them too, as nothing tells them apart.
-    That is the price of DDP not hanging without asking who calls: the
-    hand-off makes a synchronous 8-float all_reduce or broadcast about
-    12 % slower (1.06x -> 1.19x ferry's native call; BENCHMARKS.md,
-    torch.distributed on ferry), and their asynchronous Works lack
-    wait(timeout) and exception() (is_success() tells)."""
+    On torch 1.13, a choice: torch keeps only the C++ half of a Python Work
+    that C++ holds (DDP's reducer, DDP under Join), and that half never
+    completes -- C++ waiting on it hangs (DDP + Join did). A Work over the
+    future completes or fails with the ferry op, within its timeout. But it
+    is waited on through a future the completions thread sets (a thread
+    hand-off per op), torch's refuses wait() with a finite timeout, and
+    torch 1.13's exception() cannot hand its error to Python; _Work has none
+    of these costs. The choice, from the method, never from who calls: the
+    methods torch 1.13's C++ does not hold the Work of get _Work; those it
+    holds (_HELD_BY_CXX_113) the future's, synchronous calls of them too, as
+    nothing tells them apart. That is the price of DDP not hanging without
+    asking who calls: the hand-off makes a synchronous 8-float all_reduce or
+    broadcast about 12 % slower (1.06x -> 1.19x ferry's native call;
+    BENCHMARKS.md, torch.distributed on ferry), and their asynchronous Works
+    lack wait(timeout) and exception() (is_success() tells)."""
     # torch 2.x's options say asyncOp False for its Python API's
     # synchronous calls, which wait at once: woken by ferry itself.
     synchronous = getattr(opts, "asyncOp", None) is False
