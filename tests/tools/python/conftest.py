@@ -1,6 +1,7 @@
 """Shared fixtures of the Python tests: where things are, and jobs of
 Python workers started with ferry.launch."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -83,3 +84,29 @@ def etcd(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def run_ranks(args, world, timeout=240, env=None, killed=()):
+    """Runs `args` (a command) as `world` ranks (RANK, WORLD_SIZE set, and
+    `env`); returns their outputs, failing the test unless each exits 0,
+    or by SIGKILL for the ranks in `killed`."""
+    procs = []
+    for rank in range(world):
+        e = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
+                 **(env or {}))
+        procs.append(subprocess.Popen(args, env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=timeout)[0].decode(
+                errors="replace"))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for rank, (p, out) in enumerate(zip(procs, outs)):
+        expected = -signal.SIGKILL if rank in killed else 0
+        assert p.returncode == expected, f"rank {rank} failed:\n{out}"
+    return outs

@@ -19,32 +19,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_ranks(args, world, timeout=240, env=None):
-    """Runs `args` (a command) as `world` ranks (RANK, WORLD_SIZE set);
-    returns their outputs, failing the test unless every one exits 0."""
-    procs = []
-    for rank in range(world):
-        e = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world),
-                 **(env or {}))
-        procs.append(subprocess.Popen(args, env=e, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT))
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=timeout)[0].decode(
-                errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, out) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0, f"rank {rank} failed:\n{out}"
-    return outs
-
-
 def torch_job(init, checks, world, env=None):
-    outs = run_ranks([sys.executable, JOB, init, *checks], world, env=env)
+    outs = conftest.run_ranks([sys.executable, JOB, init, *checks], world, env=env)
     for out in outs:
         for c in checks:
             assert f"{c} passed" in out, out
@@ -82,7 +58,7 @@ def test_ddp_example_ends_with_gloos_parameters(tmp_path):
     import torch
     example = conftest.script("tools/python/examples/ddp.py")
     for backend in ("ferry", "gloo"):
-        outs = run_ranks([sys.executable, example, f"--backend={backend}",
+        outs = conftest.run_ranks([sys.executable, example, f"--backend={backend}",
                           "--steps=12", f"--out={tmp_path}/{backend}.pt"], 2,
                          env=env_init())
         assert all(f"done on {backend}" in out for out in outs), outs
@@ -97,7 +73,7 @@ def test_ddp_example_ends_with_gloos_parameters(tmp_path):
 
 def test_torchrec_input_distribution_equals_ferrys_native_kjt_all_to_all():
     example = conftest.script("tools/python/examples/torchrec_input_dist.py")
-    outs = run_ranks([sys.executable, example], 2, env=env_init())
+    outs = conftest.run_ranks([sys.executable, example], 2, env=env_init())
     for out in outs:
         assert "equals ferry's native KJT all-to-all" in out, out
 

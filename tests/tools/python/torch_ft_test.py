@@ -4,10 +4,7 @@ end to end: DDP on 4 ranks, one SIGKILLed, the survivors told
 REMOTE_ERROR for it, reconfigured to 3 without restarting, finishing with
 the losses of a 3-rank run from the same state (jobs/ddp_reconfigure_job.py).
 Runs under the peers environment's torch (NAME_peers)."""
-import os
 import re
-import signal
-import subprocess
 import sys
 
 import pytest
@@ -18,31 +15,6 @@ JOB = conftest.script("tests/tools/python/jobs/torch_ft_job.py")
 DDP_JOB = conftest.script("tests/tools/python/jobs/ddp_reconfigure_job.py")
 
 
-def run_ranks(args, world, killed=(), timeout=240):
-    """Runs `args` as `world` ranks (RANK, WORLD_SIZE set); returns their
-    outputs, failing the test unless each exits 0, or by SIGKILL for the
-    ranks in `killed`."""
-    procs = [subprocess.Popen(args, env=dict(os.environ, RANK=str(r),
-                                             WORLD_SIZE=str(world)),
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)
-             for r in range(world)]
-    outs = []
-    try:
-        for p in procs:
-            outs.append(p.communicate(timeout=timeout)[0].decode(
-                errors="replace"))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, out) in enumerate(zip(procs, outs)):
-        expected = -signal.SIGKILL if rank in killed else 0
-        assert p.returncode == expected, f"rank {rank} failed:\n{out}"
-    return outs
-
-
 @pytest.mark.parametrize("scenario,world,killed", [
     ("reconfigure", 3, ()),
     ("abort", 3, ()),
@@ -51,8 +23,9 @@ def run_ranks(args, world, killed=(), timeout=240):
     ("hooks", 2, ()),
 ])
 def test_method(tmp_path, scenario, world, killed):
-    outs = run_ranks([sys.executable, JOB, scenario, str(tmp_path / "s")],
-                     world, killed)
+    outs = conftest.run_ranks(
+        [sys.executable, JOB, scenario, str(tmp_path / "s")], world,
+        killed=killed)
     for rank, out in enumerate(outs):
         if rank not in killed:
             assert f"{scenario} passed" in out, out
@@ -70,14 +43,15 @@ def losses(outs):
 
 def test_ddp_survives_a_death_by_reconfigure(tmp_path):
     state = str(tmp_path / "model.pt")
-    killed = run_ranks([sys.executable, DDP_JOB, "kill",
-                        str(tmp_path / "k"), state], 4, killed=(3,))
+    killed = conftest.run_ranks(
+        [sys.executable, DDP_JOB, "kill", str(tmp_path / "k"), state], 4,
+        killed=(3,))
     for out in killed[:3]:
         assert "get_error REMOTE_ERROR rank 3" in out, out
         assert "rank 3 (worker3) died" in out, out
         assert "kill finished" in out, out
-    reference = run_ranks([sys.executable, DDP_JOB, "reference",
-                           str(tmp_path / "r"), state], 3)
+    reference = conftest.run_ranks(
+        [sys.executable, DDP_JOB, "reference", str(tmp_path / "r"), state], 3)
     after, expected = losses(killed), losses(reference)
     # Steps 3 to 7 of ranks 0 to 2: after the death, as a 3-rank run.
     assert set(expected) == {(s, r) for s in range(3, 8) for r in range(3)}
