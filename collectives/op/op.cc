@@ -23,6 +23,9 @@ constexpr absl::Duration kAbortDelivery = absl::Seconds(2);
 // How long after its deadline an op that succeeded here waits for its last
 // sends at most.
 constexpr absl::Duration kFlushGrace = absl::Seconds(1);
+// How long a send whose connection broke waits for membership to report
+// its receiver dead, at most (never past the op's deadline).
+constexpr absl::Duration kDeathReport = absl::Seconds(2);
 
 // The op's trace: a child of the calling thread's (a function serving a
 // call), else a trace of its own.
@@ -374,7 +377,7 @@ void Op::Unsent(absl::Status status, int to) {
   absl::Status aborted = context_.mailbox().AbortStatus(key_);
   if (!aborted.ok()) return Fail(aborted);
   if (status.code() == absl::StatusCode::kDeadlineExceeded) return Probe(to);
-  Fail(FlushError(to, status));
+  FailSend(to, status);
 }
 
 // ---- Ending ----
@@ -436,7 +439,35 @@ void Op::Flushed(absl::Status status, int to) {
   absl::Status aborted = context_.mailbox().AbortStatus(key_);
   if (!aborted.ok()) return Fail(aborted);
   if (status.code() == absl::StatusCode::kDeadlineExceeded) return Probe(to);
-  Fail(FlushError(to, status));
+  FailSend(to, status);
+}
+
+void Op::FailSend(int to, const absl::Status& status) {
+  absl::Status failure = FlushError(to, status);
+  if (status.code() != absl::StatusCode::kUnavailable &&
+      status.code() != absl::StatusCode::kCancelled) {
+    return Fail(std::move(failure));
+  }
+  // A broken connection is most often the receiver's death, which the
+  // sender's transport sees a moment before membership reports it. The
+  // report names the death (and is what every other member sees), so the
+  // op waits for it briefly before failing with the transport's words.
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  auto settle = [self = shared_from_this(), once,
+                 failure](absl::Status aborted) {
+    if (once->exchange(true)) return;
+    self->Fail(aborted.ok() ? failure : std::move(aborted));
+  };
+  const absl::Time until = std::min(
+      context_.host().timers().clock()->Now() + kDeathReport, deadline_);
+  Timers::TimerId id = context_.host().timers().RunAt(
+      until, [settle]() mutable { settle(absl::OkStatus()); });
+  {
+    absl::MutexLock lock(&mu_);
+    timers_.push_back(id);
+  }
+  context_.mailbox().WhenAborted(key_).Then(
+      [settle](const absl::StatusOr<Value>& r) mutable { settle(r.status()); });
 }
 
 absl::Status Op::FlushError(int to, const absl::Status& status) const {

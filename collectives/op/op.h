@@ -203,6 +203,9 @@ class Op : public std::enable_shared_from_this<Op>, public RunningOp {
   // Counts the op's end (metrics) and records its span (tracing).
   void Account(const absl::Status& status);
   absl::Status FlushError(int to, const absl::Status& status) const;
+  // Fails the op for a send to `to` that failed with `status`; a broken
+  // connection after waiting up to kDeathReport for `to`'s death report.
+  void FailSend(int to, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   ProcessGroup& group_;

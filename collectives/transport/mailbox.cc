@@ -259,6 +259,12 @@ absl::Status Mailbox::AbortStatus(const std::string& op) const {
   return aborted == nullptr ? absl::OkStatus() : *aborted;
 }
 
+Future<Value> Mailbox::WhenAborted(const std::string& op) {
+  // A receive no message can complete: every frame's src is a rank of the
+  // job (CheckSender), never -1. Abort and Close fail it as any receive.
+  return Receive({op, 0, -1});
+}
+
 absl::Status Mailbox::Expired(const MessageKey& key) const {
   return absl::DeadlineExceededError(absl::StrCat(
       "op ", key.op, ": a message from rank ", key.src,

@@ -146,6 +146,9 @@ class Mailbox {
   // The abort status of `op`, or OK.
   absl::Status AbortStatus(const std::string& op) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Fails with `op`'s abort status once it is aborted or closed (at once if
+  // it was); never succeeds.
+  Future<Value> WhenAborted(const std::string& op) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Fails the ops that have not begun here and whose oldest held message
   // arrived --mailbox_ttl_ms ago or more. Also done by Admit; call it

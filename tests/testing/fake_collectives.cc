@@ -31,7 +31,7 @@ class FakeCollectives::Transport final : public CollectiveTransport {
     if (stopped_) {
       return Future<Done>::Ready(absl::UnavailableError("collectives stopped"));
     }
-    if (auto down = job_->DownReason(dst)) return Future<Done>::Ready(*down);
+    if (auto down = job_->SendFails(dst)) return Future<Done>::Ready(*down);
     absl::StatusOr<grpc::ByteBuffer> payload =
         EncodeValue(message, nullptr, "message");
     if (!payload.ok()) return Future<Done>::Ready(payload.status());
@@ -79,7 +79,7 @@ class FakeCollectives::Transport final : public CollectiveTransport {
                    .what = header.op(),
                    .step = step},
                   [this, kind, dst, step, header, frames, deadline, done] {
-                    if (auto down = job_->DownReason(dst)) {
+                    if (auto down = job_->SendFails(dst)) {
                       done.Set(*down);
                       return;
                     }
@@ -273,6 +273,7 @@ FakeCollectives::FakeCollectives(Options options)
     : options_(std::move(options)),
       directory_(Workers(options_.world_size)),
       down_(options_.world_size),
+      unreachable_(options_.world_size, false),
       random_(options_.shuffle_seed) {
   for (int r = 0; r < options_.world_size; ++r) {
     contexts_.push_back(CollectiveContext::Create(
@@ -328,6 +329,12 @@ void FakeCollectives::Kill(int rank, absl::Status why) {
   for (int r = 0; r < world_size(); ++r) {
     if (r != rank && !dead(r)) at(r).NodeDown(WorkerNode(rank), why);
   }
+}
+
+std::optional<absl::Status> FakeCollectives::SendFails(int rank) const {
+  if (down_[rank].has_value()) return down_[rank];
+  if (unreachable_[rank]) return absl::UnavailableError("Socket closed");
+  return std::nullopt;
 }
 
 bool FakeCollectives::Idle() const {

@@ -94,6 +94,10 @@ class FakeCollectives {
   // it as from the membership (CollectiveContext::NodeDown).
   void Kill(int rank, absl::Status why);
   bool dead(int rank) const { return down_[rank].has_value(); }
+  // Rank `rank`'s process is gone but nobody has been told: sends to it
+  // fail as a broken connection does (UNAVAILABLE "Socket closed") until
+  // Kill reports the death.
+  void Crash(int rank) { unreachable_[rank] = true; }
 
   // Whether every live rank's mailbox holds nothing (no message kept for
   // an op that ended or never began).
@@ -110,12 +114,15 @@ class FakeCollectives {
 
   void Enqueue(Delivery delivery, std::function<void()> run);
   std::optional<absl::Status> DownReason(int rank) const { return down_[rank]; }
+  // Why a send to `rank` fails now, if it does.
+  std::optional<absl::Status> SendFails(int rank) const;
 
   const Options options_;
   ManualClock clock_;
   ManualTimers timers_{&clock_};
   Directory directory_;
   std::vector<std::optional<absl::Status>> down_;
+  std::vector<bool> unreachable_;  // Crashed: sends fail, none told.
   std::vector<std::shared_ptr<CollectiveContext>> contexts_;
   // The test's thread only: no lock.
   std::deque<Pending> queue_;

@@ -227,6 +227,55 @@ TEST(ProtocolTest, DeathInTheRingFailsEverySurvivorNamingIt) {
   EXPECT_TRUE(job.Idle());
 }
 
+// Rank 1 dies after its message reached rank 0 but before rank 0's
+// reached it: rank 0's op is done but for that send, whose connection
+// breaks before membership reports the death. Rank 0 still names it as a
+// death, as every other member would (found by a fresh-clone CI, where a
+// survivor said "sending to rank 2 (worker2): Socket closed").
+TEST(ProtocolTest, ASendBrokenByADeathNamesTheDeath) {
+  FakeCollectives job({.world_size = 2});
+  // Rank 1's message is queued first, so it is delivered first.
+  Work<Tensor> w1 = AllReduceAsync(job.world(1), Input(1, 4));
+  Work<Tensor> w0 = AllReduceAsync(job.world(0), Input(0, 4));
+  while (job.MessagesFrom(1) == 0) ASSERT_TRUE(job.Step());
+  ASSERT_EQ(job.MessagesFrom(0), 0);
+  job.Crash(1);
+  ASSERT_TRUE(job.Drain());
+  EXPECT_FALSE(w0.IsCompleted());  // Waiting for the report.
+  job.Kill(1, absl::UnavailableError("its process is gone"));
+  ASSERT_TRUE(job.Drain());
+  ASSERT_TRUE(w0.IsCompleted());
+  EXPECT_THAT(
+      w0.status(),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("rank 1 (worker1) died (its process is gone)")));
+  EXPECT_TRUE(job.Idle());
+}
+
+// The same broken send with no report following (a connection that broke
+// to a live peer): after a short wait the op fails with the transport's
+// words, naming the rank, long before its deadline.
+TEST(ProtocolTest, ASendBrokenWithoutADeathNamesTheReceiver) {
+  FakeCollectives job({.world_size = 2});
+  CollectiveOptions options{.timeout = absl::Seconds(300)};
+  Work<Tensor> w1 =
+      AllReduceAsync(job.world(1), Input(1, 4), ReduceOp::kSum, options);
+  Work<Tensor> w0 =
+      AllReduceAsync(job.world(0), Input(0, 4), ReduceOp::kSum, options);
+  while (job.MessagesFrom(1) == 0) ASSERT_TRUE(job.Step());
+  ASSERT_EQ(job.MessagesFrom(0), 0);
+  job.Crash(1);
+  ASSERT_TRUE(job.Drain());
+  EXPECT_FALSE(w0.IsCompleted());
+  job.timers().Advance(absl::Seconds(2));
+  ASSERT_TRUE(job.Drain());
+  ASSERT_TRUE(w0.IsCompleted());
+  EXPECT_THAT(
+      w0.status(),
+      StatusIs(absl::StatusCode::kUnavailable,
+               HasSubstr("sending to rank 1 (worker1): Socket closed")));
+}
+
 TEST(ProtocolTest, ARankThatNeverComesIsNamedAtTheDeadline) {
   FakeCollectives job({.world_size = 3});
   std::vector<Work<Tensor>> work;

@@ -264,6 +264,25 @@ TEST_F(MailboxTest, FirstAbortWins) {
               StatusIs(absl::StatusCode::kUnavailable, "first"));
 }
 
+// An op's abort watch: no message completes it, its abort (or close) does,
+// and one made after the abort fails at once.
+TEST_F(MailboxTest, WhenAbortedWaitsForTheAbortOnly) {
+  Mailbox box(Room(1000), &clock_);
+  Future<Value> watch = box.WhenAborted("world/1");
+  ASSERT_OK(box.Admit(kA, 10));
+  ASSERT_OK(box.Deliver(kA, Value("hello"), 10));
+  EXPECT_FALSE(watch.IsReady());
+  box.Abort("world/1", absl::UnavailableError("rank 2 died")).IgnoreError();
+  EXPECT_THAT(watch.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kUnavailable, "rank 2 died"));
+  EXPECT_THAT(box.WhenAborted("world/1").Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kUnavailable, "rank 2 died"));
+  Future<Value> closed = box.WhenAborted("world/2");
+  box.Close("world/2");
+  EXPECT_THAT(closed.Wait(absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 // A peer's abort may carry code 0: the op still fails.
 TEST_F(MailboxTest, AbortWithoutACodeStillFails) {
   Mailbox box(Room(100), &clock_);
