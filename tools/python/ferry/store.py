@@ -28,6 +28,7 @@ process group's).
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 from typing import Any, Iterator
 from urllib.parse import parse_qs, urlparse
@@ -139,8 +140,43 @@ def _handler(url: str,
                        "re-rendezvous")
 
 
+def _env_handler(url: str,
+                 timeout: datetime.timedelta = datetime.timedelta(minutes=5),
+                 **kwargs: Any) -> Iterator[tuple[dist.Store, int, int]]:
+    """env:// in a worker that ``torchrun --rdzv-backend=ferry-etcd``
+    started (``ferry.torchrun``): the store is etcd's, under the
+    rendezvous round; anywhere else, torch's own env://."""
+    store_url = os.environ.get("FERRY_TORCHRUN_STORE")
+    if not store_url:
+        yield from _torch_env(url, timeout=timeout, **kwargs)
+        return
+    query = {k: v[-1] for k, v in parse_qs(urlparse(url).query).items()}
+    try:
+        rank = int(query.get("rank") or os.environ["RANK"])
+        world = int(query.get("world_size") or os.environ["WORLD_SIZE"])
+    except KeyError as e:
+        raise ValueError(f"env:// rendezvous: {e.args[0]} is not set") from e
+    round_ = os.environ.get("FERRY_TORCHRUN_ROUND", "0")
+    store = dist.PrefixStore(f"torchrun/round_{round_}/",
+                             FerryStore(store_url, timeout))
+    yield (store, rank, world)
+    raise RuntimeError("env:// rendezvous on etcd does not re-rendezvous")
+
+
 for _scheme in ("ferry", "etcd"):
     try:
         dist.register_rendezvous_handler(_scheme, _handler)
     except RuntimeError:
         pass  # Registered already (a reload).
+
+# torch registers env:// itself and refuses a second handler for a scheme:
+# ours goes in its place in torch's table, and hands every worker that
+# torchrun did not start through ferry to torch's. (A reload runs this in
+# the same namespace: torch's is kept from the first time.)
+# (torch.distributed.rendezvous is also a function's name: the module is
+# found by its full name.)
+_handlers = importlib.import_module(
+    "torch.distributed.rendezvous")._rendezvous_handlers
+if "_torch_env" not in globals():
+    _torch_env = _handlers["env"]
+    _handlers["env"] = _env_handler
