@@ -24,6 +24,7 @@ step uncommitted and the next quorum goes on without the dead replica.
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import torch
 from torch.distributed import ProcessGroup as BaseProcessGroup
@@ -43,13 +44,16 @@ class ProcessGroupFerry(ProcessGroupWrapper):
         super().__init__(timeout=timeout)
 
     def _create_pg(self, store: Store, rank: int,
-                   world_size: int) -> BaseProcessGroup:
+                   world_size: int) -> Any:
         # As ferry's default group: a new quorum is a new ferry job (the
         # previous quorum's stopped first).
         backend = _distributed._create(
             _distributed._Options(store, rank, world_size, self._timeout))
-        pg = BaseProcessGroup(store, rank, world_size)
-        kind = BaseProcessGroup.BackendType.CUSTOM
+        # torch 2.x's ProcessGroup (torchft needs torch 2.x; the type
+        # checker reads torch 1.13's).
+        base: Any = BaseProcessGroup
+        pg = base(store, rank, world_size)
+        kind = base.BackendType.CUSTOM
         pg._set_default_backend(kind)
         pg._register_backend(torch.device("cpu"), kind, backend)
         return pg
