@@ -21,6 +21,8 @@ DDP_JOB = conftest.script("tests/tools/python/jobs/ddp_reconfigure_job.py")
     ("kill", 3, (2,)),
     ("timeout", 2, ()),
     ("hooks", 2, ()),
+    ("split", 4, ()),
+    ("merge", 4, ()),
 ])
 def test_method(tmp_path, scenario, world, killed):
     outs = conftest.run_ranks(

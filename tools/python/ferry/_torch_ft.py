@@ -1,13 +1,14 @@
 """torch's fault-tolerance Backend API on ferry's elastic groups.
 
 torch 2.x releases from 2026 ask a Backend for ``get_error()``,
-``abort()`` (with abort hooks), ``shrink()`` and
-``get_reconfigure_handle()`` / ``reconfigure()``; gloo leaves ``abort`` a
+``abort()`` (with abort hooks), ``shrink()``, ``split()`` / ``merge()``
+and ``get_reconfigure_handle()`` / ``reconfigure()``; gloo leaves ``abort`` a
 no-op and ``get_error`` always SUCCESS. ferry answers them from what its
 groups already do: every failure names its kind and rank, ``abort`` is
 ferry's revoke (every pending and future op of the group fails on every
-member), ``shrink`` and ``reconfigure`` make the group of the ranks torch
-names, alike on every member, without restarting anything.
+member), ``shrink``, ``split``, ``merge`` and ``reconfigure`` make the
+group of the ranks torch names, alike on every member, without restarting
+anything.
 
 ``FaultTolerance`` is a mixin of ``ProcessGroupFerry`` (distributed.py):
 it reads and replaces the group's ``_handle``, ``_ranks``,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import secrets
 import threading
 from typing import Any, Callable, Sequence
 
@@ -94,6 +96,7 @@ class FaultTolerance:
         self._abort_hooks: dict[int, Callable[[], None]] = {}
         self._instances_used: set[int] = set()
         self._shrinks = 0
+        self._splits = 0
 
     # -- getError --
 
@@ -203,9 +206,67 @@ class FaultTolerance:
             n = self._shrinks
         instance = _fnv62(f"{self._handle.name}/shrink#{n}/"
                           f"{','.join(map(str, kept))}")
-        group = self._instance_group(kept, instance, "shrink")
+        return self._derived(self._instance_group(kept, instance, "shrink"),
+                             kept)
+
+    # -- split / merge --
+
+    supports_splitting = property(lambda self: True)
+    # Read by torch's split_group / merge_remote_group (and, undefined
+    # here, its C++ property would recurse into this Python subclass).
+    options = property(lambda self: _c10d.Backend.Options(
+        "ferry", datetime.timedelta(seconds=self._timeout)))
+
+    def split(self, store: Any, ranks: Sequence[int], opts: Any) -> Any:
+        """torch's ``ProcessGroup.split_group(ranks)``: a new group of
+        ``ranks`` (torch's global ranks, members of this group, this rank
+        among them), made on every member of this group (each calls it,
+        with its own new group's ranks, in the same order as the others)."""
+        del store, opts  # ferry names the group; no per-group options.
+        wanted = [int(r) for r in ranks]
+        if (not wanted or len(set(wanted)) != len(wanted)
+                or not set(wanted) <= set(self._torch_ranks)):
+            raise ValueError(
+                f"[ferry] split: ranks {wanted[:64]} are not distinct "
+                f"ranks of this group ({self._torch_ranks[:64]})")
+        mine = self._torch_ranks[self._group_rank]
+        if mine not in wanted:
+            # (torch would take None for a group: refused, not crashed.)
+            raise ValueError(
+                f"[ferry] split: ranks {wanted[:64]} leave out this "
+                f"rank ({mine})")
+        with self._ft_lock:
+            self._splits += 1
+            n = self._splits
+        kept = [self._ranks[self._torch_ranks.index(r)] for r in wanted]
+        instance = _fnv62(f"{self._handle.name}/split#{n}/"
+                          f"{','.join(map(str, kept))}")
+        split = self._derived(self._instance_group(kept, instance, "split"),
+                              kept)
+        split._torch_ranks = wanted
+        return split
+
+    def merge(self, store: Any, opts: Any, rank: int, size: int) -> Any:
+        """torch's ``ProcessGroup.merge_remote_group(store, size)``: the
+        group of ``size`` ranks that call it with the same ``store`` (this
+        process as rank ``rank``), groups of this ferry job all (a rank of
+        another ferry job is refused, naming it)."""
+        del opts
+        handle = self.get_reconfigure_handle()
+        store.set(f"ferry/merge/{rank}", handle)
+        if rank == 0:  # The new group's name, for everyone.
+            store.set("ferry/merge/instance",
+                      str(secrets.randbelow(_MAX_INSTANCE)))
+        # (The store's gets wait, within its timeout.)
+        handles = [store.get(f"ferry/merge/{r}") for r in range(size)]
+        ranks = self._ranks_of(handles)
+        instance = int(store.get("ferry/merge/instance"))
+        return self._derived(self._instance_group(ranks, instance, "merge"),
+                             ranks)
+
+    def _derived(self, group: _ferry.Group, ranks: list[int]) -> Any:
         make: Any = type(self)  # ProcessGroupFerry
-        return make(group.rank, group.size, group, kept,
+        return make(group.rank, group.size, group, ranks,
                     datetime.timedelta(seconds=self._timeout))
 
     def _instance_group(self, ranks: list[int], instance: int,

@@ -516,6 +516,8 @@ def _create(opts: Any, pg_options: object = None) -> Any:
     else:
         handle = worker.new_group(ranks)
     pg = ProcessGroupFerry(rank, size, handle, ranks, timeout)
+    # torch's global rank of each member, as torch's split_group names them.
+    pg._torch_ranks = global_ranks or list(range(size))
     if opts.group_id and hasattr(pg, "_set_group_name"):
         # torch 2.x named the group it made before it took this one in its
         # place; functional collectives find a group by that name.
@@ -582,6 +584,7 @@ class ProcessGroupFerry(_torch_ft.FaultTolerance, _PG_BASE):
         self._group_rank = rank  # rank(), kept: asked on every op
         self._size = size
         self._reconfigurable = False  # (_create)
+        self._torch_ranks = list(range(size))  # (_create, split)
         self._ft_init()
         # ferry's own collectives take this group too (ferry.all_reduce(t,
         # group=pg), ferry.SparseFeaturesAllToAll(pg, ...)).
@@ -591,11 +594,9 @@ class ProcessGroupFerry(_torch_ft.FaultTolerance, _PG_BASE):
 
     # What torch 2.x asks a Backend before it picks a path (its C++
     # properties, asked of a Python subclass, recurse): each op runs on its
-    # own (batch_isend_irecv too); groups are made by new_group, not split
-    # (torch 2.14's split_group wants a default group bound to an
-    # accelerator). (Shrinking, reconfiguring: _torch_ft.)
+    # own (batch_isend_irecv too). (Splitting, shrinking, reconfiguring,
+    # and the options torch reads when it splits or merges: _torch_ft.)
     supports_coalescing = property(lambda self: False)
-    supports_splitting = property(lambda self: False)
     supports_time_estimate = property(lambda self: False)
     supports_window = property(lambda self: False)
 

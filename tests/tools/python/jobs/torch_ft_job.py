@@ -13,6 +13,10 @@ fault-tolerance Backend API (ferry/_torch_ft.py): SCENARIO is one of
                asynchronous one raises from wait(), get_error() is TIMEOUT
                naming rank 1
   hooks        torch's pre/post collective hooks see ferry's ops
+  split        ProcessGroup.split_group: the world into halves, a
+               subgroup into a rank alone and a pair; a split leaving out
+               the caller refused
+  merge        the halves merged again with merge_remote_group
 
 Usage: torch_ft_job.py SCENARIO INIT_FILE (RANK, WORLD_SIZE in the
 environment). Prints "SCENARIO passed" at the end."""
@@ -188,6 +192,53 @@ def scenario_hooks(store):
     summed(1, WORLD)
     assert seen == [("pre", "ALLREDUCE"), ("post", "ALLREDUCE"),
                     ("pre", "BROADCAST"), ("post", "BROADCAST")], seen
+    barrier(store, "done")
+
+
+def halves(group):
+    """The world split into [0, 1] and [2, 3] (torch's split_group needs
+    an accelerator; the ProcessGroup method does not)."""
+    mine = [0, 1] if RANK < 2 else [2, 3]
+    half = group.split_group(mine, timeout=TIMEOUT)
+    assert (half.rank(), half.size()) == (RANK % 2, 2)
+    t = torch.full((3,), float(RANK))
+    dist.all_reduce(t, group=half)
+    assert t.tolist() == [float(sum(mine))] * 3, t
+    return half
+
+
+def scenario_split(store):
+    init(store, reconfigure=False)
+    world = dist.group.WORLD
+    backend = dist.get_backend_impl(world, torch.device("cpu"))
+    assert backend.supports_splitting
+    halves(world)
+    # A subgroup's split names torch's global ranks.
+    sub = dist.new_group([1, 2, 3])
+    if RANK >= 1:
+        mine = [1] if RANK == 1 else [2, 3]
+        part = sub.split_group(mine)
+        t = torch.ones(1) * RANK
+        dist.all_reduce(t, group=part)
+        assert t.item() == sum(mine), t
+        raises(lambda: sub.split_group([r for r in (1, 2, 3) if r != RANK]),
+               f"leave out this rank ({RANK})")
+    barrier(store, "done")
+
+
+def scenario_merge(store):
+    init(store, reconfigure=False)
+    half = halves(dist.group.WORLD)
+    merged = half.merge_remote_group(dist.PrefixStore("merge", store), WORLD,
+                                     TIMEOUT)
+    assert merged.size() == WORLD
+    t = torch.ones(2)
+    dist.all_reduce(t, group=merged)
+    assert t.tolist() == [float(WORLD)] * 2, t
+    # Ranks as torch numbered them: a broadcast from merged rank 0.
+    t = torch.full((1,), float(merged.rank()))
+    merged.broadcast(t, 0).wait()  # (torch's registry does not know it)
+    assert t.item() == 0.0, t
     barrier(store, "done")
 
 
