@@ -37,6 +37,8 @@ _ERROR_TYPE: Any = getattr(_c10d, "ErrorType", None)
 SUCCESS, TIMEOUT, COMM_ERROR, REMOTE_ERROR = (
     "SUCCESS", "TIMEOUT", "COMM_ERROR", "REMOTE_ERROR")
 
+# torch's Backend (the type checker reads torch 1.13's, which has none).
+_BACKEND: Any = getattr(_c10d, "Backend", None)
 # torch's shrink flag that aborts the parent's pending ops first.
 _SHRINK_ABORT = 0x01
 # Instances of a reconfigured group (torch's uuid), as Worker::InstanceGroup
@@ -85,6 +87,7 @@ class FaultTolerance:
     _group_rank: int
     _size: int
     _timeout: float
+    _torch_ranks: list[int]  # torch's global rank of each member
     _ferry_group: _collectives.Group
     _reconfigurable: bool
     # ProcessGroupFerry's: starts ferry ops, returns their Work.
@@ -214,7 +217,7 @@ class FaultTolerance:
     supports_splitting = property(lambda self: True)
     # Read by torch's split_group / merge_remote_group (and, undefined
     # here, its C++ property would recurse into this Python subclass).
-    options = property(lambda self: _c10d.Backend.Options(
+    options = property(lambda self: _BACKEND.Options(
         "ferry", datetime.timedelta(seconds=self._timeout)))
 
     def split(self, store: Any, ranks: Sequence[int], opts: Any) -> Any:
