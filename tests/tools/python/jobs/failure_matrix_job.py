@@ -7,6 +7,10 @@ second one:
   stopped       rank 2 SIGSTOPs itself (the test continues and kills it)
   never_joins   rank 2 does not call the all_reduce (it waits for the
                 survivors to finish, then leaves)
+  partitioned   each rank on a host of its own (network namespaces, the
+                test's); rank 2 writes STORE_FILE.ready and the test cuts
+                its host's link, then writes STORE_FILE.cut, after which
+                the survivors start; rank 2 lives on, cut off
 
 Each survivor prints one JSON line: what it raised (type, message, whether
 the message names rank 2), get_error(), the seconds until it raised, and
@@ -14,7 +18,9 @@ whether the job could go on without restarting: both survivors
 reconfigure to the two of them and all_reduce.
 
 Usage: failure_matrix_job.py BACKEND CASE STORE_FILE TIMEOUT_S (RANK,
-WORLD_SIZE=3 in the environment)."""
+WORLD_SIZE=3 in the environment; across hosts, FERRY_HOST and TLS_DIR,
+where ca.pem, cert.pem and key.pem serve every host's address: ferry
+serves no plaintext off the loopback)."""
 import datetime
 import json
 import os
@@ -41,6 +47,12 @@ def names_victim(text):
 def main():
     backend_name, case, store_file, timeout_s = sys.argv[1:5]
     timeout = datetime.timedelta(seconds=float(timeout_s))
+    tls = os.environ.get("TLS_DIR")
+    if tls:
+        ferry.distributed.configure(
+            tls_cert=os.path.join(tls, "cert.pem"),
+            tls_key=os.path.join(tls, "key.pem"),
+            tls_ca=os.path.join(tls, "ca.pem"))
     store = dist.FileStore(store_file, WORLD)
     dist.init_process_group(backend_name, rank=RANK, world_size=WORLD,
                             store=store, timeout=timeout,
@@ -62,8 +74,16 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         if case == "stopped":
             os.kill(os.getpid(), signal.SIGSTOP)
+        if case == "partitioned":
+            open(store_file + ".ready", "w").close()
+        # (The store is a file: a cut-off rank still reads it.)
         store.wait(["done/0", "done/1"], datetime.timedelta(seconds=300))
         return  # never_joins: leaves once the survivors finished.
+    if case == "partitioned":  # Once the test cut rank 2 off.
+        deadline = time.monotonic() + 120
+        while not os.path.exists(store_file + ".cut"):
+            assert time.monotonic() < deadline, "the test never cut rank 2"
+            time.sleep(0.02)
     row = {"backend": backend_name, "case": case, "rank": RANK}
     start = time.monotonic()
     try:
