@@ -53,9 +53,9 @@ int main() {
     if (command == "create" && net == nullptr && !args.empty()) {
       absl::Status available = TestNetwork::Available();
       absl::StatusOr<std::unique_ptr<TestNetwork>> made =
-          available.ok() ? TestNetwork::Create(args)
-                         : absl::StatusOr<std::unique_ptr<TestNetwork>>(
-                               available);
+          available.ok()
+              ? TestNetwork::Create(args)
+              : absl::StatusOr<std::unique_ptr<TestNetwork>>(available);
       if (made.ok()) {
         net = *std::move(made);
         answer = Json(net->hosts());
