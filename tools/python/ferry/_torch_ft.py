@@ -253,7 +253,8 @@ class FaultTolerance:
         """torch's ``ProcessGroup.merge_remote_group(store, size)``: the
         group of ``size`` ranks that call it with the same ``store`` (this
         process as rank ``rank``), groups of this ferry job all (a rank of
-        another ferry job is refused, naming it)."""
+        another ferry job is refused, naming it). The store is the merge's
+        own: its keys name the new group."""
         del opts
         handle = self.get_reconfigure_handle()
         store.set(f"ferry/merge/{rank}", handle)

@@ -40,7 +40,7 @@ from urllib.parse import urlencode
 from torch.distributed.elastic.rendezvous import (RendezvousHandler,
                                                   RendezvousParameters)
 
-__all__ = ["BACKEND", "create_handler", "main"]
+__all__ = ["BACKEND", "create_handler", "handlers", "main", "register"]
 
 # torchrun's --rdzv-backend name.
 BACKEND = "ferry-etcd"
