@@ -398,6 +398,18 @@ exit 2
   EXPECT_THAT(flags, ::testing::Contains(include_flag)) << cflags.Describe();
   EXPECT_THAT(cflags.out, ::testing::Not(HasSubstr("/include/ferry")));
   ExpectWorkerExampleRuns(repo + "/worker_example");
+  // The Python package, ferry.rpc included, and its metadata: torchrun
+  // finds ferry-etcd through its entry point.
+  ASSERT_OK_AND_ASSIGN(
+      ProcessResult py,
+      RunProcess(box.Bash("python3 -c 'import importlib.metadata as m, "
+                          "ferry.rpc, ferry.torchrun; print(sorted(e.name "
+                          "for e in m.entry_points(group=\"torchrun."
+                          "handlers\")))'"),
+                 {.env = {{"PYTHONPATH",
+                           box.dir() + "/.local/lib/python3/dist-packages"}}},
+                 kBound));
+  EXPECT_EQ(py.out, "['ferry-etcd']\n") << py.Describe();
 
   // The installed daemons, started by the installed ferryctl.
   const std::string bin = box.dir() + "/.local/bin/";

@@ -8,6 +8,8 @@
 #   PREFIX/lib/pkgconfig/ferry.pc
 #   PREFIX/lib/python3/dist-packages/ferry/   the Python package, if built
 #                                            (PYTHONPATH=PREFIX/lib/python3/dist-packages)
+#   PREFIX/lib/python3/dist-packages/ferry.dist-info/   its metadata (entry
+#                                            points: torchrun's ferry-etcd)
 #
 # Usage: install.sh PREFIX BUILT
 #   BUILT    where Bazel put tools/ferryd, tools/ferryctl, libferry.a,
@@ -47,12 +49,16 @@ sed -e "s|@PREFIX@|$prefix|" -e "s|@VERSION@|$version|" \
   -e "s|@ABSL@|$(echo $ABSL)|" -e "s|@SANITIZE@|$sanitize|g" \
   "$here/ferry.pc.in" >"$prefix/lib/pkgconfig/ferry.pc"
 if [ -d "$built/tools/python/site/ferry" ]; then
+  site="$built/tools/python/site"
   python_dir="$prefix/lib/python3/dist-packages/ferry"
-  install -d "$python_dir"
-  # The modules, the extension's types and the typed marker (PEP 561).
-  install -m 0644 "$built"/tools/python/site/ferry/*.py \
-    "$built/tools/python/site/ferry/_ferry.pyi" \
-    "$built/tools/python/site/ferry/py.typed" "$python_dir/"
-  install -m 0755 "$built/tools/python/site/ferry/_ferry.so" "$python_dir/"
+  install -d "$python_dir" "$python_dir/rpc" "$python_dir.dist-info"
+  # The modules (ferry.rpc's too), the extension's types and the typed
+  # marker (PEP 561).
+  install -m 0644 "$site"/ferry/*.py "$site/ferry/_ferry.pyi" \
+    "$site/ferry/py.typed" "$python_dir/"
+  install -m 0644 "$site"/ferry/rpc/*.py "$python_dir/rpc/"
+  install -m 0755 "$site/ferry/_ferry.so" "$python_dir/"
+  # Its metadata: torchrun finds --rdzv-backend=ferry-etcd there.
+  install -m 0644 "$site"/ferry.dist-info/* "$python_dir.dist-info/"
 fi
 echo "installed ferry under $prefix (pkg-config: PKG_CONFIG_PATH=$prefix/lib/pkgconfig; Python: PYTHONPATH=$prefix/lib/python3/dist-packages)"
