@@ -50,6 +50,16 @@ def test_a_barrier_nobody_joins_times_out_naming_who(tmp_path):
     torch_job(f"file://{tmp_path}/init", ["timeout"], 2)
 
 
+def test_torch_distributed_debug_detail(tmp_path):
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch 2.x wrapped the backend in its
+    # C++ checker, which asks a Backend its name where a Python one has
+    # none, and every op failed an internal assert ("getBackendName is not
+    # implemented"): the default group's and a new group's, p2p and object
+    # collectives alike (torch's test_all_gather_object_subgroup).
+    torch_job(f"file://{tmp_path}/init", ["p2p", "objects", "groups"], 2,
+              env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+
+
 def env_init():
     return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
 

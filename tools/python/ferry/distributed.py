@@ -527,6 +527,14 @@ def _create(opts: Any, pg_options: object = None) -> Any:
         # Python cannot change: a group reconfigure may resize is ours.
         pg._reconfigurable = True
         return _torch_ft.ReconfigurableGroup(pg)
+    if _ON_BACKEND and dist.get_debug_level() == dist.DebugLevel.DETAIL:
+        # torch would wrap a plugin's Backend in its C++ ProcessGroupWrapper
+        # (TORCH_DISTRIBUTED_DEBUG=DETAIL), which asks the Backend its name
+        # from C++, where a Python backend has none: every op then fails an
+        # internal assert. A ProcessGroup is taken as it is. ferry checks
+        # itself what the wrapper would (ranks calling different ops, or the
+        # same op with different shapes, fail naming both).
+        return _as_group(pg)
     return pg
 
 
