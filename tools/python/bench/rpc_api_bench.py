@@ -1,13 +1,16 @@
 """A small call through ferry.rpc (torch.distributed.rpc's API on ferry),
 beside ferry's native Python rpc_sync and torch.distributed.rpc itself
-(TensorPipe), in the same two processes and the same run.
+(TensorPipe), on the same machine in the same run.
 
-    tools/dev python --opt -m ferry.launch -n 2 tools/python/bench/rpc_api_bench.py [--quick] [--json]
+    tools/dev python --opt tools/python/bench/rpc_api_bench.py [--quick] [--json] [--rounds=N]
 
-Both processes run ferry.rpc (ferry, on the launcher's port) and
-torch.distributed.rpc (TensorPipe, on a port rank 0 picks and passes on
-through ferry) at once. worker0 calls `echo` -- a Python function of this
-program, returning its argument, an 8-byte uint8 tensor -- on worker1:
+The run alternates two kinds of process pairs, round after round: a pair running only ferry, and a
+pair running only torch.distributed.rpc. Each system is measured with
+nothing of the other alive: TensorPipe's reactor busy-polls while idle
+(about half a core per process here, the `idle_cpu` row), which in shared
+processes would take from ferry's calls the CPU TensorPipe does not use
+itself. worker0 calls `echo` -- a Python function of this program,
+returning its argument, an 8-byte uint8 tensor -- on worker1:
 
   native      ferry.rpc_sync("worker1", "py_echo", ...): the same function
               registered with ferry, called by its name (what ferry.rpc's
@@ -17,30 +20,24 @@ program, returning its argument, an 8-byte uint8 tensor -- on worker1:
   tensorpipe  torch.distributed.rpc.rpc_sync("worker1", echo, ...):
               TensorPipe's defaults, echo pickled by reference
 
-Rows (ferry_bench's format, suite "rpc_api"): latency_p50_us of one
-synchronous call at a time (the three systems alternate call by call, so
-each sees the same host), and calls_per_s with 16 calls in flight
-(rpc_async, closed loop, 0.3 s each, the systems in turn, 15 rounds, the
-median).
+Rows (ferry_bench's format, suite "rpc_api"), each the median over the
+rounds: latency_p50_us of one synchronous call at a time (native and
+ferry.rpc alternate call by call), calls_per_s with 16 calls in flight
+(rpc_async, closed loop), cpu_us_per_call: the CPU both processes used
+in that loop per call, and idle_cpu: the CPU seconds per second both
+processes of the pair use while no call is made (each measured in turn).
 """
 import argparse
 import json
 import os
 import socket
 import statistics
-import threading
+import subprocess
+import sys
 import time
 
-import torch
-import torch.distributed.rpc as tp
-
-import ferry
-import ferry.rpc as rpc
-
-
-@ferry.register("py_echo")
-def py_echo(x):
-    return x
+SYSTEMS = {"ferry": ("native", "ferry.rpc"), "tensorpipe": ("tensorpipe",)}
+_ROWS = "rpc_api_bench rows: "
 
 
 def free_port():
@@ -49,21 +46,22 @@ def free_port():
         return s.getsockname()[1]
 
 
-# TensorPipe's port: rank 0 picks it and tells rank 1 (rank 0's own Python
-# is busy in TensorPipe's init, which holds the GIL while it waits).
-_tp_port = []
-_tp_port_told = threading.Event()
-
-
-@ferry.register("tp_port")
-def tp_port(port):
-    _tp_port.append(port)
-    _tp_port_told.set()
-
-
 def echo(x):
     """What ferry.rpc and TensorPipe call, by reference."""
     return x
+
+
+def idle_cpu(seconds):
+    """This process's CPU seconds per second over `seconds` of doing
+    nothing (what its RPC system's own threads use)."""
+    start = time.process_time()
+    time.sleep(seconds)
+    return (time.process_time() - start) / seconds
+
+
+def cpu_now():
+    """This process's CPU seconds so far."""
+    return time.process_time()
 
 
 def timed_us(fn):
@@ -84,7 +82,108 @@ def calls_per_s(issue, inflight, seconds):
         pending.append(issue())
     for f in pending:
         f.wait()
-    return done / (time.perf_counter() - start)
+    done += len(pending)
+    return done / (time.perf_counter() - start), done
+
+
+def measure(systems, calls, seconds, remote):
+    """worker0's side of a phase: {(metric, system): value}. `systems`:
+    name -> (sync call, async issue); `remote(fn, *args)`: fn(*args) run
+    on worker1, synchronously."""
+    for sync, _ in systems.values():  # Warm-up.
+        for _ in range(calls // 10):
+            sync()
+    latency = {name: [] for name in systems}
+    for _ in range(calls):
+        for name, (sync, _) in systems.items():
+            latency[name].append(timed_us(sync))
+    out = {}
+    for name, (_, issue) in systems.items():
+        out["latency_p50_us", name] = statistics.median(latency[name])
+        cpu = cpu_now() + remote(cpu_now)
+        rate, done = calls_per_s(issue, 16, seconds)
+        cpu = cpu_now() + remote(cpu_now) - cpu
+        out["calls_per_s", name] = rate
+        out["cpu_us_per_call", name] = cpu / done * 1e6
+    idle = remote(idle_cpu, 1.0) + idle_cpu(1.0)  # One after the other.
+    for name in systems:
+        out["idle_cpu", name] = idle
+    return out
+
+
+def phase_ferry(calls, seconds):
+    import torch
+
+    import ferry
+    import ferry.rpc as rpc
+
+    @ferry.register("py_echo")
+    def py_echo(x):
+        return x
+
+    rpc.init_rpc(f"worker{os.environ['RANK']}")
+    out = {}
+    if rpc.get_worker_info().id == 0:
+        small = torch.zeros(8, dtype=torch.uint8)
+        out = measure({
+            "native": (
+                lambda: ferry.rpc_sync("worker1", "py_echo", args=(small,)),
+                lambda: ferry.rpc_async("worker1", "py_echo",
+                                        args=(small,))),
+            "ferry.rpc": (
+                lambda: rpc.rpc_sync("worker1", echo, args=(small,)),
+                lambda: rpc.rpc_async("worker1", echo, args=(small,))),
+        }, calls, seconds,
+            lambda fn, *a: rpc.rpc_sync("worker1", fn, args=a))
+    rpc.shutdown()
+    return out
+
+
+def phase_tensorpipe(calls, seconds, port):
+    import torch
+    import torch.distributed.rpc as tp
+
+    rank = int(os.environ["RANK"])
+    tp.init_rpc(f"worker{rank}", rank=rank, world_size=2,
+                rpc_backend_options=tp.TensorPipeRpcBackendOptions(
+                    init_method=f"tcp://127.0.0.1:{port}"))
+    out = {}
+    if rank == 0:
+        small = torch.zeros(8, dtype=torch.uint8)
+        out = measure({
+            "tensorpipe": (
+                lambda: tp.rpc_sync("worker1", echo, args=(small,)),
+                lambda: tp.rpc_async("worker1", echo, args=(small,))),
+        }, calls, seconds,
+            lambda fn, *a: tp.rpc_sync("worker1", fn, args=a))
+    tp.shutdown()
+    return out
+
+
+def run_phase(system, calls, seconds):
+    """One pair of processes measuring `system`: ferry's started by
+    ferry.launch, TensorPipe's (which has its own rendezvous, on a port
+    picked here) directly."""
+    cmd = [sys.executable, os.path.abspath(__file__), f"--phase={system}",
+           f"--calls={calls}", f"--seconds={seconds}",
+           f"--tp-port={free_port()}"]
+    if system == "ferry":
+        pairs = [subprocess.Popen(
+            [sys.executable, "-m", "ferry.launch", "-n", "2", *cmd[1:]],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    else:
+        pairs = [subprocess.Popen(
+            cmd, env=dict(os.environ, RANK=str(rank), WORLD_SIZE="2"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for rank in (0, 1)]
+    outputs = [p.communicate(timeout=600) for p in pairs]
+    for out, _ in outputs:
+        for line in out.splitlines():
+            if _ROWS in line:
+                return json.loads(line.split(_ROWS, 1)[1])
+    sys.exit(f"rpc_api_bench: the {system} pair gave no rows (exit "
+             f"{[p.returncode for p in pairs]}):\n" +
+             "\n".join(out + err for out, err in outputs))
 
 
 def row(metric, system, value):
@@ -93,72 +192,53 @@ def row(metric, system, value):
             "inflight": 16 if metric == "calls_per_s" else 1, "value": value}
 
 
+def drive(args):
+    calls, seconds = (300, 0.3) if args.quick else (3000, 2.0)
+    rounds = args.rounds or (1 if args.quick else 5)
+    values = {}
+    for _ in range(rounds):
+        for system in SYSTEMS:
+            for entry in run_phase(system, calls, seconds):
+                values.setdefault((entry[0], entry[1]), []).append(entry[2])
+    rows = [row(metric, system, statistics.median(v))
+            for (metric, system), v in sorted(values.items())]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for r in rows:
+            print(f"{r['metric']:15s} {r['system']:11s} {r['value']:12.2f}")
+    value = {(r["metric"], r["system"]): r["value"] for r in rows}
+    for metric in ("latency_p50_us", "calls_per_s", "cpu_us_per_call"):
+        for system in ("ferry.rpc", "tensorpipe"):
+            print(f"{system} {metric}: "
+                  f"{value[metric, system] / value[metric, 'native']:.2f}x "
+                  f"native")
+    print(f"ferry.rpc calls_per_s: "
+          f"{value['calls_per_s', 'ferry.rpc'] / value['calls_per_s', 'tensorpipe']:.2f}x "
+          f"tensorpipe ({rounds} rounds)")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rounds", type=int, default=0)
+    parser.add_argument("--phase", choices=list(SYSTEMS),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--calls", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--tp-port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    rpc.init_rpc(f"worker{os.environ['RANK']}")
-    rank = rpc.get_worker_info().id
-    if rank == 0:
-        port = free_port()
-        ferry.rpc_sync("worker1", "tp_port", args=(port,))
+    if args.phase is None:
+        drive(args)
+        return
+    if args.phase == "ferry":
+        out = phase_ferry(args.calls, args.seconds)
     else:
-        assert _tp_port_told.wait(60), "rank 0 never told TensorPipe's port"
-        port = _tp_port[0]
-    tp.init_rpc(f"worker{rank}", rank=rank, world_size=2,
-                rpc_backend_options=tp.TensorPipeRpcBackendOptions(
-                    init_method=f"tcp://127.0.0.1:{port}"))
-    calls = 300 if args.quick else 3000
-    rounds, seconds = (3, 0.1) if args.quick else (15, 0.3)
-    small = torch.zeros(8, dtype=torch.uint8)
-    systems = {
-        "native": (
-            lambda: ferry.rpc_sync("worker1", "py_echo", args=(small,)),
-            lambda: ferry.rpc_async("worker1", "py_echo", args=(small,))),
-        "ferry.rpc": (
-            lambda: rpc.rpc_sync("worker1", echo,
-                                 args=(small,)),
-            lambda: rpc.rpc_async("worker1", echo,
-                                  args=(small,))),
-        "tensorpipe": (
-            lambda: tp.rpc_sync("worker1", echo, args=(small,)),
-            lambda: tp.rpc_async("worker1", echo,
-                                 args=(small,))),
-    }
-    rows = []
-    if rank == 0:
-        for sync, _ in systems.values():  # Warm-up.
-            for _ in range(calls // 10):
-                sync()
-        latency = {name: [] for name in systems}
-        for _ in range(calls):
-            for name, (sync, _) in systems.items():
-                latency[name].append(timed_us(sync))
-        rates = {name: [] for name in systems}
-        for _ in range(rounds):
-            for name, (_, issue) in systems.items():
-                rates[name].append(calls_per_s(issue, 16, seconds))
-        for name in systems:
-            rows.append(row("latency_p50_us", name,
-                            statistics.median(latency[name])))
-            rows.append(row("calls_per_s", name,
-                            statistics.median(rates[name])))
-    tp.shutdown()
-    rpc.shutdown()
-    if rank == 0:
-        if args.json:
-            print(json.dumps(rows))
-        else:
-            for r in rows:
-                print(f"{r['metric']:15s} {r['system']:11s} "
-                      f"{r['value']:12.1f}")
-        native = {r["metric"]: r["value"] for r in rows
-                  if r["system"] == "native"}
-        for r in rows:
-            if r["system"] != "native":
-                print(f"{r['system']} {r['metric']}: "
-                      f"{r['value'] / native[r['metric']]:.2f}x native")
+        out = phase_tensorpipe(args.calls, args.seconds, args.tp_port)
+    if out:
+        print(_ROWS + json.dumps([[m, s, v] for (m, s), v in out.items()]),
+              flush=True)
 
 
 if __name__ == "__main__":
