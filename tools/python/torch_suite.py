@@ -59,6 +59,7 @@ _NAME_GATES = {
     "get_future is only supported on mpi, nccl and gloo",
     "Only Nccl & Gloo backend support DistributedDataParallel",
     "Only Gloo backend support sparse all reduce",
+    "Only Gloo backend supports sparse all reduce",  # (torch 2.x's words)
 }
 
 # Helpers whose body picks the CPU path for "gloo" or "mpi" by name (and
@@ -83,23 +84,16 @@ SUBSET = {
     ],
 }
 
-# Tests gloo passes and ferry does not, with why (README's list).
+# Tests gloo passes and ferry does not, with why (README's list): on torch
+# 1.13, where ferry's backend is a ProcessGroup (on torch 2.x, none).
 KNOWN_FAILURES = {
     "test_monitored_barrier_gloo":
         "monitored_barrier is implemented by ProcessGroupGloo itself; "
-        "torch refuses it on any other backend",
+        "torch 1.13 refuses it on any other backend",
     "test_monitored_barrier_gloo_subgroup": "as above",
     "test_monitored_barrier_gloo_rank_0_timeout": "as above",
     "test_monitored_barrier_wait_all_ranks": "as above",
     "test_monitored_barrier_failure_order": "as above",
-}
-
-# On torch 2.x, where ferry's backend is a Backend written in Python
-# (ferry.distributed._ON_BACKEND).
-KNOWN_FAILURES_2X = {
-    "test_send_recv_any_source":
-        "torch 2.x reads the sender of a receive from any source from the "
-        "C++ Work, which a Backend written in Python cannot set",
 }
 
 
@@ -107,7 +101,7 @@ def known_failures():
     """The known failures for the torch this runs on."""
     import ferry.distributed  # noqa: E402 -- imports torch: only here
     if ferry.distributed._ON_BACKEND:
-        return {**KNOWN_FAILURES, **KNOWN_FAILURES_2X}
+        return {}
     return KNOWN_FAILURES
 
 

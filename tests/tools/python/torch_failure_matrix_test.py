@@ -180,4 +180,5 @@ def test_failure_matrix(tmp_path):
         assert row["raised"] == "DistBackendError", row
         assert row["names_rank"], row
         assert row["get_error"] in expected[row["case"]], row
-        assert row["went_on"], row
+        assert row["went_on"], (row["case"], row["rank"],
+                                row.get("went_on_error"))

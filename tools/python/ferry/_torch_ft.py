@@ -31,6 +31,7 @@ from . import _collectives
 from . import _errors
 from . import _ferry
 from . import _rpc
+from . import _torch_group
 
 # torch's names for an error's kind (c10d::ErrorType), where torch has them.
 _ERROR_TYPE: Any = getattr(_c10d, "ErrorType", None)
@@ -377,31 +378,14 @@ def _torch_error(e: BaseException, what: str) -> RuntimeError:
     return convert(e, what)
 
 
-# (Any to type checkers: torch 1.13's stubs lack 2.x's ProcessGroup API.)
-_PROCESS_GROUP: Any = _c10d.ProcessGroup
-
-
-class ReconfigurableGroup(_PROCESS_GROUP):
+class ReconfigurableGroup(_torch_group.Group):
     """torch's ProcessGroup over a ferry backend made with
     ``enable_reconfigure=True``: its rank and size are the backend's as
     reconfigure changes them (torch reads a Backend's from fields a Python
     backend cannot set; a Python ProcessGroup answers them itself)."""
-
-    def __init__(self, backend: Any) -> None:
-        super().__init__(backend.rank(), backend.size())
-        self._ferry_backend = backend
-        kind = _PROCESS_GROUP.BackendType.CUSTOM
-        self._register_backend(torch.device("cpu"), kind, backend)
-        self._set_default_backend(kind)
 
     def getRank(self) -> int:
         return int(self._ferry_backend.rank())
 
     def getSize(self) -> int:
         return int(self._ferry_backend.size())
-
-    def getBackendName(self) -> str:
-        return str(self._ferry_backend.getBackendName())
-
-    def name(self) -> str:
-        return self.getBackendName()

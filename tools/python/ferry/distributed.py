@@ -39,6 +39,7 @@ import queue
 import secrets
 import tempfile
 import threading
+import time
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -50,6 +51,7 @@ from . import _errors
 from . import _ferry
 from . import _rpc
 from . import _torch_ft
+from . import _torch_group
 from . import store as _store  # noqa: F401 -- ferry:// and etcd:// init
 
 __all__ = ["BACKEND", "ProcessGroupFerry", "configure", "master"]
@@ -377,6 +379,11 @@ def _work(op: _Op, method: str, opts: Any) -> _c10d.Work:
         op.future)
 
 
+# monitored_barrier's messages: a tag torch's users do not send on (theirs
+# are not negative).
+_MONITORED_TAG = -0x6D62
+
+
 # ---- Reduce ops ----
 
 _REDUCE_OPS = {
@@ -526,15 +533,16 @@ def _create(opts: Any, pg_options: object = None) -> Any:
         # torch's ProcessGroup reads a Backend's rank and size from fields
         # Python cannot change: a group reconfigure may resize is ours.
         pg._reconfigurable = True
-        return _torch_ft.ReconfigurableGroup(pg)
-    if _ON_BACKEND and dist.get_debug_level() == dist.DebugLevel.DETAIL:
-        # torch would wrap a plugin's Backend in its C++ ProcessGroupWrapper
-        # (TORCH_DISTRIBUTED_DEBUG=DETAIL), which asks the Backend its name
-        # from C++, where a Python backend has none: every op then fails an
-        # internal assert. A ProcessGroup is taken as it is. ferry checks
-        # itself what the wrapper would (ranks calling different ops, or the
-        # same op with different shapes, fail naming both).
-        return _as_group(pg)
+        return _torch_ft.ReconfigurableGroup(pg, store)
+    if _ON_BACKEND:
+        # torch's ProcessGroup as ferry's subclass (_torch_group.Group), which
+        # torch takes as the group itself. (Unwrapped under
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL too: torch wraps a plugin's Backend
+        # in its C++ checker, which asks a Python Backend its name where it
+        # has none -- every op failed an internal assert. ferry checks itself
+        # what that checker would: ranks calling different ops, or the same
+        # op with different shapes, fail naming both.)
+        return _torch_group.Group(pg, store)
     return pg
 
 
@@ -963,6 +971,64 @@ class ProcessGroupFerry(_torch_ft.FaultTolerance, _PG_BASE):
                                   for x in tensors],
                          f"recv from any rank with tag {tag}")
 
+    def monitored_barrier(self, timeout: Any = None,
+                          wait_all_ranks: bool = False) -> None:
+        """torch's monitored_barrier (torch 2.x calls it through
+        _torch_group.Group; 1.13 refuses it for any backend but gloo):
+        rank 0 waits for a message from every other rank within ``timeout``
+        (a timedelta or seconds; default: the group's) and then answers
+        each; it raises naming the first rank that did not come (every
+        one, with ``wait_all_ranks``), and the others raise if rank 0's
+        answer does not come. gloo's semantics and words, over ferry's
+        point-to-point on a tag of its own."""
+        if isinstance(timeout, datetime.timedelta):
+            seconds = max(timeout.total_seconds(), 0.0)
+        else:
+            seconds = self._timeout if timeout is None else float(timeout)
+        deadline = time.monotonic() + seconds
+        me = self._group_rank
+        token = torch.zeros(1, dtype=torch.uint8)
+
+        def exchange(kind: Any, peer: int) -> None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            kind(self._handle, token, peer, _MONITORED_TAG, left, True,
+                 "torch").wait()
+
+        if me != 0:
+            try:
+                exchange(_ferry.send, 0)
+                exchange(_ferry.recv, 0)
+            except (TimeoutError, _errors.Error) as e:
+                raise RuntimeError(
+                    f"Rank {me} successfully reached monitoredBarrier, but "
+                    "received errors while waiting for send/recv from rank "
+                    f"0. Please check rank 0 logs for faulty rank. ({e})"
+                ) from None
+            return
+        ms = int(seconds * 1000)
+        missing = []
+        for peer in range(1, self.size()):
+            if time.monotonic() >= deadline and not wait_all_ranks:
+                raise RuntimeError(
+                    f"Rank 0 timed out in monitoredBarrier after {ms} ms.")
+            try:
+                exchange(_ferry.recv, peer)
+            except (TimeoutError, _errors.Error):
+                if not wait_all_ranks:
+                    raise RuntimeError(
+                        f"[Rank 0]: Rank {peer} failed to pass "
+                        f"monitoredBarrier in {ms} ms") from None
+                missing.append(peer)
+        if missing:
+            raise RuntimeError(
+                f"[Rank 0]: Ranks {', '.join(map(str, missing))} failed to "
+                f"pass monitoredBarrier in {ms} ms")
+        for peer in range(1, self.size()):
+            _ferry.send(self._handle, token, peer, _MONITORED_TAG,
+                        max(seconds, 1.0), True, "torch").wait()
+
     # batch_isend_irecv's brackets (torch 1.13 passes the requests to the
     # end, 2.x the device to both): each op runs on its own.
     def _start_coalescing(self, *args: object) -> None:
@@ -989,16 +1055,10 @@ def _ferry_pg(pg: Any, what: str) -> ProcessGroupFerry:
 
 def _as_group(backend: ProcessGroupFerry) -> Any:
     """What torch's API takes as ``group=`` for ``backend``: itself, or on
-    torch 2.x torch's ProcessGroup over it, as torch makes for a new
-    group."""
+    torch 2.x torch's ProcessGroup over it (_torch_group.Group)."""
     if not _ON_BACKEND:
         return backend
-    group_class: Any = _c10d.ProcessGroup  # (1.13's stubs lack 2.x's API)
-    kind = group_class.BackendType.CUSTOM
-    pg = group_class(backend.rank(), backend.size())
-    pg._register_backend(torch.device("cpu"), kind, backend)
-    pg._set_default_backend(kind)
-    return pg
+    return _torch_group.Group(backend)
 
 
 def _elastic(pg: Any, timeout: float | None, what: str, op: Any) -> Any:

@@ -26,8 +26,6 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-import torch
-from torch.distributed import ProcessGroup as BaseProcessGroup
 from torch.distributed import Store
 from torchft.process_group import ProcessGroupWrapper
 
@@ -47,16 +45,9 @@ class ProcessGroupFerry(ProcessGroupWrapper):
                    world_size: int) -> Any:
         # As ferry's default group: a new quorum is a new ferry job (the
         # previous quorum's stopped first).
-        backend = _distributed._create(
+        # (torch 2.x's ProcessGroup over ferry's Backend: _torch_group.Group.)
+        return _distributed._create(
             _distributed._Options(store, rank, world_size, self._timeout))
-        # torch 2.x's ProcessGroup (torchft needs torch 2.x; the type
-        # checker reads torch 1.13's).
-        base: Any = BaseProcessGroup
-        pg = base(store, rank, world_size)
-        kind = base.BackendType.CUSTOM
-        pg._set_default_backend(kind)
-        pg._register_backend(torch.device("cpu"), kind, backend)
-        return pg
 
     def getBackendName(self) -> str:
         return "torchft-ferry"
