@@ -60,6 +60,11 @@ def test_torch_distributed_debug_detail(tmp_path):
               env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_works_and_monitored_barrier_as_on_gloo(tmp_path, world):
+    torch_job(f"file://{tmp_path}/init", ["works"], world)
+
+
 def env_init():
     return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
 

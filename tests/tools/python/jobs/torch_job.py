@@ -234,6 +234,42 @@ def check_groups():
     assert t.item() == world - 1
 
 
+def check_works():
+    # A p2p Work's state as gloo's: torch 2.x's holder of a Python
+    # Backend's Work said is_completed() False even after wait() (a program
+    # polling it never ended), and had no sender of a receive from any
+    # source.
+    nxt, prev = (rank + 1) % world, (rank - 1) % world
+    got = torch.zeros(2)
+    sent = dist.isend(torch.full((2,), float(rank)), nxt, tag=5)
+    received = dist.irecv(got, prev, tag=5)
+    sent.wait()
+    received.wait()
+    assert sent.is_completed() and received.is_completed()
+    assert got.tolist() == [float(prev)] * 2, got
+    if rank == 0:
+        any_src = dist.irecv(got, tag=6)
+        any_src.wait()
+        assert any_src.is_completed() and any_src.source_rank() == 1
+    elif rank == 1:
+        dist.send(torch.ones(2), 0, tag=6)
+    if not ferry.distributed._ON_BACKEND:
+        return  # torch 1.13 refuses monitored_barrier but on gloo.
+    # monitored_barrier: every rank comes; then rank 0 alone, naming rank 1
+    # (gloo's words); torch asks the group's name from C++.
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    assert dist.group.WORLD.name() == "ferry", dist.group.WORLD.name()
+    if rank == 0:
+        try:
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=1))
+        except RuntimeError as e:
+            assert "Rank 1 failed to pass monitoredBarrier in 1000 ms" in str(
+                e), e
+        else:
+            raise AssertionError("monitored_barrier passed without rank 1")
+    dist.barrier()
+
+
 def check_ferry_job():
     # The ranks are a ferry job: callable by name.
     peer = f"worker{(rank + 1) % world}"
