@@ -213,9 +213,9 @@ def drive(args):
             print(f"{system} {metric}: "
                   f"{value[metric, system] / value[metric, 'native']:.2f}x "
                   f"native")
-    print(f"ferry.rpc calls_per_s: "
-          f"{value['calls_per_s', 'ferry.rpc'] / value['calls_per_s', 'tensorpipe']:.2f}x "
-          f"tensorpipe ({rounds} rounds)")
+    ratio = (value["calls_per_s", "ferry.rpc"]
+             / value["calls_per_s", "tensorpipe"])
+    print(f"ferry.rpc calls_per_s: {ratio:.2f}x tensorpipe ({rounds} rounds)")
 
 
 def main():
