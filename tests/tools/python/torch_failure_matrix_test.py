@@ -180,5 +180,8 @@ def test_failure_matrix(tmp_path):
         assert row["raised"] == "DistBackendError", row
         assert row["names_rank"], row
         assert row["get_error"] in expected[row["case"]], row
-        assert row["went_on"], (row["case"], row["rank"],
-                                row.get("went_on_error"))
+    # Every survivor's, at once: one that failed to go on makes its peer
+    # fail too (it left).
+    stuck = [(r["case"], r["rank"], r.get("went_on_error")) for r in rows
+             if r["backend"] == "ferry" and not r["went_on"]]
+    assert not stuck, stuck
